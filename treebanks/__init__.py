@@ -1,0 +1,1 @@
+"""The UD treebank registry (installed as the package `xsyn.treebank_registry`)."""

@@ -1,0 +1,3 @@
+"""xsyn: syntax in cross-lingual transfer."""
+
+__version__ = "0.1.0"

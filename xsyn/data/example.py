@@ -1,0 +1,44 @@
+"""One example schema for every task.
+
+An example is a list of text segments (one for single-sentence and tagging tasks; two for pairs:
+premise/hypothesis, sentence1/sentence2, question/context) plus its gold annotation. A segment
+carries raw text (parsed as raw text) or gold tokens (pre-tokenised tasks: NER, slots; parsed
+pre-tokenised and scored on the gold tokens), and its own language, which is what makes
+generalized (cross-language pair) evaluation a matter of pairing segments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Segment:
+    lang: str
+    text: str | None = None
+    tokens: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.tokens is None):
+            raise ValueError("a segment has either raw text or gold tokens, not both or neither")
+
+
+@dataclass
+class Answer:
+    """An extractive-QA answer: its text and character offset in the context segment."""
+
+    text: str
+    start: int
+
+
+@dataclass
+class Example:
+    id: str
+    segments: list[Segment]
+    label: str | None = None  # classification label, or the intent of intent-slot tasks
+    tags: list[str] | None = None  # one BIO tag per gold token of the tokenised segment
+    answers: list[Answer] = field(default_factory=list)  # extractive QA (context = last segment)
+
+    @property
+    def langs(self) -> list[str]:
+        return [s.lang for s in self.segments]

@@ -1,0 +1,45 @@
+"""Atomic, crash-safe file writes: a reader never sees a partial file."""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+
+class OutputError(OSError):
+    """A write failed for a reason the user can fix (disk full, no permission)."""
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to a temp file in the target's folder, fsync it, then rename it into place."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise _explain(err, path) from err
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _explain(err: OSError, path: Path) -> OSError:
+    if err.errno == errno.ENOSPC:
+        return OutputError(err.errno, f"no space left on the device while writing {path}; "
+                                      "free some space or choose another --output-dir")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(err.errno, f"cannot write {path}: permission denied; "
+                                      "choose a folder you can write to (--output-dir)")
+    return err

@@ -1,0 +1,211 @@
+"""CoNLL-U in and out: UD treebanks and pre-parsed corpora <-> syntax records.
+
+Reads comments (`# sent_id`, `# text`), multiword-token ranges (their words inherit the surface
+token's character span) and empty nodes (skipped: they belong to enhanced dependencies, not to the
+basic tree). Every problem is reported as `file:line: problem`. By default a bad sentence stops
+the read; with `skip_invalid=True` it is skipped and counted in `ConlluStats`, never silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xsyn.io import atomic_write_text
+from xsyn.syntax.record import SyntaxRecord, TreeError, validate_heads
+
+
+class ConlluError(TreeError):
+    pass
+
+
+@dataclass
+class ConlluStats:
+    """What a read saw: sentences kept, and the skipped ones with the reason for each."""
+
+    sentences: int = 0
+    skipped: list[str] = field(default_factory=list)
+    text_rebuilt: int = 0  # sentences whose `# text` did not contain their tokens in order
+
+
+_LANG_FROM_NAME = re.compile(r"^([a-z]{2,3})_[a-z0-9]+-ud-")
+
+
+def language_of(path: str | Path) -> str:
+    """`en_ewt-ud-dev.conllu` -> `en` (the UD file-name convention); '' when it does not apply."""
+    m = _LANG_FROM_NAME.match(Path(path).name)
+    return m.group(1) if m else ""
+
+
+def read_conllu(path: str | Path, lang: str | None = None, skip_invalid: bool = False,
+                stats: ConlluStats | None = None) -> Iterator[SyntaxRecord]:
+    """Yield one record per sentence of a CoNLL-U file."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        yield from parse_conllu(fh, source=str(path), lang=language_of(path) if lang is None else lang,
+                                skip_invalid=skip_invalid, stats=stats)
+
+
+def parse_conllu(lines: Iterable[str] | str, source: str = "<string>", lang: str = "",
+                 skip_invalid: bool = False, stats: ConlluStats | None = None) -> Iterator[SyntaxRecord]:
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    stats = stats if stats is not None else ConlluStats()
+    block: list[tuple[int, str]] = []
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if line.strip():
+            block.append((lineno, line))
+            continue
+        if block:
+            record = _sentence(block, source, lang, skip_invalid, stats)
+            if record is not None:
+                yield record
+            block = []
+    if block:
+        record = _sentence(block, source, lang, skip_invalid, stats)
+        if record is not None:
+            yield record
+
+
+def _sentence(block: list[tuple[int, str]], source: str, lang: str, skip_invalid: bool,
+              stats: ConlluStats) -> SyntaxRecord | None:
+    try:
+        record = _build(block, source, lang, stats)
+    except ConlluError as err:
+        if not skip_invalid:
+            raise
+        stats.skipped.append(str(err))
+        return None
+    stats.sentences += 1
+    return record
+
+
+def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluStats) -> SyntaxRecord:
+    first_line = block[0][0]
+    comments: dict[str, str] = {}
+    words: list[str] = []
+    heads: list[int] = []
+    upos: list[str] = []
+    deprels: list[str] = []
+    word_lines: list[int] = []
+    surface: list[tuple[str, int, int, str]] = []  # (form, first word, last word, misc), 0-based words
+    mwt_end = -1
+    for lineno, line in block:
+        where = f"{source}:{lineno}"
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition("=")
+            if sep:
+                comments[key.strip()] = value.strip()
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ConlluError(f"{where}: expected 10 tab-separated columns, found {len(cols)} "
+                              "(CoNLL-U separates columns with single tabs)")
+        wid = cols[0]
+        if "." in wid:  # empty node of the enhanced graph
+            continue
+        if "-" in wid:
+            start, _, end = wid.partition("-")
+            if not (start.isdigit() and end.isdigit()) or int(end) < int(start):
+                raise ConlluError(f"{where}: bad multiword-token range {wid!r}")
+            surface.append((cols[1], int(start) - 1, int(end) - 1, cols[9]))
+            mwt_end = int(end)
+            continue
+        if not wid.isdigit() or int(wid) != len(words) + 1:
+            raise ConlluError(f"{where}: word id {wid!r} out of sequence; expected {len(words) + 1}")
+        head = cols[6]
+        if not head.lstrip("-").isdigit():
+            raise ConlluError(f"{where}: head {head!r} of word {wid} is not an integer")
+        words.append(cols[1])
+        heads.append(int(head))
+        upos.append(cols[3])
+        deprels.append(cols[7])
+        word_lines.append(lineno)
+        if int(wid) > mwt_end:
+            surface.append((cols[1], len(words) - 1, len(words) - 1, cols[9]))
+    if not words:
+        raise ConlluError(f"{source}:{first_line}: empty sentence (comments but no word lines)")
+    try:
+        validate_heads(heads)
+    except TreeError as err:
+        bad = _word_named(str(err))
+        line = word_lines[bad - 1] if bad and bad <= len(word_lines) else first_line
+        raise ConlluError(f"{source}:{line}: {err}") from None
+    text, spans = _locate(comments.get("text"), surface, len(words))
+    if text != comments.get("text"):
+        stats.text_rebuilt += 1
+    return SyntaxRecord(words, heads, upos, deprels, spans=spans, text=text, lang=lang,
+                        sent_id=comments.get("sent_id"))
+
+
+def _word_named(message: str) -> int | None:
+    m = re.search(r"word[s]? (\d+)", message)
+    return int(m.group(1)) if m else None
+
+
+def _locate(text: str | None, surface: list[tuple[str, int, int, str]], n_words: int
+            ) -> tuple[str, list[tuple[int, int]]]:
+    """Character span of every word: found in `# text`, else in text rebuilt from SpaceAfter."""
+    if text is not None:
+        spans = _find_in(text, surface, n_words)
+        if spans is not None:
+            return text, spans
+    pieces, spans, pos = [], [(0, 0)] * n_words, 0
+    for form, first, last, misc in surface:
+        for w in range(first, last + 1):
+            spans[w] = (pos, pos + len(form))
+        pieces.append(form)
+        pos += len(form)
+        if "SpaceAfter=No" not in misc.split("|"):
+            pieces.append(" ")
+            pos += 1
+    return "".join(pieces).rstrip(" "), spans
+
+
+def _find_in(text: str, surface: list[tuple[str, int, int, str]], n_words: int
+             ) -> list[tuple[int, int]] | None:
+    spans, pos = [(0, 0)] * n_words, 0
+    for form, first, last, _ in surface:
+        at = text.find(form, pos)
+        if at < 0 or text[pos:at].strip():
+            return None
+        for w in range(first, last + 1):
+            spans[w] = (at, at + len(form))
+        pos = at + len(form)
+    return spans
+
+
+def write_conllu(records: Iterable[SyntaxRecord], path: str | Path) -> int:
+    """Write records as CoNLL-U (atomically), one block per sentence; returns the block count.
+
+    Words sharing a span become a multiword token whose form is the surface text.
+    """
+    out: list[str] = []
+    count = 0
+    for rec in records:
+        bounds = list(rec.sentence_starts) + [len(rec.words)]
+        for k, (start, end) in enumerate(zip(bounds, bounds[1:])):
+            count += 1
+            if rec.sent_id is not None:
+                out.append(f"# sent_id = {rec.sent_id}" + (f"-{k + 1}" if len(bounds) > 2 else ""))
+            if rec.text is not None and rec.spans is not None:
+                out.append(f"# text = {rec.text[rec.spans[start][0]:rec.spans[end - 1][1]]}")
+            i = start
+            while i < end:
+                j = i
+                while rec.spans is not None and j + 1 < end and rec.spans[j + 1] == rec.spans[i]:
+                    j += 1
+                if j > i and rec.text is not None:
+                    s, e = rec.spans[i]
+                    out.append(f"{i - start + 1}-{j - start + 1}\t{rec.text[s:e]}" + "\t_" * 8)
+                for w in range(i, j + 1):
+                    head = rec.heads[w] - start if rec.heads[w] else 0
+                    out.append("\t".join([str(w - start + 1), rec.words[w], "_", rec.upos[w], "_", "_",
+                                          str(head), rec.deprels[w], "_", "_"]))
+                i = j + 1
+            out.append("")
+    atomic_write_text(path, "\n".join(out) + ("\n" if out else ""))
+    return count

@@ -1,0 +1,328 @@
+"""Syntax records -> wordpiece trees: the dependency tree moved onto a tokenizer's pieces.
+
+Conventions (Ahmad et al. 2021, section 2.2):
+- the first piece of a word carries the word's head (the first piece of the head word);
+- the later pieces of a word are children of its first piece;
+- every sentence root, every `[SEP]` and every piece that maps to no word attach to `[CLS]`,
+  the root of the whole input (pairs and multi-sentence contexts included).
+
+Words and pieces are aligned through character spans (or gold-token indices for pre-tokenised
+input), never through word order, so a parser that normalises or splits text cannot shift
+anything. The words of a multiword token share one surface span: its pieces go to the word of
+the group nearest the root and the other words are contracted into it; a word that received no
+piece at all is contracted into its head.
+
+When an input is longer than the model allows, kept pieces keep the distances of the full tree:
+the tree arrays carry, after the sequence's own pieces, the removed ancestors of kept pieces
+(at most a path per kept piece), so every shortest path between kept pieces survives. All
+arrays are O(n); nothing n x n is ever stored.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from xsyn.syntax.record import SyntaxRecord
+from xsyn.syntax.vocab import (
+    DEPREL_SPECIAL_ID,
+    DEPREL_UNKNOWN_ID,
+    UPOS_SPECIAL_ID,
+    UPOS_UNKNOWN_ID,
+    deprel_id,
+    upos_id,
+)
+
+ROOT = -1  # parent of [CLS]
+PAD = -2  # parent of a padding position
+NO_SOURCE = -1
+
+_MAX_INT16 = np.iinfo(np.int16).max
+
+
+@dataclass
+class SegmentPieces:
+    """One segment's pieces with their tree, before special tokens and truncation."""
+
+    ids: list[int]
+    parent: list[int]  # index of the parent piece within the segment, or ROOT for [CLS]
+    upos: list[int]
+    deprel: list[int]
+    word_index: list[int]  # the syntactic word a piece belongs to, -1 when it maps to none
+    source: list[tuple[int, int]]  # char span in the segment's text, or (gold token, gold token + 1)
+    unaligned: int  # pieces that map to no word
+    wordless: int  # words that received no piece (contracted into their head)
+
+
+@dataclass
+class WordpieceTree:
+    """One model input (single segment, pair, or window) with its O(n) syntax fields.
+
+    Sequence fields have one entry per piece, `[CLS]` and `[SEP]` included. `parent` has one
+    entry per tree node: the sequence's pieces first, then removed ancestors of kept pieces
+    (only when the input was truncated or windowed). Specials have `word_index` -1 and
+    `segment_id` -1.
+    """
+
+    input_ids: np.ndarray  # int32 (T,)
+    token_type_ids: np.ndarray  # int8 (T,)
+    parent: np.ndarray  # int16 (T + A,), ROOT at [CLS]
+    upos: np.ndarray  # uint8 (T,)
+    deprel: np.ndarray  # uint8 (T,)
+    word_index: np.ndarray  # int16 (T,)
+    segment_id: np.ndarray  # int8 (T,)
+    source: np.ndarray  # int32 (T, 2): where each piece came from in its segment; -1 for specials
+    window: tuple[int, int]  # [start, end) of the windowed segment's pieces kept in this input
+    unaligned: int
+    wordless: int
+    truncated: int  # pieces of the full input not kept in this one
+
+    SYNTAX_FIELDS = ("parent", "upos", "deprel", "word_index", "segment_id")
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def syntax_nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self.SYNTAX_FIELDS)
+
+
+class WordpieceAligner:
+    """Tokenises segments with a Hugging Face fast tokenizer and maps their trees onto pieces.
+
+    >>> aligner = WordpieceAligner(tokenizer, max_length=128)
+    >>> tree = aligner.encode([premise_record, hypothesis_record])          # a pair
+    >>> windows = aligner.encode([question, context], stride=128)           # QA sliding windows
+    """
+
+    def __init__(self, tokenizer, max_length: int | None = None):
+        if not getattr(tokenizer, "is_fast", False):
+            raise TypeError("xsyn needs a fast (Rust-backed) tokenizer for character offsets; "
+                            f"got {type(tokenizer).__name__}")
+        self.tokenizer = tokenizer
+        self.max_length = max_length or min(tokenizer.model_max_length, 512)
+        self.cls_id = tokenizer.cls_token_id
+        self.sep_id = tokenizer.sep_token_id
+        if self.cls_id is None or self.sep_id is None:
+            raise ValueError("the tokenizer has no [CLS]/[SEP] tokens; xsyn needs a BERT-family tokenizer")
+
+    # -- segments ---------------------------------------------------------------------------------
+
+    def segment_pieces(self, records: Sequence[SyntaxRecord]) -> list[SegmentPieces]:
+        """Tokenise many segments in one batched call and align each to its tree."""
+        out: list[SegmentPieces | None] = [None] * len(records)
+        raw = [i for i, r in enumerate(records) if r.token_index is None]
+        pre = [i for i, r in enumerate(records) if r.token_index is not None]
+        backend = self.tokenizer.backend_tokenizer
+        if raw:
+            texts = [records[i].text if records[i].text is not None else " ".join(records[i].words)
+                     for i in raw]
+            for i, enc in zip(raw, backend.encode_batch(texts, add_special_tokens=False)):
+                out[i] = align(records[i], enc.ids, enc.offsets)
+        if pre:
+            tokens = [_gold_tokens(records[i]) for i in pre]
+            encs = backend.encode_batch(tokens, is_pretokenized=True, add_special_tokens=False)
+            for i, enc in zip(pre, encs):
+                units = [(w, w + 1) if w is not None else None for w in enc.word_ids]
+                out[i] = align(records[i], enc.ids, units)
+        return out  # type: ignore[return-value]
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def encode(self, records: Sequence[SyntaxRecord], stride: int | None = None,
+               window_segment: int = -1) -> list[WordpieceTree]:
+        """Encode one input (1 or more segments). Returns one tree, or several windows.
+
+        Without `stride`, an over-long input is truncated longest-first (one tree). With `stride`,
+        the segment `window_segment` is cut into overlapping windows that share `stride` pieces,
+        so every piece of it appears in at least one window (QA contexts, long NER sentences).
+        """
+        return self.assemble(self.segment_pieces(records), stride, window_segment)
+
+    def assemble(self, segments: Sequence[SegmentPieces], stride: int | None = None,
+                 window_segment: int = -1) -> list[WordpieceTree]:
+        budget = self.max_length - len(segments) - 1
+        lengths = [len(s.ids) for s in segments]
+        if budget < len(segments):
+            raise ValueError(f"max_length {self.max_length} leaves no room for {len(segments)} segments")
+        if stride is None or sum(lengths) <= budget:
+            keep = _longest_first(lengths, budget)
+            return [self._build(segments, [(0, k) for k in keep], window_segment)]
+        w = window_segment % len(segments)
+        others = sum(lengths) - lengths[w]
+        room = budget - others
+        if room < 1:
+            keep = _longest_first(lengths, budget)
+            return [self._build(segments, [(0, k) for k in keep], window_segment)]
+        if stride >= room:
+            raise ValueError(f"stride {stride} must be smaller than the {room} pieces a window can hold")
+        trees, start = [], 0
+        while True:
+            end = min(start + room, lengths[w])
+            ranges = [(0, n) for n in lengths]
+            ranges[w] = (start, end)
+            trees.append(self._build(segments, ranges, w))
+            if end >= lengths[w]:
+                return trees
+            start = end - stride
+
+    def _build(self, segments: Sequence[SegmentPieces], ranges: list[tuple[int, int]],
+               window_segment: int) -> WordpieceTree:
+        n = 1 + sum(hi - lo for lo, hi in ranges) + len(segments)  # sequence length with specials
+        ids, types, upos, deprel = [self.cls_id], [0], [UPOS_SPECIAL_ID], [DEPREL_SPECIAL_ID]
+        word, seg, source = [-1], [-1], [(NO_SOURCE, NO_SOURCE)]
+        parent = [ROOT]
+        extra: list[int] = []  # tree nodes after the sequence: removed ancestors of kept pieces
+        unaligned = wordless = truncated = 0
+        for s, (piece, (lo, hi)) in enumerate(zip(segments, ranges)):
+            offset = len(ids)
+            node_of = {p: offset + p - lo for p in range(lo, hi)}  # segment piece -> tree node
+            removed: list[int] = []
+            for p in range(lo, hi):
+                q = piece.parent[p]
+                while q != ROOT and q not in node_of:  # climb through removed ancestors
+                    node_of[q] = n + len(extra) + len(removed)
+                    removed.append(q)
+                    q = piece.parent[q]
+                parent.append(_node(node_of, piece.parent[p]))
+            extra += [_node(node_of, piece.parent[q]) for q in removed]
+            ids += piece.ids[lo:hi]
+            types += [min(s, 1)] * (hi - lo)
+            upos += piece.upos[lo:hi]
+            deprel += piece.deprel[lo:hi]
+            word += piece.word_index[lo:hi]
+            seg += [s] * (hi - lo)
+            source += piece.source[lo:hi]
+            unaligned += sum(1 for w in piece.word_index[lo:hi] if w < 0)
+            wordless += piece.wordless
+            truncated += len(piece.ids) - (hi - lo)
+            ids.append(self.sep_id)
+            types.append(min(s, 1))
+            upos.append(UPOS_SPECIAL_ID)
+            deprel.append(DEPREL_SPECIAL_ID)
+            word.append(-1)
+            seg.append(-1)
+            source.append((NO_SOURCE, NO_SOURCE))
+            parent.append(0)
+        tree = parent + extra
+        if len(tree) > _MAX_INT16:
+            raise ValueError(f"an input of {len(tree)} tree nodes exceeds int16; lower max_length")
+        wseg = window_segment % len(segments)
+        return WordpieceTree(
+            input_ids=np.asarray(ids, dtype=np.int32),
+            token_type_ids=np.asarray(types, dtype=np.int8),
+            parent=np.asarray(tree, dtype=np.int16),
+            upos=np.asarray(upos, dtype=np.uint8),
+            deprel=np.asarray(deprel, dtype=np.uint8),
+            word_index=np.asarray(word, dtype=np.int16),
+            segment_id=np.asarray(seg, dtype=np.int8),
+            source=np.asarray(source, dtype=np.int32).reshape(-1, 2),
+            window=ranges[wseg],
+            unaligned=unaligned, wordless=wordless, truncated=truncated,
+        )
+
+
+def _node(node_of: dict[int, int], q: int) -> int:
+    return 0 if q == ROOT else node_of[q]
+
+
+def _longest_first(lengths: list[int], budget: int) -> list[int]:
+    """Pieces kept per segment when the longest segment loses its last piece until all fit."""
+    keep = list(lengths)
+    while sum(keep) > budget:
+        longest = max(range(len(keep)), key=lambda i: keep[i])
+        keep[longest] -= 1
+    return keep
+
+
+def _gold_tokens(record: SyntaxRecord) -> list[str]:
+    """The gold tokens behind a pre-tokenised record (words of one token share its index)."""
+    tokens: dict[int, str] = {}
+    for w, t in zip(record.words, record.token_index or []):
+        tokens.setdefault(t, w)
+    n = max(tokens) + 1 if tokens else 0
+    if record.text is not None and len(record.text.split(" ")) == n:
+        return record.text.split(" ")
+    return [tokens.get(t, "") for t in range(n)]
+
+
+def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, int]]) -> SegmentPieces:
+    """Map one segment's tree onto its pieces.
+
+    `units[p]` is where piece p came from: a character span for raw text, or
+    `(token, token + 1)` for gold tokens, or None for a piece of no token.
+    """
+    n = len(record.words)
+    if n > _MAX_INT16:
+        raise ValueError(f"a segment of {n} words exceeds the int16 word index; split it first")
+    spans = record.spans if record.token_index is None else [(t, t + 1) for t in record.token_index]
+    if spans is None:
+        raise ValueError("a record needs character spans or gold-token indices to be aligned")
+    heads = record.heads
+    depth = _depths(heads)
+    # Words sharing a surface span (a multiword token) form a group led by the word nearest the root.
+    rep = list(range(n))
+    w = 0
+    while w < n:
+        end = w
+        while end + 1 < n and spans[end + 1] == spans[w]:
+            end += 1
+        if end > w:
+            lead = min(range(w, end + 1), key=lambda i: (depth[i], i))
+            for i in range(w, end + 1):
+                rep[i] = lead
+        w = end + 1
+    starts = [s for s, _ in spans]
+    word_of_piece: list[int] = []
+    first_piece = [-1] * n
+    for p, unit in enumerate(units):
+        start = unit[0] if unit is not None else None
+        g = bisect_right(starts, start) - 1 if start is not None else -1
+        if g >= 0 and start < spans[g][1]:
+            g = rep[g]
+            if first_piece[g] < 0:
+                first_piece[g] = p
+        else:
+            g = -1
+        word_of_piece.append(g)
+
+    def node(word: int) -> int:
+        """Piece standing for `word` (0-based): its first piece, climbing past piece-less words."""
+        while word >= 0:
+            word = rep[word]
+            if first_piece[word] >= 0:
+                return first_piece[word]
+            word = heads[word] - 1
+        return ROOT
+
+    parent, upos, deprel = [], [], []
+    for p, g in enumerate(word_of_piece):
+        if g < 0:
+            parent.append(ROOT)
+            upos.append(UPOS_UNKNOWN_ID)
+            deprel.append(DEPREL_UNKNOWN_ID)
+            continue
+        parent.append(node(heads[g] - 1) if first_piece[g] == p else first_piece[g])
+        upos.append(upos_id(record.upos[g]))
+        deprel.append(deprel_id(record.deprels[g]))
+    wordless = sum(1 for i in range(n) if rep[i] == i and first_piece[i] < 0)
+    source = [(u[0], u[1]) if u is not None else (NO_SOURCE, NO_SOURCE) for u in units]
+    return SegmentPieces(list(ids), parent, upos, deprel, word_of_piece, source,
+                         unaligned=word_of_piece.count(-1), wordless=wordless)
+
+
+def _depths(heads: Sequence[int]) -> list[int]:
+    """Depth of every word (a root has depth 0); heads are 1-based, 0 = root."""
+    depth = [-1] * len(heads)
+    for start in range(len(heads)):
+        path, w = [], start
+        while w >= 0 and depth[w] < 0:
+            path.append(w)
+            w = heads[w] - 1
+        d = depth[w] if w >= 0 else -1
+        for v in reversed(path):
+            d += 1
+            depth[v] = d
+    return depth
