@@ -23,12 +23,19 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as err:
         raise _explain(err, path) from err
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

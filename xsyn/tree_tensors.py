@@ -13,7 +13,6 @@ softmax over a masked row never sees only -inf (no NaN from padding).
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
 
 import torch
@@ -21,7 +20,7 @@ import torch
 from xsyn.syntax.vocab import PAD_ID, PUNCT_UPOS_ID, UPOS_SPECIAL_ID
 from xsyn.wordpiece import PAD, ROOT
 
-UNREACHABLE = 99_999  # distance between nodes of different trees (padding)
+UNREACHABLE = torch.iinfo(torch.int16).max  # the distance of any pair that involves padding
 
 __all__ = [
     "ROOT", "PAD", "UNREACHABLE", "TreeTensors", "tree_depth", "ancestor_matrix", "tree_distances",
@@ -29,32 +28,32 @@ __all__ = [
 ]
 
 
-def _jumps(parent: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Depth of every node and the binary-lifting tables (2^k-th ancestors) by pointer doubling."""
+def _chains(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every node's ancestors by distance, (B, N, L) with entry l the l-th ancestor (the root
+    repeats once reached), and depths (B, N). One gather per level, L = max depth + 1."""
     b, n = parent.shape
     idx = torch.arange(n, device=parent.device).expand(b, n)
-    jump = torch.where(parent >= 0, parent, idx)  # roots and padding point to themselves
-    depth = (parent >= 0).long()
-    ups = []
-    for _ in range(max(1, math.ceil(math.log2(n)))):
-        ups.append(jump)
-        depth = depth + depth.gather(1, jump)
-        jump = jump.gather(1, jump)
-    return depth, ups
+    step = torch.where(parent >= 0, parent, idx)  # roots and padding point to themselves
+    chain = [idx]
+    depth = torch.zeros_like(idx)
+    while True:
+        up = step.gather(1, chain[-1])
+        moved = up != chain[-1]
+        if not bool(moved.any()):
+            return torch.stack(chain, dim=-1), depth
+        depth = depth + moved
+        chain.append(up)
 
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
     """Depth of every node, (B, N) long: 0 at `[CLS]` (and at padding), 1 at sentence roots."""
-    return _jumps(parent)[0]
+    return _chains(parent)[1]
 
 
 def _ancestors(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    depth, ups = _jumps(parent)
+    """Ancestor-or-self matrix over all N nodes (the chains scattered into a boolean matrix), and depths."""
+    chain, depth = _chains(parent)
     b, n = parent.shape
-    levels = max(1, math.ceil(math.log2(int(depth.max()) + 1)))
-    chain = torch.arange(n, device=parent.device).expand(b, n).unsqueeze(-1)  # distances 0 .. 2^k - 1
-    for up in ups[:levels]:
-        chain = torch.cat([chain, up.gather(1, chain.flatten(1)).view(b, n, -1)], dim=-1)
     anc = torch.zeros(b, n, n, dtype=torch.bool, device=parent.device)
     anc.scatter_(2, chain, True)
     return anc, depth
@@ -70,28 +69,45 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
 
 
 def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tensor:
-    """(B, T, T) long: hops between pieces i and j in the tree (`UNREACHABLE` across trees).
+    """(B, T, T) int16: hops between pieces i and j; `UNREACHABLE` where either is padding.
 
     `size` (T) restricts the result to the first T nodes (the sequence); removed ancestors
     still carry the paths between kept pieces. d = depth_i + depth_j - 2 depth(lca), where
     depth(lca) + 1 is the number of common ancestors: one batched matmul.
     """
     anc, depth = _ancestors(parent)
-    return _distances(anc, depth, size or parent.shape[1])
+    return _distances(anc, depth, parent, size or parent.shape[1])
 
 
-def _distances(anc: torch.Tensor, depth: torch.Tensor, size: int) -> torch.Tensor:
-    seq = anc[:, :size].float()
-    common = torch.bmm(seq, seq.transpose(1, 2)).long()
-    d = depth[:, :size]
-    dist = d.unsqueeze(2) + d.unsqueeze(1) - 2 * (common - 1)
-    return dist.masked_fill_(common == 0, UNREACHABLE)
+def _distances(anc: torch.Tensor, depth: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
+    seq = anc[:, :size].view(torch.uint8).to(torch.float32)
+    common = torch.bmm(seq, seq.transpose(1, 2))
+    # Padding gets a depth so large that every pair touching it clamps to UNREACHABLE.
+    lifted = torch.where(parent[:, :size] == PAD, UNREACHABLE, depth[:, :size] + 1).to(torch.float32)
+    dist = torch.add(lifted.unsqueeze(2) + lifted.unsqueeze(1), common, alpha=-2.0)
+    return dist.clamp_(max=UNREACHABLE).to(torch.int16)
+
+
+# Masks are built as uint8 0/1 arithmetic and viewed as bool at the end: on CPU, comparisons
+# producing bool and bool broadcasting ops are several times slower than int16/uint8 arithmetic.
+
+def _eye(size: int, device: torch.device) -> torch.Tensor:
+    return torch.eye(size, dtype=torch.uint8, device=device)
+
+
+def _at_most(values: torch.Tensor, limit: int) -> torch.Tensor:
+    """uint8 0/1 of `values <= limit` for an int16 tensor."""
+    return (limit + 1 - values).clamp_(0, 1).to(torch.uint8)
+
+
+def _flag(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.uint8)
 
 
 def _finish(mask: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
-    """Drop padded keys (upos == PAD_ID), then give every row its own position (no empty rows)."""
-    eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=mask.device)
-    return (mask & (upos != PAD_ID).unsqueeze(1)) | eye
+    """Drop padded keys (upos == PAD_ID), give every row its own position (no empty rows), as bool."""
+    real = _flag(upos != PAD_ID).unsqueeze(1)
+    return ((mask & real) | _eye(mask.shape[-1], mask.device)).view(torch.bool)
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
@@ -101,89 +117,98 @@ def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
     """
     if delta < 1:
         raise ValueError(f"delta must be >= 1, got {delta}")
-    eye = torch.eye(distances.shape[-1], dtype=torch.bool, device=distances.device)
-    return (distances <= delta) | eye
+    return (_at_most(distances, delta) | _eye(distances.shape[-1], distances.device)).view(torch.bool)
 
 
 def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor, special: torch.Tensor):
-    """Per piece: position of its word's first piece, of the previous and next word's first pieces
-    (itself where there is none in the same segment), and a running word number."""
+    """Per piece: does it start a word; the row of the previous and of the next word in its
+    segment (itself where there is none); a running word number that jumps between segments.
+
+    Specials and pieces of no word count as one-piece words.
+    """
     b, t = word_index.shape
     pos = torch.arange(t, device=word_index.device).expand(b, t)
+    alone = special | (word_index < 0)
     starts = torch.ones_like(special)
     starts[:, 1:] = (word_index[:, 1:] != word_index[:, :-1]) | (segment_id[:, 1:] != segment_id[:, :-1])
-    starts |= special
+    starts |= alone
     first = torch.where(starts, pos, 0).cummax(dim=1).values
-    before = (first - 1).clamp(min=0)
-    prev = first.gather(1, before)
-    prev_ok = (first > 0) & (segment_id.gather(1, before) == segment_id) & ~special.gather(1, before)
-    prev = torch.where(prev_ok & ~special, prev, first)
-    big = torch.full_like(pos, t)
-    later = torch.where(starts, pos, big).flip(1).cummin(dim=1).values.flip(1)  # next start at or after
-    after = torch.cat([later[:, 1:], big[:, :1]], dim=1)  # first start strictly after each piece
+    before = (first - 1).clamp(min=0)  # the last piece of the previous word shares its row
+    prev_ok = (first > 0) & (segment_id.gather(1, before) == segment_id) & ~alone.gather(1, before)
+    prev = torch.where(prev_ok & ~alone, before, pos)
+    later = torch.where(starts, pos, t).flip(1).cummin(dim=1).values.flip(1)
+    after = torch.cat([later[:, 1:], torch.full_like(pos[:, :1], t)], dim=1)  # next word start
     nxt = after.clamp(max=t - 1)
-    nxt_ok = (after < t) & (segment_id.gather(1, nxt) == segment_id) & ~special.gather(1, nxt)
-    nxt = torch.where(nxt_ok & ~special, nxt, first)
-    number = starts.long().cumsum(dim=1)
-    return first, prev, nxt, number
+    nxt_ok = (after < t) & (segment_id.gather(1, nxt) == segment_id) & ~alone.gather(1, nxt)
+    nxt = torch.where(nxt_ok & ~alone, nxt, pos)
+    number = starts.to(torch.int16).cumsum(dim=1, dtype=torch.int16) + segment_id.to(torch.int16) * (t + 1)
+    return starts, prev, nxt, number
+
+
+def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """matrix[b, rows[b, i], :] for every b, i: a row gather through one flat index_select."""
+    b, t, _ = matrix.shape
+    flat = (rows + torch.arange(b, device=rows.device).unsqueeze(1) * t).view(-1)
+    return matrix.reshape(b * t, -1).index_select(0, flat).view(b, t, -1)
 
 
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torch.Tensor,
-             upos: torch.Tensor, m: int, punct_visible: bool = False) -> torch.Tensor:
+             upos: torch.Tensor, m: int, punct_visible: bool = False, _words=None) -> torch.Tensor:
     """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), at word level.
 
     Word j is visible from word i iff min over k in {i-1, i, i+1} of D(k, j) <= m, with i-1 and
     i+1 the linear neighbours of i in its segment. A word's pieces share its row and column;
     `[CLS]`/`[SEP]` rows and columns are always visible, and with `punct_visible` so are
     punctuation columns.
+
+    Word-level distances need no gather: a word's later pieces are leaves under its first
+    piece, so D(first(p), first(q)) = D(p, q) - [p is a later piece] - [q is a later piece].
     """
     special = upos == UPOS_SPECIAL_ID
-    first, prev, nxt, _ = _word_structure(word_index, segment_id, special)
-    t = distances.shape[-1]
-    cols = distances.gather(2, first.unsqueeze(1).expand(-1, t, -1))  # D(row piece, first piece of col word)
-    near = torch.minimum(cols.gather(1, first.unsqueeze(2).expand(-1, -1, t)),
-                         torch.minimum(cols.gather(1, prev.unsqueeze(2).expand(-1, -1, t)),
-                                       cols.gather(1, nxt.unsqueeze(2).expand(-1, -1, t))))
-    mask = (near <= m) | special.unsqueeze(1) | special.unsqueeze(2)
+    starts, prev, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id, special)
+    later = (~starts).to(distances.dtype)
+    words = (distances - later.unsqueeze(2) - later.unsqueeze(1)).clamp_(min=0)
+    near = torch.minimum(words, torch.minimum(_rows(words, prev), _rows(words, nxt)))
+    always = _flag(special)
     if punct_visible:
-        mask |= (upos == PUNCT_UPOS_ID).unsqueeze(1)
+        always = always | _flag(upos == PUNCT_UPOS_ID)
+    mask = _at_most(near, m) | always.unsqueeze(1) | _flag(special).unsqueeze(2)
     return _finish(mask, upos)
 
 
-def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int
-             ) -> torch.Tensor:
+def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
+             _words=None) -> torch.Tensor:
     """Window local attention (the SLA paper's baseline): |word(i) - word(j)| <= k in a segment.
 
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible.
     """
     special = upos == UPOS_SPECIAL_ID
-    number = _word_structure(word_index, segment_id, special)[3]
-    near = (number.unsqueeze(2) - number.unsqueeze(1)).abs() <= k
-    same = segment_id.unsqueeze(2) == segment_id.unsqueeze(1)
-    mask = (near & same) | special.unsqueeze(1) | special.unsqueeze(2)
-    return _finish(mask, upos)
+    number = (_words if _words is not None else _word_structure(word_index, segment_id, special))[3]
+    near = _at_most((number.unsqueeze(2) - number.unsqueeze(1)).abs_(), k)
+    spec = _flag(special)
+    return _finish(near | spec.unsqueeze(1) | spec.unsqueeze(2), upos)
 
 
 def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     """SG-Net's syntactic dependency of interest: each piece attends to its ancestors and itself.
 
     `ancestors` is `ancestor_matrix(...)` restricted to the sequence, (B, T, T). Special tokens
-    attend to themselves only.
+    attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
-    special = (upos == UPOS_SPECIAL_ID).unsqueeze(2)
-    eye = torch.eye(ancestors.shape[-1], dtype=torch.bool, device=ancestors.device)
-    return _finish(torch.where(special, eye, ancestors), upos)
+    ordinary = _flag(upos != UPOS_SPECIAL_ID).unsqueeze(2)
+    mask = (ancestors.view(torch.uint8) & ordinary) | _eye(ancestors.shape[-1], ancestors.device)
+    return mask.view(torch.bool)
 
 
 def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
     """SEPREM's normalised inverse distance, (B, T, T) float (Xu et al. 2021).
 
     D~_ij = (1 / D_ij) / sum_z (1 / D_iz) over the z reachable from i (z != i); 0 on the diagonal
-    and across trees. A row with nothing reachable (padding) is all zeros.
+    and for padding. A row with nothing reachable (padding) is all zeros.
     """
-    reach = (distances > 0) & (distances < UNREACHABLE)
-    inv = torch.where(reach, 1.0 / distances.clamp(min=1).float(), 0.0)
-    return inv / inv.sum(-1, keepdim=True).clamp(min=1e-12)
+    reachable = distances.clamp(0, 1) * (UNREACHABLE - distances).clamp_(0, 1)  # 0 < d < UNREACHABLE
+    inv = reachable.to(torch.float32) / distances.clamp(min=1).to(torch.float32)
+    return inv / inv.sum(-1, keepdim=True).clamp_(min=1e-12)
 
 
 class TreeTensors:
@@ -214,18 +239,23 @@ class TreeTensors:
 
     @cached_property
     def distances(self) -> torch.Tensor:
-        """(B, T, T) long, see `tree_distances`."""
+        """(B, T, T) int16, see `tree_distances`."""
         anc, depth = self._anc_depth
-        return _distances(anc, depth, self.size)
+        return _distances(anc, depth, self.parent, self.size)
+
+    @cached_property
+    def _words(self):
+        return _word_structure(self.word_index, self.segment_id, self.upos == UPOS_SPECIAL_ID)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)
 
     def sla_mask(self, m: int, punct_visible: bool = False) -> torch.Tensor:
-        return sla_mask(self.distances, self.word_index, self.segment_id, self.upos, m, punct_visible)
+        return sla_mask(self.distances, self.word_index, self.segment_id, self.upos, m, punct_visible,
+                        _words=self._words)
 
     def wla_mask(self, k: int) -> torch.Tensor:
-        return wla_mask(self.word_index, self.segment_id, self.upos, k)
+        return wla_mask(self.word_index, self.segment_id, self.upos, k, _words=self._words)
 
     def sdoi_mask(self) -> torch.Tensor:
         return sdoi_mask(self.ancestors, self.upos)

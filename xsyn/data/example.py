@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xsyn.syntax.record import SyntaxRecord
+
 
 @dataclass
 class Segment:
+    """Raw `text` or gold `tokens`; `record` is its syntax, attached by parsing (or given as gold)."""
+
     lang: str
     text: str | None = None
     tokens: list[str] | None = None
+    record: SyntaxRecord | None = None
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.tokens is None):
@@ -38,6 +43,9 @@ class Example:
     label: str | None = None  # classification label, or the intent of intent-slot tasks
     tags: list[str] | None = None  # one BIO tag per gold token of the tokenised segment
     answers: list[Answer] = field(default_factory=list)  # extractive QA (context = last segment)
+    # CGED gold errors (start, end, type), NLPTEA 1-based inclusive offsets: kept whole because BIO
+    # `tags` cannot hold errors that overlap, and the NLPTEA scores count every one
+    errors: list[tuple[int, int, str]] | None = None
 
     @property
     def langs(self) -> list[str]:

@@ -134,7 +134,7 @@ def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluSt
         bad = _word_named(str(err))
         line = word_lines[bad - 1] if bad and bad <= len(word_lines) else first_line
         raise ConlluError(f"{source}:{line}: {err}") from None
-    text, spans = _locate(comments.get("text"), surface, len(words))
+    text, spans = locate_tokens(comments.get("text"), surface, len(words))
     if text != comments.get("text"):
         stats.text_rebuilt += 1
     return SyntaxRecord(words, heads, upos, deprels, spans=spans, text=text, lang=lang,
@@ -146,9 +146,13 @@ def _word_named(message: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _locate(text: str | None, surface: list[tuple[str, int, int, str]], n_words: int
-            ) -> tuple[str, list[tuple[int, int]]]:
-    """Character span of every word: found in `# text`, else in text rebuilt from SpaceAfter."""
+def locate_tokens(text: str | None, surface: list[tuple[str, int, int, str]], n_words: int
+                  ) -> tuple[str, list[tuple[int, int]]]:
+    """Character span of every word, from its surface token `(form, first word, last word, misc)`.
+
+    Tokens are found in order in `text`; when that fails (or there is no text) the text is
+    rebuilt from the forms and `SpaceAfter=No`. Words of one multiword token share its span.
+    """
     if text is not None:
         spans = _find_in(text, surface, n_words)
         if spans is not None:

@@ -1,0 +1,201 @@
+"""Parsing into records: the Stanza adapter (behind a pipeline stand-in), the control parser, and
+the content-addressed parse cache (dedup, crash safety, several writers, Accelerate-style ranks)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import zlib
+
+import pytest
+
+from xsyn.data.example import Segment
+from xsyn.syntax.cache import ParseCache
+from xsyn.syntax.conllu import read_conllu
+from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsers import ChainParser, ParserUnavailable, StanzaParser
+
+
+class CountingParser(ChainParser):
+    """The chain parser, counting how many segments it was asked to parse."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def parse_texts(self, texts, lang):
+        self.calls += len(texts)
+        return super().parse_texts(texts, lang)
+
+    def parse_tokens(self, token_lists, lang):
+        self.calls += len(token_lists)
+        return super().parse_tokens(token_lists, lang)
+
+
+class TreebankPipeline:
+    """Stands in for `stanza.Pipeline`: `bulk_process` answers with the treebank's own documents
+    (built by stanza from CoNLL-U), looked up by text, as a real pipeline would return them."""
+
+    def __init__(self, conllu_by_text: dict[str, str]):
+        from stanza.utils.conll import CoNLL
+
+        self.docs = {text: CoNLL.conll2doc(input_str=block) for text, block in conllu_by_text.items()}
+        self.batches: list[int] = []
+
+    def bulk_process(self, docs):
+        self.batches.append(len(docs))
+        return [self.docs[d.text] for d in docs]
+
+
+def _blocks(path):
+    """CoNLL-U blocks of a file keyed by their `# text`."""
+    out = {}
+    for block in path.read_text(encoding="utf-8").split("\n\n"):
+        text = next((line[len("# text = "):] for line in block.splitlines() if line.startswith("# text = ")), None)
+        if text is not None:
+            out.setdefault(text, block + "\n")
+    return out
+
+
+def test_stanza_adapter_turns_documents_into_the_treebanks_records(shared_data):
+    path = shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"
+    gold = [r for r in read_conllu(path)][:300]
+    blocks = _blocks(path)
+    stand_in = TreebankPipeline({r.text: blocks[r.text] for r in gold})
+    parser = StanzaParser(batch_docs=128, pipeline_factory=lambda lang, pretok: stand_in)
+    parsed = parser.parse_texts([r.text for r in gold], "en")
+    assert stand_in.batches == [128, 128, 44]  # bulk processing in batches
+    multiword = 0
+    for p, g in zip(parsed, gold):
+        assert (p.words, p.heads, p.upos, p.deprels, p.spans, p.text) == \
+               (g.words, g.heads, g.upos, g.deprels, g.spans, g.text)
+        multiword += len(set(g.spans)) < len(g.spans)
+    assert multiword > 0  # EWT's "don't", "I'm", ... went through the MWT path
+
+
+def test_stanza_multi_sentence_document_becomes_one_segment(example_conllu):
+    blocks = example_conllu.read_text(encoding="utf-8").split("\n\n")
+    text = "The dog chased a cat. A hearing is scheduled on the issue today."
+
+    class TwoSentences:
+        def bulk_process(self, docs):
+            from stanza.utils.conll import CoNLL
+            return [CoNLL.conll2doc(input_str=blocks[0] + "\n\n" + blocks[1] + "\n") for _ in docs]
+
+    (rec,) = StanzaParser(pipeline_factory=lambda lang, pretok: TwoSentences()).parse_texts([text], "en")
+    assert rec.sentence_starts == [0, 6]
+    assert rec.heads[:6] == [2, 3, 0, 5, 3, 3] and rec.heads[6:] == [8, 10, 10, 0, 13, 13, 8, 10, 10]
+    assert text[slice(*rec.spans[6])] == "A" and text[slice(*rec.spans[-1])] == "."
+    rec.validate()
+
+
+def test_stanza_pretokenised_input_keeps_gold_token_indices():
+    from stanza.utils.conll import CoNLL
+
+    block = "\n".join(["1\tEU\teu\tPROPN\t_\t_\t2\tnsubj\t_\t_", "2\trejects\treject\tVERB\t_\t_\t0\troot\t_\t_",
+                       "3\tGerman\tgerman\tADJ\t_\t_\t4\tamod\t_\t_", "4\tcall\tcall\tNOUN\t_\t_\t2\tobj\t_\t_"])
+    seen = []
+
+    class Pretokenised:
+        def bulk_process(self, docs):
+            seen.extend([w.text for w in d.sentences[0].words] for d in docs)
+            return [CoNLL.conll2doc(input_str=block + "\n") for _ in docs]
+
+    parser = StanzaParser(pipeline_factory=lambda lang, pretok: Pretokenised())
+    (rec,) = parser.parse_tokens([["EU", "rejects", "German", "call"]], "en")
+    assert seen == [["EU", "rejects", "German", "call"]]  # the gold tokens reached the pipeline as tokens
+    assert rec.token_index == [0, 1, 2, 3] and rec.heads == [2, 0, 4, 2] and rec.spans is None
+
+
+def test_missing_stanza_models_get_an_actionable_error(tmp_path):
+    parser = StanzaParser(model_dir=str(tmp_path / "stanza"), download="none")
+    with pytest.raises(ParserUnavailable, match=r"stanza.download\('de'"):
+        parser.parse_texts(["Der Hund bellt."], "de")
+
+
+def test_chain_parser_is_a_right_branching_control_tree():
+    (rec,) = ChainParser().parse_texts(["Dogs bark, cats don't."], "en")
+    assert rec.words == ["Dogs", "bark", ",", "cats", "don't", "."]
+    assert rec.heads == [2, 3, 4, 5, 6, 0]
+    assert rec.upos[2] == "PUNCT" and rec.spans[4] == (16, 21)
+    (zh,) = ChainParser().parse_texts(["我爱北京"], "zh")
+    assert zh.words == ["我", "爱", "北", "京"]
+
+
+def test_each_distinct_segment_is_parsed_once_then_served_from_the_cache(tmp_path):
+    segs = [Segment("en", text="a dog"), Segment("en", text="a dog"), Segment("de", text="a dog"),
+            Segment("en", tokens=["a", "dog"]), Segment("en", text="a cat")]
+    parser = CountingParser()
+    report = parse_segments(segs, parser, ParseCache(tmp_path))
+    assert (report.segments, report.unique, report.cache_hits, report.parsed) == (5, 4, 0, 4)
+    assert parser.calls == 4
+    assert segs[0].record is segs[1].record and segs[3].record.token_index == [0, 1]
+    again = [Segment("en", text="a dog"), Segment("en", text="a bird")]
+    report = parse_segments(again, parser, ParseCache(tmp_path))  # a fresh process would do the same
+    assert (report.unique, report.cache_hits, report.parsed) == (2, 1, 1)
+    assert again[0].record.to_dict() == segs[0].record.to_dict()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))  # one shard per writer
+    assert stored.count(b"\n") == 5 and b'"words":["a","dog"]' in stored
+
+
+def test_a_cut_short_or_corrupt_entry_is_detected_and_parsed_again(tmp_path):
+    parse_segments([Segment("en", text=t) for t in ("one", "two", "three")], CountingParser(), ParseCache(tmp_path))
+    shard = next(tmp_path.glob("*.jsonl"))
+    lines = shard.read_bytes().split(b"\n")
+    lines[0] = lines[0].replace(b"one", b"0ne")  # bit rot: the checksum no longer matches
+    shard.write_bytes(b"\n".join(lines[:2]) + b"\n" + lines[2][:25])  # and a write killed mid-line
+    cache = ParseCache(tmp_path)
+    assert len(cache) == 1 and cache.corrupt == 1
+    parser = CountingParser()
+    segs = [Segment("en", text=t) for t in ("one", "two", "three")]
+    report = parse_segments(segs, parser, cache)
+    assert (report.cache_hits, report.parsed) == (1, 2)
+    assert [s.record.words for s in segs] == [["one"], ["two"], ["three"]]
+
+
+def _writer(directory: str, start: int, barrier) -> None:
+    segs = [Segment("en", text=f"sentence number {i}") for i in range(start, start + 300)]
+    cache = ParseCache(directory)
+    barrier.wait()  # all three looked at an empty cache: they now write overlapping keys at once
+    parse_segments(segs, ChainParser(), cache)
+
+
+def test_several_processes_can_write_at_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), k * 150, barrier)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    cache = ParseCache(tmp_path)
+    assert len(list(tmp_path.glob("*.jsonl"))) == 3  # one shard per writer
+    assert len(cache) == 600 and cache.corrupt == 0  # 3 x 300 with overlaps, 600 distinct
+    assert cache.get(next(iter(cache._index))) is not None
+
+
+def _rank(directory: str, rank: int, barrier, results) -> None:
+    parser = CountingParser()
+    segs = [Segment("en", text=f"shared sentence {i}") for i in range(200)]
+    report = parse_segments(segs, parser, ParseCache(directory), rank=rank, world_size=2,
+                            barrier=barrier.wait)
+    results[rank] = (report.parsed, all(s.record is not None for s in segs))
+
+
+def test_ranks_parse_disjoint_shares_and_read_the_rest_from_the_shared_cache(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Manager().dict()
+    procs = [ctx.Process(target=_rank, args=(str(tmp_path), r, barrier, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    expected = [sum(1 for i in range(200) if _owner_of(f"shared sentence {i}") == r) for r in range(2)]
+    assert [results[0][0], results[1][0]] == expected and sum(expected) == 200
+    assert results[0][1] and results[1][1]
+
+
+def _owner_of(text: str) -> int:
+    from xsyn.syntax.cache import cache_key
+
+    parser = ChainParser()
+    return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.settings()).encode()) % 2

@@ -1,0 +1,174 @@
+"""Batched tree tensors: hand-worked examples, padding, and every sentence of seven treebanks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from xsyn.batch import collate_trees
+from xsyn.syntax.conllu import read_conllu
+from xsyn.syntax.record import SyntaxRecord
+from xsyn.tree_tensors import UNREACHABLE, TreeTensors, gat_mask, seprem_weights
+from xsyn.wordpiece import WordpieceAligner
+
+
+def tensors(tokenizer, *records_per_input):
+    aligner = WordpieceAligner(tokenizer)
+    trees = [aligner.encode(list(records))[0] for records in records_per_input]
+    b = collate_trees(trees)
+    return TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"]), trees
+
+
+@pytest.fixture()
+def chased(small_tokenizer, example_conllu):
+    """[CLS] the dog chase ##d a cat . [SEP] with parents [-1, 2, 3, 0, 3, 6, 3, 3, 0]."""
+    rec = next(r for r in read_conllu(example_conllu) if r.sent_id == "en-1")
+    return tensors(small_tokenizer, [rec])[0]
+
+
+# Worked out by hand from the parents above (edges 0-3, 0-8, 3-2, 3-4, 3-6, 3-7, 2-1, 6-5).
+CHASED_DISTANCES = [
+    [0, 3, 2, 1, 2, 3, 2, 2, 1],
+    [3, 0, 1, 2, 3, 4, 3, 3, 4],
+    [2, 1, 0, 1, 2, 3, 2, 2, 3],
+    [1, 2, 1, 0, 1, 2, 1, 1, 2],
+    [2, 3, 2, 1, 0, 3, 2, 2, 3],
+    [3, 4, 3, 2, 3, 0, 1, 3, 4],
+    [2, 3, 2, 1, 2, 1, 0, 2, 3],
+    [2, 3, 2, 1, 2, 3, 2, 0, 3],
+    [1, 4, 3, 2, 3, 4, 3, 3, 0],
+]
+CHASED_ANCESTORS = [{0}, {0, 1, 2, 3}, {0, 2, 3}, {0, 3}, {0, 3, 4}, {0, 3, 5, 6}, {0, 3, 6}, {0, 3, 7}, {0, 8}]
+
+
+def rows(mask):
+    return [[int(v) for v in row] for row in mask[0]]
+
+
+def test_distances_depth_and_ancestors_by_hand(chased):
+    assert chased.distances[0].tolist() == CHASED_DISTANCES
+    assert chased.depth[0].tolist() == [0, 3, 2, 1, 2, 3, 2, 2, 1]
+    assert [set(torch.nonzero(r).flatten().tolist()) for r in chased.ancestors[0]] == CHASED_ANCESTORS
+
+
+def test_gat_mask_is_distance_within_delta(chased):
+    d = torch.tensor(CHASED_DISTANCES)
+    for delta in (1, 2, 3):
+        assert torch.equal(chased.gat_mask(delta)[0], d <= delta)
+    with pytest.raises(ValueError, match="delta must be >= 1"):
+        gat_mask(chased.distances, 0)
+
+
+def test_sla_mask_by_hand(chased):
+    # Words: the | dog | chase ##d | a | cat | . ; a row sees word j iff min over its word and its
+    # linear neighbours of the tree distance to j is <= m (here m = 1); [CLS]/[SEP] always visible.
+    assert rows(chased.sla_mask(1)) == [
+        [1, 1, 1, 1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 1, 0, 0, 0, 1],  # the: via dog -> chased
+        [1, 1, 1, 1, 1, 0, 1, 1, 1],  # dog: via chased -> cat, .
+        [1, 1, 1, 1, 1, 1, 1, 1, 1],  # chase: neighbours dog, a
+        [1, 1, 1, 1, 1, 1, 1, 1, 1],  # ##d shares its word's row
+        [1, 0, 1, 1, 1, 1, 1, 1, 1],  # a: neighbours chased, cat
+        [1, 0, 0, 1, 1, 1, 1, 1, 1],  # cat
+        [1, 0, 0, 1, 1, 1, 1, 1, 1],  # .: only one neighbour in the segment (cat)
+        [1, 1, 1, 1, 1, 1, 1, 1, 1],
+    ]
+    assert rows(chased.sla_mask(0))[1] == [1, 1, 1, 0, 0, 0, 0, 0, 1]  # the: itself and neighbour dog
+    punct = rows(chased.sla_mask(0, punct_visible=True))
+    assert punct[1][7] == 1 and punct[1][6] == 0
+
+
+def test_wla_mask_by_hand(chased):
+    m = rows(chased.wla_mask(1))
+    assert m[1] == [1, 1, 1, 0, 0, 0, 0, 0, 1]  # the: words 1..2
+    assert m[3] == m[4] == [1, 0, 1, 1, 1, 1, 0, 0, 1]  # chased: dog, chased, a
+    assert m[0] == [1] * 9
+
+
+def test_sdoi_follows_true_ancestors_in_a_non_projective_tree(small_tokenizer, example_conllu):
+    # "A hearing is scheduled on the issue today ." -- issue -> hearing crosses "is scheduled".
+    rec = next(r for r in read_conllu(example_conllu) if r.sent_id == "en-2")
+    tt, _ = tensors(small_tokenizer, [rec])
+    sdoi = rows(tt.sdoi_mask())
+    #           CLS a hearing is scheduled on the issue today . SEP
+    assert sdoi[3] == [1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0]  # "is": itself, scheduled, [CLS]; not "hearing"
+    assert sdoi[5] == [1, 0, 1, 0, 1, 1, 0, 1, 0, 0, 0]  # "on": issue, hearing, scheduled
+    assert sdoi[0] == [1] + [0] * 10 and sdoi[10] == [0] * 10 + [1]  # specials: themselves only
+    # A subtree-span mask (SG-Net's released code) would put "hearing" (span a..issue) above "is".
+
+
+def test_seprem_weights_by_hand(chased):
+    w = chased.seprem_weights()[0]
+    inv = [0, 1 / 3, 1 / 2, 1, 1 / 2, 1 / 3, 1 / 2, 1 / 2, 1]
+    assert torch.allclose(w[0], torch.tensor(inv) / sum(inv))
+    assert torch.allclose(w.sum(-1), torch.ones(9))
+
+
+def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, example_conllu):
+    recs = list(read_conllu(example_conllu))
+    dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
+    tt, trees = tensors(small_tokenizer, [recs[1]], [dog])
+    n = len(trees[1])
+    assert tt.distances[1, n:, :].eq(UNREACHABLE).all() and tt.distances[1, :n, n:].eq(UNREACHABLE).all()
+    scores = torch.randn(tt.distances.shape)
+    for mask in (tt.gat_mask(1), tt.sla_mask(3), tt.wla_mask(4), tt.sdoi_mask()):
+        assert mask[1, n:, n:].equal(torch.eye(mask.shape[-1] - n, dtype=torch.bool))  # padding: itself only
+        assert not mask[1, :n, n:].any()  # real pieces never see padding
+        probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        assert torch.isfinite(probs).all()
+    assert seprem_weights(tt.distances)[1, n:].eq(0).all()
+
+
+def _reference_distances(parent: np.ndarray) -> np.ndarray:
+    n = len(parent)
+    child = np.nonzero(parent >= 0)[0]
+    graph = csr_matrix((np.ones(len(child)), (child, parent[child])), shape=(n, n))
+    return shortest_path(graph, directed=False, unweighted=True)
+
+
+def _word_distances(rec: SyntaxRecord) -> np.ndarray:
+    """Distances between words (plus a root node 0) straight from the heads, by BFS."""
+    n = len(rec.words)
+    graph = csr_matrix((np.ones(n), (np.arange(1, n + 1), np.asarray(rec.heads))), shape=(n + 1, n + 1))
+    return shortest_path(graph, directed=False, unweighted=True)[1:, 1:]
+
+
+TREEBANKS = ["UD_English-EWT/en_ewt-ud-dev.conllu", "UD_German-GSD/de_gsd-ud-dev.conllu",
+             "UD_Chinese-GSD/zh_gsd-ud-dev.conllu", "UD_Japanese-GSD/ja_gsd-ud-dev.conllu",
+             "UD_Arabic-PUD/ar_pud-ud-test.conllu", "UD_Russian-GSD/ru_gsd-ud-dev.conllu",
+             "UD_French-GSD/fr_gsd-ud-dev.conllu"]
+
+
+@pytest.mark.parametrize("name", TREEBANKS, ids=[t.split("/")[0] for t in TREEBANKS])
+def test_every_sentence_of_a_treebank_at_wordpiece_level(mbert_tokenizer, shared_data, name):
+    records = list(read_conllu(shared_data / "ud" / name))
+    aligner = WordpieceAligner(mbert_tokenizer, max_length=512)
+    trees = [aligner.assemble([s])[0] for s in aligner.segment_pieces(records)]
+    checked_words = 0
+    for lo in range(0, len(trees), 64):
+        chunk, recs = trees[lo:lo + 64], records[lo:lo + 64]
+        b = collate_trees(chunk)
+        tt = TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"])
+        for i, (tree, rec) in enumerate(zip(chunk, recs)):
+            n = len(tree)
+            parent = tree.parent.astype(np.int64)
+            dist = tt.distances[i, :n, :n].numpy()
+            depth = tt.depth[i, :n].numpy()
+            anc = tt.ancestors[i, :n, :n].numpy()
+            np.testing.assert_array_equal(dist, _reference_distances(parent))  # independent BFS
+            np.testing.assert_array_equal(dist, dist.T)
+            kids = np.nonzero(parent >= 0)[0]
+            assert (dist[kids, parent[kids]] == 1).all()
+            assert depth[0] == 0 and (depth[1:] > 0).all()
+            assert (anc.sum(1) == depth + 1).all()
+            ii, jj = np.nonzero(anc)
+            assert (dist[ii, jj] == depth[ii] - depth[jj]).all()
+            # Between the first pieces of words, piece distances are the word tree's distances.
+            if tree.wordless == 0 and len(set(rec.spans)) == len(rec.spans):
+                first = [int(np.argmax(tree.word_index == w)) for w in range(len(rec.words))]
+                np.testing.assert_array_equal(dist[np.ix_(first, first)], _word_distances(rec))
+                checked_words += len(first)
+    assert checked_words > 0.05 * sum(len(r) for r in records)  # ja: many words share a piece

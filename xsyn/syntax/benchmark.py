@@ -1,0 +1,75 @@
+"""The syntax-layer benchmark behind `xsyn bench syntax`.
+
+Three figures, each measured in this process on the given treebank:
+- `tensor_sentences_per_s`: building every tree tensor (distances, depth, ancestors and the GAT,
+  SLA, WLA, SDOI masks and SEPREM weights) from padded batches already in memory;
+- `pipeline_segments_per_s`: records -> tokenisation -> alignment -> padded batch tensors;
+- `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xsyn.batch import collate_trees
+from xsyn.syntax.conllu import read_conllu
+from xsyn.tree_tensors import TreeTensors
+from xsyn.wordpiece import WordpieceAligner
+
+
+def build_all_tensors(batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Every tree tensor the variants use, at their default settings."""
+    tt = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
+    return [tt.distances, tt.depth, tt.ancestors, tt.gat_mask(1), tt.sla_mask(3), tt.wla_mask(4),
+            tt.sdoi_mask(), tt.seprem_weights()]
+
+
+def _best_time(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 32, repeats: int = 5
+                     ) -> dict[str, Any]:
+    """Measure the three figures; `tokenizer` is a tokenizer object or a spec for `load_tokenizer`."""
+    if isinstance(tokenizer, (str, Path)):
+        from xsyn.models.presets import load_tokenizer
+
+        tokenizer = load_tokenizer(str(tokenizer))
+    records = list(read_conllu(conllu_path))
+    aligner = WordpieceAligner(tokenizer, max_length=512)
+    pad_id = tokenizer.pad_token_id or 0
+
+    def pipeline() -> list[dict[str, torch.Tensor]]:
+        trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
+        return [collate_trees(trees[i:i + batch_size], pad_id) for i in range(0, len(trees), batch_size)]
+
+    batches = pipeline()  # warm-up, and the batches the tensor step runs on
+
+    def tensors() -> None:
+        with torch.no_grad():
+            for batch in batches:
+                build_all_tensors(batch)
+
+    tensors()
+    tensor_s = _best_time(tensors, repeats)
+    pipeline_s = _best_time(pipeline, repeats)
+    trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
+    pieces = sum(len(t) for t in trees)
+    return {
+        "sentences": len(records),
+        "pieces": pieces,
+        "batch_size": batch_size,
+        "torch_threads": torch.get_num_threads(),
+        "tensor_sentences_per_s": len(records) / tensor_s,
+        "pipeline_segments_per_s": len(records) / pipeline_s,
+        "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,
+    }

@@ -1,0 +1,195 @@
+"""How good are the parses that feed the model: UAS and LAS of a parser against a gold treebank.
+
+`attachment_scores(predicted, gold)` compares the parser's record of each gold sentence with
+the gold record. Words are aligned within a sentence: one to one when both have the same words,
+otherwise through where they sit in the input (character spans of the same text, or gold-token
+indices for pre-tokenised input; the words of a multiword token are paired in order). Scores
+follow the CoNLL 2018 shared task: a word's attachment is correct when its aligned head is the
+gold head (and, for LAS, its base relation is the gold one), counted over all words, punctuation
+included, as F1 of precision (over the parser's words) and recall (over the gold words). With
+identical tokenisation F1 equals accuracy. Sentences whose tokenisation differs are counted and
+described, never dropped.
+
+`xsyn parser-quality --parser stanza --treebanks en,de --treebank-dir DIR` runs it per treebank.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from xsyn.cli import main
+from xsyn.syntax.record import SyntaxRecord
+
+MAX_DESCRIBED = 10  # mismatched sentences described in full; all are counted
+
+
+@dataclass
+class AttachmentScores:
+    sentences: int = 0
+    gold_words: int = 0
+    predicted_words: int = 0
+    aligned_words: int = 0
+    heads_correct: int = 0
+    labels_correct: int = 0  # head and base relation both correct
+    mismatched_sentences: int = 0  # sentences whose words differ from the gold words
+    mismatches: list[str] = field(default_factory=list)  # the first MAX_DESCRIBED, explained
+
+    @property
+    def uas(self) -> float:
+        return _f1(self.heads_correct, self.predicted_words, self.gold_words)
+
+    @property
+    def las(self) -> float:
+        return _f1(self.labels_correct, self.predicted_words, self.gold_words)
+
+    @property
+    def words_f1(self) -> float:
+        """How well the parser's words match the gold words (1.0 for gold tokenisation)."""
+        return _f1(self.aligned_words, self.predicted_words, self.gold_words)
+
+    def as_dict(self) -> dict:
+        return {"uas": self.uas, "las": self.las, "words_f1": self.words_f1, "sentences": self.sentences,
+                "gold_words": self.gold_words, "predicted_words": self.predicted_words,
+                "mismatched_sentences": self.mismatched_sentences, "mismatches": self.mismatches}
+
+
+def _f1(correct: int, predicted: int, gold: int) -> float:
+    return 2 * correct / (predicted + gold) if predicted + gold else float("nan")
+
+
+def attachment_scores(predicted: Sequence[SyntaxRecord], gold: Sequence[SyntaxRecord]) -> AttachmentScores:
+    """UAS/LAS of `predicted[k]` against `gold[k]` for every sentence k."""
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} parsed records for {len(gold)} gold sentences; parse each gold "
+                         "sentence into exactly one record (one text or token list per sentence)")
+    scores = AttachmentScores()
+    for k, (pred, ref) in enumerate(zip(predicted, gold, strict=True)):
+        scores.sentences += 1
+        scores.gold_words += len(ref.words)
+        scores.predicted_words += len(pred.words)
+        if pred.words != ref.words:
+            scores.mismatched_sentences += 1
+            if len(scores.mismatches) < MAX_DESCRIBED:
+                scores.mismatches.append(describe_mismatch(k, pred, ref))
+        to_gold = align_words(pred, ref)
+        scores.aligned_words += len(to_gold)
+        for p, g in to_gold.items():
+            head = pred.heads[p]
+            head_right = (ref.heads[g] == 0) if head == 0 else (to_gold.get(head - 1, -1) + 1 == ref.heads[g])
+            scores.heads_correct += head_right
+            scores.labels_correct += head_right and pred.deprels[p] == ref.deprels[g]
+    return scores
+
+
+def align_words(predicted: SyntaxRecord, gold: SyntaxRecord) -> dict[int, int]:
+    """Predicted word index -> gold word index, for the words that correspond."""
+    if predicted.words == gold.words:
+        return {i: i for i in range(len(gold.words))}
+    pred_units, gold_units = _units(predicted), _units(gold)
+    same_kind = (predicted.token_index is None) == (gold.token_index is None)
+    if pred_units is None or gold_units is None or not same_kind:
+        raise ValueError("cannot align a parser's words with the gold words: both records need character "
+                         "spans of the same text, or both gold-token indices (parse the gold text with "
+                         "parse_texts, or the gold words with parse_tokens)")
+    gold_at: dict[tuple[int, int], list[int]] = {}
+    for g, unit in enumerate(gold_units):
+        gold_at.setdefault(unit, []).append(g)
+    pred_at: dict[tuple[int, int], list[int]] = {}
+    for p, unit in enumerate(pred_units):
+        pred_at.setdefault(unit, []).append(p)
+    return {p: g for unit, ps in pred_at.items() for p, g in zip(ps, gold_at.get(unit, []), strict=False)}
+
+
+def _units(record: SyntaxRecord) -> list[tuple[int, int]] | None:
+    if record.token_index is not None:
+        return [(t, t + 1) for t in record.token_index]
+    return list(record.spans) if record.spans is not None else None
+
+
+def describe_mismatch(k: int, predicted: SyntaxRecord, gold: SyntaxRecord) -> str:
+    """One line saying where a parser's words first depart from the gold words."""
+    first = next((i for i, (a, b) in enumerate(zip(predicted.words, gold.words, strict=False)) if a != b),
+                 min(len(predicted.words), len(gold.words)))
+    parser_word = predicted.words[first] if first < len(predicted.words) else "(end)"
+    gold_word = gold.words[first] if first < len(gold.words) else "(end)"
+    name = f" ({gold.sent_id})" if gold.sent_id else ""
+    return (f"sentence {k + 1}{name}: the parser has {len(predicted.words)} words, the gold tree "
+            f"{len(gold.words)}; first difference at word {first + 1}: parser {parser_word!r}, "
+            f"gold {gold_word!r}")
+
+
+# -- xsyn parser-quality ----------------------------------------------------------------------------------
+
+@main.command(name="parser-quality")
+@click.option("--parser", "parser_name", type=click.Choice(["stanza", "chain"]), default="stanza",
+              show_default=True, help="The parser to score.")
+@click.option("--treebanks", required=True,
+              help="Comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
+@click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="A folder of UD treebank folders (a UD release, ../shared/data/ud) or one treebank "
+                   "folder.")
+@click.option("--split", type=click.Choice(["dev", "test"]), default=None,
+              help="Split to parse (default: dev, or test for test-only treebanks).")
+@click.option("--input", "input_kind", type=click.Choice(["text", "words"]), default="text",
+              show_default=True,
+              help="text: parse each sentence's raw text (the parser tokenises, as for XNLI/PAWS-X); "
+                   "words: parse the gold words pre-tokenised (tagging and parsing only).")
+@click.option("--limit", type=int, default=None, help="Score the first N sentences of each treebank.")
+@click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of Stanza models (default: Stanza's own).")
+@click.option("--download", type=click.Choice(["none", "reuse", "download"]), default="reuse",
+              show_default=True, help="Stanza model download policy.")
+@click.option("--device", default=None, help="Device for Stanza (cpu, cuda).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write {lang: {uas, las, words_f1, ...}} here as JSON.")
+def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path, split: str | None,
+                           input_kind: str, limit: int | None, parser_model_dir: str | None, download: str,
+                           device: str | None, output: Path | None) -> None:
+    """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
+    from xsyn.io import atomic_write_text
+    from xsyn.syntax.conllu import read_conllu
+    from xsyn.syntax.parsers import ParserUnavailable, get_parser
+    from xsyn.treebanks import TreebankError, locate
+
+    options = {} if parser_name == "chain" else {"model_dir": parser_model_dir, "download": download,
+                                                  "device": device}
+    parser = get_parser(parser_name, **options)
+    results = {}
+    for spec in [s.strip() for s in treebanks.split(",") if s.strip()]:
+        try:
+            found = locate(spec, treebank_dir)
+            chosen = split or found.evaluation_split()
+            path = found.path(chosen)
+        except TreebankError as err:
+            raise click.ClickException(str(err)) from err
+        gold = list(read_conllu(path, lang=found.treebank.lang))[:limit]
+        try:
+            if input_kind == "text":
+                parsed = parser.parse_texts([g.text for g in gold], found.treebank.lang)
+            else:
+                parsed = parser.parse_tokens([g.words for g in gold], found.treebank.lang)
+                gold = [_as_tokens(g) for g in gold]
+        except ParserUnavailable as err:
+            raise click.ClickException(str(err)) from err
+        scores = attachment_scores(parsed, gold)
+        results[found.treebank.lang] = {"treebank": found.treebank.name, "split": chosen, **scores.as_dict()}
+        click.echo(f"{found.treebank.lang:>3} {found.treebank.name:<24} {chosen:<5} UAS {scores.uas:.3f}  "
+                   f"LAS {scores.las:.3f}  words F1 {scores.words_f1:.3f}  ({scores.sentences} sentences, "
+                   f"{scores.mismatched_sentences} tokenised differently)")
+        for line in scores.mismatches:
+            click.echo(f"      {line}")
+    if output is not None:
+        atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        click.echo(f"scores -> {output}")
+
+
+def _as_tokens(record: SyntaxRecord) -> SyntaxRecord:
+    """The gold record addressed by word index, matching a parse of its words as gold tokens."""
+    return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
+                        token_index=list(range(len(record.words))), text=" ".join(record.words),
+                        lang=record.lang, sent_id=record.sent_id)

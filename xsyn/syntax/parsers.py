@@ -1,0 +1,207 @@
+"""Parsers: text or gold tokens in, syntax records out.
+
+- `StanzaParser`: a real `stanza.Pipeline` (tokenize, mwt, pos, lemma, depparse) into Universal
+  Dependencies; raw or pre-tokenised input, batched through `bulk_process`.
+- `ChainParser`: a model-free control tree (each word headed by its right neighbour). It is the
+  linear-order baseline of syntax ablations, and lets every code path run where no parser
+  model is installed.
+
+A parser is described by `name`, `version` and `settings()`: together with the segment's
+content and language they address the parse cache, so a change of any of them re-parses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from xsyn.syntax.conllu import locate_tokens
+from xsyn.syntax.record import SyntaxRecord
+
+
+class Parser(Protocol):
+    name: str
+    version: str
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def parse_texts(self, texts: Sequence[str], lang: str) -> list[SyntaxRecord]: ...
+
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str) -> list[SyntaxRecord]: ...
+
+
+class ParserUnavailable(RuntimeError):
+    """The parser cannot run here (models missing); the message says how to install them."""
+
+
+# -- the control tree --------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|\w+(?:['’-]\w+)*|[^\w\s]")
+
+
+class ChainParser:
+    """Right-branching chain over regex words: word i's head is word i+1; the last word is the root.
+
+    UPOS is PUNCT for punctuation and X otherwise; relations are `dep` (and `root`).
+    """
+
+    name = "chain"
+    version = "1"
+
+    def settings(self) -> dict[str, Any]:
+        return {"pattern": _WORD.pattern}
+
+    def parse_texts(self, texts: Sequence[str], lang: str) -> list[SyntaxRecord]:
+        records = []
+        for text in texts:
+            matches = list(_WORD.finditer(text)) or [re.match(r"(?s).*", text)]
+            words = [m.group() for m in matches]
+            records.append(_chain(words, lang, text=text, spans=[m.span() for m in matches]))
+        return records
+
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str) -> list[SyntaxRecord]:
+        return [_chain(list(tokens), lang, token_index=list(range(len(tokens))), text=" ".join(tokens))
+                for tokens in token_lists]
+
+
+def _chain(words: list[str], lang: str, **where: Any) -> SyntaxRecord:
+    n = len(words)
+    heads = [i + 2 for i in range(n - 1)] + [0]
+    upos = ["PUNCT" if re.fullmatch(r"[^\w\s]+", w) else "X" for w in words]
+    deprels = ["dep"] * (n - 1) + ["root"]
+    return SyntaxRecord(words, heads, upos, deprels, lang=lang, **where)
+
+
+# -- Stanza ------------------------------------------------------------------------------------------
+
+_DOWNLOAD = {"none": "NONE", "reuse": "REUSE_RESOURCES", "download": "DOWNLOAD_RESOURCES"}
+
+
+class StanzaParser:
+    """Stanza's neural pipeline, one pipeline per (language, raw | pre-tokenised), built lazily.
+
+    `download` is the model policy: "none" (use `model_dir` as it is), "reuse" (download what
+    is missing) or "download" (refresh). Pre-tokenised input keeps the gold tokens (Stanza then
+    runs no multiword expansion, stanza#95). `pipeline_factory(lang, pretokenized)` replaces how
+    pipelines are built (tests hand in a stand-in); everything after it is the same code path.
+    """
+
+    name = "stanza"
+
+    def __init__(self, processors: str = "tokenize,mwt,pos,lemma,depparse", package: str = "default",
+                 model_dir: str | None = None, download: str = "reuse", device: str | None = None,
+                 batch_docs: int = 256, pipeline_factory: Callable[[str, bool], Any] | None = None):
+        import stanza
+
+        if download not in _DOWNLOAD:
+            raise ValueError(f"download must be one of {sorted(_DOWNLOAD)}, got {download!r}")
+        self.version = stanza.__version__
+        self.processors, self.package, self.model_dir = processors, package, model_dir
+        self.download, self.device, self.batch_docs = download, device, batch_docs
+        self._factory = pipeline_factory or self._build_pipeline
+        self._pipelines: dict[tuple[str, bool], Any] = {}
+
+    def settings(self) -> dict[str, Any]:
+        return {"processors": self.processors, "package": self.package}
+
+    def _build_pipeline(self, lang: str, pretokenized: bool) -> Any:
+        import stanza
+
+        processors = self.processors
+        if pretokenized:
+            processors = ",".join(p for p in processors.split(",") if p != "mwt")
+        try:
+            return stanza.Pipeline(
+                lang, dir=self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR,
+                processors=processors, package=self.package, tokenize_pretokenized=pretokenized,
+                download_method=getattr(stanza.DownloadMethod, _DOWNLOAD[self.download]),
+                device=self.device, logging_level="WARN")
+        except Exception as err:  # stanza raises several unrelated types for missing models
+            where = self.model_dir or "~/stanza_resources"
+            raise ParserUnavailable(
+                f"cannot load Stanza models for language {lang!r} from {where} ({err}). On a machine "
+                f"with network run: python -c \"import stanza; stanza.download('{lang}', "
+                f"model_dir='{where}')\" and copy the folder here, then pass --parser-model-dir "
+                "(or use pre-parsed CoNLL-U input)") from err
+
+    def _pipeline(self, lang: str, pretokenized: bool) -> Any:
+        key = (lang, pretokenized)
+        if key not in self._pipelines:
+            self._pipelines[key] = self._factory(lang, pretokenized)
+        return self._pipelines[key]
+
+    def parse_texts(self, texts: Sequence[str], lang: str) -> list[SyntaxRecord]:
+        from stanza import Document
+
+        nlp = self._pipeline(lang, pretokenized=False)
+        records = []
+        for start in range(0, len(texts), self.batch_docs):
+            chunk = texts[start:start + self.batch_docs]
+            docs = nlp.bulk_process([Document([], text=t) for t in chunk])
+            records += [document_record(doc, lang, text=t) for doc, t in zip(docs, chunk)]
+        return records
+
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str) -> list[SyntaxRecord]:
+        from stanza import Document
+
+        nlp = self._pipeline(lang, pretokenized=True)
+        records = []
+        for start in range(0, len(token_lists), self.batch_docs):
+            chunk = token_lists[start:start + self.batch_docs]
+            docs = nlp.bulk_process([
+                Document([[{"id": (i + 1,), "text": tok} for i, tok in enumerate(tokens)]],
+                         text=" ".join(tokens)) for tokens in chunk])
+            records += [document_record(doc, lang, pretokenized=True) for doc in docs]
+        return records
+
+
+def document_record(doc: Any, lang: str, text: str | None = None, pretokenized: bool = False
+                    ) -> SyntaxRecord:
+    """One stanza `Document` (all its sentences) -> one multi-sentence syntax record.
+
+    Words of a multiword token inherit the token's character span (or gold-token index). When
+    Stanza left no character offsets (documents read from CoNLL-U), tokens are located in `text`.
+    """
+    words, heads, upos, deprels, starts = [], [], [], [], []
+    surface: list[tuple[str, int, int, str]] = []
+    offsets: list[tuple[int, int] | None] = []
+    for sentence in doc.sentences:
+        base = len(words)
+        starts.append(base)
+        for token in sentence.tokens:
+            first = len(words)
+            for word in token.words:
+                words.append(word.text)
+                heads.append(word.head + base if word.head else 0)
+                upos.append(word.upos or "X")
+                deprels.append(word.deprel or "dep")
+            surface.append((token.text, first, len(words) - 1, ""))
+            has_offsets = token.start_char is not None and token.end_char is not None
+            offsets.append((token.start_char, token.end_char) if has_offsets else None)
+    if pretokenized:
+        index = [0] * len(words)
+        for t, (_, first, last, _) in enumerate(surface):
+            index[first:last + 1] = [t] * (last - first + 1)
+        return SyntaxRecord(words, heads, upos, deprels, token_index=index,
+                            text=" ".join(s[0] for s in surface), lang=lang, sentence_starts=starts)
+    if text is not None and all(o is not None for o in offsets):
+        spans = [(0, 0)] * len(words)
+        for (_, first, last, _), span in zip(surface, offsets):
+            spans[first:last + 1] = [span] * (last - first + 1)
+    else:
+        text, spans = locate_tokens(text if text is not None else doc.text, surface, len(words))
+    return SyntaxRecord(words, heads, upos, deprels, spans=spans, text=text, lang=lang,
+                        sentence_starts=starts)
+
+
+PARSERS = ("stanza", "chain")
+
+
+def get_parser(name: str, **options: Any) -> Parser:
+    """`stanza` (options: processors, package, model_dir, download, device) or `chain`."""
+    if name == "stanza":
+        return StanzaParser(**options)
+    if name == "chain":
+        return ChainParser()
+    raise ValueError(f"unknown parser {name!r}; choose one of: {', '.join(PARSERS)}")
