@@ -1,0 +1,78 @@
+"""The benchmarks' metrics as plain functions, offline (no `evaluate.load`).
+
+    compute("seqeval", [["B-PER", "O"]], [["B-PER", "O"]])          # {"f1": 100.0, ...}
+    compute("mlqa", ["北京"], [["北京大学"]], lang="zh")              # keyed by the context language
+    primary_score("squad", result)                                  # the number tables show
+
+| id            | prediction / reference per example          | options                    | primary        |
+|---------------|---------------------------------------------|----------------------------|----------------|
+| `accuracy`    | label / label                               |                            | accuracy       |
+| `seqeval`     | tags / tags (BIO, one list per sentence)    | `mode`: default or strict  | f1 (entity)    |
+| `squad`       | answer text / list of gold answer texts     |                            | f1             |
+| `mlqa`        | answer text / list of gold answer texts     | `lang`: context language   | f1             |
+| `intent_slot` | (intent, tags) / (intent, tags)             | `mode` for the slots       | exact_match    |
+| `cged`        | set of (start, end, type) / the same        |                            | position_f1    |
+
+Every score is a percentage. Each metric is per-example counts plus a formula over their sums
+(`xsyn.metrics.base`), which is what the paired bootstrap (`xsyn.metrics.bootstrap`) resamples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xsyn.metrics.accuracy import Accuracy
+from xsyn.metrics.base import CountTable, Metric, MetricInputError
+from xsyn.metrics.cged import Cged
+from xsyn.metrics.entities import EntityF1
+from xsyn.metrics.intent_slot import IntentSlot
+from xsyn.metrics.qa import MlqaQA, SquadQA
+
+_METRICS: dict[str, type[Metric]] = {
+    cls.id: cls for cls in (Accuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged)
+}
+METRIC_IDS = tuple(_METRICS)
+
+__all__ = ["METRIC_IDS", "CountTable", "Metric", "MetricInputError", "compute", "get_metric",
+           "primary_name", "primary_score", "resample_fn"]
+
+
+def _metric_class(metric_id: str) -> type[Metric]:
+    try:
+        return _METRICS[metric_id]
+    except KeyError:
+        raise ValueError(f"unknown metric {metric_id!r}; valid: {', '.join(METRIC_IDS)}") from None
+
+
+def get_metric(metric_id: str, **options: Any) -> Metric:
+    """The metric `metric_id` with its options (`lang` for mlqa, `mode` for seqeval/intent_slot)."""
+    cls = _metric_class(metric_id)
+    try:
+        return cls(**options)
+    except TypeError as err:
+        fields = getattr(cls, "__dataclass_fields__", {})
+        accepted = ", ".join(name for name, f in fields.items() if f.init) or "no options"
+        raise ValueError(f"metric {metric_id!r} takes {accepted}; got {sorted(options)} ({err})") from None
+
+
+def compute(metric_id: str, predictions: Sequence, references: Sequence, **options: Any) -> dict[str, float]:
+    """Corpus-level scores (percent) of `predictions` against `references`."""
+    return get_metric(metric_id, **options).compute(predictions, references)
+
+
+def primary_name(metric_id: str) -> str:
+    return _metric_class(metric_id).primary
+
+
+def primary_score(metric_id: str, result: Mapping[str, float]) -> float:
+    """The single number tables show: accuracy, entity F1, QA F1, exact match, CGED position F1."""
+    return float(result[primary_name(metric_id)])
+
+
+def resample_fn(metric_id: str, predictions: Sequence, references: Sequence,
+                **options: Any) -> Callable[[np.ndarray], float]:
+    """`fn(indices)`: the primary score recomputed from counts on a resample of example indices."""
+    return get_metric(metric_id, **options).resample_fn(predictions, references)

@@ -1,0 +1,85 @@
+"""Figures of the report: language-pair heatmaps and the per-language probe chart.
+
+Built on matplotlib's object API with the Agg canvas (no pyplot state, no display needed); each
+function returns PNG bytes so the caller writes them atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+_CELL_INCHES = 0.62
+
+
+def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Sequence[str], *, title: str,
+                value_label: str, diverging: bool = False, marks: Sequence[Sequence[str]] | None = None,
+                row_label: str = "first-segment language",
+                col_label: str = "second-segment language") -> bytes:
+    """A labelled, annotated heatmap; `diverging` centres a red-blue map at 0 (for deltas)."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+
+    values = np.asarray(matrix, dtype=float)
+    finite = values[np.isfinite(values)]
+    if diverging:
+        bound = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
+        norm, cmap = Normalize(-bound, bound), colormaps["RdBu"]  # red = loss, blue = gain
+    else:
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        norm, cmap = Normalize(low, high if high > low else low + 1.0), colormaps["viridis"]
+    width = max(4.5, _CELL_INCHES * len(cols) + 2.5)
+    height = max(3.5, _CELL_INCHES * len(rows) + 1.8)
+    figure = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
+    figure.colorbar(image, ax=axes, label=value_label)
+    axes.set_xticks(range(len(cols)), labels=list(cols))
+    axes.set_yticks(range(len(rows)), labels=list(rows))
+    axes.set_xlabel(col_label)
+    axes.set_ylabel(row_label)
+    axes.set_title(title, fontsize=10)
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            value = values[i, j]
+            if not math.isfinite(value):
+                continue
+            red, green, blue, _ = cmap(norm(value))
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
+            text = (f"{value:+.1f}" if diverging else f"{value:.1f}") + (marks[i][j] if marks else "")
+            axes.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    return _png(figure)
+
+
+def probe_png(table: Mapping[str, Mapping[str, Mapping[str, float]]], metrics: Sequence[str]) -> bytes:
+    """Grouped bars: one panel per probe metric, languages on the x axis, one bar per run."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    runs = list(table)
+    languages = list(dict.fromkeys(lang for per_language in table.values() for lang in per_language))
+    width = max(6.0, 0.5 * len(languages) * len(metrics))
+    figure = Figure(figsize=(width, 3.6), dpi=110, layout="constrained")
+    panels = figure.subplots(1, len(metrics), squeeze=False)[0]
+    bar = 0.8 / max(1, len(runs))
+    positions = np.arange(len(languages))
+    for panel, metric in zip(panels, metrics, strict=True):
+        for k, run in enumerate(runs):
+            heights = [table[run].get(lang, {}).get(metric, math.nan) for lang in languages]
+            panel.bar(positions + (k - (len(runs) - 1) / 2) * bar, heights, bar, label=run)
+        panel.set_xticks(positions, labels=languages)
+        panel.set_title(metric, fontsize=10)
+        panel.set_xlabel("language")
+    panels[0].set_ylabel("probe score")
+    if len(runs) > 1:
+        panels[-1].legend(fontsize=7)
+    return _png(figure)
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
