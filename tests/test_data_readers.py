@@ -1,0 +1,167 @@
+"""File formats read through their cards, on fixtures written in the released formats.
+
+MTOP and mATIS++ cannot be copied here; tests/fixtures/mtop and tests/fixtures/matis follow the
+released layouts exactly:
+- MTOP `{lang}/{train,eval,test}.txt`: 8 tab-separated columns (id, intent, slots as
+  `start:end:SL:NAME` character offsets joined by commas, utterance, domain, locale, decoupled
+  logical form, tokens JSON `{"tokens": [...], "tokenSpans": [{"start": s, "length": n}, ...]}`).
+  de/test.txt line 2 has 7 columns (a broken row).
+- mATIS++ `{train,dev,test}_{LANG}.tsv`: header `id utterance slot_labels intent`, tokens and slot
+  labels space-separated. test_DE.tsv line 3 has 6 tokens but 5 slot labels (a broken row).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from xsyn.data.loading import load_examples
+from xsyn.data.readers import DataFormatError, errors_to_bio, iob1_to_iob2, spans_to_bio
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_mtop_slots_become_bio_tags_over_the_released_tokens():
+    examples, report = load_examples("mtop", "en", "test", data_dir=FIXTURES / "mtop", allow_hub=False)
+    alarm, message, weather, call = examples
+    assert alarm.id == "3284892387512309" and alarm.label == "IN:CREATE_ALARM"
+    assert alarm.segments[0].tokens == ["Set", "an", "alarm", "for", "7", "am", "tomorrow"]
+    # "13:30:SL:DATE_TIME" covers "for 7 am tomorrow"
+    assert alarm.tags == ["O", "O", "O", "B-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME"]
+    # two slots; "I'm" is two tokens, both inside CONTENT_EXACT (18:26)
+    assert message.tags == ["O", "B-RECIPIENT", "O", "B-CONTENT_EXACT", "I-CONTENT_EXACT", "I-CONTENT_EXACT"]
+    assert weather.tags == ["O"] * 4  # empty slot column
+    # the slot "Bob" (5:8) ends inside the token "Bobs" (5:9): the token joins the slot, and it is counted
+    assert call.tags == ["O", "B-CONTACT", "O"]
+    assert report.notes["slot boundaries inside a token (the token joins the slot)"] == 1
+
+
+def test_mtop_broken_row_is_named_or_skipped_and_counted():
+    with pytest.raises(DataFormatError, match=r"mtop/de/test\.txt:2: expected 8 tab-separated columns, got 7"):
+        load_examples("mtop", "de", "test", data_dir=FIXTURES / "mtop", allow_hub=False)
+    examples, report = load_examples("mtop", "de", "test", data_dir=FIXTURES / "mtop", skip_bad_rows=True,
+                                     allow_hub=False)
+    (alarm,) = examples
+    assert alarm.tags == ["O", "B-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "O"]
+    assert len(report.skipped) == 1 and report.skipped[0].endswith(":2: expected 8 tab-separated columns, got 7")
+    assert "1 rows skipped" in report.summary()
+
+
+def test_mtop_offsets_that_miss_their_tokens_are_an_error(tmp_path):
+    line = ('1\tIN:X\t\tab cd\td\ten_XX\t[IN:X ab cd ]\t'
+            '{"tokens": ["ab", "cd"], "tokenSpans": [{"start": 0, "length": 2}, {"start": 4, "length": 2}]}\n')
+    (tmp_path / "en").mkdir()
+    (tmp_path / "en" / "test.txt").write_text(line, encoding="utf-8")
+    with pytest.raises(DataFormatError, match="token 1 'cd' is not at characters 4:6 of the utterance"):
+        load_examples("mtop", "en", "test", data_dir=tmp_path, allow_hub=False)
+
+
+def test_spans_to_bio_rejects_a_slot_that_covers_no_token():
+    with pytest.raises(ValueError, match="span 20:25 .X. covers no token"):
+        spans_to_bio([(0, 3), (4, 9)], [(20, 25, "X")])
+
+
+def test_matis_reads_tokens_slot_labels_and_multi_intents():
+    examples, _ = load_examples("matis", "en", "train", data_dir=FIXTURES / "matis", allow_hub=False)
+    assert [e.label for e in examples] == ["atis_flight", "atis_airfare", "atis_flight#atis_airfare"]
+    assert examples[2].segments[0].tokens == ["flights", "and", "fares", "from", "new", "york", "to", "atlanta"]
+    assert examples[2].tags[4:6] == ["B-fromloc.city_name", "I-fromloc.city_name"]
+
+
+def test_matis_row_with_fewer_slot_labels_than_tokens_is_named():
+    with pytest.raises(DataFormatError, match=r"test_DE\.tsv:3: 5 tags for 6 tokens"):
+        load_examples("matis", "de", "test", data_dir=FIXTURES / "matis", allow_hub=False)
+    examples, report = load_examples("matis", "de", "test", data_dir=FIXTURES / "matis", skip_bad_rows=True,
+                                     allow_hub=False)
+    assert [e.id for e in examples] == ["0"] and len(report.skipped) == 1
+
+
+def test_conll2003_german_latin1_iob1_becomes_utf8_iob2():
+    examples, report = load_examples("conll_ner", "de", "validation", data_dir=FIXTURES / "conll",
+                                     allow_hub=False)
+    first, second = examples
+    assert first.segments[0].tokens == ["Die", "Firma", "Müller", "aus", "Köln", "Bonn", "."]
+    # IOB1: I- after O (or after another type) opens a chunk; B- only separates same-type neighbours
+    assert first.tags == ["O", "O", "B-ORG", "O", "B-LOC", "B-LOC", "O"]
+    assert second.tags == ["B-PER", "O"]
+    assert report.notes == {"files decoded as latin-1": 1, "IOB1 tags rewritten as IOB2 B- tags": 3}
+
+
+def test_iob1_to_iob2_leaves_iob2_alone():
+    assert iob1_to_iob2(["B-PER", "I-PER", "O", "B-LOC"]) == (["B-PER", "I-PER", "O", "B-LOC"], 0)
+    assert iob1_to_iob2(["I-PER", "I-LOC", "I-LOC"]) == (["B-PER", "B-LOC", "I-LOC"], 2)
+
+
+def test_original_panx_files_lose_their_language_prefix():
+    examples, report = load_examples("panx", "de", "test", data_dir=FIXTURES / "panx", allow_hub=False)
+    assert [e.segments[0].tokens for e in examples] == [["Angela", "Merkel", "besucht", "Paris"], ["Die", "UNO"]]
+    assert "panx_dataset layout" in report.sources[0]
+
+
+def test_cged_test_release_reads_input_and_truth_files():
+    examples, report = load_examples("cged", "zh", "test", data_dir=FIXTURES / "cged", allow_hub=False)
+    hsk_error, hsk_correct, tocfl = examples
+    assert hsk_error.id == "00038800481" and hsk_error.errors == [(7, 7, "R"), (8, 8, "M")]
+    assert {i: t for i, t in enumerate(hsk_error.tags) if t != "O"} == {6: "B-R", 7: "B-M"}
+    assert hsk_correct.errors == [] and set(hsk_correct.tags) == {"O"}
+    # W over characters 4-6 holds S at 5: BIO keeps W, the S error stays in `errors` and is counted
+    assert tocfl.tags[3:6] == ["B-W", "I-W", "I-W"] and tocfl.errors == [(4, 6, "W"), (5, 5, "S")]
+    assert report.notes["CGED errors overlapping an earlier error (kept out of BIO tags)"] == 1
+
+
+def test_cged_missing_character_after_the_text_marks_the_last_one():
+    notes: Counter = Counter()
+    assert errors_to_bio("我们", [(3, 3, "M")], notes) == ["O", "B-M"]
+    assert notes["CGED M errors after the last character, marked on it"] == 1
+    with pytest.raises(ValueError, match="outside the 2-character text"):
+        errors_to_bio("我们", [(3, 4, "S")], Counter())
+
+
+def test_cged_sgml_is_read_from_a_zip(tmp_path):
+    doc = ('<DOC>\n<TEXT id="t1">\n我很喜欢吃。\n</TEXT>\n<CORRECTION>\n我很喜欢吃饭。\n</CORRECTION>\n'
+           '<ERROR start_off="6" end_off="6" type="M"></ERROR>\n</DOC>\n')
+    with zipfile.ZipFile(tmp_path / "CGED16_TrainingData.zip", "w") as archive:
+        archive.writestr("CGED16_HSK_Train_All.txt", doc)
+        archive.writestr("CGED16_TOCFL_Train_All.txt", doc.replace("t1", "t2"))
+    examples, _ = load_examples("cged", "zh", "train", data_dir=tmp_path, allow_hub=False)
+    assert [e.id for e in examples] == ["t1", "t2"]
+    assert examples[0].segments[0].tokens == list("我很喜欢吃。") and examples[0].tags[5] == "B-M"
+
+
+def test_tsv_row_with_an_unknown_label_is_named_by_file_and_line(tmp_path):
+    (tmp_path / "dev-en.tsv").write_text("a\tb\tentailment\nc\td\tmaybe\ne\tf\tneutral\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"dev-en\.tsv:2: label 'maybe' is not one of entailment, "
+                                              r"neutral, contradiction"):
+        load_examples("xnli", "en", "validation", data_dir=tmp_path, allow_hub=False)
+    examples, report = load_examples("xnli", "en", "validation", data_dir=tmp_path, skip_bad_rows=True,
+                                     allow_hub=False)
+    assert [e.id for e in examples] == ["#0", "#2"]  # row numbers stay those of the file
+    assert report.skipped == [f"{tmp_path / 'dev-en.tsv'}:2: label 'maybe' is not one of entailment, "
+                              "neutral, contradiction; fix the file or the card's labels / label_map"]
+
+
+def test_tsv_header_without_a_named_column_says_which_columns_exist(tmp_path):
+    (tmp_path / "ChnSentiCorp").mkdir()
+    (tmp_path / "ChnSentiCorp" / "dev.tsv").write_text("qid\tlabel\ttext\n0\t1\t好\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="the header has no column 'text_a' .for text.; its columns are: "
+                                              "qid, label, text"):
+        load_examples("chnsenticorp", "zh", "validation", data_dir=tmp_path, allow_hub=False)
+
+
+def test_original_xnli_file_is_filtered_by_language_and_maps_labels(tmp_path):
+    (tmp_path / "XNLI-1.0").mkdir()
+    header = "language\tgold_label\tsentence1\tsentence2\tpairID"
+    rows = ["en\tcontradictory\tA man sleeps.\tA man runs.\t1", "de\tneutral\tEin Mann.\tEine Frau.\t1",
+            "en\tentailment\tA dog.\tAn animal.\t2"]
+    (tmp_path / "XNLI-1.0" / "xnli.dev.tsv").write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    examples, _ = load_examples("xnli", "en", "validation", data_dir=tmp_path, allow_hub=False)
+    assert [(e.id, e.label) for e in examples] == [("1", "contradiction"), ("2", "entailment")]
+
+
+def test_non_utf8_file_without_fallback_names_the_line(tmp_path):
+    (tmp_path / "dev-en.tsv").write_bytes("a\tb\tneutral\nK\xf6ln\tb\tneutral\n".encode("latin-1"))
+    with pytest.raises(DataFormatError, match=r"dev-en\.tsv:2: not UTF-8 .*options.encoding_fallback"):
+        load_examples("xnli", "en", "validation", data_dir=tmp_path, allow_hub=False)

@@ -1,0 +1,386 @@
+"""Task cards: one declarative TOML file per benchmark (`tasks/*.toml`, package `xsyn.task_cards`).
+
+A card says what a task is (kind, languages, splits, labels, metric), where its data comes from
+(local file layouts, each read by a named format reader, and Hugging Face hub datasets) and which
+hyperparameters the papers used per model variant. Adding a benchmark in a known format is adding
+a card; nothing else changes.
+
+>>> card = load_card("pawsx")
+>>> card.kind, card.languages[:3], card.metric
+('pair-classification', ('de', 'en', 'es'), 'accuracy')
+>>> card.hyperparameters["gat"]["delta"]
+4
+
+Every mistake in a card is a `CardError` naming the card file and the key, with the valid values.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from xsyn.data.readers import READERS
+
+SPLITS = ("train", "validation", "test")
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
+FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What every example of a task kind carries."""
+
+    segments: tuple[str, ...] | None  # fixed segment names, or None: the card names them
+    n_segments: int
+    label: bool
+    tags: bool
+    answers: bool
+
+
+KINDS: dict[str, KindSpec] = {
+    "single-classification": KindSpec(None, 1, label=True, tags=False, answers=False),
+    "pair-classification": KindSpec(None, 2, label=True, tags=False, answers=False),
+    "token-classification": KindSpec(("tokens",), 1, label=False, tags=True, answers=False),
+    "extractive-qa": KindSpec(("question", "context"), 2, label=False, tags=False, answers=True),
+    "intent-slot": KindSpec(("tokens",), 1, label=True, tags=True, answers=False),
+}
+
+# Hyperparameters a card may state per variant; a list is the paper's search grid.
+HYPERPARAMETERS: dict[str, str] = {
+    "learning_rate": "number", "batch_size": "int", "epochs": "int", "max_length": "int",
+    "doc_stride": "int", "max_query_length": "int", "max_answer_length": "int", "n_best": "int",
+    "warmup_steps": "int", "weight_decay": "number", "seed": "int",
+    "delta": "int", "syntax_heads": "int", "syntax_layers": "int", "alpha": "number",
+    "gat_layers": "int", "gat_heads": "int", "gat_dim": "int",
+    "m": "int", "k": "int", "punct_visible": "bool",
+    "selection": "str", "source": "str",
+}
+
+_CARD_KEYS = {
+    "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
+    "labels", "tags", "label_map", "unlabelled_splits", "metric", "homepage", "citation", "download",
+    "local", "hub", "hyperparameters",
+}
+_LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
+_HUB_KEYS = {"dataset", "config", "splits", "languages", "columns", "filter", "revision"}
+
+
+class CardError(ValueError):
+    """A task card is malformed, or a task, language or split does not exist."""
+
+
+@dataclass(frozen=True)
+class LocalSource:
+    """One accepted file layout: `path` pattern(s) relative to the task's data folder.
+
+    Patterns use `{lang}` (through `lang_codes`, e.g. en -> eng), `{LANG}` (upper case), `{split}`
+    (the layout's own split name, from `splits`) and, for cross-language files, one placeholder per
+    segment (`{context}`, `{question}`). A path through a zip archive (`data.zip/member.txt`) is
+    read from the archive. `options` go to the format reader.
+    """
+
+    layout: str
+    format: str
+    paths: tuple[str, ...]
+    splits: Mapping[str, str]
+    languages: tuple[str, ...] | None = None
+    lang_codes: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def serves(self, lang: str, split: str) -> bool:
+        return split in self.splits and (self.languages is None or lang in self.languages)
+
+    def cross_language(self, segments: tuple[str, ...]) -> bool:
+        """Whether one file holds segments of different languages (MLQA's context x question)."""
+        return any("{" + name + "}" in p for p in self.paths for name in segments)
+
+    def resolve(self, lang: str, split: str, segment_langs: Mapping[str, str] | None = None) -> list[str]:
+        code = self.lang_codes.get(lang, lang)
+        values = {"lang": code, "LANG": code.upper(), "split": self.splits[split]}
+        for name, seg_lang in (segment_langs or {}).items():
+            values[name] = self.lang_codes.get(seg_lang, seg_lang)
+        return [p.format(**values) for p in self.paths]
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """One Hugging Face hub dataset: id, config pattern, split names and column roles."""
+
+    dataset: str
+    config: str | None
+    splits: Mapping[str, str]
+    columns: Mapping[str, str]
+    languages: tuple[str, ...] | None = None
+    filter: Mapping[str, str] = field(default_factory=dict)
+    revision: str | None = None
+
+    def serves(self, lang: str, split: str) -> bool:
+        return split in self.splits and (self.languages is None or lang in self.languages)
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    name: str
+    title: str
+    kind: str
+    languages: tuple[str, ...]
+    train_languages: tuple[str, ...]
+    splits: tuple[str, ...]
+    segments: tuple[str, ...]
+    labels: tuple[str, ...] | str | None  # None for kinds without labels; FROM_TRAIN
+    tags: tuple[str, ...] | str | None
+    metric: str
+    local: tuple[LocalSource, ...]
+    hub: tuple[HubSource, ...]
+    hyperparameters: Mapping[str, Mapping[str, Any]]
+    label_map: Mapping[str, str] = field(default_factory=dict)
+    unlabelled_splits: tuple[str, ...] = ()
+    description: str = ""
+    homepage: str = ""
+    download: str = ""
+    citation: str = ""
+    path: str = ""
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.kind]
+
+    def check_lang(self, lang: str) -> None:
+        if lang not in self.languages:
+            raise CardError(f"task {self.name!r} has no language {lang!r}; "
+                            f"its languages are: {', '.join(self.languages)}")
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise CardError(f"task {self.name!r} has no split {split!r}; its splits are: {', '.join(self.splits)}")
+
+    def variant(self, name: str) -> Mapping[str, Any]:
+        """The papers' hyperparameters for one model variant (`mbert`, `gat`, `sla`, ...)."""
+        if name not in self.hyperparameters:
+            raise CardError(f"task {self.name!r} states no hyperparameters for variant {name!r}; "
+                            f"it has: {', '.join(self.hyperparameters) or 'none'}")
+        return self.hyperparameters[name]
+
+
+def list_tasks() -> list[str]:
+    """Names of every installed task card, sorted."""
+    root = importlib.resources.files("xsyn.task_cards")
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_card(name_or_path: str | Path) -> TaskCard:
+    """A task card by name (`"xnli"`) or by the path of a `.toml` file outside the package."""
+    if isinstance(name_or_path, Path) or str(name_or_path).endswith(".toml"):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise CardError(f"no task card file {path}")
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    else:
+        name = str(name_or_path)
+        if name not in list_tasks():
+            raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}")
+        resource = importlib.resources.files("xsyn.task_cards").joinpath(f"{name}.toml")
+        text, where = resource.read_text(encoding="utf-8"), f"tasks/{name}.toml"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CardError(f"{where}: not valid TOML ({err})") from err
+    return parse_card(data, where)
+
+
+def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
+    """Validate a card's TOML table; every error names `where` and the key."""
+    _no_unknown(data, _CARD_KEYS, where)
+    name = _get(data, "name", str, where)
+    kind = _get(data, "kind", str, where)
+    if kind not in KINDS:
+        raise CardError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    spec = KINDS[kind]
+    languages = _strings(data, "languages", where)
+    splits = _strings(data, "splits", where)
+    for split in splits:
+        if split not in SPLITS:
+            raise CardError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
+    train_languages = _strings(data, "train_languages", where, default=languages)
+    _subset(train_languages, languages, "train_languages", "languages", where)
+    unlabelled = _strings(data, "unlabelled_splits", where, default=())
+    _subset(unlabelled, splits, "unlabelled_splits", "splits", where)
+    metric = _get(data, "metric", str, where)
+    if metric not in METRICS:
+        raise CardError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
+    segments = _segments(data, spec, where)
+    labels = _label_set(data, "labels", spec.label, where)
+    tags = _label_set(data, "tags", spec.tags, where)
+    local = tuple(_local(entry, i, segments, languages, splits, where)
+                  for i, entry in enumerate(_tables(data, "local", where)))
+    hub = tuple(_hub(entry, i, languages, splits, where) for i, entry in enumerate(_tables(data, "hub", where)))
+    if not local and not hub:
+        raise CardError(f"{where}: a card needs at least one [[local]] layout or [[hub]] source")
+    hyper = data.get("hyperparameters", {})
+    if not isinstance(hyper, dict):
+        raise CardError(f"{where}: [hyperparameters] must be a table of variants")
+    for variant, values in hyper.items():
+        _hyperparameters(values, f"{where}: [hyperparameters.{variant}]")
+    label_map = data.get("label_map", {})
+    if not isinstance(label_map, dict) or not all(isinstance(v, str) for v in label_map.values()):
+        raise CardError(f"{where}: label_map must map raw labels to label strings")
+    return TaskCard(
+        name=name, title=_get(data, "title", str, where, default=name), kind=kind, languages=languages,
+        train_languages=train_languages, splits=splits, segments=segments, labels=labels, tags=tags,
+        metric=metric, local=local, hub=hub, hyperparameters=hyper, label_map=label_map,
+        unlabelled_splits=unlabelled, description=_get(data, "description", str, where, default=""),
+        homepage=_get(data, "homepage", str, where, default=""),
+        download=_get(data, "download", str, where, default=""),
+        citation=_get(data, "citation", str, where, default=""), path=where,
+    )
+
+
+# -- validation helpers ---------------------------------------------------------------------------
+
+
+def _no_unknown(table: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise CardError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+
+
+_MISSING = object()
+
+
+def _get(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = _MISSING) -> Any:
+    if key not in table:
+        if default is _MISSING:
+            raise CardError(f"{where}: missing key {key!r}")
+        return default
+    value = table[key]
+    if not isinstance(value, kind):
+        raise CardError(f"{where}: {key} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> tuple[str, ...]:
+    value = _get(table, key, list, where, default=default)
+    if not all(isinstance(v, str) for v in value):
+        raise CardError(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _subset(values: tuple[str, ...], allowed: tuple[str, ...], key: str, of: str, where: str) -> None:
+    extra = [v for v in values if v not in allowed]
+    if extra:
+        raise CardError(f"{where}: {key} {', '.join(extra)} not in {of} ({', '.join(allowed)})")
+
+
+def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise CardError(f"{where}: {key} must be an array of tables ([[{key}]])")
+    return value
+
+
+def _segments(data: Mapping[str, Any], spec: KindSpec, where: str) -> tuple[str, ...]:
+    if spec.segments is not None:
+        if "segments" in data and tuple(data["segments"]) != spec.segments:
+            raise CardError(f"{where}: this kind's segments are fixed: {', '.join(spec.segments)}")
+        return spec.segments
+    segments = _strings(data, "segments", where)
+    if len(segments) != spec.n_segments:
+        raise CardError(f"{where}: this kind has {spec.n_segments} segment(s); segments lists {len(segments)}")
+    return segments
+
+
+def _label_set(data: Mapping[str, Any], key: str, needed: bool, where: str) -> tuple[str, ...] | str | None:
+    if not needed:
+        if key in data:
+            raise CardError(f"{where}: this kind has no {key}")
+        return None
+    value = data.get(key)
+    if value == FROM_TRAIN:
+        return FROM_TRAIN
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise CardError(f"{where}: {key} must be a non-empty list of strings or {FROM_TRAIN!r}")
+    if len(set(value)) != len(value):
+        raise CardError(f"{where}: {key} lists a value twice")
+    return tuple(value)
+
+
+def _split_names(entry: Mapping[str, Any], splits: tuple[str, ...], where: str) -> dict[str, str]:
+    names = _get(entry, "splits", dict, where)
+    _subset(tuple(names), splits, "splits", "the card's splits", where)
+    return {k: str(v) for k, v in names.items()}
+
+
+def _entry_languages(entry: Mapping[str, Any], languages: tuple[str, ...], where: str) -> tuple[str, ...] | None:
+    if "languages" not in entry:
+        return None
+    langs = _strings(entry, "languages", where)
+    _subset(langs, languages, "languages", "the card's languages", where)
+    return langs
+
+
+def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], languages: tuple[str, ...],
+           splits: tuple[str, ...], where: str) -> LocalSource:
+    here = f"{where}: [[local]] #{i + 1}"
+    _no_unknown(entry, _LOCAL_KEYS, here)
+    fmt = _get(entry, "format", str, here)
+    if fmt not in READERS:
+        raise CardError(f"{here}: format {fmt!r} is not one of {', '.join(sorted(READERS))}")
+    path = entry.get("path")
+    paths = (path,) if isinstance(path, str) else tuple(path) if isinstance(path, list) else None
+    if paths is None or not all(isinstance(p, str) for p in paths) or (READERS[fmt].needs_files and not paths):
+        raise CardError(f"{here}: path must be a pattern string or a list of them")
+    allowed = {"lang", "LANG", "split", *segments}
+    for p in paths:
+        for placeholder in _placeholders(p):
+            if placeholder not in allowed:
+                raise CardError(f"{here}: path {p!r} uses {{{placeholder}}}; "
+                                f"allowed: {', '.join('{' + a + '}' for a in sorted(allowed))}")
+    options = _get(entry, "options", dict, here, default={})
+    READERS[fmt].check_options(options, here)
+    return LocalSource(
+        layout=_get(entry, "layout", str, here), format=fmt, paths=paths,
+        splits=_split_names(entry, splits, here), languages=_entry_languages(entry, languages, here),
+        lang_codes=_get(entry, "lang_codes", dict, here, default={}), options=options,
+    )
+
+
+def _placeholders(pattern: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+
+
+def _hub(entry: Mapping[str, Any], i: int, languages: tuple[str, ...], splits: tuple[str, ...],
+         where: str) -> HubSource:
+    here = f"{where}: [[hub]] #{i + 1}"
+    _no_unknown(entry, _HUB_KEYS, here)
+    return HubSource(
+        dataset=_get(entry, "dataset", str, here), config=_get(entry, "config", str, here, default=None),
+        splits=_split_names(entry, splits, here), columns=_get(entry, "columns", dict, here),
+        languages=_entry_languages(entry, languages, here), filter=_get(entry, "filter", dict, here, default={}),
+        revision=_get(entry, "revision", str, here, default=None),
+    )
+
+
+def _hyperparameters(values: Any, here: str) -> None:
+    if not isinstance(values, dict):
+        raise CardError(f"{here} must be a table")
+    _no_unknown(values, set(HYPERPARAMETERS), here)
+    for key, value in values.items():
+        for item in value if isinstance(value, list) else [value]:
+            if not _is_type(item, HYPERPARAMETERS[key]):
+                raise CardError(f"{here}: {key} must be {HYPERPARAMETERS[key]} (or a list of them for a "
+                                f"search grid), got {value!r}")
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return {"int": isinstance(value, int), "number": isinstance(value, (int, float)),
+            "str": isinstance(value, str)}[kind]

@@ -1,0 +1,53 @@
+"""`xsyn tasks`: what the task cards say (kinds, languages, metrics, where the data comes from)."""
+
+from __future__ import annotations
+
+import click
+
+from xsyn.cli import main
+
+
+def _sources(card) -> tuple[str, str]:
+    local = "; ".join(f"{', '.join(s.paths) or 'generated'} ({s.layout})" for s in card.local) or "none"
+    hub = "; ".join(f"{s.dataset}" + (f" [{s.config}]" if s.config else "") for s in card.hub) or "none"
+    return local, hub
+
+
+def tasks_markdown(cards) -> str:
+    """A Markdown table of tasks and their sources (the README's task list)."""
+    lines = ["| task | kind | languages | metric | local files (layout) | hub |", "|---|---|---|---|---|---|"]
+    for card in cards:
+        local, hub = _sources(card)
+        lines.append(f"| `{card.name}` ({card.title}) | {card.kind} | {' '.join(card.languages)} | "
+                     f"{card.metric} | {local} | {hub} |")
+    return "\n".join(lines)
+
+
+@main.command(name="tasks")
+@click.argument("name", required=False)
+@click.option("--markdown", is_flag=True, help="Print all tasks as one Markdown table.")
+def tasks_command(name: str | None, markdown: bool) -> None:
+    """List the task cards, or show one (NAME) with its splits, labels and hyperparameters."""
+    from xsyn.data.cards import CardError, list_tasks, load_card
+
+    try:
+        cards = [load_card(name)] if name else [load_card(n) for n in list_tasks()]
+    except CardError as err:
+        raise click.ClickException(str(err)) from None
+    if markdown:
+        click.echo(tasks_markdown(cards))
+        return
+    for card in cards:
+        local, hub = _sources(card)
+        click.echo(f"{card.name}: {card.title} ({card.kind}, metric {card.metric})")
+        click.echo(f"  languages: {' '.join(card.languages)} (train on {' '.join(card.train_languages)})")
+        click.echo(f"  local: {local}")
+        click.echo(f"  hub: {hub}")
+        if name:
+            click.echo(f"  splits: {', '.join(card.splits)}")
+            for key in ("labels", "tags"):
+                value = getattr(card, key)
+                if value is not None:
+                    click.echo(f"  {key}: {value if isinstance(value, str) else ' '.join(value)}")
+            for variant, values in card.hyperparameters.items():
+                click.echo(f"  [{variant}] " + ", ".join(f"{k}={v}" for k, v in values.items()))

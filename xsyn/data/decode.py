@@ -1,0 +1,204 @@
+"""Model outputs -> one prediction per example, in the form the card's metric scores.
+
+    predictions, report = decode(card, examples, features, outputs, labels=..., tags=...)
+    scores = xsyn.metrics.compute(card.metric, predictions, references(card, examples),
+                                  **metric_options(card, examples))
+
+`outputs` holds one array per feature, in the order of `features` (padded batches are fine: each is
+cut to its feature's length): `logits` for classification and tagging, `start_logits` and
+`end_logits` for QA, `intent_logits` and `slot_logits` for intent-slot.
+
+| kind                 | prediction                                                          |
+|----------------------|---------------------------------------------------------------------|
+| classification       | the argmax label                                                    |
+| token-classification | one tag per gold token (CGED: the tags' error triples)              |
+| extractive-qa        | the answer text: best start+end over every window's n-best, at most  |
+|                      | `max_answer_length` pieces, cut from the context by the pieces' spans |
+| intent-slot          | (intent from the windows' mean intent logits, one slot tag per token) |
+
+A token seen by several windows takes its tag from the window where its first piece has the most
+context on both sides. A gold token that got no piece at all is predicted `O` and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xsyn.data.cards import TaskCard
+from xsyn.data.example import Answer, Example
+from xsyn.data.loading import has_gold
+
+_FEATURE_COLUMNS = ("example_index", "window_start", "window_end", "segment_id", "source_start", "source_end")
+
+
+@dataclass
+class DecodeReport:
+    examples: int = 0
+    features: int = 0
+    tokens_without_piece: int = 0  # gold tokens no window held a piece of: predicted "O"
+    empty_answers: int = 0  # QA examples without a valid span in any window: predicted ""
+
+
+@dataclass(frozen=True)
+class _Window:
+    feature: int  # row in `features` and in the outputs
+    start: int  # window_start: the windowed segment's first piece in this window
+    end: int
+    positions: np.ndarray  # sequence positions of the windowed (last) segment's pieces
+    source_start: np.ndarray  # per position above
+    source_end: np.ndarray
+
+
+def decode(card: TaskCard, examples: Sequence[Example], features, outputs: Mapping[str, Any], *,
+           labels: Sequence[str] = (), tags: Sequence[str] = (), n_best: int = 20,
+           max_answer_length: int = 30) -> tuple[list[Any], DecodeReport]:
+    """One metric-ready prediction per example (see the module table)."""
+    windows = example_windows(features, len(examples), last_segment=card.spec.n_segments - 1)
+    report = DecodeReport(examples=len(examples), features=sum(len(w) for w in windows))
+    kind = card.kind
+    if kind in ("single-classification", "pair-classification"):
+        return [labels[int(np.argmax(_mean_logits(outputs["logits"], w)))] for w in windows], report
+    if kind == "extractive-qa":
+        answers = [best_answer(e.segments[-1].text or "", w, outputs["start_logits"], outputs["end_logits"],
+                               n_best, max_answer_length) for e, w in zip(examples, windows)]
+        report.empty_answers = sum(1 for a in answers if not a.text)
+        return [a.text for a in answers], report
+    key = "slot_logits" if kind == "intent-slot" else "logits"
+    tagged = [token_tags(len(e.segments[0].tokens or []), w, outputs[key], tags, report)
+              for e, w in zip(examples, windows)]
+    if kind == "intent-slot":
+        intents = [labels[int(np.argmax(_mean_logits(outputs["intent_logits"], w)))] for w in windows]
+        return list(zip(intents, tagged)), report
+    if card.metric == "cged":
+        from xsyn.metrics.cged import errors_from_tags
+
+        return [errors_from_tags(t) for t in tagged], report
+    return tagged, report
+
+
+def references(card: TaskCard, examples: Sequence[Example]) -> list[Any]:
+    """The gold of each example, in the form the card's metric scores."""
+    missing = sum(1 for e in examples if not has_gold(e))
+    if missing:
+        raise ValueError(f"{card.name}: {missing} of {len(examples)} examples have no gold labels (a split "
+                         "released without them); they cannot be scored")
+    if card.metric == "cged":
+        from xsyn.metrics.cged import errors_from_tags
+
+        return [set(e.errors) if e.errors is not None else errors_from_tags(e.tags or []) for e in examples]
+    if card.kind == "extractive-qa":
+        return [[a.text for a in e.answers] for e in examples]
+    if card.kind == "intent-slot":
+        return [(e.label, e.tags) for e in examples]
+    if card.kind == "token-classification":
+        return [e.tags for e in examples]
+    return [e.label for e in examples]
+
+
+def metric_options(card: TaskCard, examples: Sequence[Example]) -> dict[str, Any]:
+    """Options the metric needs: MLQA normalises by the context (answer) language."""
+    if card.metric != "mlqa":
+        return {}
+    langs = {e.segments[-1].lang for e in examples}
+    if len(langs) != 1:
+        raise ValueError(f"{card.name}: score one context language at a time, got {', '.join(sorted(langs))}")
+    return {"lang": langs.pop()}
+
+
+# -- windows ---------------------------------------------------------------------------------------
+
+
+def example_windows(features, n_examples: int, last_segment: int = 0) -> list[list[_Window]]:
+    """The features of each example (in window order), with the windowed segment's positions."""
+    columns = _columns(features)
+    out: list[list[_Window]] = [[] for _ in range(n_examples)]
+    for row in range(len(columns["example_index"])):
+        segment = np.asarray(columns["segment_id"][row])
+        positions = np.flatnonzero(segment == last_segment)
+        out[columns["example_index"][row]].append(_Window(
+            row, columns["window_start"][row], columns["window_end"][row], positions,
+            np.asarray(columns["source_start"][row])[positions], np.asarray(columns["source_end"][row])[positions]))
+    empty = [i for i, w in enumerate(out) if not w]
+    if empty:
+        raise ValueError(f"{len(empty)} examples have no feature (first: example {empty[0]}); decode the "
+                         "features prepared from these same examples")
+    return out
+
+
+def _columns(features) -> dict[str, list]:
+    if hasattr(features, "select_columns"):  # a datasets.Dataset
+        return features.select_columns(list(_FEATURE_COLUMNS)).to_dict()
+    return {name: [f[name] for f in features] for name in _FEATURE_COLUMNS}
+
+
+def _mean_logits(logits: Any, windows: list[_Window]) -> np.ndarray:
+    return np.mean([np.asarray(logits[w.feature], dtype=np.float64) for w in windows], axis=0)
+
+
+def _context_score(piece: int, window: _Window) -> int:
+    """How much context a piece has in a window: its distance to the nearer window edge."""
+    return min(piece - window.start, window.end - 1 - piece)
+
+
+# -- tagging ---------------------------------------------------------------------------------------
+
+
+def token_tags(n_tokens: int, windows: list[_Window], logits: Any, tags: Sequence[str],
+               report: DecodeReport) -> list[str]:
+    """One tag per gold token, from its first piece in the window where that piece sees most context."""
+    first_piece = np.full(n_tokens, np.iinfo(np.int64).max, dtype=np.int64)
+    for w in windows:
+        pieces = w.start + np.arange(len(w.positions))
+        np.minimum.at(first_piece, w.source_start, pieces)
+    predicted = ["O"] * n_tokens
+    best = np.full(n_tokens, -1, dtype=np.int64)
+    for w in windows:
+        scores = np.asarray(logits[w.feature])
+        for k, (token, position) in enumerate(zip(w.source_start, w.positions)):
+            piece = w.start + k
+            if piece != first_piece[token]:
+                continue
+            context = _context_score(piece, w)
+            if context > best[token]:
+                best[token] = context
+                predicted[token] = tags[int(np.argmax(scores[position]))]
+    report.tokens_without_piece += int((best < 0).sum())
+    return predicted
+
+
+# -- extractive QA ---------------------------------------------------------------------------------
+
+
+def best_answer(context: str, windows: list[_Window], start_logits: Any, end_logits: Any, n_best: int = 20,
+                max_answer_length: int = 30) -> Answer:
+    """The highest-scoring span (start + end logit) over all windows, as text and character offset.
+
+    Candidates pair each window's `n_best` start and end pieces of the context, end not before
+    start and at most `max_answer_length` pieces long; a start piece counts only in the window
+    where it has the most context (so overlapping windows do not vote twice). Empty when none.
+    """
+    piece_best: dict[int, int] = {}
+    for w in windows:
+        for k in range(len(w.positions)):
+            score = _context_score(w.start + k, w)
+            piece_best[w.start + k] = max(piece_best.get(w.start + k, -1), score)
+    best: tuple[float, int, int] | None = None
+    for w in windows:
+        starts = np.asarray(start_logits[w.feature], dtype=np.float64)[w.positions]
+        ends = np.asarray(end_logits[w.feature], dtype=np.float64)[w.positions]
+        for i in np.argsort(-starts, kind="stable")[:n_best]:
+            if _context_score(w.start + i, w) < piece_best[w.start + i]:
+                continue
+            for j in np.argsort(-ends, kind="stable")[:n_best]:
+                if j < i or j - i + 1 > max_answer_length:
+                    continue
+                score = float(starts[i] + ends[j])
+                if best is None or score > best[0]:
+                    best = (score, int(w.source_start[i]), int(w.source_end[j]))
+    if best is None:
+        return Answer("", 0)
+    return Answer(context[best[1]:best[2]], best[1])

@@ -1,0 +1,334 @@
+"""Examples with syntax records -> model features, through `datasets.Dataset.map` with a disk cache.
+
+    parse_segments([s for e in examples for s in e.segments], parser, cache)   # parse first
+    features, report = prepare_features(card, examples, tokenizer, max_length=128,
+                                        cache_dir="cache/features", num_proc=2)
+    batch = collate_features([features[i] for i in range(8)], tokenizer.pad_token_id)
+
+Every feature row holds the model input with its O(n) syntax fields (`xsyn.batch.tree_features`),
+where it came from (`example_index`, `window_index`, `window_start`/`window_end` over the windowed
+segment's pieces, `source_start`/`source_end` per piece: a character span, or the gold token and
+token + 1 for pre-tokenised segments, -1 for specials) and its labels:
+
+| kind                 | label columns                                                               |
+|----------------------|-----------------------------------------------------------------------------|
+| classification       | `labels`: class id                                                          |
+| token-classification | `labels`: tag id on the first piece of each gold token, -100 elsewhere      |
+| extractive-qa        | `start_positions`, `end_positions`: answer pieces, 0 ([CLS]) when the answer |
+|                      | is not inside the window                                                    |
+| intent-slot          | `intent_labels`: intent id; `slot_labels`: as tagging `labels`              |
+
+An unknown or missing label is -100 (ignored by the loss) and counted. Long tagged sentences and
+QA contexts become windows that advance by `doc_stride` pieces; no example is ever dropped, and
+`xsyn.data.decode` puts the windows back together. Parsing never happens here: every segment must
+already carry its `record`.
+
+The cache file is named by a hash of everything that decides the features (examples and their
+records, tokenizer, settings, this module's version), so a second run with the same inputs loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xsyn.batch import collate_trees, tree_features
+from xsyn.data.cards import TaskCard
+from xsyn.data.example import Example
+from xsyn.syntax.record import SyntaxRecord
+from xsyn.wordpiece import NO_SOURCE, SegmentPieces, WordpieceAligner
+
+FEATURES_VERSION = "1"
+IGNORE = -100  # label of pieces and examples the loss skips
+
+LABEL_COLUMNS = {
+    "single-classification": ("labels",),
+    "pair-classification": ("labels",),
+    "token-classification": ("labels",),
+    "extractive-qa": ("start_positions", "end_positions"),
+    "intent-slot": ("intent_labels", "slot_labels"),
+}
+PIECE_LABEL_COLUMNS = ("labels", "slot_labels")  # per-piece columns, padded with IGNORE
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    kind: str
+    max_length: int
+    doc_stride: int | None  # pieces a window advances; None: half a window
+    labels: tuple[str, ...] = ()  # class labels or intents, in id order
+    tags: tuple[str, ...] = ()  # tags, in id order
+
+    @property
+    def windowed(self) -> bool:
+        return self.kind in ("token-classification", "extractive-qa", "intent-slot")
+
+
+@dataclass
+class FeatureReport:
+    examples: int = 0
+    features: int = 0
+    windowed_examples: int = 0  # examples split into more than one window
+    truncated_inputs: int = 0  # examples that lost pieces (inputs over max_length that are not windowed)
+    truncated_pieces: int = 0
+    unaligned_pieces: int = 0  # pieces (of whole segments) that map to no syntactic word
+    wordless_words: int = 0  # words that got no piece (contracted into their head)
+    unknown_labels: int = 0  # labels or tags outside the label set (trained on as -100)
+    answers_outside_window: int = 0  # QA windows whose answer lies elsewhere (labelled [CLS])
+    cache_file: str = ""
+    cache_hit: bool = False
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max_length: int, *,
+                     doc_stride: int | None = None, labels: Sequence[str] = (), tags: Sequence[str] = (),
+                     cache_dir: str | Path | None = None, num_proc: int | None = None) -> tuple[Any, FeatureReport]:
+    """A `datasets.Dataset` of features (one or more per example) and a `FeatureReport`.
+
+    `labels`/`tags` are the id orders (see `xsyn.data.loading.label_names` / `tag_names`);
+    `doc_stride` defaults to the card's hyperparameter when every variant agrees, else half a window.
+    """
+    import datasets
+
+    start = time.perf_counter()
+    settings = FeatureSettings(card.kind, max_length, doc_stride if doc_stride is not None
+                               else _card_stride(card), tuple(labels), tuple(tags))
+    _check_label_sets(card, settings)
+    rows = [_example_row(i, e, card) for i, e in enumerate(examples)]
+    key = _cache_key(rows, tokenizer, settings)
+    source = datasets.Dataset.from_dict({"example": rows})
+    report = FeatureReport(examples=len(rows))
+    kwargs: dict[str, Any]
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        cache_file = Path(cache_dir) / f"features-{key}.arrow"
+        report.cache_file, report.cache_hit = str(cache_file), _cached(cache_file, num_proc)
+        kwargs = {"cache_file_name": str(cache_file), "load_from_cache_file": True}
+    else:
+        kwargs = {"keep_in_memory": True}
+    features = source.map(
+        featurize_batch, batched=True, batch_size=256, remove_columns=["example"], num_proc=num_proc,
+        fn_kwargs={"tokenizer": tokenizer, "settings": settings}, new_fingerprint=key,
+        desc=f"features {card.name}", **kwargs)
+    _fill_report(report, features)
+    report.seconds = time.perf_counter() - start
+    return features, report
+
+
+def _card_stride(card: TaskCard) -> int | None:
+    strides = {v["doc_stride"] for v in card.hyperparameters.values() if "doc_stride" in v}
+    return strides.pop() if len(strides) == 1 else None
+
+
+def _check_label_sets(card: TaskCard, settings: FeatureSettings) -> None:
+    if card.spec.label and not settings.labels:
+        raise ValueError(f"{card.name}: pass labels= (xsyn.data.loading.label_names(card, train_examples))")
+    if card.spec.tags and not settings.tags:
+        raise ValueError(f"{card.name}: pass tags= (xsyn.data.loading.tag_names(card, train_examples))")
+
+
+def _example_row(index: int, example: Example, card: TaskCard) -> str:
+    """One example as the JSON the map function reads (records included: the cache key covers them)."""
+    records = []
+    for k, segment in enumerate(example.segments):
+        if segment.record is None:
+            raise ValueError(f"example {example.id!r} segment {k} has no syntax record; attach them first "
+                             "with xsyn.syntax.parse.parse_segments (never inside datasets.map)")
+        record = segment.record
+        if segment.text is not None and record.text != segment.text:
+            raise ValueError(f"example {example.id!r} segment {k}: the syntax record's text differs from "
+                             "the segment's, so character offsets would not line up")
+        if segment.tokens is not None and record.token_index is None:
+            raise ValueError(f"example {example.id!r} segment {k} has gold tokens but its record was "
+                             "parsed from raw text; parse gold tokens pre-tokenised")
+        records.append(record.to_dict())
+    return json.dumps({
+        "index": index, "records": records, "label": example.label, "tags": example.tags,
+        "n_tokens": len(example.segments[0].tokens or []) if card.spec.tags else 0,
+        "answers": [[a.text, a.start] for a in example.answers],
+    }, ensure_ascii=False, sort_keys=True)
+
+
+def _cache_key(rows: list[str], tokenizer, settings: FeatureSettings) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([FEATURES_VERSION, asdict(settings)]).encode())
+    digest.update(tokenizer.backend_tokenizer.to_str().encode())
+    for row in rows:
+        digest.update(row.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:24]
+
+
+def _cached(cache_file: Path, num_proc: int | None) -> bool:
+    """Whether `map` will load instead of compute: the file, or (num_proc > 1) all its shards, exist."""
+    if cache_file.exists() or not num_proc or num_proc <= 1:
+        return cache_file.exists()
+    shards = [cache_file.with_name(f"{cache_file.stem}_{r:05d}_of_{num_proc:05d}{cache_file.suffix}")
+              for r in range(num_proc)]
+    return all(s.exists() for s in shards)
+
+
+def _fill_report(report: FeatureReport, features) -> None:
+    report.features = len(features)
+    if len(features) == 0:
+        return
+    counters = features.select_columns(["example_index", "truncated", "unaligned", "wordless",
+                                        "unknown_labels", "answer_outside"]).to_pandas()
+    per_example = counters.groupby("example_index").size()
+    report.windowed_examples = int((per_example > 1).sum())
+    firsts = counters.drop_duplicates("example_index")
+    report.truncated_inputs = int((firsts["truncated"] > 0).sum())
+    report.truncated_pieces = int(firsts["truncated"].sum())
+    report.unaligned_pieces = int(firsts["unaligned"].sum())
+    report.wordless_words = int(firsts["wordless"].sum())
+    report.unknown_labels = int(firsts["unknown_labels"].sum())
+    report.answers_outside_window = int(counters["answer_outside"].sum())
+
+
+# -- the map function ------------------------------------------------------------------------------
+
+
+def featurize_batch(batch: Mapping[str, list], tokenizer, settings: FeatureSettings) -> dict[str, list]:
+    """`datasets.map` function: a batch of example JSON rows -> feature rows (windows included)."""
+    aligner = WordpieceAligner(tokenizer, settings.max_length)
+    items = [json.loads(row) for row in batch["example"]]
+    records = [SyntaxRecord.from_dict(r) for item in items for r in item["records"]]
+    pieces = aligner.segment_pieces(records)
+    label_ids = {name: i for i, name in enumerate(settings.labels)}
+    tag_ids = {name: i for i, name in enumerate(settings.tags)}
+    out: dict[str, list] = {}
+    offset = 0
+    for item in items:
+        segments = pieces[offset:offset + len(item["records"])]
+        offset += len(item["records"])
+        for row in _example_features(item, segments, aligner, settings, label_ids, tag_ids):
+            for name, value in row.items():
+                out.setdefault(name, []).append(value)
+    return out
+
+
+def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], aligner: WordpieceAligner,
+                      settings: FeatureSettings, label_ids: Mapping[str, int],
+                      tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
+    stride = _overlap(segments, settings) if settings.windowed else None
+    trees = aligner.assemble(segments, stride=stride, window_segment=-1)
+    unknown = 0
+    label = IGNORE
+    if settings.labels and item["label"] is not None:
+        label = label_ids.get(item["label"], IGNORE)
+        unknown += label == IGNORE
+    piece_tags = None
+    if settings.tags:
+        piece_tags, unknown_tags = first_piece_labels(segments[0], item["tags"], tag_ids)
+        unknown += unknown_tags
+    lost = trees[0].truncated if len(trees) == 1 else 0  # windows cover every piece
+    rows = []
+    for w, tree in enumerate(trees):
+        row: dict[str, Any] = dict(tree_features(tree))
+        row.update(example_index=item["index"], window_index=w, window_start=tree.window[0],
+                   window_end=tree.window[1], source_start=tree.source[:, 0], source_end=tree.source[:, 1],
+                   truncated=lost, unaligned=sum(s.unaligned for s in segments), wordless=tree.wordless,
+                   unknown_labels=unknown, answer_outside=0)
+        in_window = _window_labels(piece_tags, tree.segment_id, tree.window) if piece_tags is not None else None
+        if settings.kind == "extractive-qa":
+            start, end = answer_positions(tree.source, tree.segment_id, len(segments) - 1, item["answers"])
+            row.update(start_positions=start, end_positions=end, answer_outside=int(bool(item["answers"]) and
+                                                                                    start == 0))
+        elif settings.kind == "intent-slot":
+            row.update(intent_labels=label, slot_labels=in_window)
+        elif settings.kind == "token-classification":
+            row.update(labels=in_window)
+        else:
+            row.update(labels=label)
+        rows.append(row)
+    return rows
+
+
+def _overlap(segments: list[SegmentPieces], settings: FeatureSettings) -> int:
+    """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`."""
+    room = settings.max_length - len(segments) - 1 - sum(len(s.ids) for s in segments[:-1])
+    if room <= 1:
+        return 0
+    step = settings.doc_stride if settings.doc_stride is not None else max(1, room // 2)
+    return min(max(room - step, 0), room - 1)
+
+
+def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_ids: Mapping[str, int]
+                       ) -> tuple[np.ndarray, int]:
+    """Per piece of a pre-tokenised segment: its token's tag id on the token's first piece, else -100.
+
+    Returns the labels and how many gold tags are outside the tag set.
+    """
+    labels = np.full(len(pieces.ids), IGNORE, dtype=np.int64)
+    if tags is None:
+        return labels, 0
+    unknown = sum(1 for t in tags if t not in tag_ids)
+    seen: set[int] = set()
+    for p, (token, _) in enumerate(pieces.source):
+        if token == NO_SOURCE or token in seen:
+            continue
+        seen.add(token)
+        if token >= len(tags):
+            raise ValueError(f"a piece of gold token {token} but the example has {len(tags)} tags; the "
+                             "record's tokens are not the segment's gold tokens")
+        labels[p] = tag_ids.get(tags[token], IGNORE)
+    return labels, unknown
+
+
+def _window_labels(piece_labels: np.ndarray, segment_id: np.ndarray, window: tuple[int, int]) -> np.ndarray:
+    """The labels of one window's sequence: the windowed segment's pieces, -100 on specials."""
+    out = np.full(len(segment_id), IGNORE, dtype=np.int64)
+    out[segment_id == 0] = piece_labels[window[0]:window[1]]
+    return out
+
+
+def answer_positions(source: np.ndarray, segment_id: np.ndarray, context: int,
+                     answers: Sequence[Sequence[Any]]) -> tuple[int, int]:
+    """Sequence positions of the first answer's first and last piece, or (0, 0) when the window
+    does not hold the whole answer (or there is none)."""
+    if not answers:
+        return 0, 0
+    text, start = answers[0]
+    end = start + len(text)
+    positions = np.flatnonzero(segment_id == context)
+    starts, ends = source[positions, 0], source[positions, 1]
+    inside = positions[(ends > start) & (starts < end)]
+    if len(inside) == 0 or starts.min() > start or ends.max() < end:
+        return 0, 0
+    return int(inside[0]), int(inside[-1])
+
+
+# -- batching --------------------------------------------------------------------------------------
+
+
+def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 0,
+                     syntax: bool = True) -> dict[str, Any]:
+    """A training/eval batch: `xsyn.batch.collate_trees` plus the label columns (per-piece ones
+    padded with -100) and `example_index`."""
+    import torch
+
+    batch = collate_trees(features, pad_token_id, syntax=syntax)
+    width = batch["input_ids"].shape[1]
+    for name in ("labels", "start_positions", "end_positions", "intent_labels", "slot_labels"):
+        if name not in features[0]:
+            continue
+        values = [f[name] for f in features]
+        if name in PIECE_LABEL_COLUMNS and np.ndim(values[0]) == 1:
+            padded = np.full((len(values), width), IGNORE, dtype=np.int64)
+            for i, v in enumerate(values):
+                padded[i, :len(v)] = v
+            batch[name] = torch.from_numpy(padded)
+        else:
+            batch[name] = torch.tensor(values, dtype=torch.long)
+    batch["example_index"] = torch.tensor([f["example_index"] for f in features], dtype=torch.long)
+    return batch

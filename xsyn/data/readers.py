@@ -1,0 +1,514 @@
+"""One reader per released file format. A card's `[[local]]` layout names its reader in `format`.
+
+A reader turns files into rows: dicts keyed by role (`id`, a segment name, `tokens`, `tags`,
+`label`, `question`, `context`, `answers`), each with `where` (file and line) for messages.
+`xsyn.data.rows.build_example` turns rows into `Example`s and checks them against the card.
+
+A row a reader cannot parse goes to `BadRows`: an error naming the file and line (default), or,
+with `skip_bad_rows=True`, skipped and counted in the load report. Nothing is dropped silently.
+
+| format        | files                                                                         |
+|---------------|-------------------------------------------------------------------------------|
+| `tsv`         | tab-separated rows, with a header or positional columns, optionally csv-quoted |
+| `conll`       | one token per line with its tag, blank line between sentences                 |
+| `squad_json`  | SQuAD v1.1 JSON (SQuAD, MLQA, XQuAD)                                          |
+| `mtop`        | MTOP's 8-column TSV; BIO slot tags from character offsets                     |
+| `cged_sgml`   | NLPTEA CGED `<DOC><TEXT>..<ERROR ..>` files; character-level BIO over R/M/S/W |
+| `cged_truth`  | NLPTEA CGED test release: `(sid=ID)<TAB>text` input plus `ID, start, end, type`|
+| `synth`       | no files: xsyn's synthetic typology benchmark (`xsyn.synth.generate_split`)   |
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import zipfile
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xsyn.data.example import Example
+
+
+class DataFormatError(ValueError):
+    """A data file cannot be read. The message names the file (and line) and what to do."""
+
+
+@dataclass
+class Row:
+    where: str
+    values: dict[str, Any]
+
+
+@dataclass
+class BadRows:
+    """Where unreadable rows go: raised (default) or, when skipping, kept with their reason."""
+
+    skip: bool = False
+    skipped: list[str] = field(default_factory=list)
+
+    def __call__(self, where: str, reason: str) -> None:
+        if not self.skip:
+            raise DataFormatError(f"{where}: {reason} (pass skip_bad_rows=True to skip and count such rows)")
+        self.skipped.append(f"{where}: {reason}")
+
+
+@dataclass
+class ReadRequest:
+    """What a reader is asked to read: resolved files, language, split and the card's options."""
+
+    files: list[Path]
+    lang: str
+    split: str  # the layout's own name for the split ("dev", "eval", ...)
+    options: Mapping[str, Any]
+    bad: BadRows
+    notes: Counter = field(default_factory=Counter)  # format-specific counts for the load report
+    labelled: bool = True  # False where the card says the split has no gold labels
+
+
+class Reader(ABC):
+    """Base class: `OPTIONS` maps each option a card may set to its type and default."""
+
+    OPTIONS: dict[str, tuple[type | tuple[type, ...], Any]] = {}
+    needs_files = True
+
+    def check_options(self, options: Mapping[str, Any], where: str) -> None:
+        from xsyn.data.cards import CardError
+
+        for key, value in options.items():
+            if key not in self.OPTIONS:
+                raise CardError(f"{where}: format option {key!r} is unknown; options: "
+                                f"{', '.join(sorted(self.OPTIONS)) or 'none'}")
+            kind = self.OPTIONS[key][0]
+            if not isinstance(value, kind):
+                raise CardError(f"{where}: format option {key} = {value!r} has the wrong type")
+
+    def option(self, request: ReadRequest, key: str) -> Any:
+        return request.options.get(key, self.OPTIONS[key][1])
+
+    @abstractmethod
+    def read(self, request: ReadRequest) -> Iterator[Row | Example]:
+        """Rows (or, for generated data, finished examples) of the request's files."""
+
+
+# -- files ----------------------------------------------------------------------------------------
+
+
+def _zip_split(path: Path) -> tuple[Path, str] | None:
+    """`data/x.zip/member.txt` -> (`data/x.zip`, `member.txt`) when `data/x.zip` is a file."""
+    parts = path.parts
+    for i in range(1, len(parts)):
+        head = Path(*parts[:i])
+        if head.suffix == ".zip" and head.is_file():
+            return head, "/".join(parts[i:])
+    return None
+
+
+def file_exists(path: Path) -> bool:
+    """A plain file, or a member of a zip archive named in the path."""
+    if path.is_file():
+        return True
+    inside = _zip_split(path)
+    if inside is None:
+        return False
+    with zipfile.ZipFile(inside[0]) as archive:
+        return inside[1] in archive.namelist()
+
+
+def read_text(path: Path, notes: Counter, fallback: str = "") -> str:
+    """A file's text (UTF-8, BOM dropped); `fallback` (e.g. latin-1) for files released in it."""
+    inside = _zip_split(path) if not path.is_file() else None
+    if inside is None:
+        data = path.read_bytes()
+    else:
+        with zipfile.ZipFile(inside[0]) as archive:
+            data = archive.read(inside[1])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        if not fallback:
+            raise DataFormatError(f"{path}:{line}: not UTF-8 ({err.reason} at byte {err.start}); convert "
+                                  "the file to UTF-8 or set the layout's options.encoding_fallback") from err
+        notes[f"files decoded as {fallback}"] += 1
+        return data.decode(fallback)
+
+
+# -- tsv ------------------------------------------------------------------------------------------
+
+
+class TsvReader(Reader):
+    """Tab-separated rows. `columns` maps roles to header names (`header = true`) or 0-based indices.
+
+    `quoting = "csv"` reads csv-quoted fields (XTREME's and pandas' exports); `"none"` keeps quotes
+    as text (the original releases). `filter` keeps rows whose column equals a pattern (XNLI-1.0's
+    `language` column). `token_columns` are roles split on whitespace (mATIS++'s utterance, slots).
+    """
+
+    OPTIONS = {
+        "header": (bool, True), "quoting": (str, "none"), "columns": (dict, {}), "filter": (dict, {}),
+        "token_columns": (list, []), "encoding_fallback": (str, ""),
+    }
+    OPTIONAL_ROLES = ("id",)
+
+    def check_options(self, options: Mapping[str, Any], where: str) -> None:
+        from xsyn.data.cards import CardError
+
+        super().check_options(options, where)
+        if not options.get("columns"):
+            raise CardError(f"{where}: format 'tsv' needs options.columns (role -> column)")
+        if options.get("quoting", "none") not in ("none", "csv"):
+            raise CardError(f"{where}: options.quoting must be 'none' or 'csv'")
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        quoting = csv.QUOTE_MINIMAL if self.option(request, "quoting") == "csv" else csv.QUOTE_NONE
+        columns: Mapping[str, str | int] = self.option(request, "columns")
+        split_roles = set(self.option(request, "token_columns"))
+        for path in request.files:
+            text = read_text(path, request.notes, self.option(request, "encoding_fallback"))
+            reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=quoting)
+            index: dict[str, int | None] = {}
+            filters: dict[int, str] = {}
+            if not self.option(request, "header"):
+                index = {role: int(col) for role, col in columns.items()}
+            line = 1
+            for fields in reader:
+                start, line = line, reader.line_num + 1
+                if not any(f.strip() for f in fields):
+                    continue
+                if self.option(request, "header") and not index:
+                    index = self._header(fields, columns, path, request)
+                    filters = {self._column(fields, col, path): pattern.format(lang=request.lang)
+                               for col, pattern in self.option(request, "filter").items()}
+                    continue
+                if any(fields[c] != value for c, value in filters.items() if c < len(fields)):
+                    continue
+                needed = max((c for c in index.values() if c is not None), default=0)
+                if len(fields) <= needed:
+                    request.bad(f"{path}:{start}", f"row has {len(fields)} tab-separated fields; the layout "
+                                                   f"needs at least {needed + 1}")
+                    continue
+                values = {role: None if c is None else fields[c] for role, c in index.items()}
+                for role in split_roles & set(values):
+                    values[role] = values[role].split()
+                yield Row(f"{path}:{start}", values)
+
+    def _header(self, header: list[str], columns: Mapping[str, str | int], path: Path,
+                request: ReadRequest) -> dict[str, int | None]:
+        index: dict[str, int | None] = {}
+        for role, name in columns.items():
+            if name in header:
+                index[role] = header.index(name)
+            elif role in self.OPTIONAL_ROLES or (role == "label" and not request.labelled):
+                index[role] = None
+            else:
+                raise DataFormatError(f"{path}:1: the header has no column {name!r} (for {role}); its columns "
+                                      f"are: {', '.join(header)}")
+        return index
+
+    @staticmethod
+    def _column(header: list[str], name: str, path: Path) -> int:
+        if name not in header:
+            raise DataFormatError(f"{path}:1: the header has no column {name!r} to filter on")
+        return header.index(name)
+
+
+# -- conll ----------------------------------------------------------------------------------------
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> tuple[list[str], int]:
+    """CoNLL-2003's IOB1 (I- opens a chunk unless it follows one of the same type) -> IOB2.
+
+    Returns the converted tags and how many were changed.
+    """
+    out, changed, previous = [], 0, "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag, changed = "B-" + tag[2:], changed + 1
+        out.append(tag)
+        previous = tag
+    return out, changed
+
+
+class ConllReader(Reader):
+    """Token-per-line files: PAN-X/WikiANN (`token<TAB>tag`, or `lang:token` in the original release),
+    MSRA NER (one character per line), CoNLL-2002/2003 (`token ... tag`, `-DOCSTART-` lines)."""
+
+    OPTIONS = {
+        "separator": (str, ""), "token_column": (int, 0), "tag_column": (int, -1), "docstart": (bool, False),
+        "token_prefix": (str, ""), "tag_scheme": (str, "iob2"), "encoding_fallback": (str, ""),
+    }
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        sep = self.option(request, "separator") or None
+        prefix = self.option(request, "token_prefix").format(lang=request.lang)
+        for path in request.files:
+            text = read_text(path, request.notes, self.option(request, "encoding_fallback"))
+            block: list[tuple[int, str]] = []
+            for lineno, line in enumerate(text.splitlines(), 1):
+                if self.option(request, "docstart") and line.startswith("-DOCSTART-"):
+                    line = ""
+                if line.strip():
+                    block.append((lineno, line))
+                    continue
+                if block:
+                    yield from self._sentence(block, path, sep, prefix, request)
+                    block = []
+            if block:
+                yield from self._sentence(block, path, sep, prefix, request)
+
+    def _sentence(self, block: list[tuple[int, str]], path: Path, sep: str | None, prefix: str,
+                  request: ReadRequest) -> Iterator[Row]:
+        tokens, tags = [], []
+        tok_col, tag_col = self.option(request, "token_column"), self.option(request, "tag_column")
+        for lineno, line in block:
+            fields = line.split(sep)
+            if len(fields) < 2:
+                request.bad(f"{path}:{lineno}", f"expected a token and a tag, got {line!r}; the whole "
+                                                f"sentence starting at line {block[0][0]} is unreadable")
+                return
+            token = fields[tok_col]
+            if prefix:
+                if token.startswith(prefix):
+                    token = token[len(prefix):]
+                else:
+                    request.notes[f"tokens without the {prefix!r} prefix"] += 1
+            tokens.append(token)
+            tags.append(fields[tag_col])
+        if self.option(request, "tag_scheme") == "iob1":
+            tags, changed = iob1_to_iob2(tags)
+            request.notes["IOB1 tags rewritten as IOB2 B- tags"] += changed
+        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags})
+
+
+# -- SQuAD JSON -----------------------------------------------------------------------------------
+
+
+class SquadJsonReader(Reader):
+    """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        for path in request.files:
+            try:
+                data = json.loads(read_text(path, request.notes))["data"]
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise DataFormatError(f"{path}: not SQuAD JSON ({err}); expected {{'data': [articles]}}") from err
+            for a, article in enumerate(data):
+                for p, paragraph in enumerate(article.get("paragraphs", [])):
+                    for q, qa in enumerate(paragraph.get("qas", [])):
+                        where = f"{path}: data[{a}].paragraphs[{p}].qas[{q}]"
+                        try:
+                            answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
+                            values = {"id": str(qa["id"]), "question": qa["question"],
+                                      "context": paragraph["context"], "answers": answers}
+                        except (KeyError, TypeError, ValueError) as err:
+                            request.bad(where, f"missing or malformed field ({err!r})")
+                            continue
+                        yield Row(where, values)
+
+
+# -- MTOP -----------------------------------------------------------------------------------------
+
+
+def spans_to_bio(token_spans: Sequence[tuple[int, int]], labelled: Sequence[tuple[int, int, str]]
+                 ) -> tuple[list[str], int]:
+    """BIO tags for tokens from labelled character spans [start, end).
+
+    A token belongs to a span when they overlap. Returns the tags and how many span boundaries fall
+    inside a token. Raises ValueError for a span that covers no token or overlaps another span.
+    """
+    tags = ["O"] * len(token_spans)
+    inside = 0
+    for start, end, name in labelled:
+        covered = [i for i, (s, e) in enumerate(token_spans) if s < end and start < e]
+        if not covered:
+            raise ValueError(f"span {start}:{end} ({name}) covers no token")
+        if any(tags[i] != "O" for i in covered):
+            raise ValueError(f"span {start}:{end} ({name}) overlaps another span")
+        inside += (token_spans[covered[0]][0] != start) + (token_spans[covered[-1]][1] != end)
+        for n, i in enumerate(covered):
+            tags[i] = ("B-" if n == 0 else "I-") + name
+    return tags, inside
+
+
+class MtopReader(Reader):
+    """MTOP `{lang}/{train,eval,test}.txt`: 8 tab-separated columns (id, intent, slots as
+    `start:end:SL:NAME` character offsets joined by commas, utterance, domain, locale, decoupled
+    form, tokens JSON `{"tokens": [...], "tokenSpans": [{"start", "length"}]}`)."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        for path in request.files:
+            for lineno, line in enumerate(read_text(path, request.notes).splitlines(), 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    yield Row(where, self._parse(line, request.notes))
+                except ValueError as err:
+                    request.bad(where, str(err))
+
+    @staticmethod
+    def _parse(line: str, notes: Counter) -> dict[str, Any]:
+        fields = line.split("\t")
+        if len(fields) != 8:
+            raise ValueError(f"expected 8 tab-separated columns, got {len(fields)}")
+        uid, intent, slot_string, utterance = fields[:4]
+        try:
+            token_json = json.loads(fields[7])
+            tokens = list(token_json["tokens"])
+            spans = [(int(s["start"]), int(s["start"]) + int(s["length"])) for s in token_json["tokenSpans"]]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ValueError(f"column 8 is not the tokens JSON ({err!r})") from err
+        if len(spans) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens but {len(spans)} tokenSpans")
+        for i, (token, (s, e)) in enumerate(zip(tokens, spans)):
+            if utterance[s:e] != token:
+                raise ValueError(f"token {i} {token!r} is not at characters {s}:{e} of the utterance "
+                                 f"({utterance[s:e]!r} is)")
+        slots = []
+        for item in filter(None, slot_string.split(",")):
+            parts = item.split(":", 3)
+            if len(parts) != 4 or parts[2] != "SL" or not (parts[0].isdigit() and parts[1].isdigit()):
+                raise ValueError(f"slot {item!r} is not start:end:SL:NAME")
+            slots.append((int(parts[0]), int(parts[1]), parts[3]))
+        tags, inside = spans_to_bio(spans, sorted(slots))
+        notes["slot boundaries inside a token (the token joins the slot)"] += inside
+        return {"id": uid, "label": intent, "tokens": tokens, "tags": tags}
+
+
+# -- CGED -----------------------------------------------------------------------------------------
+
+_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
+_TEXT = re.compile(r'<TEXT id="([^"]*)">\s*?\n?(.*?)\n?</TEXT>', re.S)
+_ERROR = re.compile(r'<ERROR start_off="(\d+)" end_off="(\d+)" type="([A-Z])"\s*>\s*</ERROR>')
+CGED_TYPES = ("R", "M", "S", "W")
+
+
+def errors_to_bio(text: str, errors: Sequence[tuple[int, int, str]], notes: Counter) -> list[str]:
+    """Character-level BIO tags from NLPTEA errors (1-based, inclusive offsets).
+
+    BIO holds one tag per character, so an error overlapping an earlier one keeps the earlier and
+    is counted; an `M` (missing) error just past the last character marks the last character.
+    """
+    tags = ["O"] * len(text)
+    for start, end, kind in errors:
+        if kind not in CGED_TYPES or not 1 <= start <= end:
+            raise ValueError(f"error {start}-{end} type {kind!r} is malformed (types: {', '.join(CGED_TYPES)})")
+        if end > len(text):
+            if kind == "M" and start == len(text) + 1:
+                start = end = len(text)
+                notes["CGED M errors after the last character, marked on it"] += 1
+            else:
+                raise ValueError(f"error {start}-{end} lies outside the {len(text)}-character text")
+        if any(t != "O" for t in tags[start - 1:end]):
+            notes["CGED errors overlapping an earlier error (kept out of BIO tags)"] += 1
+            continue
+        for i in range(start - 1, end):
+            tags[i] = ("B-" if i == start - 1 else "I-") + kind
+    return tags
+
+
+class CgedSgmlReader(Reader):
+    """NLPTEA CGED training files: `<DOC><TEXT id=..>text</TEXT><CORRECTION>..</CORRECTION>
+    <ERROR start_off end_off type/>..</DOC>`; tokens are the text's characters."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        for path in request.files:
+            text = read_text(path, request.notes)
+            line, counted = 1, 0
+            for match in _DOC.finditer(text):
+                line, counted = line + text.count("\n", counted, match.start()), match.start()
+                where = f"{path}:{line}"
+                body = match.group(1)
+                doc = _TEXT.search(body)
+                if doc is None:
+                    request.bad(where, "a <DOC> without <TEXT id=...>")
+                    continue
+                errors = [(int(s), int(e), t) for s, e, t in _ERROR.findall(body)]
+                if len(errors) != body.count("<ERROR"):
+                    request.bad(where, "an <ERROR> element without start_off, end_off and type")
+                    continue
+                try:
+                    tags = errors_to_bio(doc.group(2), errors, request.notes)
+                except ValueError as err:
+                    request.bad(where, str(err))
+                    continue
+                yield Row(where, {"id": doc.group(1), "tokens": list(doc.group(2)), "tags": tags,
+                                  "errors": errors})
+
+
+class CgedTruthReader(Reader):
+    """NLPTEA CGED test release: an input file (`(sid=ID)<TAB>text` per line) and its truth file
+    (`ID, start, end, TYPE` per error, or `ID, correct`); `path` lists input then truth."""
+
+    _INPUT = re.compile(r"^\(sid=([^)]*)\)\s*(.*)$")
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        if len(request.files) % 2:
+            raise DataFormatError(f"format cged_truth reads input/truth file pairs; got {len(request.files)} files")
+        for input_path, truth_path in zip(request.files[::2], request.files[1::2]):
+            errors = self._truth(truth_path, request)
+            for lineno, line in enumerate(read_text(input_path, request.notes).splitlines(), 1):
+                if not line.strip():
+                    continue
+                where = f"{input_path}:{lineno}"
+                match = self._INPUT.match(line)
+                if match is None:
+                    request.bad(where, "expected (sid=ID) followed by the text")
+                    continue
+                sid, text = match.groups()
+                if sid not in errors:
+                    request.bad(where, f"sentence {sid} has no line in {truth_path}")
+                    continue
+                try:
+                    tags = errors_to_bio(text, errors[sid], request.notes)
+                except ValueError as err:
+                    request.bad(where, str(err))
+                    continue
+                yield Row(where, {"id": sid, "tokens": list(text), "tags": tags, "errors": errors[sid]})
+
+    @staticmethod
+    def _truth(path: Path, request: ReadRequest) -> dict[str, list[tuple[int, int, str]]]:
+        errors: dict[str, list[tuple[int, int, str]]] = {}
+        for lineno, line in enumerate(read_text(path, request.notes).splitlines(), 1):
+            fields = [f.strip() for f in line.split(",")]
+            if fields == [""]:
+                continue
+            if len(fields) == 2 and fields[1] == "correct":
+                errors.setdefault(fields[0], [])
+            elif len(fields) == 4 and fields[1].isdigit() and fields[2].isdigit():
+                errors.setdefault(fields[0], []).append((int(fields[1]), int(fields[2]), fields[3]))
+            else:
+                raise DataFormatError(f"{path}:{lineno}: expected 'ID, start, end, TYPE' or 'ID, correct'")
+        return errors
+
+
+# -- synthetic ------------------------------------------------------------------------------------
+
+
+class SynthReader(Reader):
+    """xsyn's synthetic typology benchmark: examples (with gold trees) made by `xsyn.synth`."""
+
+    OPTIONS = {"sizes": (dict, {}), "seed": (int, 0)}
+    needs_files = False
+
+    def read(self, request: ReadRequest) -> Iterator[Example]:
+        from xsyn.synth import generate_split
+
+        sizes = self.option(request, "sizes")
+        if request.split not in sizes:
+            raise DataFormatError(f"the synth layout states no size for split {request.split!r}; "
+                                  f"add it to options.sizes")
+        yield from generate_split(request.lang, request.split, int(sizes[request.split]),
+                                  self.option(request, "seed"))
+
+
+READERS: dict[str, Reader] = {
+    "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
+    "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "synth": SynthReader(),
+}
