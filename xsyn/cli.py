@@ -30,10 +30,15 @@ def bench() -> None:
 
 # Modules that add commands to `main` or `bench` when imported.
 _COMMAND_MODULES = (
+    "xsyn.data.commands",
     "xsyn.syntax.commands",
+    "xsyn.models.bench",
     "xsyn.syntax.evaluation",
     "xsyn.pretrain",
     "xsyn.report",
+    "xsyn.commands",
+    "xsyn.demo",
+    "xsyn.harness_bench",
 )
 for _module in _COMMAND_MODULES:
     importlib.import_module(_module)

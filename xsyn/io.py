@@ -50,3 +50,32 @@ def _explain(err: OSError, path: Path) -> OSError:
         return OutputError(err.errno, f"cannot write {path}: permission denied; "
                                       "choose a folder you can write to (--output-dir)")
     return err
+
+
+def atomic_write_json(path: str | Path, data) -> None:
+    import json
+
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def replace_dir(staged: str | Path, final: str | Path) -> None:
+    """Swap a fully written folder into place. A crash mid-swap leaves `final` or `final.old`,
+    which `existing_dir` recovers; never a half-written `final`."""
+    import shutil
+
+    staged, final = Path(staged), Path(final)
+    old = final.with_name(final.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staged, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def existing_dir(final: str | Path) -> Path | None:
+    """`final`, or the previous version a crash in `replace_dir` left as `final.old`, or None."""
+    final = Path(final)
+    old = final.with_name(final.name + ".old")
+    if final.is_dir():
+        return final
+    return old if old.is_dir() else None

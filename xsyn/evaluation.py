@@ -1,0 +1,257 @@
+"""Zero-shot evaluation of a fine-tuned run: `xsyn evaluate`, per language and over language pairs.
+
+Per language, the model runs on that language's split. With `generalized`, it also runs on every
+ordered pair of languages: PAWS-X sentence1 x sentence2 and XNLI premise x hypothesis (parallel
+sets joined by id), XQuAD question x context (joined by id), MLQA context x question (its own
+cross-language files). Pairs whose languages disagree on the label are dropped and counted.
+
+Each finished language or pair is saved at once (`partial/`), so an interrupted evaluation resumes
+without recomputing it. The output folder gets (schema in the README):
+
+    results.json                 per_language, average, pairs, n_examples, dropped, scores, config
+    per_language.csv             language, score, examples, dropped
+    pairs.csv, pairs.png         the language-pair matrix (rows x columns, diagonal included)
+    per_example/{split}-{key}.jsonl   id, prediction, reference (for `xsyn report`'s bootstrap)
+    predictions/{task}/{split}-{key}.{tsv|json}   XTREME's layout, for the official scripts
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xsyn.data.cards import TaskCard, load_card
+from xsyn.data.loading import DataNotFoundError
+from xsyn.inference import predict, score
+from xsyn.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.run_config import RunConfig
+from xsyn.task_data import Vocab, load_task_data
+from xsyn.train import TASK_FILE
+
+
+class RunNotFoundError(FileNotFoundError):
+    pass
+
+
+def locate_checkpoint(model_dir: str | Path) -> tuple[Path, Path]:
+    """(run folder, checkpoint folder) for a run folder (with best/) or a checkpoint itself."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise RunNotFoundError(f"--model-dir {model_dir} does not exist")
+    if (model_dir / TASK_FILE).is_file():
+        return model_dir.parent, model_dir
+    best = existing_dir(model_dir / "best")
+    if best is not None and (best / TASK_FILE).is_file():
+        return model_dir, best
+    raise RunNotFoundError(f"{model_dir} holds no checkpoint: expected best/ with {TASK_FILE} (written by "
+                           "xsyn finetune), or a checkpoint folder itself; is the run finished?")
+
+
+def pair_axes(card: TaskCard) -> tuple[str, str]:
+    """(row segment, column segment) of the language-pair matrix: the order the benchmark's own
+    cross-language files name them (MLQA: context, question), else the segment order."""
+    for source in card.local:
+        if source.cross_language(card.segments):
+            path = source.paths[0]
+            named = sorted(card.segments, key=lambda s: path.index("{" + s + "}"))
+            return named[0], named[1]
+    return card.segments[0], card.segments[1]
+
+
+def evaluate_run(model_dir: str | Path, split: str = "test", langs: Sequence[str] | None = None,
+                 generalized: bool = False, output_dir: str | Path | None = None,
+                 overrides: dict[str, Any] | None = None, skip_missing: bool = False,
+                 progress: bool = True) -> dict[str, Any]:
+    from accelerate import Accelerator
+
+    from xsyn.models.factory import load_model
+    from xsyn.models.presets import load_tokenizer
+
+    run_dir, checkpoint = locate_checkpoint(model_dir)
+    task_info = json.loads((checkpoint / TASK_FILE).read_text(encoding="utf-8"))
+    config_file = run_dir / "config.json"
+    values = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else \
+        {"task": task_info["task"], "train_lang": task_info.get("train_lang", "en")}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    config = RunConfig(**values)
+    card = load_card(config.task)
+    card.check_split(split)
+    langs = list(langs or card.languages)
+    for lang in langs:
+        card.check_lang(lang)
+    out = Path(output_dir) if output_dir else run_dir / f"eval-{split}"
+    accelerator = Accelerator(mixed_precision=config.mixed_precision)
+    main = accelerator.is_main_process
+
+    tokenizer = load_tokenizer(checkpoint)
+    model = accelerator.prepare(load_model(checkpoint))
+    vocab = Vocab(labels=task_info["labels"], tags=task_info["tags"])
+    fingerprint = _fingerprint(checkpoint, config, split)
+    partial = out / "partial"
+
+    def run_one(segment_langs: dict[str, str]) -> dict[str, Any] | None:
+        key = _key(segment_langs, card)
+        saved = partial / f"{split}-{key}.json"
+        if saved.is_file():
+            cached = json.loads(saved.read_text(encoding="utf-8"))
+            if cached.get("fingerprint") == fingerprint:
+                return cached
+        started = time.perf_counter()
+        try:
+            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab,
+                                     distributed=accelerator)
+        except DataNotFoundError as err:
+            if skip_missing:
+                return None
+            raise DataNotFoundError(f"{err}\n(pass --langs to choose languages, or --skip-missing to "
+                                    "evaluate those that have data)") from None
+        outputs = predict(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
+        result = score(card, data.examples, data.features, outputs, vocab.labels, vocab.tags,
+                       config.n_best, config.max_answer_length)
+        record = {"fingerprint": fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
+                  "scores": result["scores"], "n_examples": len(data.examples),
+                  "dropped": _dropped(data.report), "metric_options": result["metric_options"],
+                  "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
+        if main:
+            _write_examples(out, card, split, key, data.examples, result)
+            atomic_write_json(saved, record)
+        return record
+
+    results: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
+    for lang in langs:
+        record = run_one({name: lang for name in card.segments})
+        if record is None:
+            missing.append(lang)
+        else:
+            results[lang] = record
+    pairs: dict[str, dict[str, float]] = {}
+    if generalized:
+        row_seg, col_seg = pair_axes(card)
+        present = [lang for lang in langs if lang in results]
+        for row in present:
+            for col in present:
+                record = results[row] if row == col else run_one({row_seg: row, col_seg: col})
+                if record is None:
+                    continue
+                pairs.setdefault(row, {})[col] = record["primary"]
+                results.setdefault(f"{row}-{col}", record)
+                if row == col and main:  # the diagonal's per-example file, named as a pair
+                    _copy_examples(out, split, row, f"{row}-{col}")
+    summary = _summary(config, card, split, langs, results, pairs, missing, run_dir, checkpoint)
+    if main:
+        _write_tables(out, card, summary, pairs)
+        atomic_write_json(out / "results.json", summary)
+    accelerator.wait_for_everyone()
+    return summary
+
+
+def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
+    langs = list(segment_langs.values())
+    if len(set(langs)) == 1:
+        return langs[0]
+    row, col = pair_axes(card)
+    return f"{segment_langs[row]}-{segment_langs[col]}"
+
+
+def _fingerprint(checkpoint: Path, config: RunConfig, split: str) -> str:
+    """What decides a language's result: the weights, the data settings, the split."""
+    weights = checkpoint / "model.safetensors"
+    stamp = f"{weights.stat().st_size}-{weights.stat().st_mtime_ns}" if weights.is_file() else str(checkpoint)
+    settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "parser", "data_dir", "n_best",
+                                                 "max_answer_length", "skip_bad_rows")}
+    return hashlib.sha256(json.dumps([stamp, settings, split], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _dropped(report: dict[str, Any]) -> int:
+    load = report["load"]
+    skipped = len(load.get("skipped", [])) + sum(len(x.get("skipped", [])) for x in load.get("loads", []))
+    return skipped + load.get("label_mismatches", 0)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(_jsonable(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _write_examples(out: Path, card: TaskCard, split: str, key: str, examples, result: dict[str, Any]) -> None:
+    lines = [json.dumps({"id": e.id, "prediction": _jsonable(p), "reference": _jsonable(r)}, ensure_ascii=False)
+             for e, p, r in zip(examples, result["predictions"], result["references"])]
+    atomic_write_text(out / "per_example" / f"{split}-{key}.jsonl", "".join(line + "\n" for line in lines))
+    folder = out / "predictions" / card.name
+    if card.kind == "extractive-qa":  # XTREME: {qid: answer text}
+        atomic_write_json(folder / f"{split}-{key}.json", {e.id: p for e, p in zip(examples, result["predictions"])})
+    elif card.spec.tags and card.kind != "intent-slot":  # one tag per line, blank line between sentences
+        text = "".join("".join(t + "\n" for t in tags) + "\n" for tags in result["predictions"])
+        atomic_write_text(folder / f"{split}-{key}.tsv", text)
+    else:  # one label per line (intent-slot: intent, then the tags)
+        rows = [p if isinstance(p, str) else f"{p[0]}\t{' '.join(p[1])}" for p in result["predictions"]]
+        atomic_write_text(folder / f"{split}-{key}.tsv", "".join(r + "\n" for r in rows))
+
+
+def _copy_examples(out: Path, split: str, lang: str, key: str) -> None:
+    source = out / "per_example" / f"{split}-{lang}.jsonl"
+    if source.is_file():
+        atomic_write_bytes(out / "per_example" / f"{split}-{key}.jsonl", source.read_bytes())
+
+
+def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], results: dict[str, Any],
+             pairs: dict[str, dict[str, float]], missing: list[str], run_dir: Path, checkpoint: Path
+             ) -> dict[str, Any]:
+    from xsyn.metrics import primary_name
+
+    per_language = {lang: results[lang]["primary"] for lang in langs if lang in results}
+    summary = {
+        "task": card.name, "variant": config.variant, "model": config.model, "seed": config.seed,
+        "metric": card.metric, "primary": primary_name(card.metric), "split": split,
+        "per_language": per_language,
+        "average": sum(per_language.values()) / len(per_language) if per_language else None,
+        "n_examples": {k: r["n_examples"] for k, r in results.items()},
+        "dropped": {k: r["dropped"] for k, r in results.items()},
+        "scores": {k: r["scores"] for k, r in results.items()},
+        "metric_options": next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
+        "missing_languages": missing,
+        "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
+    }
+    if card.metric == "mlqa":
+        summary["metric_options"] = {}  # per language: the context language, recorded per key in scores
+    if pairs:
+        summary["pairs"] = pairs
+        summary["pair_axes"] = list(pair_axes(card))
+    return summary
+
+
+def _write_tables(out: Path, card: TaskCard, summary: dict[str, Any], pairs: dict[str, dict[str, float]]) -> None:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["language", summary["primary"], "examples", "dropped"])
+    for lang, value in summary["per_language"].items():
+        writer.writerow([lang, f"{value:.2f}", summary["n_examples"][lang], summary["dropped"][lang]])
+    if summary["average"] is not None:
+        writer.writerow(["average", f"{summary['average']:.2f}", "", ""])
+    atomic_write_text(out / "per_language.csv", buf.getvalue())
+    if not pairs:
+        return
+    from xsyn.plots import heatmap_png
+
+    langs = list(pairs)
+    row_seg, col_seg = summary["pair_axes"]
+    matrix = [[pairs[r].get(c, float("nan")) for c in langs] for r in langs]
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow([f"{row_seg}\\{col_seg}", *langs])
+    for r, row in zip(langs, matrix):
+        writer.writerow([r, *(f"{v:.2f}" for v in row)])
+    atomic_write_text(out / "pairs.csv", buf.getvalue())
+    atomic_write_bytes(out / "pairs.png", heatmap_png(
+        matrix, langs, langs, title=f"{card.title}: {summary['variant']} ({summary['primary']}, {summary['split']})",
+        value_label=summary["primary"], row_label=f"{row_seg} language", col_label=f"{col_seg} language"))

@@ -1,0 +1,107 @@
+"""Running a model over features and scoring its predictions, on one or several processes.
+
+Evaluation batches are length-bucketed (features sorted by length, so padding is minimal). Under
+Accelerate each process runs its share of the batches; the outputs are padded to a common shape,
+gathered, and put back in place by feature index, so a sample repeated to even out the processes'
+batches counts once and padding rows (index -1) not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from xsyn.data.decode import decode, metric_options, references
+from xsyn.data.features import collate_features
+from xsyn.metrics import compute, primary_score
+
+OUTPUT_KEYS = ("logits", "start_logits", "end_logits", "intent_logits", "slot_logits")
+LABEL_KEYS = ("labels", "start_positions", "end_positions", "intent_labels", "slot_labels")
+NOT_MODEL_INPUTS = ("example_index", "feature_index")
+
+
+class IndexedRows(torch.utils.data.Dataset):
+    """Feature rows that also say which row they are, so gathered outputs can be put back in order."""
+
+    def __init__(self, rows: Sequence[dict[str, np.ndarray]]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {**self.rows[i], "feature_index": i}
+
+
+def make_collate(pad_token_id: int):
+    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = collate_features(rows, pad_token_id)
+        if "feature_index" in rows[0]:
+            batch["feature_index"] = torch.tensor([r["feature_index"] for r in rows], dtype=torch.long)
+        return batch
+    return collate
+
+
+def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
+    drop = set(NOT_MODEL_INPUTS) | (set() if with_labels else set(LABEL_KEYS))
+    return {k: v for k, v in batch.items() if k not in drop}
+
+
+def length_buckets(rows: Sequence[dict[str, np.ndarray]], batch_size: int) -> list[list[int]]:
+    """Batches of row indices with similar lengths (longest first, so memory peaks at once)."""
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["input_ids"]))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.no_grad()
+def predict(model, rows: Sequence[dict[str, np.ndarray]], accelerator, batch_size: int, pad_token_id: int
+            ) -> dict[str, list[np.ndarray]]:
+    """Per feature, the model's output arrays (`logits`, `start_logits`, ...), in row order."""
+    loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=length_buckets(rows, batch_size),
+                                         collate_fn=make_collate(pad_token_id))
+    loader = accelerator.prepare_data_loader(loader, device_placement=True)
+    was_training = model.training
+    model.eval()
+    collected: dict[str, list[np.ndarray | None]] = {}
+    for batch in loader:
+        out = model(**model_inputs(batch, with_labels=False))
+        index = _gather(accelerator, batch["feature_index"], pad_index=-1).tolist()
+        for key in OUTPUT_KEYS:
+            value = getattr(out, key, None)
+            if value is None:
+                continue
+            slot = collected.setdefault(key, [None] * len(rows))
+            for i, row in zip(index, _gather(accelerator, value.float()).cpu().numpy()):
+                if i >= 0:
+                    slot[i] = row
+    model.train(was_training)
+    missing = [k for k, v in collected.items() if any(x is None for x in v)]
+    if missing:
+        raise RuntimeError(f"outputs for some features never came back ({', '.join(missing)}); "
+                           "this is a bug in batching across processes")
+    return collected  # type: ignore[return-value]
+
+
+def _gather(accelerator, tensor: torch.Tensor, pad_index: int = 0) -> torch.Tensor:
+    """All processes' rows; batches of different sizes and lengths are padded to a common shape."""
+    if accelerator.num_processes == 1:
+        return tensor
+    for dim in range(min(tensor.ndim, 2)):
+        tensor = accelerator.pad_across_processes(tensor, dim=dim, pad_index=pad_index)
+    return accelerator.gather(tensor)
+
+
+def score(card, examples, features, outputs: dict[str, list[np.ndarray]], labels: Sequence[str],
+          tags: Sequence[str], n_best: int = 20, max_answer_length: int = 30) -> dict[str, Any]:
+    """Decode outputs into one prediction per example and score them with the card's metric."""
+    predictions, decode_report = decode(card, examples, features, outputs, labels=labels, tags=tags,
+                                        n_best=n_best, max_answer_length=max_answer_length)
+    gold = references(card, examples)
+    options = metric_options(card, examples)
+    scores = compute(card.metric, predictions, gold, **options)
+    return {"predictions": predictions, "references": gold, "scores": scores,
+            "primary": primary_score(card.metric, scores), "metric_options": options,
+            "decode": vars(decode_report)}

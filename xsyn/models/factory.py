@@ -1,0 +1,111 @@
+"""Building a model for a run (`build_model`) and restoring a saved one (`load_model`).
+
+`build_model("bert-base-multilingual-cased", "gat", "sequence", num_labels=3, gat_delta=4)` lifts
+any BERT checkpoint (hub name or local directory; `tiny` for the random preset) into the chosen
+variant and head: pretrained weights load unchanged and only the new parameters are initialised.
+`load_model(directory)` restores what `save_pretrained` wrote, variant, settings and head included.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    BertConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from xsyn.models.configuration import XsynBertConfig
+from xsyn.models.heads import (
+    HEAD_CLASSES,
+    XsynBertForQuestionAnswering,
+    XsynBertForSequenceClassification,
+    XsynBertForTokenClassification,
+)
+from xsyn.models.modeling import XsynBertModel
+from xsyn.models.presets import TINY, load_tokenizer, tiny_config
+
+AutoConfig.register(XsynBertConfig.model_type, XsynBertConfig)
+AutoModel.register(XsynBertConfig, XsynBertModel)
+AutoModelForSequenceClassification.register(XsynBertConfig, XsynBertForSequenceClassification)
+AutoModelForTokenClassification.register(XsynBertConfig, XsynBertForTokenClassification)
+AutoModelForQuestionAnswering.register(XsynBertConfig, XsynBertForQuestionAnswering)
+
+# Model types whose checkpoints are BERT's architecture (bert-base-chinese, mBERT, MiniLM, ...).
+BERT_MODEL_TYPES = ("bert", XsynBertConfig.model_type)
+_CLASSES = {cls.__name__: cls for cls in (XsynBertModel, *HEAD_CLASSES.values())}
+
+
+def build_model(model: str, variant: str, head: str | None, *,
+                tokenizer: PreTrainedTokenizerBase | str | Path | None = None, num_labels: int | None = None,
+                num_intents: int | None = None, num_slot_labels: int | None = None,
+                **syntax_overrides) -> PreTrainedModel:
+    """A syntax variant of a BERT checkpoint with a task head (`head=None`: the bare encoder).
+
+    `model` is `tiny`, a hub name or a local directory; `tokenizer` (an object, or a spec for
+    `load_tokenizer`) sizes the `tiny` vocabulary. `syntax_overrides` are `XsynBertConfig` fields.
+    """
+    model_class = _model_class(head)
+    settings = {"variant": variant, **syntax_overrides}
+    for name, value in (("num_labels", num_labels), ("num_intents", num_intents),
+                        ("num_slot_labels", num_slot_labels)):
+        if value is not None:
+            settings[name] = value
+    if model == TINY:
+        if not isinstance(tokenizer, PreTrainedTokenizerBase):
+            tokenizer = load_tokenizer(tokenizer)
+        return model_class(XsynBertConfig.from_bert_config(tiny_config(tokenizer), **settings))
+    base = _bert_config(model)
+    if isinstance(base, XsynBertConfig) and base.variant != variant:
+        raise ValueError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
+                         "load it with load_model, or start from the plain BERT checkpoint")
+    return model_class.from_pretrained(model, config=XsynBertConfig.from_bert_config(base, **settings))
+
+
+def load_model(directory: str | Path) -> PreTrainedModel:
+    """Restore a model written by `save_pretrained`: variant, syntax settings, head and weights."""
+    config_path = Path(directory) / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} not found: load_model reads a directory written by "
+                                "save_pretrained")
+    saved = json.loads(config_path.read_text(encoding="utf-8"))
+    if saved.get("model_type") != XsynBertConfig.model_type:
+        raise ValueError(f"{config_path}: model_type is {saved.get('model_type')!r}, not an xsyn model; "
+                         "lift a plain checkpoint with build_model(model, variant, head)")
+    architecture = (saved.get("architectures") or ["XsynBertModel"])[0]
+    if architecture not in _CLASSES:
+        raise ValueError(f"{config_path}: unknown architecture {architecture!r}; expected one of "
+                         f"{', '.join(sorted(_CLASSES))}")
+    return _CLASSES[architecture].from_pretrained(directory)
+
+
+def _model_class(head: str | None) -> type[PreTrainedModel]:
+    if head is None:
+        return XsynBertModel
+    if head not in HEAD_CLASSES:
+        raise ValueError(f"head={head!r} is unknown; choose one of {', '.join(HEAD_CLASSES)}")
+    return HEAD_CLASSES[head]
+
+
+def _bert_config(model: str) -> BertConfig:
+    path = Path(model)
+    if path.exists() and not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} has no config.json: a model directory comes from save_pretrained "
+                                "or a downloaded checkpoint")
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except OSError as err:
+        raise OSError(f"cannot load the model {model!r}: it is neither `tiny`, a local directory, nor reachable "
+                      f"on the Hugging Face hub (offline?); pass a local checkpoint directory. Cause: {err}"
+                      ) from err
+    if config.model_type not in BERT_MODEL_TYPES:
+        raise ValueError(f"{model} is a {config.model_type!r} model; xsyn's variants are built on BERT "
+                         f"(model_type {' or '.join(BERT_MODEL_TYPES)})")
+    return config

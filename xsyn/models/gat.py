@@ -1,0 +1,183 @@
+"""The GAT syntax encoder of Ahmad et al. (2021), its structural probes, and the attention bias.
+
+Input: BERT's word-piece embeddings (the same table as BERT's, not a copy) plus a UPOS embedding
+(and, as an option, a relation embedding). L_g layers of k-head attention restricted to tree
+distance <= delta; no feed-forward sublayer, no residual, no position embeddings; a final
+LayerNorm (as in the released code) keeps G's scale fixed for the bias it feeds.
+
+- `dot` attention (paper eq. 2): query = key = T = X W_T, value = X W_V, scaled dot product, run
+  by torch's fused `scaled_dot_product_attention` under the boolean tree mask.
+- `additive` attention (the released code, Velickovic et al. 2018): h = X W,
+  e_ij = LeakyReLU_0.2(a_1 . h_i + a_2 . h_j), output sum_j softmax_j(e_ij) h_j.
+
+Structural probes (Hewitt and Manning 2019) read G: predicted squared distances
+||theta1 (g_i - g_j)||^2 and squared norms ||theta2 g_i||^2, trained with L1 against tree distances
+(normalised by n^2) and depths (normalised by n), n counting `[CLS]` and `[SEP]`.
+
+`GatSyntaxEncoder`'s `state_dict` is the whole GAT checkpoint (embeddings of UPOS/relations,
+layers, LayerNorm, probes); the word embeddings are BERT's and are not part of it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
+from torch import nn
+from torch.nn import functional as F
+
+from xsyn.io import atomic_write_bytes, atomic_write_text
+from xsyn.models.configuration import XsynBertConfig
+from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
+from xsyn.tree_tensors import UNREACHABLE
+
+GAT_WEIGHTS = "gat.safetensors"
+GAT_CONFIG = "gat_config.json"
+# Settings that fix the shapes of a GAT checkpoint; they must match to load one.
+GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
+                    "gat_deprel_embeddings", "probe_rank")
+
+
+class DotGatLayer(nn.Module):
+    """One GAT layer with query = key (paper eq. 2), fused attention under the tree mask."""
+
+    def __init__(self, in_size: int, heads: int, head_size: int, dropout: float):
+        super().__init__()
+        self.heads, self.head_size, self.dropout = heads, head_size, dropout
+        self.tied_query_key = nn.Linear(in_size, heads * head_size)
+        self.value = nn.Linear(in_size, heads * head_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        qk = self.tied_query_key(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
+        v = self.value(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
+        out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=mask.unsqueeze(1),
+                                             dropout_p=self.dropout if self.training else 0.0)
+        return out.transpose(1, 2).reshape(b, t, -1)
+
+
+class AdditiveGatLayer(nn.Module):
+    """One Velickovic-style GAT layer, as in the released code (value = the projected input)."""
+
+    def __init__(self, in_size: int, heads: int, head_size: int, dropout: float):
+        super().__init__()
+        self.heads, self.head_size, self.dropout = heads, head_size, dropout
+        self.project = nn.Linear(in_size, heads * head_size, bias=False)
+        self.score_query = nn.Parameter(torch.empty(heads, head_size))
+        self.score_key = nn.Parameter(torch.empty(heads, head_size))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h = self.project(x).view(b, t, self.heads, self.head_size).transpose(1, 2)  # (B, k, T, d)
+        src = torch.einsum("bktd,kd->bkt", h, self.score_query)
+        dst = torch.einsum("bktd,kd->bkt", h, self.score_key)
+        scores = F.leaky_relu(src.unsqueeze(-1) + dst.unsqueeze(-2), 0.2)
+        scores = scores.masked_fill(~mask.unsqueeze(1), torch.finfo(scores.dtype).min)
+        weights = F.dropout(scores.softmax(-1), p=self.dropout, training=self.training)
+        return (weights @ h).transpose(1, 2).reshape(b, t, -1)
+
+
+class GatSyntaxEncoder(nn.Module):
+    """Tree-masked graph attention over word-piece + UPOS embeddings, with structural probes."""
+
+    def __init__(self, config: XsynBertConfig):
+        super().__init__()
+        hidden, out = config.hidden_size, config.gat_output_size
+        self.upos_embeddings = nn.Embedding(UPOS_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
+        self.deprel_embeddings = (nn.Embedding(DEPREL_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
+                                  if config.gat_deprel_embeddings else None)
+        layer_class = DotGatLayer if config.gat_attention == "dot" else AdditiveGatLayer
+        self.layers = nn.ModuleList(
+            layer_class(hidden if i == 0 else out, config.gat_heads, config.gat_head_size,
+                        config.attention_probs_dropout_prob)
+            for i in range(config.gat_layers))
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.layer_norm = nn.LayerNorm(out, eps=config.layer_norm_eps)
+        self.distance_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta1
+        self.depth_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta2
+
+    def forward(self, word_embeddings: torch.Tensor, upos: torch.Tensor, mask: torch.Tensor,
+                deprel: torch.Tensor | None = None) -> torch.Tensor:
+        """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask."""
+        x = word_embeddings + self.upos_embeddings(upos)
+        if self.deprel_embeddings is not None:
+            x = x + self.deprel_embeddings(deprel)
+        for layer in self.layers:
+            x = self.dropout(layer(x, mask))
+        return self.layer_norm(x)
+
+    def probe(self, gat_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predicted squared distances (B, T, T) and squared norms (depths) (B, T) from G."""
+        p = self.distance_probe(gat_output)
+        sq = p.pow(2).sum(-1)
+        distances = (sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * p @ p.transpose(1, 2)).clamp(min=0)
+        depths = self.depth_probe(gat_output).pow(2).sum(-1)
+        return distances, depths
+
+
+def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.Tensor,
+                    distances: torch.Tensor, depths: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """L1 probe losses, averaged over sequences: sum_ij |d^_ij - d_ij| / n^2 and sum_i |n^_i - depth_i| / n.
+
+    n counts a sequence's pieces including `[CLS]`/`[SEP]`; padding and pairs in different trees
+    are left out.
+    """
+    real = attention_mask.bool()
+    n = real.sum(1).clamp(min=1).to(predicted_depths.dtype)
+    pairs = real.unsqueeze(2) & real.unsqueeze(1) & (distances < UNREACHABLE)
+    dist = torch.where(pairs, (predicted_distances - distances).abs(), 0.0).sum((1, 2)) / n.pow(2)
+    depth = torch.where(real, (predicted_depths - depths).abs(), 0.0).sum(1) / n
+    return dist.mean(), depth.mean()
+
+
+class SyntaxBias(nn.Module):
+    """G G^Q_l, G G^K_l (and/or G G^V_l) for the first `syntax_heads` heads of one layer."""
+
+    def __init__(self, config: XsynBertConfig):
+        super().__init__()
+        self.heads = config.syntax_heads
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.projections = nn.ModuleDict({
+            target: nn.Linear(config.gat_output_size, self.heads * self.head_size)
+            for target in config.bias_target_names})
+
+    def forward(self, gat_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Add the bias to the syntax heads of (B, H, T, Dh) projections; other heads pass through."""
+        states = {"query": query, "key": key, "value": value}
+        b, t, _ = gat_output.shape
+        for target, projection in self.projections.items():
+            bias = projection(gat_output).view(b, t, self.heads, self.head_size).transpose(1, 2)
+            x = states[target]
+            states[target] = torch.cat([x[:, : self.heads] + bias, x[:, self.heads:]], dim=1)
+        return states["query"], states["key"], states["value"]
+
+
+def save_gat(encoder: GatSyntaxEncoder, config: XsynBertConfig, directory: str | Path) -> None:
+    """Write a GAT checkpoint: `gat.safetensors` and the shape settings in `gat_config.json`."""
+    directory = Path(directory)
+    tensors = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
+    atomic_write_bytes(directory / GAT_WEIGHTS, safetensors_bytes(tensors))
+    settings = {name: getattr(config, name) for name in GAT_SHAPE_FIELDS + ("gat_delta",)}
+    atomic_write_text(directory / GAT_CONFIG, json.dumps(settings, indent=2) + "\n")
+
+
+def load_gat_state(directory: str | Path, config: XsynBertConfig) -> dict[str, torch.Tensor]:
+    """Read a GAT checkpoint written by `save_gat`, checking it fits `config`'s shapes."""
+    directory = Path(directory)
+    settings_path, weights_path = directory / GAT_CONFIG, directory / GAT_WEIGHTS
+    for path in (settings_path, weights_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: a GAT checkpoint directory holds {GAT_CONFIG} "
+                                    f"and {GAT_WEIGHTS} (written by save_gat / `xsyn pretrain-gat`)")
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    for name in GAT_SHAPE_FIELDS:
+        if name in settings and settings[name] != getattr(config, name):
+            raise ValueError(f"{settings_path}: the GAT was trained with {name}={settings[name]!r} but this "
+                             f"model has {name}={getattr(config, name)!r}; build the model with the same value")
+    return load_file(weights_path)
+

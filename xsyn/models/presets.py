@@ -1,0 +1,62 @@
+"""Tokenizers and the `tiny` model preset.
+
+`load_tokenizer(spec)` takes a `vocab.txt`, a tokenizer (or model) directory, or a hub name and
+returns a fast BERT tokenizer. A bare `vocab.txt` is read cased unless told otherwise (mBERT is
+cased); note `BertTokenizerFast(vocab_file=...)` silently ignores the file, so the vocabulary is
+passed as `vocab=`.
+
+`tiny` is a randomly initialised small BERT (2 layers, hidden 128, 2 heads) on a given tokenizer:
+what tests, the demo and CPU smoke runs use. It goes through the same code as a real checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
+
+DEFAULT_MODEL = "bert-base-multilingual-cased"
+TINY = "tiny"
+TINY_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 512, "max_position_embeddings": 512}
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None = None
+                   ) -> PreTrainedTokenizerBase:
+    """A fast tokenizer from a `vocab.txt`, a directory, or a hub name (default: mBERT cased)."""
+    spec = DEFAULT_MODEL if spec is None else spec
+    path = Path(spec)
+    if path.is_file():
+        return BertTokenizerFast(vocab=str(path), do_lower_case=bool(do_lower_case))
+    if path.is_dir():
+        if any((path / name).is_file() for name in _TOKENIZER_FILES):
+            options = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
+            return _fast(AutoTokenizer.from_pretrained(path, **options), spec)
+        if (path / "vocab.txt").is_file():
+            return BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=bool(do_lower_case))
+        raise FileNotFoundError(f"{path} holds no tokenizer: expected tokenizer.json, tokenizer_config.json "
+                                "or vocab.txt")
+    name = str(spec)
+    if do_lower_case is None and "cased" in name and "uncased" not in name:
+        do_lower_case = False
+    options = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, **options)
+    except OSError as err:
+        raise OSError(f"cannot load the tokenizer {name!r}: it is neither a local file or directory nor "
+                      f"reachable on the Hugging Face hub (offline?); pass a vocab.txt or a tokenizer "
+                      f"directory instead (--tokenizer). Cause: {err}") from err
+    return _fast(tokenizer, name)
+
+
+def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
+    if not tokenizer.is_fast:
+        raise TypeError(f"{spec}: xsyn needs a fast tokenizer (for character offsets); got "
+                        f"{type(tokenizer).__name__}")
+    return tokenizer
+
+
+def tiny_config(tokenizer: PreTrainedTokenizerBase) -> BertConfig:
+    """The `tiny` preset's BERT shape, with the tokenizer's vocabulary."""
+    return BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **TINY_SHAPE)

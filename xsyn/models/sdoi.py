@@ -1,0 +1,32 @@
+"""SG-Net's syntax-guided layer (Zhang et al. 2020): the SDOI variant.
+
+One extra Transformer layer (self-attention, feed-forward, residuals, LayerNorms: a `BertLayer`,
+freshly initialised) reads BERT's final hidden states H with attention limited to each piece's
+syntactic dependency of interest: its ancestors and itself (`TreeTensors.sdoi_mask`, computed from
+the parent pointers, so right for non-projective trees; special tokens see themselves). Its
+output is aggregated with BERT's:
+
+    H' = alpha H + (1 - alpha) H_sdoi,
+
+alpha = 0.5 by default, trained as an option. alpha = 1 gives BERT's output exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers.models.bert.modeling_bert import BertLayer
+
+from xsyn.models.configuration import XsynBertConfig
+
+
+class SyntaxGuidedLayer(nn.Module):
+    def __init__(self, config: XsynBertConfig):
+        super().__init__()
+        self.layer = BertLayer(config)
+        self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.sdoi_learn_alpha)
+
+    def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`mask` is the (B, 1, T, T) ancestor mask in the attention implementation's form."""
+        guided = self.layer(hidden_states, mask)
+        return self.alpha * hidden_states + (1 - self.alpha) * guided

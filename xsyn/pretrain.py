@@ -1,0 +1,79 @@
+"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.gat_pretraining`).
+
+The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
+`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
+({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
+`pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
+GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
+tokenizer are saved as well (`model/`): fine-tune from that directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from xsyn.cli import main
+
+
+def _list(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@main.command(name="pretrain-gat")
+@click.option("--treebanks", required=True,
+              help="Training treebanks: comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
+@click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="A folder of UD treebank folders (a UD release, ../shared/data/ud) or one treebank folder.")
+@click.option("--eval-treebanks", default=None,
+              help="Treebanks to probe after training (default: the training ones; 'all': all 17 languages).")
+@click.option("--model", default="bert-base-multilingual-cased", show_default=True,
+              help="BERT checkpoint (hub name or directory) whose word-piece embeddings the GAT reads, or "
+                   "'tiny' (random, for CPU runs; needs --tokenizer).")
+@click.option("--tokenizer", default=None, help="vocab.txt or tokenizer directory (default: the model's).")
+@click.option("--delta", type=int, default=4, show_default=True, help="GAT attention reaches tree distance <= delta.")
+@click.option("--gat-attention", type=click.Choice(["dot", "additive"]), default="dot", show_default=True,
+              help="dot: the paper's eq. 2; additive: the released code's Velickovic-style GAT.")
+@click.option("--dropout/--no-dropout", default=False, show_default=True,
+              help="Apply the model's dropout in the GAT while pre-training (off: the probes regress exact "
+                   "distances, and dropout noise costs UUAS).")
+@click.option("--objectives", default="structural", show_default=True,
+              help="Comma-separated: structural (probe distance + depth losses), seprem (distance prediction).")
+@click.option("--train-split", default="train", show_default=True, help="Split of the training treebanks.")
+@click.option("--max-train-sentences", type=int, default=None, help="Per treebank: a seeded sample of N sentences.")
+@click.option("--max-eval-sentences", type=int, default=None, help="Per treebank: a seeded sample of N sentences.")
+@click.option("--epochs", type=float, default=1.0, show_default=True)
+@click.option("--steps", type=int, default=None, help="Optimizer steps (overrides --epochs).")
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--learning-rate", type=float, default=1e-3, show_default=True)
+@click.option("--max-length", type=int, default=256, show_default=True,
+              help="Word pieces per input; longer sentences are windowed (training) or counted (evaluation).")
+@click.option("--seed", type=int, default=13, show_default=True)
+@click.option("--log-every", type=int, default=20, show_default=True,
+              help="Print (and record in the loss curve) the mean losses every N steps.")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+def pretrain_gat_command(treebanks: str, treebank_dir: Path, eval_treebanks: str | None, model: str,
+                         tokenizer: str | None, delta: int, gat_attention: str, dropout: bool, objectives: str,
+                         train_split: str,
+                         max_train_sentences: int | None, max_eval_sentences: int | None, epochs: float,
+                         steps: int | None, batch_size: int, learning_rate: float, max_length: int, seed: int,
+                         log_every: int, output_dir: Path) -> None:
+    """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it."""
+    from xsyn.gat_pretraining import PretrainSettings, run_pretraining
+    from xsyn.treebanks import TreebankError
+
+    if model == "tiny" and tokenizer is None:
+        raise click.UsageError("--model tiny needs --tokenizer (a vocab.txt or tokenizer directory)")
+    settings = PretrainSettings(
+        treebanks=_list(treebanks), treebank_dir=str(treebank_dir), output_dir=str(output_dir),
+        eval_treebanks=_list(eval_treebanks), model=model, tokenizer=tokenizer, delta=delta,
+        gat_attention=gat_attention, dropout=dropout, objectives=_list(objectives), train_split=train_split,
+        max_train_sentences=max_train_sentences, max_eval_sentences=max_eval_sentences, epochs=epochs,
+        steps=steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
+        log_every=log_every)
+    try:
+        run_pretraining(settings, echo=click.echo)
+    except (TreebankError, ValueError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"GAT checkpoint and probe_metrics.json -> {output_dir}")

@@ -1,0 +1,181 @@
+"""The resolved configuration of a run: defaults < task card (papers' values) < --config file < flags.
+
+A `RunConfig` is saved as `config.json` next to every result, with where each value came from,
+so a run can be repeated exactly (`xsyn finetune --config runs/x/config.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from xsyn.data.cards import TaskCard
+
+# Card hyperparameter -> XsynBertConfig field (the syntax settings of a variant).
+SYNTAX_KEYS = {
+    "delta": "gat_delta", "syntax_heads": "syntax_heads", "syntax_layers": "syntax_layers",
+    "alpha": "structural_loss_weight", "gat_layers": "gat_layers", "gat_heads": "gat_heads",
+    "gat_dim": "gat_head_size", "m": "sla_distance", "k": "wla_window", "punct_visible": "sla_punct_visible",
+}
+BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work; the message names the key and the fix."""
+
+
+@dataclass
+class RunConfig:
+    task: str
+    variant: str = "gat"
+    model: str = "bert-base-multilingual-cased"
+    tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
+    train_lang: str = "en"
+    data_dir: str | None = None
+    output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
+    seed: int = 1111
+    # optimisation
+    epochs: float = 3.0
+    max_steps: int | None = None  # overrides epochs
+    learning_rate: float = 2e-5
+    batch_size: int = 32  # examples per optimiser step, over all processes and accumulation steps
+    grad_accum: int = 1
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    mixed_precision: str = "no"  # no | fp16 | bf16
+    # data
+    max_length: int = 128
+    doc_stride: int | None = None
+    max_answer_length: int = 30
+    n_best: int = 20
+    train_examples: int | None = None  # use only the first N training examples (quick runs)
+    eval_examples: int | None = None  # use only the first N dev examples during training
+    skip_bad_rows: bool = False
+    num_proc: int | None = None
+    eval_batch_size: int = 64
+    # parsing
+    parser: str = "stanza"
+    parser_model_dir: str | None = None
+    parser_download: str = "reuse"
+    cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
+    # bookkeeping
+    eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
+    save_every: int | None = None  # steps between resumable states (default: at every evaluation)
+    log_every: int = 10
+    trackers: list[str] = field(default_factory=list)  # tensorboard, wandb (accelerate trackers)
+    # model variant
+    syntax: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields
+    gat_init: str | None = None  # a `xsyn pretrain-gat` output directory
+    freeze_gat: bool = False
+    hyperparameter_source: str = ""  # which card section the defaults came from
+
+    def resolved_output_dir(self) -> Path:
+        return Path(self.output_dir or f"runs/{self.task}/{self.variant}-seed{self.seed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        from xsyn.io import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+FIELD_NAMES = {f.name for f in fields(RunConfig)}
+
+
+def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str]:
+    """The papers' hyperparameters for `variant` from the card, as RunConfig values."""
+    section = variant if variant in card.hyperparameters else next(
+        (s for s in BASELINE_SECTIONS if s in card.hyperparameters), None)
+    if section is None:
+        return {}, ""
+    values: dict[str, Any] = {}
+    syntax: dict[str, Any] = {}
+    for key, value in card.hyperparameters[section].items():
+        if key in SYNTAX_KEYS:
+            if variant != "none":
+                syntax[SYNTAX_KEYS[key]] = value
+        elif key in FIELD_NAMES and key != "seed":
+            values[key] = value
+    if syntax:
+        values["syntax"] = syntax
+    return values, f"{card.path or card.name} [hyperparameters.{section}]"
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A JSON (e.g. a saved config.json) or TOML file of RunConfig keys."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({err})") from err
+    unknown = sorted(set(data) - FIELD_NAMES)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}; valid keys: {', '.join(sorted(FIELD_NAMES))}")
+    return data
+
+
+def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """`--set key=value` pairs: values are JSON when they parse as JSON, else strings.
+
+    A key that is not a RunConfig field is a syntax setting (an XsynBertConfig field), e.g.
+    `--set gat_delta=2` or `--set sla_punct_visible=true`.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if key in FIELD_NAMES:
+            out[key] = value
+        else:
+            out.setdefault("syntax", {})[key] = value
+    return out
+
+
+def resolve(task: str, variant: str, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
+            ) -> RunConfig:
+    """Merge, in order of precedence: RunConfig defaults, the card, a config file, flags."""
+    defaults, source = card_defaults(card, variant)
+    merged: dict[str, Any] = {"task": task, "variant": variant}
+    syntax: dict[str, Any] = {}
+    for layer in (defaults, file_values, flags):
+        for key, value in layer.items():
+            if value is None:
+                continue
+            if key == "syntax":
+                syntax.update(value)
+            else:
+                merged[key] = value
+    merged["syntax"] = syntax
+    merged["hyperparameter_source"] = source
+    config = RunConfig(**merged)
+    _check(config, card)
+    return config
+
+
+def _check(config: RunConfig, card: TaskCard) -> None:
+    if config.train_lang not in card.languages:
+        raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has languages "
+                          f"{', '.join(card.languages)}")
+    if config.mixed_precision not in ("no", "fp16", "bf16"):
+        raise ConfigError(f"mixed_precision {config.mixed_precision!r}: choose no, fp16 or bf16")
+    for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):
+        if int(getattr(config, name)) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if config.batch_size % config.grad_accum:
+        raise ConfigError(f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise ConfigError(f"max_steps must be >= 1, got {config.max_steps}")

@@ -1,0 +1,121 @@
+"""The data of one run, one language (or language pair) and one split: examples -> records -> features.
+
+    data = load_task_data(card, config, tokenizer, split="validation", langs={"sentence1": "en", ...},
+                          vocab=vocab, distributed=accelerator)
+
+Loading reads the task card's local layouts (else its hub sources); parsing attaches a syntax
+record to every segment through the shared parse cache, each process parsing its own share;
+featurising goes through `datasets.map` with a disk cache. Everything skipped, truncated or
+windowed on the way is counted in `data.report`, which runs save next to their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xsyn.data.cards import TaskCard
+from xsyn.data.example import Example
+from xsyn.data.loading import label_names, load_examples, tag_names
+from xsyn.data.pairs import load_pair_examples
+from xsyn.run_config import RunConfig
+from xsyn.syntax.cache import ParseCache, default_cache_dir
+from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsers import Parser, get_parser
+
+
+@dataclass
+class Vocab:
+    """The label and tag names of a task, in id order (fixed by the training run)."""
+
+    labels: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_task(cls, card: TaskCard, train_examples: Sequence[Example]) -> Vocab:
+        spec = card.spec
+        return cls(labels=label_names(card, list(train_examples)) if spec.label else [],
+                   tags=tag_names(card, list(train_examples)) if spec.tags else [])
+
+
+@dataclass
+class TaskData:
+    card: TaskCard
+    split: str
+    langs: dict[str, str]  # segment name -> language
+    examples: list[Example]
+    features: Any  # datasets.Dataset
+    report: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """`en` for one language, `en-de` for a pair (segment order)."""
+        langs = list(self.langs.values())
+        return langs[0] if len(set(langs)) == 1 else "-".join(langs)
+
+    def rows(self) -> list[dict[str, np.ndarray]]:
+        """Every feature as a dict of numpy arrays, in memory (fast batching).
+
+        Read column by column: the dataset's own row iterator formats each row separately and
+        is two orders of magnitude slower."""
+        columns = self.features[:]  # dict of lists, converted once
+        return [{name: np.asarray(values[i]) if isinstance(values[i], list) else values[i]
+                 for name, values in columns.items()} for i in range(len(self.features))]
+
+
+def cache_root(config: RunConfig) -> Path:
+    return Path(config.cache_dir) if config.cache_dir else default_cache_dir().parent
+
+
+def make_parser(config: RunConfig) -> Parser:
+    if config.parser == "stanza":
+        return get_parser("stanza", model_dir=config.parser_model_dir, download=config.parser_download)
+    return get_parser(config.parser)
+
+
+def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
+                   vocab: Vocab | None = None, parser: Parser | None = None, distributed=None,
+                   limit: int | None = None) -> tuple[TaskData, Vocab]:
+    """Load, parse and featurise one split. `vocab` None: take it from these (training) examples.
+
+    `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
+    segments and meet at a barrier; only then are features built (from the shared cache).
+    """
+    langs = dict(langs)
+    if len(set(langs.values())) == 1:
+        examples, load = load_examples(card, next(iter(langs.values())), split, config.data_dir,
+                                       config.skip_bad_rows)
+        load_report = _plain(load)
+    else:
+        examples, pair = load_pair_examples(card, split, langs, config.data_dir, config.skip_bad_rows)
+        load_report = {**_plain(pair), "loads": [_plain(x) for x in pair.loads]}
+    if limit is not None:
+        examples = examples[:limit]
+    vocab = vocab or Vocab.for_task(card, examples)
+    rank, world = (distributed.process_index, distributed.num_processes) if distributed else (0, 1)
+    barrier = distributed.wait_for_everyone if distributed else None
+    parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
+                            ParseCache(cache_root(config) / "parses"), rank=rank, world_size=world,
+                            barrier=barrier)
+    from contextlib import nullcontext
+
+    from xsyn.data.features import prepare_features
+
+    with distributed.main_process_first() if distributed else nullcontext():  # others reuse its cache
+        features, feature_report = prepare_features(
+            card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride, labels=vocab.labels,
+            tags=vocab.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
+    report = {"load": load_report, "parse": parsed.as_dict(), "features": feature_report.as_dict(),
+              "limit": limit}
+    return TaskData(card, split, langs, examples, features, report), vocab
+
+
+def _plain(report: Any) -> dict[str, Any]:
+    """A dataclass report as JSON-ready values (Counters become dicts)."""
+    from dataclasses import asdict
+
+    return {k: (dict(v) if hasattr(v, "most_common") else v) for k, v in asdict(report).items()}

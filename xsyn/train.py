@@ -1,0 +1,297 @@
+"""Fine-tuning on the source language: `xsyn finetune`, readable top to bottom.
+
+One run = one task, variant, model and seed. It trains on the source language's training split
+with AdamW, a linear schedule with warmup, gradient accumulation and clipping, under Accelerate
+(one or many processes, fp16/bf16), evaluates on the source language's dev set every
+`eval_every` optimiser steps, and keeps the best checkpoint. Everything a run writes lives in its
+output folder:
+
+    config.json          the resolved configuration (seed included)
+    train_log.jsonl      one line per logging step and per evaluation
+    data_report.json     what loading, parsing and featurising kept, skipped or truncated
+    best/                the best checkpoint (model, tokenizer, xsyn_task.json)
+    dev_results.json     the best dev score and its step
+    state/               the last resumable state (model, optimiser, scheduler, RNG, data position)
+    train_results.json   the summary, written last
+
+`--resume` continues from `state/`: the batches of every epoch are a fixed function of the seed,
+so a resumed run sees exactly the batches, and draws exactly the random numbers, that an
+uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xsyn.data.cards import load_card
+from xsyn.inference import IndexedRows, make_collate, model_inputs, predict, score
+from xsyn.io import atomic_write_json, existing_dir, replace_dir
+from xsyn.run_config import RunConfig
+from xsyn.task_data import Vocab, load_task_data
+
+HEADS = {"single-classification": "sequence", "pair-classification": "sequence", "token-classification": "token",
+         "extractive-qa": "qa", "intent-slot": "intent_slot"}
+TASK_FILE = "xsyn_task.json"  # next to a checkpoint: what a model needs to be evaluated
+
+
+@dataclass
+class TrainState:
+    """Where training is; saved with every resumable state."""
+
+    step: int = 0  # optimiser steps done
+    epoch: int = 0
+    step_in_epoch: int = 0
+    best_score: float | None = None
+    best_step: int | None = None
+    train_seconds: float = 0.0
+    data_wait_seconds: float = 0.0
+
+
+def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1) -> list[list[int]]:
+    """The micro-batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
+
+    A last batch smaller than the number of processes is topped up from the epoch's start, so
+    that every process has at least one row (only then can all of them take the step together).
+    """
+    order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
+    batches = [order[i:i + batch_size] for i in range(0, n_rows, batch_size)]
+    if len(batches[-1]) < processes:
+        batches[-1] += order[:processes - len(batches[-1])]
+    return batches
+
+
+def resolve_tokenizer(config: RunConfig):
+    from xsyn.models.presets import DEFAULT_MODEL, TINY, load_tokenizer
+
+    return load_tokenizer(config.tokenizer or (DEFAULT_MODEL if config.model == TINY else config.model))
+
+
+def syntax_settings(config: RunConfig, tokenizer) -> dict[str, Any]:
+    """The variant's settings for `build_model`; a card's layer count covers the model's layers."""
+    settings = dict(config.syntax)
+    layers = settings.get("syntax_layers")
+    if isinstance(layers, int):
+        from transformers import AutoConfig
+
+        from xsyn.models.presets import TINY, tiny_config
+
+        depth = (tiny_config(tokenizer) if config.model == TINY else AutoConfig.from_pretrained(config.model)
+                 ).num_hidden_layers
+        settings["syntax_layers"] = list(range(min(layers, depth)))
+    return settings
+
+
+def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    from xsyn.models.factory import build_model
+
+    out = config.resolved_output_dir()
+    accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
+                              project_dir=str(out))
+    main = accelerator.is_main_process
+    micro_batch = config.batch_size // config.grad_accum  # over all processes
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        config.save(out / "config.json")
+    set_seed(config.seed)
+
+    # -- data ------------------------------------------------------------------------------------
+    card = load_card(config.task)
+    tokenizer = resolve_tokenizer(config)
+    langs = {name: config.train_lang for name in card.segments}
+    train, vocab = load_task_data(card, config, tokenizer, "train", langs, distributed=accelerator,
+                                  limit=config.train_examples)
+    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, distributed=accelerator,
+                            limit=config.eval_examples)
+    train_rows, dev_rows = train.rows(), dev.rows()
+    if main:
+        atomic_write_json(out / "data_report.json", {"train": train.report, "validation": dev.report})
+
+    # -- model, optimiser, schedule --------------------------------------------------------------
+    set_seed(config.seed)
+    head = HEADS[card.kind]
+    model = build_model(config.model, config.variant, head, tokenizer=tokenizer, num_labels=len(vocab.labels)
+                        if head == "sequence" else len(vocab.tags) or None,
+                        num_intents=len(vocab.labels) if head == "intent_slot" else None,
+                        num_slot_labels=len(vocab.tags) if head == "intent_slot" else None,
+                        **syntax_settings(config, tokenizer))
+    if config.gat_init:
+        model.base_model.load_gat(config.gat_init)
+    if config.freeze_gat:
+        model.base_model.freeze_gat()
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if p.requires_grad and not n.endswith(no_decay)],
+         "weight_decay": config.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if p.requires_grad and n.endswith(no_decay)],
+         "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, eps=1e-8)
+    steps_per_epoch = math.ceil(math.ceil(len(train_rows) / micro_batch) / config.grad_accum)
+    total_steps = config.max_steps or math.ceil(config.epochs * steps_per_epoch)
+    scheduler = get_linear_schedule_with_warmup(optimizer, config.warmup_steps, total_steps)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    eval_every = config.eval_every or steps_per_epoch
+    save_every = config.save_every or eval_every
+
+    state = TrainState()
+    state_dir = out / "state"
+    if resume:
+        found = existing_dir(state_dir)
+        if found is None:
+            raise FileNotFoundError(f"--resume: no saved state in {state_dir}; start the run without --resume")
+        accelerator.load_state(str(found))
+        state = TrainState(**json.loads((found / "trainer_state.json").read_text()))
+    if config.trackers:
+        accelerator.init_trackers(f"xsyn-{config.task}", config=_flat(config.to_dict()))
+
+    log = (out / "train_log.jsonl").open("a", encoding="utf-8") if main else None
+    bar = tqdm(total=total_steps, initial=state.step, disable=not (main and progress), desc=f"{config.task} "
+               f"{config.variant}", dynamic_ncols=True)
+    collate = make_collate(tokenizer.pad_token_id or 0)
+    model.train()
+
+    # -- the loop --------------------------------------------------------------------------------
+    while state.step < total_steps:
+        micro = epoch_batches(len(train_rows), micro_batch, config.seed, state.epoch, accelerator.num_processes)
+        steps = [micro[i:i + config.grad_accum] for i in range(0, len(micro), config.grad_accum)]
+        for group in steps[state.step_in_epoch:]:
+            started = time.perf_counter()
+            wait = 0.0
+            losses: dict[str, float] = {}
+            for k, indices in enumerate(group):
+                fetched = time.perf_counter()
+                share, weight = _share(indices, accelerator)
+                batch = {k: v.to(accelerator.device) for k, v in collate([train_rows[i] for i in share]).items()}
+                wait += time.perf_counter() - fetched
+                sync = k == len(group) - 1
+                with accelerator.no_sync(model) if not sync else _nothing():
+                    output = model(**model_inputs(batch, with_labels=True))
+                    accelerator.backward(output.loss * weight / len(group))
+                for name in ("loss", "task_loss", "distance_loss", "depth_loss"):
+                    value = getattr(output, name, None)
+                    if value is not None:
+                        losses[name] = losses.get(name, 0.0) + value.detach().float().item() * weight / len(group)
+            if config.max_grad_norm:
+                accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            state.step_in_epoch += 1
+            state.train_seconds += time.perf_counter() - started
+            state.data_wait_seconds += wait
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses['loss']:.4f}", ex_s=f"{micro_batch * len(group) / (time.perf_counter() - started):.0f}")
+
+            if state.step % config.log_every == 0 or state.step == total_steps:
+                _log(accelerator, log, {"step": state.step, "epoch": state.epoch, **_mean(losses, accelerator),
+                                        "lr": scheduler.get_last_lr()[0]})
+            if state.step % eval_every == 0 or state.step == total_steps:
+                result = score(card, dev.examples, dev.features, predict(
+                    model, dev_rows, accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0),
+                    vocab.labels, vocab.tags, config.n_best, config.max_answer_length)
+                _log(accelerator, log, {"step": state.step, "dev": result["scores"], "dev_primary": result["primary"]})
+                if state.best_score is None or result["primary"] > state.best_score:
+                    state.best_score, state.best_step = result["primary"], state.step
+                    _save_best(accelerator, model, tokenizer, out, config, vocab, card, state, result)
+            if state.step % save_every == 0 or state.step == total_steps:
+                _save_state(accelerator, state_dir, state)
+            if state.step >= total_steps:
+                break
+        else:
+            state.epoch += 1
+            state.step_in_epoch = 0
+    bar.close()
+
+    summary = {"task": config.task, "variant": config.variant, "model": config.model, "seed": config.seed,
+               "metric": card.metric, "best_dev_score": state.best_score, "best_step": state.best_step,
+               "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train.examples),
+               "train_features": len(train_rows), "train_seconds": state.train_seconds,
+               "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
+               "processes": accelerator.num_processes}
+    if main:
+        atomic_write_json(out / "train_results.json", summary)
+        log.close()
+    if config.trackers:
+        accelerator.end_training()
+    accelerator.wait_for_everyone()
+    return summary
+
+
+def _mean(losses: dict[str, float], accelerator) -> dict[str, float]:
+    """The step's losses over the whole global batch (each process holds its weighted share)."""
+    if accelerator.num_processes == 1:
+        return losses
+    values = accelerator.reduce(torch.tensor(list(losses.values()), device=accelerator.device), "mean")
+    return dict(zip(losses, values.tolist()))
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _share(indices: list[int], accelerator) -> tuple[list[int], float]:
+    """This process's contiguous share of a global micro-batch, and the weight that makes the
+    processes' averaged gradients equal the gradient of the whole micro-batch's mean loss."""
+    n, rank = accelerator.num_processes, accelerator.process_index
+    bounds = [len(indices) * r // n for r in range(n + 1)]
+    share = indices[bounds[rank]:bounds[rank + 1]]
+    return share, len(share) * n / len(indices)
+
+
+def _log(accelerator, log, record: dict[str, Any]) -> None:
+    if accelerator.is_main_process and log is not None:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+    numbers = {k: v for k, v in _flat(record).items() if isinstance(v, (int, float))}
+    accelerator.log(numbers, step=record["step"])
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}/"))
+        else:
+            out[prefix + key] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return out
+
+
+def _save_best(accelerator, model, tokenizer, out: Path, config: RunConfig, vocab: Vocab, card, state: TrainState,
+               result: dict[str, Any]) -> None:
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        staged = out / "best.tmp"
+        accelerator.unwrap_model(model).save_pretrained(staged, safe_serialization=True)
+        tokenizer.save_pretrained(staged)
+        atomic_write_json(staged / TASK_FILE, {"task": card.name, "labels": vocab.labels, "tags": vocab.tags,
+                                               "train_lang": config.train_lang, "step": state.step})
+        replace_dir(staged, out / "best")
+        atomic_write_json(out / "dev_results.json", {"step": state.step, "metric": card.metric,
+                                                     "primary": result["primary"], "scores": result["scores"]})
+    accelerator.wait_for_everyone()
+
+
+def _save_state(accelerator, state_dir: Path, state: TrainState) -> None:
+    staged = state_dir.with_name("state.tmp")
+    accelerator.save_state(str(staged), safe_serialization=True)
+    if accelerator.is_main_process:
+        atomic_write_json(staged / "trainer_state.json", asdict(state))
+        replace_dir(staged, state_dir)
+    accelerator.wait_for_everyone()
