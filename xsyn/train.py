@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from xsyn.data.cards import load_card
-from xsyn.inference import IndexedRows, make_collate, model_inputs, predict, score
+from xsyn.inference import make_collate, model_inputs, predict, score
 from xsyn.io import atomic_write_json, existing_dir, replace_dir
 from xsyn.run_config import RunConfig
 from xsyn.task_data import Vocab, load_task_data
@@ -190,10 +190,11 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
             optimizer.zero_grad(set_to_none=True)
             state.step += 1
             state.step_in_epoch += 1
-            state.train_seconds += time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            state.train_seconds += seconds
             state.data_wait_seconds += wait
             bar.update(1)
-            bar.set_postfix(loss=f"{losses['loss']:.4f}", ex_s=f"{micro_batch * len(group) / (time.perf_counter() - started):.0f}")
+            bar.set_postfix(loss=f"{losses['loss']:.4f}", examples_per_s=f"{micro_batch * len(group) / seconds:.0f}")
 
             if state.step % config.log_every == 0 or state.step == total_steps:
                 _log(accelerator, log, {"step": state.step, "epoch": state.epoch, **_mean(losses, accelerator),

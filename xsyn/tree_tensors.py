@@ -5,15 +5,21 @@ Inputs (as collated by `xsyn.batch`):
   The first T nodes are the sequence's pieces; nodes T..N-1 (if any) are removed ancestors of
   kept pieces, carried so that truncation keeps true distances.
 - `upos`, `word_index`, `segment_id` (B, T) long: per-piece fields; `upos == UPOS_SPECIAL_ID`
-  marks `[CLS]`/`[SEP]`, `word_index` identifies a piece's word within its segment.
+  marks `[CLS]`/`[SEP]`, `word_index` identifies a piece's word within its segment (-1 for
+  specials and for pieces of no word).
 
 Every mask is (B, T, T) bool with True = may attend, and every row keeps at least itself, so a
 softmax over a masked row never sees only -inf (no NaN from padding).
+
+The code is written for few, large tensor operations: a batch of short sentences makes every
+operation cheap, so the number of operations (and their dispatch) is what costs. Masks are built
+as uint8 0/1 arithmetic and viewed as bool at the end: on CPU, comparisons producing bool and
+broadcast bool operations are several times slower than int16/uint8 arithmetic.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -28,35 +34,45 @@ __all__ = [
 ]
 
 
-def _chains(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every node's ancestors by distance, (B, N, L) with entry l the l-th ancestor (the root
-    repeats once reached), and depths (B, N). One gather per level, L = max depth + 1."""
+@lru_cache(maxsize=64)
+def _eye(size: int, device: torch.device) -> torch.Tensor:
+    return torch.eye(size, dtype=torch.uint8, device=device)
+
+
+@lru_cache(maxsize=64)
+def _positions(size: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(size, device=device)
+
+
+# -- ancestors, depth, distances ------------------------------------------------------------------
+
+
+def _ancestors(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ancestor-or-self matrix over all N nodes, (B, N, N) bool, and depths (B, N) long.
+
+    Every node's chain of ancestors is built by doubling: after k steps it holds the ancestors
+    at distances 0 .. 2^k - 1 (the root repeats once reached); it stops once every chain has
+    reached its root, after log2(depth + 1) steps.
+    """
     b, n = parent.shape
-    idx = torch.arange(n, device=parent.device).expand(b, n)
+    idx = _positions(n, parent.device).expand(b, n)
     step = torch.where(parent >= 0, parent, idx)  # roots and padding point to themselves
-    chain = [idx]
-    depth = torch.zeros_like(idx)
+    jump, chain = step, idx.unsqueeze(-1)
     while True:
-        up = step.gather(1, chain[-1])
-        moved = up != chain[-1]
-        if not bool(moved.any()):
-            return torch.stack(chain, dim=-1), depth
-        depth = depth + moved
-        chain.append(up)
+        chain = torch.cat([chain, jump.gather(1, chain.flatten(1)).view(b, n, -1)], dim=-1)
+        farthest = chain[:, :, -1]
+        if torch.equal(step.gather(1, farthest), farthest):  # every chain has reached its root
+            break
+        jump = jump.gather(1, jump)
+    # (A scatter from a tensor of ones is several times faster than one from a scalar.)
+    anc = torch.zeros(b, n, n, dtype=torch.uint8, device=parent.device)
+    anc = anc.scatter_(2, chain, torch.ones_like(chain, dtype=torch.uint8)).view(torch.bool)
+    return anc, (chain[:, :, 1:] != chain[:, :, :-1]).sum(-1)  # steps taken before the root
 
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
     """Depth of every node, (B, N) long: 0 at `[CLS]` (and at padding), 1 at sentence roots."""
-    return _chains(parent)[1]
-
-
-def _ancestors(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ancestor-or-self matrix over all N nodes (the chains scattered into a boolean matrix), and depths."""
-    chain, depth = _chains(parent)
-    b, n = parent.shape
-    anc = torch.zeros(b, n, n, dtype=torch.bool, device=parent.device)
-    anc.scatter_(2, chain, True)
-    return anc, depth
+    return _ancestors(parent)[1]
 
 
 def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
@@ -68,31 +84,27 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     return _ancestors(parent)[0]
 
 
+def _distance_matrix(anc: torch.Tensor, depth: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, T, T) float32 distances: (depth_i + 1) + (depth_j + 1) - 2 * common ancestors, in one
+    batched matmul. Padding gets a depth so large that every pair touching it clamps to UNREACHABLE."""
+    seq = anc[:, :size].view(torch.uint8).to(torch.float32)
+    lifted = torch.where(parent[:, :size] == PAD, UNREACHABLE, depth[:, :size] + 1).to(torch.float32)
+    dist = torch.baddbmm(lifted.unsqueeze(2) + lifted.unsqueeze(1), seq, seq.transpose(1, 2), alpha=-2.0)
+    return dist.clamp_(max=UNREACHABLE)
+
+
 def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tensor:
     """(B, T, T) int16: hops between pieces i and j; `UNREACHABLE` where either is padding.
 
     `size` (T) restricts the result to the first T nodes (the sequence); removed ancestors
     still carry the paths between kept pieces. d = depth_i + depth_j - 2 depth(lca), where
-    depth(lca) + 1 is the number of common ancestors: one batched matmul.
+    depth(lca) + 1 is the number of common ancestors.
     """
     anc, depth = _ancestors(parent)
-    return _distances(anc, depth, parent, size or parent.shape[1])
+    return _distance_matrix(anc, depth, parent, size or parent.shape[1]).to(torch.int16)
 
 
-def _distances(anc: torch.Tensor, depth: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
-    seq = anc[:, :size].view(torch.uint8).to(torch.float32)
-    common = torch.bmm(seq, seq.transpose(1, 2))
-    # Padding gets a depth so large that every pair touching it clamps to UNREACHABLE.
-    lifted = torch.where(parent[:, :size] == PAD, UNREACHABLE, depth[:, :size] + 1).to(torch.float32)
-    dist = torch.add(lifted.unsqueeze(2) + lifted.unsqueeze(1), common, alpha=-2.0)
-    return dist.clamp_(max=UNREACHABLE).to(torch.int16)
-
-
-# Masks are built as uint8 0/1 arithmetic and viewed as bool at the end: on CPU, comparisons
-# producing bool and bool broadcasting ops are several times slower than int16/uint8 arithmetic.
-
-def _eye(size: int, device: torch.device) -> torch.Tensor:
-    return torch.eye(size, dtype=torch.uint8, device=device)
+# -- masks ------------------------------------------------------------------------------------------
 
 
 def _at_most(values: torch.Tensor, limit: int) -> torch.Tensor:
@@ -106,8 +118,8 @@ def _flag(x: torch.Tensor) -> torch.Tensor:
 
 def _finish(mask: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     """Drop padded keys (upos == PAD_ID), give every row its own position (no empty rows), as bool."""
-    real = _flag(upos != PAD_ID).unsqueeze(1)
-    return ((mask & real) | _eye(mask.shape[-1], mask.device)).view(torch.bool)
+    mask &= _flag(upos != PAD_ID).unsqueeze(1)
+    return mask.bitwise_or_(_eye(mask.shape[-1], mask.device)).view(torch.bool)
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
@@ -117,38 +129,35 @@ def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
     """
     if delta < 1:
         raise ValueError(f"delta must be >= 1, got {delta}")
-    return (_at_most(distances, delta) | _eye(distances.shape[-1], distances.device)).view(torch.bool)
+    return _at_most(distances, delta).bitwise_or_(_eye(distances.shape[-1], distances.device)).view(torch.bool)
 
 
-def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor, special: torch.Tensor):
-    """Per piece: does it start a word; the row of the previous and of the next word in its
-    segment (itself where there is none); a running word number that jumps between segments.
-
-    Specials and pieces of no word count as one-piece words.
-    """
+def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor):
+    """Per piece: whether it continues the previous piece's word; the row of the previous and of
+    the next word in its segment (itself where there is none); a word number that jumps between
+    segments. Specials and pieces of no word count as one-piece words."""
     b, t = word_index.shape
-    pos = torch.arange(t, device=word_index.device).expand(b, t)
-    alone = special | (word_index < 0)
-    starts = torch.ones_like(special)
-    starts[:, 1:] = (word_index[:, 1:] != word_index[:, :-1]) | (segment_id[:, 1:] != segment_id[:, :-1])
-    starts |= alone
-    first = torch.where(starts, pos, 0).cummax(dim=1).values
-    before = (first - 1).clamp(min=0)  # the last piece of the previous word shares its row
-    prev_ok = (first > 0) & (segment_id.gather(1, before) == segment_id) & ~alone.gather(1, before)
-    prev = torch.where(prev_ok & ~alone, before, pos)
-    later = torch.where(starts, pos, t).flip(1).cummin(dim=1).values.flip(1)
-    after = torch.cat([later[:, 1:], torch.full_like(pos[:, :1], t)], dim=1)  # next word start
-    nxt = after.clamp(max=t - 1)
-    nxt_ok = (after < t) & (segment_id.gather(1, nxt) == segment_id) & ~alone.gather(1, nxt)
-    nxt = torch.where(nxt_ok & ~alone, nxt, pos)
-    number = starts.to(torch.int16).cumsum(dim=1, dtype=torch.int16) + segment_id.to(torch.int16) * (t + 1)
-    return starts, prev, nxt, number
+    pos = _positions(t, word_index.device).expand(b, t)
+    # A number per word, unique in the input: >= 0 for words, a distinct value <= -2 for each
+    # lone piece, so that no lone piece is ever "the word before" or "after" another.
+    word = torch.where(word_index >= 0, word_index + segment_id * (t + 2), -2 - pos)
+    later = torch.zeros_like(word_index, dtype=torch.bool)
+    later[:, 1:] = word[:, 1:] == word[:, :-1]
+    continued = torch.cat([later[:, 1:], torch.zeros_like(later[:, :1])], dim=1)
+    first = torch.where(later, 0, pos).cummax(dim=1).values  # the first piece of each piece's word
+    last = torch.where(continued, t, pos).flip(1).cummin(dim=1).values.flip(1)  # and its last piece
+    before, after = (first - 1).clamp_(min=0), (last + 1).clamp_(max=t - 1)
+    # The neighbour words: the same segment's words whose word index is one less / one more.
+    prev = torch.where(word.gather(1, before) == word - 1, before, pos)
+    nxt = torch.where(word.gather(1, after) == word + 1, after, pos)
+    number = torch.cumsum(~later, dim=1, dtype=torch.int16) + segment_id.to(torch.int16) * (t + 1)
+    return later, prev, nxt, number
 
 
 def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """matrix[b, rows[b, i], :] for every b, i: a row gather through one flat index_select."""
     b, t, _ = matrix.shape
-    flat = (rows + torch.arange(b, device=rows.device).unsqueeze(1) * t).view(-1)
+    flat = (rows + _positions(b, rows.device).unsqueeze(1) * t).view(-1)
     return matrix.reshape(b * t, -1).index_select(0, flat).view(b, t, -1)
 
 
@@ -164,15 +173,13 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     Word-level distances need no gather: a word's later pieces are leaves under its first
     piece, so D(first(p), first(q)) = D(p, q) - [p is a later piece] - [q is a later piece].
     """
-    special = upos == UPOS_SPECIAL_ID
-    starts, prev, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id, special)
-    later = (~starts).to(distances.dtype)
-    words = (distances - later.unsqueeze(2) - later.unsqueeze(1)).clamp_(min=0)
+    later, prev, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id)
+    step = later.to(distances.dtype)
+    words = (distances - step.unsqueeze(2)).sub_(step.unsqueeze(1)).clamp_(min=0)
     near = torch.minimum(words, torch.minimum(_rows(words, prev), _rows(words, nxt)))
-    always = _flag(special)
-    if punct_visible:
-        always = always | _flag(upos == PUNCT_UPOS_ID)
-    mask = _at_most(near, m) | always.unsqueeze(1) | _flag(special).unsqueeze(2)
+    special = _flag(upos == UPOS_SPECIAL_ID)
+    always = special | _flag(upos == PUNCT_UPOS_ID) if punct_visible else special
+    mask = _at_most(near, m).bitwise_or_(always.unsqueeze(1)).bitwise_or_(special.unsqueeze(2))
     return _finish(mask, upos)
 
 
@@ -182,11 +189,10 @@ def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Ten
 
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible.
     """
-    special = upos == UPOS_SPECIAL_ID
-    number = (_words if _words is not None else _word_structure(word_index, segment_id, special))[3]
+    number = (_words if _words is not None else _word_structure(word_index, segment_id))[3]
+    special = _flag(upos == UPOS_SPECIAL_ID)
     near = _at_most((number.unsqueeze(2) - number.unsqueeze(1)).abs_(), k)
-    spec = _flag(special)
-    return _finish(near | spec.unsqueeze(1) | spec.unsqueeze(2), upos)
+    return _finish(near.bitwise_or_(special.unsqueeze(1)).bitwise_or_(special.unsqueeze(2)), upos)
 
 
 def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
@@ -196,7 +202,7 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
     ordinary = _flag(upos != UPOS_SPECIAL_ID).unsqueeze(2)
-    mask = (ancestors.view(torch.uint8) & ordinary) | _eye(ancestors.shape[-1], ancestors.device)
+    mask = (ancestors.view(torch.uint8) & ordinary).bitwise_or_(_eye(ancestors.shape[-1], ancestors.device))
     return mask.view(torch.bool)
 
 
@@ -206,15 +212,15 @@ def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
     D~_ij = (1 / D_ij) / sum_z (1 / D_iz) over the z reachable from i (z != i); 0 on the diagonal
     and for padding. A row with nothing reachable (padding) is all zeros.
     """
-    reachable = distances.clamp(0, 1) * (UNREACHABLE - distances).clamp_(0, 1)  # 0 < d < UNREACHABLE
-    inv = reachable.to(torch.float32) / distances.clamp(min=1).to(torch.float32)
+    inv = distances.to(torch.float32).reciprocal_().masked_fill_(distances >= UNREACHABLE, 0.0)
+    inv.diagonal(dim1=1, dim2=2).zero_()
     return inv / inv.sum(-1, keepdim=True).clamp_(min=1e-12)
 
 
 class TreeTensors:
     """All tree tensors of one batch, computed once on the batch's device and cached.
 
-    >>> tt = TreeTensors(batch["tree_parent"], batch["upos_ids"], batch["word_index"], batch["segment_ids"])
+    >>> tt = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
     >>> tt.distances.shape, tt.gat_mask(delta=2).shape        # (B, T, T) each
     """
 
@@ -241,11 +247,11 @@ class TreeTensors:
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
         anc, depth = self._anc_depth
-        return _distances(anc, depth, self.parent, self.size)
+        return _distance_matrix(anc, depth, self.parent, self.size).to(torch.int16)
 
     @cached_property
     def _words(self):
-        return _word_structure(self.word_index, self.segment_id, self.upos == UPOS_SPECIAL_ID)
+        return _word_structure(self.word_index, self.segment_id)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)

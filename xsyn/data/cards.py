@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import importlib.resources
 import string
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from xsyn.data.readers import READERS
 

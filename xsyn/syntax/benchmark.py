@@ -2,7 +2,9 @@
 
 Three figures, each measured in this process on the given treebank:
 - `tensor_sentences_per_s`: building every tree tensor (distances, depth, ancestors and the GAT,
-  SLA, WLA, SDOI masks and SEPREM weights) from padded batches already in memory;
+  SLA, WLA, SDOI masks and SEPREM weights) from padded batches already in memory, batches in the
+  treebank's order (as training draws them); `tensor_sentences_per_s_length_bucketed` is the same
+  over batches of similar lengths (as evaluation draws them);
 - `pipeline_segments_per_s`: records -> tokenisation -> alignment -> padded batch tensors;
 - `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece.
 """
@@ -52,17 +54,19 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
         return [collate_trees(trees[i:i + batch_size], pad_id) for i in range(0, len(trees), batch_size)]
 
-    batches = pipeline()  # warm-up, and the batches the tensor step runs on
-
-    def tensors() -> None:
-        with torch.no_grad():
+    def tensors(batches: list[dict[str, torch.Tensor]]) -> None:
+        with torch.inference_mode():
             for batch in batches:
                 build_all_tensors(batch)
 
-    tensors()
-    tensor_s = _best_time(tensors, repeats)
-    pipeline_s = _best_time(pipeline, repeats)
     trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
+    by_length = sorted(trees, key=len)
+    in_order = pipeline()
+    bucketed = [collate_trees(by_length[i:i + batch_size], pad_id) for i in range(0, len(trees), batch_size)]
+    tensors(in_order)  # warm-up
+    tensor_s = _best_time(lambda: tensors(in_order), repeats)
+    bucketed_s = _best_time(lambda: tensors(bucketed), repeats)
+    pipeline_s = _best_time(pipeline, repeats)
     pieces = sum(len(t) for t in trees)
     return {
         "sentences": len(records),
@@ -70,6 +74,7 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         "batch_size": batch_size,
         "torch_threads": torch.get_num_threads(),
         "tensor_sentences_per_s": len(records) / tensor_s,
+        "tensor_sentences_per_s_length_bucketed": len(records) / bucketed_s,
         "pipeline_segments_per_s": len(records) / pipeline_s,
         "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,
     }
