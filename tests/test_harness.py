@@ -224,3 +224,33 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_pat
     assert res.exit_code == 1
     assert f"no space left on the device while writing {out / 'results.json'}" in res.output
     assert not (out / "results.json").exists() and not list(out.glob(".results.json.*"))
+
+
+def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, tmp_path):
+    from xsyn.models.factory import build_model
+    from xsyn.models.presets import load_tokenizer
+
+    pretrained = build_model("tiny", "gat", None, tokenizer=load_tokenizer(vocab), gat_layers=2, gat_residual=True)
+    pretrained.save_gat(tmp_path / "gat")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
+                                                 "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))
+    assert res.exit_code == 0, res.output
+    syntax = json.loads((out / "config.json").read_text())["syntax"]
+    assert syntax["gat_layers"] == 2 and syntax["gat_residual"] is True
+    saved = load_file(tmp_path / "gat" / "gat.safetensors")
+    tuned = load_file(out / "best" / "model.safetensors")
+    assert all(torch.equal(saved[k], tuned[f"bert.gat.{k}"]) for k in saved)  # frozen: unchanged by training
+
+
+def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
+    res = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "zero-shot test accuracy (trained on svo)" in res.output
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## synth · test · accuracy" in report and "Δ against none (baseline)" in report
+    for variant in ("none", "gat"):
+        results = json.loads((tmp_path / "runs" / f"{variant}-seed1" / "eval-test" / "results.json").read_text())
+        assert set(results["pairs"]) == {"svo", "sov", "vso", "ovs"} and results["variant"] == variant
+    pngs = list((tmp_path / "report").rglob("*.png"))
+    assert len(pngs) == 3 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # two matrices, one delta

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.cli import main
+from xsyn.data.cards import list_tasks
 from xsyn.variants import VARIANTS
 
 # Errors a user can fix from the message alone: shown without a traceback.
@@ -30,23 +31,6 @@ def quiet_libraries() -> None:
     logging.disable_progress_bar()
 
 
-def _task_names() -> list[str]:
-    from xsyn.data.cards import list_tasks
-
-    return list_tasks()
-
-
-class _TaskChoice(click.Choice):
-    """A task name checked against the installed cards, listing them when it is unknown."""
-
-    def __init__(self):
-        super().__init__([], case_sensitive=True)
-
-    def convert(self, value, param, ctx):
-        self.choices = _task_names()
-        return super().convert(value, param, ctx)
-
-
 def data_options(fn):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
@@ -65,7 +49,7 @@ def data_options(fn):
 
 
 @main.command()
-@click.option("--task", type=_TaskChoice(), required=True, help="A task card name (see tasks/).")
+@click.option("--task", type=click.Choice(list_tasks()), required=True, help="A task card name (see tasks/).")
 @click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True)
 @click.option("--model", default=None, help="Hub name, local checkpoint folder, or `tiny` "
               "[default: bert-base-multilingual-cased].")
@@ -120,7 +104,7 @@ def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
 @main.command()
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
-@click.option("--task", type=_TaskChoice(), default=None, help="Checked against the run's own task.")
+@click.option("--task", type=click.Choice(list_tasks()), default=None, help="Checked against the run's own task.")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
 @click.option("--split", type=click.Choice(["validation", "test"]), default="test", show_default=True)
 @click.option("--generalized", is_flag=True, help="Also evaluate every ordered language pair.")

@@ -23,7 +23,7 @@ DEMO_VARIANTS = ("none", "gat")
 
 
 def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = 1, progress: bool = True,
-             echo=print) -> dict[str, Any]:
+             echo=print, max_steps: int | None = None) -> dict[str, Any]:
     from xsyn.data.cards import load_card
     from xsyn.evaluation import evaluate_run
     from xsyn.report import build_report, write_report
@@ -40,7 +40,8 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = 1, progress: bool
         run_dir = out / "runs" / f"{variant}-seed{seed}"
         config = resolve("synth", variant, card, {}, {
             "model": "tiny", "tokenizer": str(vocab), "train_lang": card.train_languages[0], "seed": seed,
-            "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "parser": "chain", "log_every": 20})
+            "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "parser": "chain", "log_every": 20,
+            "max_steps": max_steps})
         echo(f"[demo] fine-tuning {variant} on {config.train_lang} ...")
         summary = finetune(config, progress=progress)
         echo(f"[demo] {variant}: best dev accuracy {summary['best_dev_score']:.1f} at step {summary['best_step']}")
@@ -59,14 +60,16 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = 1, progress: bool
 @main.command()
 @click.option("--output-dir", type=click.Path(file_okay=False), default="xsyn-demo", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--max-steps", type=int, default=None, help="Stop each training early (a quick look; the "
+              "card's full schedule is about 1000 steps).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def demo(output_dir: str, seed: int, quiet: bool) -> None:
+def demo(output_dir: str, seed: int, max_steps: int | None, quiet: bool) -> None:
     """Generate the synthetic typology benchmark, train none and gat, evaluate, report."""
     if quiet:
         from xsyn.commands import quiet_libraries
 
         quiet_libraries()
-    summary = run_demo(output_dir, seed, progress=not quiet, echo=click.echo)
+    summary = run_demo(output_dir, seed, progress=not quiet, echo=click.echo, max_steps=max_steps)
     langs = list(summary["per_language"]["none"])
     click.echo("\nzero-shot test accuracy (trained on " + langs[0] + ")")
     click.echo("variant  " + "  ".join(f"{lang:>6}" for lang in langs) + "  average")

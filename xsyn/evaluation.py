@@ -94,6 +94,7 @@ def evaluate_run(model_dir: str | Path, split: str = "test", langs: Sequence[str
     vocab = Vocab(labels=task_info["labels"], tags=task_info["tags"])
     fingerprint = _fingerprint(checkpoint, config, split)
     partial = out / "partial"
+    loaded: dict[str, list] = {}  # language -> its parsed examples, reused by the pairs
 
     def run_one(segment_langs: dict[str, str]) -> dict[str, Any] | None:
         key = _key(segment_langs, card)
@@ -105,7 +106,7 @@ def evaluate_run(model_dir: str | Path, split: str = "test", langs: Sequence[str
         started = time.perf_counter()
         try:
             data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab,
-                                     distributed=accelerator)
+                                     distributed=accelerator, loaded=loaded)
         except DataNotFoundError as err:
             if skip_missing:
                 return None

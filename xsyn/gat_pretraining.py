@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,6 +70,7 @@ class PretrainSettings:
     warmup: float = 0.05  # fraction of the steps
     max_length: int = 256
     seprem_max_distance: int = 8
+    gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
     seed: int = 13
     log_every: int = 20
 
@@ -219,7 +221,7 @@ def build_encoder(settings: PretrainSettings):
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
     encoder = build_model(settings.model, "gat", None, tokenizer=tokenizer, gat_delta=settings.delta,
-                          gat_attention=settings.gat_attention)
+                          gat_attention=settings.gat_attention, **settings.gat)
     return encoder, tokenizer
 
 

@@ -52,26 +52,34 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--seed", type=int, default=13, show_default=True)
 @click.option("--log-every", type=int, default=20, show_default=True,
               help="Print (and record in the loss curve) the mean losses every N steps.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="A further GAT setting (XsynBertConfig field), e.g. --set gat_residual=true "
+                   "--set gat_deprel_embeddings=true --set gat_layers=6 (repeatable).")
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 def pretrain_gat_command(treebanks: str, treebank_dir: Path, eval_treebanks: str | None, model: str,
                          tokenizer: str | None, delta: int, gat_attention: str, dropout: bool, objectives: str,
                          train_split: str,
                          max_train_sentences: int | None, max_eval_sentences: int | None, epochs: float,
                          steps: int | None, batch_size: int, learning_rate: float, max_length: int, seed: int,
-                         log_every: int, output_dir: Path) -> None:
+                         log_every: int, sets: tuple[str, ...], output_dir: Path) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it."""
     from xsyn.gat_pretraining import PretrainSettings, run_pretraining
+    from xsyn.run_config import ConfigError, parse_overrides
     from xsyn.treebanks import TreebankError
 
     if model == "tiny" and tokenizer is None:
         raise click.UsageError("--model tiny needs --tokenizer (a vocab.txt or tokenizer directory)")
+    try:
+        gat = parse_overrides(sets).get("syntax", {})
+    except ConfigError as err:
+        raise click.UsageError(str(err)) from None
     settings = PretrainSettings(
         treebanks=_list(treebanks), treebank_dir=str(treebank_dir), output_dir=str(output_dir),
         eval_treebanks=_list(eval_treebanks), model=model, tokenizer=tokenizer, delta=delta,
         gat_attention=gat_attention, dropout=dropout, objectives=_list(objectives), train_split=train_split,
         max_train_sentences=max_train_sentences, max_eval_sentences=max_eval_sentences, epochs=epochs,
         steps=steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
-        log_every=log_every)
+        log_every=log_every, gat=gat)
     try:
         run_pretraining(settings, echo=click.echo)
     except (TreebankError, ValueError, OSError) as err:

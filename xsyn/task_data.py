@@ -79,19 +79,25 @@ def make_parser(config: RunConfig) -> Parser:
 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
                    vocab: Vocab | None = None, parser: Parser | None = None, distributed=None,
-                   limit: int | None = None) -> tuple[TaskData, Vocab]:
+                   limit: int | None = None, loaded: dict[str, list[Example]] | None = None
+                   ) -> tuple[TaskData, Vocab]:
     """Load, parse and featurise one split. `vocab` None: take it from these (training) examples.
 
     `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
     segments and meet at a barrier; only then are features built (from the shared cache).
+    `loaded` (language -> parsed examples of this split) is filled by single-language loads and
+    reused by language pairs joined by id (generalized evaluation reads and parses nothing twice).
     """
     langs = dict(langs)
     if len(set(langs.values())) == 1:
-        examples, load = load_examples(card, next(iter(langs.values())), split, config.data_dir,
-                                       config.skip_bad_rows)
+        lang = next(iter(langs.values()))
+        examples, load = load_examples(card, lang, split, config.data_dir, config.skip_bad_rows)
         load_report = _plain(load)
+        if loaded is not None:
+            loaded[lang] = examples
     else:
-        examples, pair = load_pair_examples(card, split, langs, config.data_dir, config.skip_bad_rows)
+        examples, pair = load_pair_examples(card, split, langs, config.data_dir, config.skip_bad_rows,
+                                            loaded=loaded)
         load_report = {**_plain(pair), "loads": [_plain(x) for x in pair.loads]}
     if limit is not None:
         examples = examples[:limit]

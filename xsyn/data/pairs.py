@@ -47,8 +47,13 @@ class PairReport:
 
 def load_pair_examples(card: TaskCard | str, split: str, langs: Mapping[str, str],
                        data_dir: str | Path | None = None, skip_bad_rows: bool = False,
-                       allow_hub: bool = True) -> tuple[list[Example], PairReport]:
-    """Examples whose segments are in `langs` (segment name -> language, every segment named)."""
+                       allow_hub: bool = True, loaded: Mapping[str, list[Example]] | None = None
+                       ) -> tuple[list[Example], PairReport]:
+    """Examples whose segments are in `langs` (segment name -> language, every segment named).
+
+    `loaded` holds languages already loaded (and parsed) for this split: a join by id uses them
+    instead of reading the files again, so a language pair costs what a language costs.
+    """
     card = resolve_card(card)
     card.check_split(split)
     if card.spec.n_segments < 2:
@@ -65,6 +70,9 @@ def load_pair_examples(card: TaskCard | str, split: str, langs: Mapping[str, str
         return examples, report
     per_lang: dict[str, list[Example]] = {}
     for lang in dict.fromkeys(langs.values()):
+        if loaded is not None and lang in loaded:
+            per_lang[lang] = loaded[lang]
+            continue
         per_lang[lang], load = load_examples(card, lang, split, data_dir, skip_bad_rows, allow_hub)
         report.loads.append(load)
     examples = join_by_id(card, langs, per_lang, report)

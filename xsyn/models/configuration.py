@@ -19,6 +19,8 @@ inside a forward pass.
 | `gat_attention`           | `"dot"`       | gat          | `dot` (paper eq. 2, query = key) or `additive`            |
 |                           |               |              | (Velickovic-style, as in the released code)               |
 | `gat_deprel_embeddings`   | False         | gat          | add a dependency-relation embedding to the GAT input      |
+| `gat_residual`            | False         | gat          | add each GAT layer's input to its output where the sizes  |
+|                           |               |              | match (not in the paper; helps pre-training, see README)  |
 | `probe_rank`              | 64            | gat          | rank of the structural probes theta1, theta2              |
 | `structural_loss_weight`  | 0.5           | gat          | alpha in loss = task + alpha (distance + depth)           |
 | `sla_distance`            | 3             | sla          | m: word j is local to word i iff min over i-1, i, i+1 of  |
@@ -61,6 +63,7 @@ class XsynBertConfig(BertConfig):
     gat_delta: int = 4
     gat_attention: str = "dot"
     gat_deprel_embeddings: bool = False
+    gat_residual: bool = False
     probe_rank: int = 64
     structural_loss_weight: float | int = 0.5
     sla_distance: int = 3

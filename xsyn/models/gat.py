@@ -38,7 +38,7 @@ GAT_WEIGHTS = "gat.safetensors"
 GAT_CONFIG = "gat_config.json"
 # Settings that fix the shapes of a GAT checkpoint; they must match to load one.
 GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
-                    "gat_deprel_embeddings", "probe_rank")
+                    "gat_deprel_embeddings", "gat_residual", "probe_rank")
 
 
 class DotGatLayer(nn.Module):
@@ -95,6 +95,7 @@ class GatSyntaxEncoder(nn.Module):
                         config.attention_probs_dropout_prob)
             for i in range(config.gat_layers))
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.residual = config.gat_residual
         self.layer_norm = nn.LayerNorm(out, eps=config.layer_norm_eps)
         self.distance_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta1
         self.depth_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta2
@@ -106,7 +107,8 @@ class GatSyntaxEncoder(nn.Module):
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
         for layer in self.layers:
-            x = self.dropout(layer(x, mask))
+            y = self.dropout(layer(x, mask))
+            x = x + y if self.residual and y.shape == x.shape else y
         return self.layer_norm(x)
 
     def probe(self, gat_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
