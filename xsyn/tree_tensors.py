@@ -155,10 +155,10 @@ def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor):
 
 
 def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """matrix[b, rows[b, i], :] for every b, i: a row gather through one flat index_select."""
+    """matrix[b, rows[b, i], :] for every b and i (rows (B, R)): one flat index_select, (B, R, T)."""
     b, t, _ = matrix.shape
     flat = (rows + _positions(b, rows.device).unsqueeze(1) * t).view(-1)
-    return matrix.reshape(b * t, -1).index_select(0, flat).view(b, t, -1)
+    return matrix.reshape(b * t, -1).index_select(0, flat).view(b, rows.shape[1], -1)
 
 
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torch.Tensor,
@@ -176,7 +176,8 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     later, prev, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id)
     step = later.to(distances.dtype)
     words = (distances - step.unsqueeze(2)).sub_(step.unsqueeze(1)).clamp_(min=0)
-    near = torch.minimum(words, torch.minimum(_rows(words, prev), _rows(words, nxt)))
+    neighbours = _rows(words, torch.cat([prev, nxt], dim=1))  # (B, 2T, T): previous words', next words'
+    near = torch.minimum(words, torch.minimum(neighbours[:, : words.shape[1]], neighbours[:, words.shape[1]:]))
     special = _flag(upos == UPOS_SPECIAL_ID)
     always = special | _flag(upos == PUNCT_UPOS_ID) if punct_visible else special
     mask = _at_most(near, m).bitwise_or_(always.unsqueeze(1)).bitwise_or_(special.unsqueeze(2))
@@ -210,7 +211,8 @@ def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
     """SEPREM's normalised inverse distance, (B, T, T) float (Xu et al. 2021).
 
     D~_ij = (1 / D_ij) / sum_z (1 / D_iz) over the z reachable from i (z != i); 0 on the diagonal
-    and for padding. A row with nothing reachable (padding) is all zeros.
+    and for padding. A row with nothing reachable (padding) is all zeros. `distances` may be the
+    int16 distances or their float form.
     """
     inv = distances.to(torch.float32).reciprocal_().masked_fill_(distances >= UNREACHABLE, 0.0)
     inv.diagonal(dim1=1, dim2=2).zero_()
@@ -244,10 +246,14 @@ class TreeTensors:
         return self._anc_depth[0][:, : self.size, : self.size]
 
     @cached_property
+    def _float_distances(self) -> torch.Tensor:
+        anc, depth = self._anc_depth
+        return _distance_matrix(anc, depth, self.parent, self.size)
+
+    @cached_property
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
-        anc, depth = self._anc_depth
-        return _distance_matrix(anc, depth, self.parent, self.size).to(torch.int16)
+        return self._float_distances.to(torch.int16)
 
     @cached_property
     def _words(self):
@@ -267,4 +273,4 @@ class TreeTensors:
         return sdoi_mask(self.ancestors, self.upos)
 
     def seprem_weights(self) -> torch.Tensor:
-        return seprem_weights(self.distances)
+        return seprem_weights(self._float_distances)
