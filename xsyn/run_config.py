@@ -145,10 +145,26 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
+def gat_shape(gat_init: str | Path) -> dict[str, Any]:
+    """The shape settings a pre-trained GAT (an `xsyn pretrain-gat` folder) was built with."""
+    from xsyn.models.gat import GAT_CONFIG, GAT_SHAPE_FIELDS
+
+    path = Path(gat_init) / GAT_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"--gat-init {gat_init}: {path} not found; point it at an `xsyn pretrain-gat` "
+                          "output folder")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
+
+
 def resolve(task: str, variant: str, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
             ) -> RunConfig:
-    """Merge, in order of precedence: RunConfig defaults, the card, a config file, flags."""
+    """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
+    (`gat_init`), a config file, flags."""
     defaults, source = card_defaults(card, variant)
+    gat_init = flags.get("gat_init") or file_values.get("gat_init")
+    if gat_init:
+        defaults = {**defaults, "syntax": {**defaults.get("syntax", {}), **gat_shape(gat_init)}}
     merged: dict[str, Any] = {"task": task, "variant": variant}
     syntax: dict[str, Any] = {}
     for layer in (defaults, file_values, flags):

@@ -88,20 +88,6 @@ def syntax_settings(config: RunConfig, tokenizer) -> dict[str, Any]:
     return settings
 
 
-def adopt_gat_shape(config: RunConfig) -> None:
-    """With --gat-init, build the GAT in the shape it was pre-trained with (settings given
-    explicitly still win, and a mismatch is then reported when the weights load)."""
-    from xsyn.models.gat import GAT_CONFIG, GAT_SHAPE_FIELDS
-
-    path = Path(config.gat_init) / GAT_CONFIG
-    if not path.is_file():
-        raise FileNotFoundError(f"--gat-init {config.gat_init}: {path} not found; point it at an "
-                                "`xsyn pretrain-gat` output folder")
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    shape = {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
-    config.syntax = {**shape, **config.syntax}
-
-
 def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
@@ -111,8 +97,6 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     from xsyn.models.factory import build_model
 
     out = config.resolved_output_dir()
-    if config.gat_init:
-        adopt_gat_shape(config)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(out))
     main = accelerator.is_main_process
