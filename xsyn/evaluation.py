@@ -219,12 +219,12 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "n_examples": {k: r["n_examples"] for k, r in results.items()},
         "dropped": {k: r["dropped"] for k, r in results.items()},
         "scores": {k: r["scores"] for k, r in results.items()},
-        "metric_options": next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
+        # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
+        "metric_options": {} if card.metric == "mlqa" else
+        next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
         "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
     }
-    if card.metric == "mlqa":
-        summary["metric_options"] = {}  # per language: the context language, recorded per key in scores
     if pairs:
         summary["pairs"] = pairs
         summary["pair_axes"] = list(pair_axes(card))

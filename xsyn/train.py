@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
                 batch = {k: v.to(accelerator.device) for k, v in collate([train_rows[i] for i in share]).items()}
                 wait += time.perf_counter() - fetched
                 sync = k == len(group) - 1
-                with accelerator.no_sync(model) if not sync else _nothing():
+                with accelerator.no_sync(model) if not sync else nullcontext():
                     output = model(**model_inputs(batch, with_labels=True))
                     accelerator.backward(output.loss * weight / len(group))
                 for name in ("loss", "task_loss", "distance_loss", "depth_loss"):
@@ -237,14 +238,6 @@ def _mean(losses: dict[str, float], accelerator) -> dict[str, float]:
         return losses
     values = accelerator.reduce(torch.tensor(list(losses.values()), device=accelerator.device), "mean")
     return dict(zip(losses, values.tolist()))
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _share(indices: list[int], accelerator) -> tuple[list[int], float]:
