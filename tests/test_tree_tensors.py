@@ -122,6 +122,19 @@ def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, ex
     assert seprem_weights(tt.distances)[1, n:].eq(0).all()
 
 
+def test_seprem_weights_of_a_padded_batch_ignore_padding_and_leave_distances_intact(
+        small_tokenizer, example_conllu):
+    recs = list(read_conllu(example_conllu))
+    dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
+    tt, trees = tensors(small_tokenizer, [recs[1]], [dog])
+    n = len(trees[1])  # [CLS] dog [SEP], both dog and [SEP] attached to [CLS]
+    w = tt.seprem_weights()  # computed before the int16 distances, from the same cached floats
+    assert torch.allclose(w[1, :n, :n], torch.tensor([[0, 1 / 2, 1 / 2], [2 / 3, 0, 1 / 3], [2 / 3, 1 / 3, 0]]))
+    assert w[1, :, n:].eq(0).all() and w[1, n:].eq(0).all()  # exactly zero: no weight leaks onto padding
+    assert tt.distances[1, :n, :n].tolist() == [[0, 1, 1], [1, 0, 2], [1, 2, 0]]
+    assert torch.equal(w, seprem_weights(tt.distances))
+
+
 def _reference_distances(parent: np.ndarray) -> np.ndarray:
     n = len(parent)
     child = np.nonzero(parent >= 0)[0]

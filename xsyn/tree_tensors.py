@@ -85,12 +85,15 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
 
 
 def _distance_matrix(anc: torch.Tensor, depth: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, T, T) float32 distances: (depth_i + 1) + (depth_j + 1) - 2 * common ancestors, in one
-    batched matmul. Padding gets a depth so large that every pair touching it clamps to UNREACHABLE."""
+    """(B, T, T) float32 distances, +inf where either piece is padding: (depth_i + 1) + (depth_j + 1)
+    - 2 * common ancestors, in one batched matmul (padding's inf survives it)."""
     seq = anc[:, :size].view(torch.uint8).to(torch.float32)
-    lifted = torch.where(parent[:, :size] == PAD, UNREACHABLE, depth[:, :size] + 1).to(torch.float32)
-    dist = torch.baddbmm(lifted.unsqueeze(2) + lifted.unsqueeze(1), seq, seq.transpose(1, 2), alpha=-2.0)
-    return dist.clamp_(max=UNREACHABLE)
+    lifted = torch.where(parent[:, :size] == PAD, torch.inf, depth[:, :size] + 1.0)
+    return torch.baddbmm(lifted.unsqueeze(2) + lifted.unsqueeze(1), seq, seq.transpose(1, 2), alpha=-2.0)
+
+
+def _as_int16(distances: torch.Tensor) -> torch.Tensor:
+    return distances.clamp(max=UNREACHABLE).to(torch.int16)
 
 
 def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tensor:
@@ -101,24 +104,30 @@ def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     depth(lca) + 1 is the number of common ancestors.
     """
     anc, depth = _ancestors(parent)
-    return _distance_matrix(anc, depth, parent, size or parent.shape[1]).to(torch.int16)
+    return _as_int16(_distance_matrix(anc, depth, parent, size or parent.shape[1]))
 
 
 # -- masks ------------------------------------------------------------------------------------------
+#
+# A mask is built as `clamp(limit_ij - x_ij, 0, 1)` in int16, where x is a distance and
+# limit_ij = row_i + col_j folds the rules for special tokens and padding into per-piece offsets
+# (B, T): a few large operations instead of one per rule. No int16 sum may overflow: against tree
+# distances (UNREACHABLE at padding) offsets stay >= 0; NEVER is only used against word gaps.
+# Real distances and gaps stay below ALWAYS for any sequence under 5,000 pieces, and NEVER outweighs
+# ALWAYS plus any window under 1,000 words.
+
+ALWAYS = 10_000  # an offset that makes a row or column visible whatever the distance
+NEVER = -11_000  # an offset that hides a row or column whatever the other offset
 
 
-def _at_most(values: torch.Tensor, limit: int) -> torch.Tensor:
-    """uint8 0/1 of `values <= limit` for an int16 tensor."""
-    return (limit + 1 - values).clamp_(0, 1).to(torch.uint8)
+def _within(x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """uint8 0/1 of `x[b, i, j] < row[b, i] + col[b, j]`, for int16 x, row and col."""
+    limit = row.unsqueeze(2) + col.unsqueeze(1)
+    return limit.sub_(x).clamp_(0, 1).to(torch.uint8)
 
 
-def _flag(x: torch.Tensor) -> torch.Tensor:
-    return x.to(torch.uint8)
-
-
-def _finish(mask: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
-    """Drop padded keys (upos == PAD_ID), give every row its own position (no empty rows), as bool."""
-    mask &= _flag(upos != PAD_ID).unsqueeze(1)
+def _with_self(mask: torch.Tensor) -> torch.Tensor:
+    """Every row sees itself (so a padded row is never empty), as bool."""
     return mask.bitwise_or_(_eye(mask.shape[-1], mask.device)).view(torch.bool)
 
 
@@ -129,13 +138,14 @@ def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
     """
     if delta < 1:
         raise ValueError(f"delta must be >= 1, got {delta}")
-    return _at_most(distances, delta).bitwise_or_(_eye(distances.shape[-1], distances.device)).view(torch.bool)
+    return _with_self((delta + 1 - distances).clamp_(0, 1).to(torch.uint8))
 
 
 def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor):
-    """Per piece: whether it continues the previous piece's word; the row of the previous and of
-    the next word in its segment (itself where there is none); a word number that jumps between
-    segments. Specials and pieces of no word count as one-piece words."""
+    """Per piece: its word's first piece; the first piece of the previous and of the next word in
+    its segment (its own word's first piece where there is none); whether it continues the
+    previous piece's word; a word number that jumps between segments. Specials and pieces of no
+    word count as one-piece words."""
     b, t = word_index.shape
     pos = _positions(t, word_index.device).expand(b, t)
     # A number per word, unique in the input: >= 0 for words, a distinct value <= -2 for each
@@ -143,15 +153,14 @@ def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor):
     word = torch.where(word_index >= 0, word_index + segment_id * (t + 2), -2 - pos)
     later = torch.zeros_like(word_index, dtype=torch.bool)
     later[:, 1:] = word[:, 1:] == word[:, :-1]
-    continued = torch.cat([later[:, 1:], torch.zeros_like(later[:, :1])], dim=1)
     first = torch.where(later, 0, pos).cummax(dim=1).values  # the first piece of each piece's word
-    last = torch.where(continued, t, pos).flip(1).cummin(dim=1).values.flip(1)  # and its last piece
-    before, after = (first - 1).clamp_(min=0), (last + 1).clamp_(max=t - 1)
-    # The neighbour words: the same segment's words whose word index is one less / one more.
-    prev = torch.where(word.gather(1, before) == word - 1, before, pos)
-    nxt = torch.where(word.gather(1, after) == word + 1, after, pos)
+    continued = torch.cat([later[:, 1:], torch.zeros_like(later[:, :1])], dim=1)
+    after = torch.where(continued, t, pos).flip(1).cummin(dim=1).values.flip(1).add_(1).clamp_(max=t - 1)
+    before = first.gather(1, (first - 1).clamp_(min=0))  # the first piece of the word before
+    prev = torch.where(word.gather(1, before) == word - 1, before, first)
+    nxt = torch.where(word.gather(1, after) == word + 1, after, first)
     number = torch.cumsum(~later, dim=1, dtype=torch.int16) + segment_id.to(torch.int16) * (t + 1)
-    return later, prev, nxt, number
+    return later, prev, first, nxt, number
 
 
 def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -161,6 +170,13 @@ def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return matrix.reshape(b * t, -1).index_select(0, flat).view(b, rows.shape[1], -1)
 
 
+def _offsets(limit: torch.Tensor | int, visible: torch.Tensor, padding: torch.Tensor | None = None
+             ) -> torch.Tensor:
+    """int16 (B, T) offsets for `_within`: `limit`, ALWAYS where `visible`, NEVER where `padding`."""
+    offset = torch.where(visible, ALWAYS, limit)
+    return (offset if padding is None else offset.masked_fill_(padding, NEVER)).to(torch.int16)
+
+
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torch.Tensor,
              upos: torch.Tensor, m: int, punct_visible: bool = False, _words=None) -> torch.Tensor:
     """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), at word level.
@@ -168,32 +184,34 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     Word j is visible from word i iff min over k in {i-1, i, i+1} of D(k, j) <= m, with i-1 and
     i+1 the linear neighbours of i in its segment. A word's pieces share its row and column;
     `[CLS]`/`[SEP]` rows and columns are always visible, and with `punct_visible` so are
-    punctuation columns.
+    punctuation columns. Padded rows see only themselves.
 
-    Word-level distances need no gather: a word's later pieces are leaves under its first
-    piece, so D(first(p), first(q)) = D(p, q) - [p is a later piece] - [q is a later piece].
+    The rows k are first pieces, and a word's later pieces are leaves under its first piece, so
+    D(k, first(j)) = D(k, j) - [j is a later piece]: one threshold per column, no column gather.
     """
-    later, prev, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id)
-    step = later.to(distances.dtype)
-    words = (distances - step.unsqueeze(2)).sub_(step.unsqueeze(1)).clamp_(min=0)
-    neighbours = _rows(words, torch.cat([prev, nxt], dim=1))  # (B, 2T, T): previous words', next words'
-    near = torch.minimum(words, torch.minimum(neighbours[:, : words.shape[1]], neighbours[:, words.shape[1]:]))
-    special = _flag(upos == UPOS_SPECIAL_ID)
-    always = special | _flag(upos == PUNCT_UPOS_ID) if punct_visible else special
-    mask = _at_most(near, m).bitwise_or_(always.unsqueeze(1)).bitwise_or_(special.unsqueeze(2))
-    return _finish(mask, upos)
+    later, prev, first, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id)
+    special = upos == UPOS_SPECIAL_ID
+    always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
+    col = _offsets(later + (m + 1), always)  # padding needs no offset: its distance is UNREACHABLE
+    row = torch.where(special, ALWAYS, 0).to(torch.int16)
+    near = _within(distances, row, col)  # (first-piece row k, column j): D(k, first(j)) <= m
+    t = near.shape[1]
+    own, before, after = _rows(near, torch.cat([first, prev, nxt], dim=1)).split(t, dim=1)
+    return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
 
 def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
              _words=None) -> torch.Tensor:
     """Window local attention (the SLA paper's baseline): |word(i) - word(j)| <= k in a segment.
 
-    Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible.
+    Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible; padded
+    rows see only themselves.
     """
-    number = (_words if _words is not None else _word_structure(word_index, segment_id))[3]
-    special = _flag(upos == UPOS_SPECIAL_ID)
-    near = _at_most((number.unsqueeze(2) - number.unsqueeze(1)).abs_(), k)
-    return _finish(near.bitwise_or_(special.unsqueeze(1)).bitwise_or_(special.unsqueeze(2)), upos)
+    number = (_words if _words is not None else _word_structure(word_index, segment_id))[4]
+    special = upos == UPOS_SPECIAL_ID
+    gap = (number.unsqueeze(2) - number.unsqueeze(1)).abs_()
+    padding = upos == PAD_ID
+    return _with_self(_within(gap, _offsets(0, special, padding), _offsets(k + 1, special, padding)))
 
 
 def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
@@ -202,21 +220,24 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     `ancestors` is `ancestor_matrix(...)` restricted to the sequence, (B, T, T). Special tokens
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
-    ordinary = _flag(upos != UPOS_SPECIAL_ID).unsqueeze(2)
-    mask = (ancestors.view(torch.uint8) & ordinary).bitwise_or_(_eye(ancestors.shape[-1], ancestors.device))
-    return mask.view(torch.bool)
+    ordinary = (upos != UPOS_SPECIAL_ID).to(torch.uint8).unsqueeze(2)
+    return _with_self(ancestors.view(torch.uint8) & ordinary)
+
+
+def _seprem(distances: torch.Tensor) -> torch.Tensor:
+    inv = distances.reciprocal()  # inf (padding) -> 0; the diagonal's 0 -> inf, zeroed next
+    inv.diagonal(dim1=1, dim2=2).zero_()
+    return inv.div_(inv.sum(-1, keepdim=True).clamp_(min=1e-12))
 
 
 def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
     """SEPREM's normalised inverse distance, (B, T, T) float (Xu et al. 2021).
 
     D~_ij = (1 / D_ij) / sum_z (1 / D_iz) over the z reachable from i (z != i); 0 on the diagonal
-    and for padding. A row with nothing reachable (padding) is all zeros. `distances` may be the
-    int16 distances or their float form.
+    and for padding. A row with nothing reachable (padding) is all zeros. `distances` are the
+    int16 distances of `tree_distances`.
     """
-    inv = distances.to(torch.float32).reciprocal_().masked_fill_(distances >= UNREACHABLE, 0.0)
-    inv.diagonal(dim1=1, dim2=2).zero_()
-    return inv / inv.sum(-1, keepdim=True).clamp_(min=1e-12)
+    return _seprem(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))
 
 
 class TreeTensors:
@@ -247,13 +268,14 @@ class TreeTensors:
 
     @cached_property
     def _float_distances(self) -> torch.Tensor:
+        """(B, T, T) float32, +inf at padding."""
         anc, depth = self._anc_depth
         return _distance_matrix(anc, depth, self.parent, self.size)
 
     @cached_property
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
-        return self._float_distances.to(torch.int16)
+        return _as_int16(self._float_distances)
 
     @cached_property
     def _words(self):
@@ -273,4 +295,4 @@ class TreeTensors:
         return sdoi_mask(self.ancestors, self.upos)
 
     def seprem_weights(self) -> torch.Tensor:
-        return seprem_weights(self._float_distances)
+        return _seprem(self._float_distances)
