@@ -193,8 +193,7 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     special = upos == UPOS_SPECIAL_ID
     always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
     col = _offsets(later + (m + 1), always)  # padding needs no offset: its distance is UNREACHABLE
-    row = torch.where(special, ALWAYS, 0).to(torch.int16)
-    near = _within(distances, row, col)  # (first-piece row k, column j): D(k, first(j)) <= m
+    near = _within(distances, _offsets(0, special), col)  # (first-piece row k, column j): D(k, first(j)) <= m
     t = near.shape[1]
     own, before, after = _rows(near, torch.cat([first, prev, nxt], dim=1)).split(t, dim=1)
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
