@@ -1,4 +1,4 @@
-"""`xsyn parse` and `xsyn bench syntax`."""
+"""`xsyn parse`, `xsyn bench syntax`, and the Stanza options every parsing command shares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,23 @@ from pathlib import Path
 import click
 
 from xsyn.cli import bench, main
+
+
+def stanza_options(command):
+    """The Stanza settings every parsing command takes: model folder, download policy, device."""
+    command = click.option("--device", default=None, help="Device for Stanza (cpu, cuda, cuda:1).")(command)
+    command = click.option("--download", type=click.Choice(["none", "reuse", "download"]), default="reuse",
+                           show_default=True, help="Stanza model download policy.")(command)
+    return click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None,
+                        help="Folder of Stanza models (default: Stanza's own).")(command)
+
+
+def parser_settings(parser_name: str, parser_model_dir: str | None, download: str, device: str | None
+                    ) -> dict[str, str | None]:
+    """`get_parser` keyword arguments from `stanza_options` (the chain control takes none)."""
+    if parser_name == "chain":
+        return {}
+    return {"model_dir": parser_model_dir, "download": download, "device": device}
 
 
 @main.command(name="parse")
@@ -22,11 +39,7 @@ from xsyn.cli import bench, main
               help="Where to write the syntax records (JSON Lines).")
 @click.option("--parser", "parser_name", type=click.Choice(["stanza", "chain"]), default="stanza",
               show_default=True, help="Parser for text/tokens input.")
-@click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of Stanza models (default: Stanza's own).")
-@click.option("--download", type=click.Choice(["none", "reuse", "download"]), default="reuse",
-              show_default=True, help="Stanza model download policy.")
-@click.option("--device", default=None, help="Device for Stanza (cpu, cuda, cuda:1).")
+@stanza_options
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Parse cache folder (default: $XSYN_CACHE/parses or ~/.cache/xsyn/parses).")
 @click.option("--import-as", default="conllu", show_default=True,
@@ -66,8 +79,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, out: Path, parser_name:
         blank = sum(1 for line in lines if not line.strip())
         segments = [Segment(lang, text=line) if fmt == "text" else Segment(lang, tokens=line.split())
                     for line in lines if line.strip()]
-        options = {} if parser_name == "chain" else {"model_dir": parser_model_dir, "download": download,
-                                                      "device": device}
+        options = parser_settings(parser_name, parser_model_dir, download, device)
         try:
             report = parse_segments(segments, get_parser(parser_name, **options), cache)
         except ParserUnavailable as err:

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from xsyn.cli import main
+from xsyn.syntax.commands import parser_settings, stanza_options
 from xsyn.syntax.record import SyntaxRecord
 
 MAX_DESCRIBED = 10  # mismatched sentences described in full; all are counted
@@ -140,11 +141,7 @@ def describe_mismatch(k: int, predicted: SyntaxRecord, gold: SyntaxRecord) -> st
               help="text: parse each sentence's raw text (the parser tokenises, as for XNLI/PAWS-X); "
                    "words: parse the gold words pre-tokenised (tagging and parsing only).")
 @click.option("--limit", type=int, default=None, help="Score the first N sentences of each treebank.")
-@click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of Stanza models (default: Stanza's own).")
-@click.option("--download", type=click.Choice(["none", "reuse", "download"]), default="reuse",
-              show_default=True, help="Stanza model download policy.")
-@click.option("--device", default=None, help="Device for Stanza (cpu, cuda).")
+@stanza_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {lang: {uas, las, words_f1, ...}} here as JSON.")
 def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path, split: str | None,
@@ -156,9 +153,7 @@ def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path,
     from xsyn.syntax.parsers import ParserUnavailable, get_parser
     from xsyn.treebanks import TreebankError, locate
 
-    options = {} if parser_name == "chain" else {"model_dir": parser_model_dir, "download": download,
-                                                  "device": device}
-    parser = get_parser(parser_name, **options)
+    parser = get_parser(parser_name, **parser_settings(parser_name, parser_model_dir, download, device))
     results = {}
     for spec in [s.strip() for s in treebanks.split(",") if s.strip()]:
         try:
