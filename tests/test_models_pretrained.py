@@ -61,6 +61,11 @@ def test_pretrained_weights_load_bit_exact_and_only_syntax_parameters_are_new(ch
     assert all(torch.isfinite(p).all() for _, p in model.syntax_parameters())  # initialised, not garbage
 
 
+def test_relation_logits_start_without_preference_on_a_pretrained_checkpoint(checkpoint):
+    model = build_model(str(checkpoint), "gat", None, gat_edge_direction=True)
+    assert torch.equal(model.gat.relation_bias, torch.zeros(4, 4, 4))  # layers, relations, heads
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_pretrained_variant_with_syntax_off_equals_plain_bert(checkpoint, plain, batch, variant):
     model = build_model(str(checkpoint), variant, None).eval()

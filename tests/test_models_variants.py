@@ -13,11 +13,11 @@ from transformers import BertConfig, BertModel
 from xsyn.batch import collate_trees
 from xsyn.models.configuration import SyntaxConfigError, XsynBertConfig
 from xsyn.models.factory import build_model, load_model
-from xsyn.models.gat import structural_loss
+from xsyn.models.gat import RELATION_BIAS_SCALE, structural_loss
 from xsyn.models.modeling import REQUIRED_FIELDS, XsynBertModel
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import UPOS_SPECIAL_ID
-from xsyn.tree_tensors import TreeTensors
+from xsyn.tree_tensors import HEAD, TreeTensors
 from xsyn.wordpiece import WordpieceAligner
 
 SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
@@ -238,6 +238,25 @@ def test_gat_output_depends_only_on_the_tree_neighbourhood(plain, batch):
             moved["input_ids"][0, j] = 5 + (moved["input_ids"][0, j] - 4) % 20  # another real word
             changed = (model.syntax_probe(**moved).gat_output[0] - base).abs().amax(-1) > 1e-6
             assert changed.tolist() == (tree.distances[0, j] <= 2).tolist()
+
+
+@pytest.mark.parametrize("attention", ["dot", "additive"])
+def test_edge_direction_lets_a_gat_layer_read_a_pieces_head_alone(plain, batch, attention):
+    """The delta = 1 mask is symmetric; the relation logits are what can single out the head.
+
+    With a large logit on HEAD, one layer copies the head's input: G at piece i changes exactly
+    when the input at i's head changes, and not when i's dependents or i itself change.
+    """
+    model = lifted(plain, "gat", gat_delta=1, gat_layers=1, gat_attention=attention, gat_edge_direction=True)
+    parent = batch["tree_parent"][0, :13]
+    with torch.no_grad():
+        model.gat.relation_bias[:, HEAD] = 50.0 / RELATION_BIAS_SCALE
+        base = model.syntax_probe(**batch).gat_output[0]
+        for j in range(1, 12):
+            moved = dict(batch, input_ids=batch["input_ids"].clone())
+            moved["input_ids"][0, j] = 5 + (moved["input_ids"][0, j] - 4) % 20  # another real word
+            changed = (model.syntax_probe(**moved).gat_output[0] - base).abs().amax(-1) > 1e-5
+            assert changed[1:13].tolist() == (parent[1:] == j).tolist()
 
 
 # -- structural probes -----------------------------------------------------------------------------------

@@ -77,13 +77,14 @@ def test_real_checkpoint_with_both_objectives(tmp_path, shared_data, minilm):
     code, output = pretrain([
         "--treebanks", "UD_English-EWT", "--train-split", "dev", "--treebank-dir", str(shared_data / "ud"),
         "--model", str(minilm), "--tokenizer", str(minilm / "vocab.txt"), "--objectives", "structural,seprem",
-        "--max-train-sentences", "64",
+        "--set", "gat_edge_direction=true", "--max-train-sentences", "64",
         "--max-eval-sentences", "16", "--steps", "6", "--batch-size", "16", "--output-dir", str(out)])
     assert code == 0, output
     curve = json.loads((out / "pretrain_config.json").read_text())["training"]["curve"]
     assert set(curve[-1]) == {"step", "loss", "distance", "depth", "seprem"}
     assert np.isfinite(curve[-1]["loss"])
     assert (out / "gat.safetensors").is_file() and not (out / "model").exists()  # real embeddings: GAT only
+    assert load_file(out / "gat.safetensors")["relation_bias"].abs().sum() > 0  # trained through both losses
 
 
 def test_long_sentences_are_windowed_for_training_and_counted_in_evaluation(tmp_path, shared_data, minilm):

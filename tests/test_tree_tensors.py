@@ -11,7 +11,17 @@ from scipy.sparse.csgraph import shortest_path
 from xsyn.batch import collate_trees
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.record import SyntaxRecord
-from xsyn.tree_tensors import UNREACHABLE, TreeTensors, gat_mask, seprem_weights
+from xsyn.tree_tensors import (
+    DEPENDENT,
+    FURTHER,
+    HEAD,
+    SELF,
+    UNREACHABLE,
+    TreeTensors,
+    edge_relations,
+    gat_mask,
+    seprem_weights,
+)
 from xsyn.wordpiece import WordpieceAligner
 
 
@@ -60,6 +70,23 @@ def test_gat_mask_is_distance_within_delta(chased):
         assert torch.equal(chased.gat_mask(delta)[0], d <= delta)
     with pytest.raises(ValueError, match="delta must be >= 1"):
         gat_mask(chased.distances, 0)
+
+
+def test_edge_relations_tell_a_pieces_head_from_its_dependents(chased):
+    # parents [-1, 2, 3, 0, 3, 6, 3, 3, 0]: H = j is i's head, D = j depends on i, S = self, . = further
+    expected = ["S..D....D",
+                ".SH......",
+                ".DSH.....",
+                "H.DSD.DD.",
+                "...HS....",
+                ".....SH..",
+                "...H.DS..",
+                "...H...S.",
+                "H.......S"]
+    code = {".": FURTHER, "S": SELF, "H": HEAD, "D": DEPENDENT}
+    assert chased.edge_relations[0].tolist() == [[code[c] for c in row] for row in expected]
+    padded = edge_relations(torch.tensor([[-1, 0, -2]]))  # padding is nobody's head nor dependent
+    assert padded[0].tolist() == [[SELF, DEPENDENT, FURTHER], [HEAD, SELF, FURTHER], [FURTHER, FURTHER, SELF]]
 
 
 def test_sla_mask_by_hand(chased):

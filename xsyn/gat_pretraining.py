@@ -208,8 +208,7 @@ class GatPretrainer(nn.Module):
             tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
             pairs = select_pairs(tree.distances, batch["attention_mask"].bool(), self.generator)
             mask = corrupt_mask(tree.gat_mask(self.encoder.config.gat_delta), pairs, self.generator)
-            words = self.encoder.embeddings.word_embeddings(batch["input_ids"])
-            gat_output = self.encoder.gat(words, tree.upos, mask, batch.get("tree_deprel"))
+            gat_output = self.encoder.gat_encode(batch["input_ids"], tree, batch.get("tree_deprel"), mask)
             losses["seprem"] = self.distance_head.loss(gat_output, pairs, tree.distances)
         return losses
 

@@ -30,7 +30,8 @@ UNREACHABLE = torch.iinfo(torch.int16).max  # the distance of any pair that invo
 
 __all__ = [
     "ROOT", "PAD", "UNREACHABLE", "TreeTensors", "tree_depth", "ancestor_matrix", "tree_distances",
-    "gat_mask", "sla_mask", "wla_mask", "sdoi_mask", "seprem_weights",
+    "gat_mask", "sla_mask", "wla_mask", "sdoi_mask", "seprem_weights", "edge_relations",
+    "FURTHER", "SELF", "HEAD", "DEPENDENT", "EDGE_RELATIONS",
 ]
 
 
@@ -239,6 +240,27 @@ def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
     return _seprem(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))
 
 
+# -- edge direction -----------------------------------------------------------------------------------
+
+FURTHER, SELF, HEAD, DEPENDENT = range(4)  # codes of `edge_relations`
+EDGE_RELATIONS = 4
+
+
+def edge_relations(parent: torch.Tensor, size: int | None = None) -> torch.Tensor:
+    """(B, T, T) long: what piece j is to piece i: `SELF`, `HEAD` (j is i's parent), `DEPENDENT`
+    (i is j's parent) or `FURTHER` (anything else, padding included).
+
+    A tree mask alone is symmetric: it cannot tell a piece's head from its dependents, which a
+    model needs to build depth-aware (directed) representations.
+    """
+    t = size or parent.shape[1]
+    seq = parent[:, :t]
+    pos = _positions(t, parent.device)
+    head = (seq.unsqueeze(2) == pos).to(torch.uint8)  # [b, i, j]: parent(i) == j
+    relations = head * HEAD + head.transpose(1, 2) * DEPENDENT + _eye(t, parent.device) * SELF
+    return relations.long()
+
+
 class TreeTensors:
     """All tree tensors of one batch, computed once on the batch's device and cached.
 
@@ -295,3 +317,8 @@ class TreeTensors:
 
     def seprem_weights(self) -> torch.Tensor:
         return _seprem(self._float_distances)
+
+    @cached_property
+    def edge_relations(self) -> torch.Tensor:
+        """(B, T, T) long, see `edge_relations`."""
+        return edge_relations(self.parent, self.size)

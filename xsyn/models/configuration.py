@@ -21,6 +21,9 @@ inside a forward pass.
 | `gat_deprel_embeddings`   | False         | gat          | add a dependency-relation embedding to the GAT input      |
 | `gat_residual`            | False         | gat          | add each GAT layer's input to its output where the sizes  |
 |                           |               |              | match (not in the paper; helps pre-training, see README)  |
+| `gat_edge_direction`      | False         | gat          | a learned attention logit per GAT layer, head and edge    |
+|                           |               |              | relation (self, head, dependent, further): lets the GAT   |
+|                           |               |              | tell a piece's head from its dependents (not in the paper)|
 | `probe_rank`              | 64            | gat          | rank of the structural probes theta1, theta2              |
 | `structural_loss_weight`  | 0.5           | gat          | alpha in loss = task + alpha (distance + depth)           |
 | `sla_distance`            | 3             | sla          | m: word j is local to word i iff min over i-1, i, i+1 of  |
@@ -64,6 +67,7 @@ class XsynBertConfig(BertConfig):
     gat_attention: str = "dot"
     gat_deprel_embeddings: bool = False
     gat_residual: bool = False
+    gat_edge_direction: bool = False
     probe_rank: int = 64
     structural_loss_weight: float | int = 0.5
     sla_distance: int = 3

@@ -10,6 +10,12 @@ LayerNorm (as in the released code) keeps G's scale fixed for the bias it feeds.
 - `additive` attention (the released code, Velickovic et al. 2018): h = X W,
   e_ij = LeakyReLU_0.2(a_1 . h_i + a_2 . h_j), output sum_j softmax_j(e_ij) h_j.
 
+The tree mask is symmetric, so neither form can tell a piece's head from its dependents. The
+opt-in `gat_edge_direction` adds a learned logit per layer, head and relation of key to query
+(self, head, dependent, further; `xsyn.tree_tensors.edge_relations`): a layer can then read the
+head alone, and stacked layers gather each piece's chain of ancestors, what a tree-distance
+embedding needs (Hewitt and Manning's squared distances are sums over the path).
+
 Structural probes (Hewitt and Manning 2019) read G: predicted squared distances
 ||theta1 (g_i - g_j)||^2 and squared norms ||theta2 g_i||^2, trained with L1 against tree distances
 (normalised by n^2) and depths (normalised by n), n counting `[CLS]` and `[SEP]`.
@@ -32,13 +38,16 @@ from torch.nn import functional as F
 from xsyn.io import atomic_write_bytes, atomic_write_text
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
-from xsyn.tree_tensors import UNREACHABLE
+from xsyn.tree_tensors import EDGE_RELATIONS, UNREACHABLE
 
 GAT_WEIGHTS = "gat.safetensors"
+# The relation logits are this multiple of their parameters, so that they move at 10x the
+# optimiser's rate: singling out the head needs logits of several units.
+RELATION_BIAS_SCALE = 10.0
 GAT_CONFIG = "gat_config.json"
 # Settings that fix the shapes of a GAT checkpoint; they must match to load one.
 GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
-                    "gat_deprel_embeddings", "gat_residual", "probe_rank")
+                    "gat_deprel_embeddings", "gat_residual", "gat_edge_direction", "probe_rank")
 
 
 class DotGatLayer(nn.Module):
@@ -50,11 +59,12 @@ class DotGatLayer(nn.Module):
         self.tied_query_key = nn.Linear(in_size, heads * head_size)
         self.value = nn.Linear(in_size, heads * head_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         qk = self.tied_query_key(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
         v = self.value(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
-        out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=mask.unsqueeze(1),
+        attn_mask = mask.unsqueeze(1) if bias is None else bias.masked_fill(~mask.unsqueeze(1), -torch.inf)
+        out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=attn_mask,
                                              dropout_p=self.dropout if self.training else 0.0)
         return out.transpose(1, 2).reshape(b, t, -1)
 
@@ -69,12 +79,14 @@ class AdditiveGatLayer(nn.Module):
         self.score_query = nn.Parameter(torch.empty(heads, head_size))
         self.score_key = nn.Parameter(torch.empty(heads, head_size))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         h = self.project(x).view(b, t, self.heads, self.head_size).transpose(1, 2)  # (B, k, T, d)
         src = torch.einsum("bktd,kd->bkt", h, self.score_query)
         dst = torch.einsum("bktd,kd->bkt", h, self.score_key)
         scores = F.leaky_relu(src.unsqueeze(-1) + dst.unsqueeze(-2), 0.2)
+        if bias is not None:
+            scores = scores + bias
         scores = scores.masked_fill(~mask.unsqueeze(1), torch.finfo(scores.dtype).min)
         weights = F.dropout(scores.softmax(-1), p=self.dropout, training=self.training)
         return (weights @ h).transpose(1, 2).reshape(b, t, -1)
@@ -96,18 +108,24 @@ class GatSyntaxEncoder(nn.Module):
             for i in range(config.gat_layers))
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.residual = config.gat_residual
+        # One learned logit per layer, head and edge relation (self, head, dependent, further).
+        self.relation_bias = (nn.Parameter(torch.zeros(config.gat_layers, EDGE_RELATIONS, config.gat_heads))
+                              if config.gat_edge_direction else None)
         self.layer_norm = nn.LayerNorm(out, eps=config.layer_norm_eps)
         self.distance_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta1
         self.depth_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta2
 
     def forward(self, word_embeddings: torch.Tensor, upos: torch.Tensor, mask: torch.Tensor,
-                deprel: torch.Tensor | None = None) -> torch.Tensor:
-        """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask."""
+                deprel: torch.Tensor | None = None, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask;
+        `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`."""
         x = word_embeddings + self.upos_embeddings(upos)
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
-        for layer in self.layers:
-            y = self.dropout(layer(x, mask))
+        for index, layer in enumerate(self.layers):
+            bias = (None if self.relation_bias is None
+                    else F.embedding(relations, RELATION_BIAS_SCALE * self.relation_bias[index]).permute(0, 3, 1, 2))
+            y = self.dropout(layer(x, mask, bias))
             x = x + y if self.residual and y.shape == x.shape else y
         return self.layer_norm(x)
 

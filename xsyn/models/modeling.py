@@ -131,6 +131,8 @@ class XsynBertPreTrainedModel(BertPreTrainedModel):
         elif isinstance(module, AdditiveGatLayer):
             init.normal_(module.score_query, std=self.config.initializer_range)
             init.normal_(module.score_key, std=self.config.initializer_range)
+        elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
+            init.zeros_(module.relation_bias)  # no preference among the relations at first
 
 
 class XsynBertModel(XsynBertPreTrainedModel, BertModel):
@@ -164,7 +166,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         context = SyntaxContext()
         implementation = self.config._attn_implementation
         if variant == "gat":
-            context.gat_output = self._gat(input_ids, tree, tree_deprel)
+            context.gat_output = self.gat_encode(input_ids, tree, tree_deprel)
         elif variant == "sla":
             mask = tree.sla_mask(self.config.sla_distance, self.config.sla_punct_visible)
             context.local_mask = attention_mask_for(mask, implementation, self.dtype)
@@ -197,9 +199,13 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
                 f"variant {self.config.variant!r} needs the batch field(s) {', '.join(missing)}; build batches "
                 "with xsyn.batch.collate_trees(..., syntax=True) from parsed examples")
 
-    def _gat(self, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None) -> torch.Tensor:
+    def gat_encode(self, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+        """G (B, T, k d_g) of a batch's trees, under `mask` (default: tree distance <= gat_delta)."""
         words = self.embeddings.word_embeddings(input_ids)
-        return self.gat(words, tree.upos, tree.gat_mask(self.config.gat_delta), deprel)
+        mask = tree.gat_mask(self.config.gat_delta) if mask is None else mask
+        relations = tree.edge_relations if self.config.gat_edge_direction else None
+        return self.gat(words, tree.upos, mask, deprel, relations)
 
     # -- the GAT on its own (structural probing, pre-training on treebanks) -----------------------
 
@@ -214,7 +220,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         self._check_fields({"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
                             "tree_deprel": tree_deprel, "tree_word": None, "tree_segment": None})
         tree = TreeTensors(tree_parent, tree_upos, None, None)
-        gat_output = self._gat(input_ids, tree, tree_deprel)
+        gat_output = self.gat_encode(input_ids, tree, tree_deprel)
         predicted_distances, predicted_depths = self.gat.probe(gat_output)
         distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
                                                     tree.depth, _real_tokens(attention_mask, input_ids))
