@@ -57,8 +57,8 @@ def main() -> None:
             treebanks=["en"], eval_treebanks=["all"], treebank_dir=str(args.treebank_dir),
             output_dir=str(args.output_dir / f"delta{delta}"), model="tiny", tokenizer=str(args.tokenizer),
             delta=delta, gat_attention=args.gat_attention, max_train_sentences=args.train_sentences,
-            max_eval_sentences=args.max_eval_sentences, steps=args.steps, learning_rate=args.learning_rate, gat=gat, seed=args.seed,
-            log_every=100)
+            max_eval_sentences=args.max_eval_sentences, steps=args.steps, learning_rate=args.learning_rate,
+            gat=gat, seed=args.seed, log_every=100)
         started = time.perf_counter()
         summary = run_pretraining(settings)
         metrics = json.loads((Path(settings.output_dir) / "probe_metrics.json").read_text())
@@ -66,8 +66,9 @@ def main() -> None:
                        "total_seconds": time.perf_counter() - started,
                        "ewt": {row["lang"]: row["split"] for row in summary["evaluation"]}.get("en")}
 
-    print(f"\nTiny GAT ({args.gat_attention} attention, {gat}) trained on {args.train_sentences} EWT train sentences, "
-          f"{args.steps} steps at learning rate {args.learning_rate}; probes on each treebank's dev set (test where there is none).\n")
+    print(f"\nTiny GAT ({args.gat_attention} attention, {gat}) trained on {args.train_sentences} EWT train "
+          f"sentences, {args.steps} steps at learning rate {args.learning_rate}; probes on each treebank's dev set "
+          "(test where there is none).\n")
     for delta, run in runs.items():
         en = run["metrics"]["en"]
         verdict = ", ".join(f"{m} {en[m]:.3f} ({'met' if en[m] >= t else 'NOT met'}: >= {t})"

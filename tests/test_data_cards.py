@@ -53,6 +53,16 @@ def test_cards_carry_ahmad_table_4_settings():
     assert load_card("mtop").variant("gat")["max_length"] == 96  # Syntax-MBERT scripts/mtop.sh
 
 
+def test_qa_cards_window_settings_reach_the_run_config():
+    from xsyn.run_config import ConfigError, resolve
+
+    for name in ("mlqa", "xquad"):  # XTREME scripts/train_qa.sh
+        config = resolve(name, "gat", load_card(name), {}, {})
+        assert (config.max_length, config.doc_stride, config.max_query_length) == (384, 128, 64)
+    with pytest.raises(ConfigError, match="max_query_length must be >= 1"):
+        resolve("mlqa", "gat", load_card("mlqa"), {}, {"max_query_length": 0})
+
+
 def test_chinese_cards_carry_li_et_al_grids():
     # Li et al. 2021, A.2: lr {2e-5, 3e-5}, epochs {3, 5, 10}, batch 32, length 128, m {3, 4}, WLA k {3, 4, 5}.
     for name in ("chnsenticorp", "msra_ner", "cged"):

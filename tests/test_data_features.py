@@ -92,6 +92,30 @@ def test_qa_answer_positions_per_window_and_cls_when_outside(small_tokenizer):
     assert report.answers_outside_window == 1
 
 
+def test_qa_question_is_cut_to_max_query_length_counted_and_keeps_its_distances(small_tokenizer):
+    from xsyn.tree_tensors import tree_distances
+
+    card = load_card("xquad")
+    features, report = prepare_features(card, [qa_example(Answer("today", 25))], small_tokenizer, 12,
+                                        doc_stride=2, max_query_length=2)
+    (row,) = rows(features)  # 12 - [CLS] - 2 question pieces - 2 [SEP] leaves room for all 6 context pieces
+    assert small_tokenizer.convert_ids_to_tokens(row["input_ids"]) == [
+        "[CLS]", "is", "the", "[SEP]", "the", "hearing", "is", "scheduled", "today", ".", "[SEP]"]
+    assert (row["start_positions"], row["end_positions"]) == (8, 8)
+    assert (report.truncated_queries, report.truncated_inputs, report.truncated_pieces) == (1, 0, 0)
+    # the question is a chain is -> the -> hearing -> today -> [CLS]; the cut words still carry the path
+    batch = collate_features([row])
+    assert tree_distances(batch["tree_parent"], batch["input_ids"].shape[1])[0, 1, 0] == 4
+
+
+def test_qa_question_length_defaults_to_the_cards_max_query_length(small_tokenizer):
+    question = " ".join(["is the hearing today"] * 17)  # 68 pieces; the card says 64 (XTREME)
+    example = Example("q", [Segment("en", text=question, record=text_record(question)),
+                            Segment("en", text="today.", record=text_record("today."))], answers=[])
+    features, report = prepare_features(load_card("mlqa"), [example], small_tokenizer, 128)
+    assert rows(features)[0]["token_type_ids"].count(0) == 1 + 64 + 1 and report.truncated_queries == 1
+
+
 def test_classification_labels_unknown_and_missing(small_tokenizer):
     card = load_card("pawsx")
 

@@ -83,3 +83,14 @@ def test_pretrained_variant_with_syntax_off_equals_plain_bert(checkpoint, plain,
 
 def test_the_checkpoint_tokenizer_keeps_its_casing_setting(checkpoint):
     assert load_tokenizer(checkpoint).tokenize("Dogs") == ["dogs"]  # MiniLM is uncased
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_sdoi_layer_starts_random_or_as_a_copy_of_the_last_layer(checkpoint, plain, copy):
+    model = build_model(str(checkpoint), "sdoi", None, sdoi_init_from_last_layer=copy)
+    last = plain.encoder.layer[-1].state_dict()
+    extra = model.sdoi.layer.state_dict()
+    assert set(extra) == set(last)
+    assert all(torch.equal(extra[name], last[name]) for name in last) is copy
+    matrices = [name for name, tensor in last.items() if tensor.dim() == 2]  # query, key, value, dense x3
+    assert len(matrices) == 6 and all(torch.equal(extra[n], last[n]) is copy for n in matrices)

@@ -165,8 +165,8 @@ def _fingerprint(checkpoint: Path, config: RunConfig, split: str) -> str:
     """What decides a language's result: the weights, the data settings, the split."""
     weights = checkpoint / "model.safetensors"
     stamp = f"{weights.stat().st_size}-{weights.stat().st_mtime_ns}" if weights.is_file() else str(checkpoint)
-    settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "parser", "data_dir", "n_best",
-                                                 "max_answer_length", "skip_bad_rows")}
+    settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "max_query_length", "parser",
+                                                 "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     return hashlib.sha256(json.dumps([stamp, settings, split], sort_keys=True).encode()).hexdigest()[:16]
 
 

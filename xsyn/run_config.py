@@ -50,6 +50,7 @@ class RunConfig:
     # data
     max_length: int = 128
     doc_stride: int | None = None
+    max_query_length: int | None = None  # QA: question pieces kept (cards: 64); None: all
     max_answer_length: int = 30
     n_best: int = 20
     train_examples: int | None = None  # use only the first N training examples (quick runs)
@@ -193,5 +194,6 @@ def _check(config: RunConfig, card: TaskCard) -> None:
             raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
     if config.batch_size % config.grad_accum:
         raise ConfigError(f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
-    if config.max_steps is not None and config.max_steps < 1:
-        raise ConfigError(f"max_steps must be >= 1, got {config.max_steps}")
+    for name in ("max_steps", "max_query_length"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")

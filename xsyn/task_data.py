@@ -113,7 +113,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
 
     with distributed.main_process_first() if distributed else nullcontext():  # others reuse its cache
         features, feature_report = prepare_features(
-            card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride, labels=vocab.labels,
+            card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
+            max_query_length=config.max_query_length, labels=vocab.labels,
             tags=vocab.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
     report = {"load": load_report, "parse": parsed.as_dict(), "features": feature_report.as_dict(),
               "limit": limit}

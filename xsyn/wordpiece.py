@@ -149,15 +149,18 @@ class WordpieceAligner:
         return self.assemble(self.segment_pieces(records), stride, window_segment)
 
     def assemble(self, segments: Sequence[SegmentPieces], stride: int | None = None,
-                 window_segment: int = -1) -> list[WordpieceTree]:
+                 window_segment: int = -1, max_other_length: int | None = None) -> list[WordpieceTree]:
+        """`encode` from segment pieces; `max_other_length` first cuts every segment but
+        `window_segment` to that many pieces (a QA question to `max_query_length`)."""
         budget = self.max_length - len(segments) - 1
-        lengths = [len(s.ids) for s in segments]
+        w = window_segment % len(segments)
+        lengths = [len(s.ids) if max_other_length is None or k == w else min(len(s.ids), max_other_length)
+                   for k, s in enumerate(segments)]
         if budget < len(segments):
             raise ValueError(f"max_length {self.max_length} leaves no room for {len(segments)} segments")
         if stride is None or sum(lengths) <= budget:
             keep = _longest_first(lengths, budget)
             return [self._build(segments, [(0, k) for k in keep], window_segment)]
-        w = window_segment % len(segments)
         others = sum(lengths) - lengths[w]
         room = budget - others
         if room < 1:

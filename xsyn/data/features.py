@@ -20,8 +20,9 @@ token + 1 for pre-tokenised segments, -1 for specials) and its labels:
 
 An unknown or missing label is -100 (ignored by the loss) and counted. Long tagged sentences and
 QA contexts become windows that advance by `doc_stride` pieces; no example is ever dropped, and
-`xsyn.data.decode` puts the windows back together. Parsing never happens here: every segment must
-already carry its `record`.
+`xsyn.data.decode` puts the windows back together. A QA question keeps at most `max_query_length`
+pieces (XTREME's 64 in the cards; the cut is counted, and truncation keeps its tree distances
+true). Parsing never happens here: every segment must already carry its `record`.
 
 The cache file is named by a hash of everything that decides the features (examples and their
 records, tokenizer, settings, this module's version), so a second run with the same inputs loads it.
@@ -45,7 +46,7 @@ from xsyn.data.example import Example
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.wordpiece import NO_SOURCE, SegmentPieces, WordpieceAligner
 
-FEATURES_VERSION = "1"
+FEATURES_VERSION = "2"
 IGNORE = -100  # label of pieces and examples the loss skips
 
 LABEL_COLUMNS = {
@@ -63,6 +64,7 @@ class FeatureSettings:
     kind: str
     max_length: int
     doc_stride: int | None  # pieces a window advances; None: half a window
+    max_query_length: int | None = None  # QA: pieces kept of the question; None: all
     labels: tuple[str, ...] = ()  # class labels or intents, in id order
     tags: tuple[str, ...] = ()  # tags, in id order
 
@@ -78,6 +80,7 @@ class FeatureReport:
     windowed_examples: int = 0  # examples split into more than one window
     truncated_inputs: int = 0  # examples that lost pieces (inputs over max_length that are not windowed)
     truncated_pieces: int = 0
+    truncated_queries: int = 0  # QA questions cut to max_query_length pieces
     unaligned_pieces: int = 0  # pieces (of whole segments) that map to no syntactic word
     wordless_words: int = 0  # words that got no piece (contracted into their head)
     unknown_labels: int = 0  # labels or tags outside the label set (trained on as -100)
@@ -91,18 +94,24 @@ class FeatureReport:
 
 
 def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max_length: int, *,
-                     doc_stride: int | None = None, labels: Sequence[str] = (), tags: Sequence[str] = (),
+                     doc_stride: int | None = None, max_query_length: int | None = None,
+                     labels: Sequence[str] = (), tags: Sequence[str] = (),
                      cache_dir: str | Path | None = None, num_proc: int | None = None) -> tuple[Any, FeatureReport]:
     """A `datasets.Dataset` of features (one or more per example) and a `FeatureReport`.
 
     `labels`/`tags` are the id orders (see `xsyn.data.loading.label_names` / `tag_names`);
-    `doc_stride` defaults to the card's hyperparameter when every variant agrees, else half a window.
+    `doc_stride` and (QA) `max_query_length` default to the card's hyperparameter when every
+    variant agrees, else half a window and the whole question.
     """
     import datasets
 
     start = time.perf_counter()
-    settings = FeatureSettings(card.kind, max_length, doc_stride if doc_stride is not None
-                               else _card_stride(card), tuple(labels), tuple(tags))
+    if max_query_length is not None and max_query_length < 1:
+        raise ValueError(f"max_query_length={max_query_length}: keep at least one question piece")
+    settings = FeatureSettings(
+        card.kind, max_length, doc_stride if doc_stride is not None else _card_setting(card, "doc_stride"),
+        max_query_length if max_query_length is not None else _card_setting(card, "max_query_length"),
+        tuple(labels), tuple(tags))
     _check_label_sets(card, settings)
     rows = [_example_row(i, e, card) for i, e in enumerate(examples)]
     key = _cache_key(rows, tokenizer, settings)
@@ -125,9 +134,9 @@ def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max
     return features, report
 
 
-def _card_stride(card: TaskCard) -> int | None:
-    strides = {v["doc_stride"] for v in card.hyperparameters.values() if "doc_stride" in v}
-    return strides.pop() if len(strides) == 1 else None
+def _card_setting(card: TaskCard, name: str) -> int | None:
+    values = {v[name] for v in card.hyperparameters.values() if name in v}
+    return values.pop() if len(values) == 1 else None
 
 
 def _check_label_sets(card: TaskCard, settings: FeatureSettings) -> None:
@@ -182,13 +191,14 @@ def _fill_report(report: FeatureReport, features) -> None:
     report.features = len(features)
     if len(features) == 0:
         return
-    counters = features.select_columns(["example_index", "truncated", "unaligned", "wordless",
+    counters = features.select_columns(["example_index", "truncated", "query_truncated", "unaligned", "wordless",
                                         "unknown_labels", "answer_outside"]).to_pandas()
     per_example = counters.groupby("example_index").size()
     report.windowed_examples = int((per_example > 1).sum())
     firsts = counters.drop_duplicates("example_index")
     report.truncated_inputs = int((firsts["truncated"] > 0).sum())
     report.truncated_pieces = int(firsts["truncated"].sum())
+    report.truncated_queries = int((firsts["query_truncated"] > 0).sum())
     report.unaligned_pieces = int(firsts["unaligned"].sum())
     report.wordless_words = int(firsts["wordless"].sum())
     report.unknown_labels = int(firsts["unknown_labels"].sum())
@@ -221,7 +231,9 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
                       settings: FeatureSettings, label_ids: Mapping[str, int],
                       tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
     stride = _overlap(segments, settings) if settings.windowed else None
-    trees = aligner.assemble(segments, stride=stride, window_segment=-1)
+    query_cap = settings.max_query_length if settings.kind == "extractive-qa" else None
+    trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=query_cap)
+    query_cut = sum(max(0, len(s.ids) - query_cap) for s in segments[:-1]) if query_cap else 0
     unknown = 0
     label = IGNORE
     if settings.labels and item["label"] is not None:
@@ -231,14 +243,14 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
     if settings.tags:
         piece_tags, unknown_tags = first_piece_labels(segments[0], item["tags"], tag_ids)
         unknown += unknown_tags
-    lost = trees[0].truncated if len(trees) == 1 else 0  # windows cover every piece
+    lost = trees[0].truncated - query_cut if len(trees) == 1 else 0  # windows cover every piece
     rows = []
     for w, tree in enumerate(trees):
         row: dict[str, Any] = dict(tree_features(tree))
         row.update(example_index=item["index"], window_index=w, window_start=tree.window[0],
                    window_end=tree.window[1], source_start=tree.source[:, 0], source_end=tree.source[:, 1],
-                   truncated=lost, unaligned=sum(s.unaligned for s in segments), wordless=tree.wordless,
-                   unknown_labels=unknown, answer_outside=0)
+                   truncated=lost, query_truncated=query_cut, unaligned=sum(s.unaligned for s in segments),
+                   wordless=tree.wordless, unknown_labels=unknown, answer_outside=0)
         in_window = _window_labels(piece_tags, tree.segment_id, tree.window) if piece_tags is not None else None
         if settings.kind == "extractive-qa":
             start, end = answer_positions(tree.source, tree.segment_id, len(segments) - 1, item["answers"])
@@ -256,7 +268,9 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
 
 def _overlap(segments: list[SegmentPieces], settings: FeatureSettings) -> int:
     """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`."""
-    room = settings.max_length - len(segments) - 1 - sum(len(s.ids) for s in segments[:-1])
+    cap = settings.max_query_length if settings.kind == "extractive-qa" else None
+    room = settings.max_length - len(segments) - 1 - sum(len(s.ids) if cap is None else min(len(s.ids), cap)
+                                                         for s in segments[:-1])
     if room <= 1:
         return 0
     step = settings.doc_stride if settings.doc_stride is not None else max(1, room // 2)

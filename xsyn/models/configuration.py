@@ -32,6 +32,8 @@ inside a forward pass.
 | `wla_window`              | 4             | wla          | k: word j is local to word i iff abs(i - j) <= k          |
 | `sdoi_alpha`              | 0.5           | sdoi         | H' = alpha H + (1 - alpha) H_sdoi                         |
 | `sdoi_learn_alpha`        | False         | sdoi         | make alpha a trained parameter (initialised to the above) |
+| `sdoi_init_from_last_layer` | False       | sdoi         | start the extra layer as a copy of the checkpoint's last  |
+|                           |               |              | layer (SG-Net: random); applies when lifting a checkpoint |
 
 Head sizes live here too, so a saved model restores its head: `num_labels` (BERT's own field;
 sequence and token heads), `num_intents` and `num_slot_labels` (the intent-slot head).
@@ -75,6 +77,7 @@ class XsynBertConfig(BertConfig):
     wla_window: int = 4
     sdoi_alpha: float | int = 0.5
     sdoi_learn_alpha: bool = False
+    sdoi_init_from_last_layer: bool = False
     num_intents: int | None = None
     num_slot_labels: int | None = None
 

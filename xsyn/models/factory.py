@@ -61,12 +61,17 @@ def build_model(model: str, variant: str, head: str | None, *,
     if model == TINY:
         if not isinstance(tokenizer, PreTrainedTokenizerBase):
             tokenizer = load_tokenizer(tokenizer)
-        return model_class(XsynBertConfig.from_bert_config(tiny_config(tokenizer), **settings))
-    base = _bert_config(model)
-    if isinstance(base, XsynBertConfig) and base.variant != variant:
-        raise ValueError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
-                         "load it with load_model, or start from the plain BERT checkpoint")
-    return model_class.from_pretrained(model, config=XsynBertConfig.from_bert_config(base, **settings))
+        lifted = model_class(XsynBertConfig.from_bert_config(tiny_config(tokenizer), **settings))
+    else:
+        base = _bert_config(model)
+        if isinstance(base, XsynBertConfig) and base.variant != variant:
+            raise ValueError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
+                             "load it with load_model, or start from the plain BERT checkpoint")
+        lifted = model_class.from_pretrained(model, config=XsynBertConfig.from_bert_config(base, **settings))
+    if lifted.config.variant == "sdoi" and lifted.config.sdoi_init_from_last_layer:
+        encoder = lifted.base_model  # the extra layer starts as the checkpoint's last (same shapes)
+        encoder.sdoi.layer.load_state_dict(encoder.encoder.layer[-1].state_dict())
+    return lifted
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:

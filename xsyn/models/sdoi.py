@@ -1,7 +1,8 @@
 """SG-Net's syntax-guided layer (Zhang et al. 2020): the SDOI variant.
 
 One extra Transformer layer (self-attention, feed-forward, residuals, LayerNorms: a `BertLayer`,
-freshly initialised) reads BERT's final hidden states H with attention limited to each piece's
+freshly initialised as in SG-Net, or a copy of the checkpoint's last layer with
+`sdoi_init_from_last_layer`) reads BERT's final hidden states H with attention limited to each piece's
 syntactic dependency of interest: its ancestors and itself (`TreeTensors.sdoi_mask`, computed from
 the parent pointers, so right for non-projective trees; special tokens see themselves). Its
 output is aggregated with BERT's:
