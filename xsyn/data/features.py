@@ -72,6 +72,11 @@ class FeatureSettings:
     def windowed(self) -> bool:
         return self.kind in ("token-classification", "extractive-qa", "intent-slot")
 
+    @property
+    def query_cap(self) -> int | None:
+        """Pieces kept of each segment before the windowed one (a QA question); None: all."""
+        return self.max_query_length if self.kind == "extractive-qa" else None
+
 
 @dataclass
 class FeatureReport:
@@ -231,9 +236,8 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
                       settings: FeatureSettings, label_ids: Mapping[str, int],
                       tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
     stride = _overlap(segments, settings) if settings.windowed else None
-    query_cap = settings.max_query_length if settings.kind == "extractive-qa" else None
-    trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=query_cap)
-    query_cut = sum(max(0, len(s.ids) - query_cap) for s in segments[:-1]) if query_cap else 0
+    trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
+    query_cut = sum(len(s.ids) for s in segments[:-1]) - _kept_query_pieces(segments, settings)
     unknown = 0
     label = IGNORE
     if settings.labels and item["label"] is not None:
@@ -268,13 +272,17 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
 
 def _overlap(segments: list[SegmentPieces], settings: FeatureSettings) -> int:
     """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`."""
-    cap = settings.max_query_length if settings.kind == "extractive-qa" else None
-    room = settings.max_length - len(segments) - 1 - sum(len(s.ids) if cap is None else min(len(s.ids), cap)
-                                                         for s in segments[:-1])
+    room = settings.max_length - len(segments) - 1 - _kept_query_pieces(segments, settings)
     if room <= 1:
         return 0
     step = settings.doc_stride if settings.doc_stride is not None else max(1, room // 2)
     return min(max(room - step, 0), room - 1)
+
+
+def _kept_query_pieces(segments: list[SegmentPieces], settings: FeatureSettings) -> int:
+    """Pieces of the segments before the windowed one that `assemble` keeps (all, or `query_cap` each)."""
+    cap = settings.query_cap
+    return sum(len(s.ids) if cap is None else min(len(s.ids), cap) for s in segments[:-1])
 
 
 def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_ids: Mapping[str, int]
