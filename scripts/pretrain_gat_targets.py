@@ -19,9 +19,11 @@ SHARED = REPO.parent / "shared" / "data"
 TARGETS = {"uuas": 0.95, "dist_spearman": 0.9}
 TRAINING_BUDGET_S = 300
 # The best GAT found for the targets (see the README): residual connections, relation embeddings
-# in the input, relation logits that tell a piece's head from its dependents, and 6 layers (so that a
-# piece gathers ancestors 6 hops up at delta 1).
-BEST_SETTINGS = ("gat_residual=true", "gat_deprel_embeddings=true", "gat_edge_direction=true", "gat_layers=6")
+# in the input, relation logits that tell a piece's head from its dependents, BERT's positions in the
+# input (so identical words are told apart), 6 layers (a piece gathers ancestors 6 hops up at delta 1)
+# and full-rank probes.
+BEST_SETTINGS = ("gat_residual=true", "gat_deprel_embeddings=true", "gat_edge_direction=true",
+                 "gat_position_embeddings=true", "gat_layers=6", "probe_rank=256")
 
 
 def main() -> None:

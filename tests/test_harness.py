@@ -230,14 +230,15 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     from xsyn.models.factory import build_model
     from xsyn.models.presets import load_tokenizer
 
-    pretrained = build_model("tiny", "gat", None, tokenizer=load_tokenizer(vocab), gat_layers=2, gat_residual=True)
+    pretrained = build_model("tiny", "gat", None, tokenizer=load_tokenizer(vocab), gat_layers=2, gat_residual=True,
+                             gat_position_embeddings=True)
     pretrained.save_gat(tmp_path / "gat")
     out = tmp_path / "run"
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
                                                  "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))
     assert res.exit_code == 0, res.output
     syntax = json.loads((out / "config.json").read_text())["syntax"]
-    assert syntax["gat_layers"] == 2 and syntax["gat_residual"] is True
+    assert syntax["gat_layers"] == 2 and syntax["gat_residual"] is True and syntax["gat_position_embeddings"] is True
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
     assert all(torch.equal(saved[k], tuned[f"bert.gat.{k}"]) for k in saved)  # frozen: unchanged by training

@@ -28,6 +28,8 @@ SYNTAX_VARIANTS = ("gat", "sla", "wla", "sdoi")
 CHASED = SyntaxRecord.from_words(["the", "dog", "chased", "a", "cat", "."], [2, 3, 0, 5, 3, 3],
                                  ["DET", "NOUN", "VERB", "DET", "NOUN", "PUNCT"],
                                  ["det", "nsubj", "root", "det", "obj", "punct"])
+CAT_CHASED_CAT = SyntaxRecord.from_words(["cat", "chased", "cat"], [2, 0, 2], ["NOUN", "VERB", "NOUN"],
+                                        ["obj", "root", "obj"])
 HUND = SyntaxRecord.from_words(["der", "hund", "lauft", "zum", "haus"], [2, 3, 0, 5, 3],
                                ["DET", "NOUN", "VERB", "ADP", "NOUN"], ["det", "nsubj", "root", "case", "obl"])
 
@@ -257,6 +259,22 @@ def test_edge_direction_lets_a_gat_layer_read_a_pieces_head_alone(plain, batch, 
             moved["input_ids"][0, j] = 5 + (moved["input_ids"][0, j] - 4) % 20  # another real word
             changed = (model.syntax_probe(**moved).gat_output[0] - base).abs().amax(-1) > 1e-5
             assert changed[1:13].tolist() == (parent[1:] == j).tolist()
+
+
+@pytest.mark.parametrize("positions", [False, True])
+def test_position_embeddings_tell_identical_words_in_mirrored_places_apart(plain, small_tokenizer, positions):
+    """[CLS] cat chase ##d cat [SEP]: both cats hang from "chase", with the same input and
+    neighbourhood, so a GAT gives them the same output unless BERT's positions are added to its input."""
+    model = lifted(plain, "gat", gat_delta=1, gat_position_embeddings=positions)
+    cats = collate_trees([WordpieceAligner(small_tokenizer).encode([CAT_CHASED_CAT])[0]])
+    with torch.no_grad():
+        g = model.syntax_probe(**cats).gat_output[0]
+        tree = TreeTensors(cats["tree_parent"], cats["tree_upos"], None, None)
+        words = model.embeddings.word_embeddings(cats["input_ids"])
+        by_hand = model.gat(words + model.embeddings.position_embeddings.weight[:6] if positions else words,
+                            tree.upos, tree.gat_mask(1))[0]
+    torch.testing.assert_close(g, by_hand)
+    assert torch.allclose(g[1], g[4], atol=1e-6) is not positions
 
 
 # -- structural probes -----------------------------------------------------------------------------------

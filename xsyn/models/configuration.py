@@ -24,6 +24,9 @@ inside a forward pass.
 | `gat_edge_direction`      | False         | gat          | a learned attention logit per GAT layer, head and edge    |
 |                           |               |              | relation (self, head, dependent, further): lets the GAT   |
 |                           |               |              | tell a piece's head from its dependents (not in the paper)|
+| `gat_position_embeddings` | False         | gat          | add BERT's position embeddings to the GAT input, so that  |
+|                           |               |              | identical words in mirrored places of a tree get distinct |
+|                           |               |              | inputs (not in the paper; helps pre-training, see README) |
 | `probe_rank`              | 64            | gat          | rank of the structural probes theta1, theta2              |
 | `structural_loss_weight`  | 0.5           | gat          | alpha in loss = task + alpha (distance + depth)           |
 | `sla_distance`            | 3             | sla          | m: word j is local to word i iff min over i-1, i, i+1 of  |
@@ -70,6 +73,7 @@ class XsynBertConfig(BertConfig):
     gat_deprel_embeddings: bool = False
     gat_residual: bool = False
     gat_edge_direction: bool = False
+    gat_position_embeddings: bool = False
     probe_rank: int = 64
     structural_loss_weight: float | int = 0.5
     sla_distance: int = 3

@@ -2,7 +2,8 @@
 
 Input: BERT's word-piece embeddings (the same table as BERT's, not a copy) plus a UPOS embedding
 (and, as an option, a relation embedding). L_g layers of k-head attention restricted to tree
-distance <= delta; no feed-forward sublayer, no residual, no position embeddings; a final
+distance <= delta; no feed-forward sublayer, no residual, no position embeddings (the paper's
+design; `gat_residual` and `gat_position_embeddings` add the last two as options); a final
 LayerNorm (as in the released code) keeps G's scale fixed for the bias it feeds.
 
 - `dot` attention (paper eq. 2): query = key = T = X W_T, value = X W_V, scaled dot product, run
@@ -15,6 +16,11 @@ opt-in `gat_edge_direction` adds a learned logit per layer, head and relation of
 (self, head, dependent, further; `xsyn.tree_tensors.edge_relations`): a layer can then read the
 head alone, and stacked layers gather each piece's chain of ancestors, what a tree-distance
 embedding needs (Hewitt and Manning's squared distances are sums over the path).
+
+Without positions, two identical words in mirrored places of a tree (the objects "cat" of "cat
+chased cat") have the same input and the same neighbourhood, so no GAT can tell them apart, nor
+put them at their distance from each other. The opt-in `gat_position_embeddings` adds BERT's
+position embeddings (the model's own table, like the word embeddings) to the GAT input.
 
 Structural probes (Hewitt and Manning 2019) read G: predicted squared distances
 ||theta1 (g_i - g_j)||^2 and squared norms ||theta2 g_i||^2, trained with L1 against tree distances
@@ -47,7 +53,8 @@ RELATION_BIAS_SCALE = 10.0
 GAT_CONFIG = "gat_config.json"
 # Settings that fix the shapes of a GAT checkpoint; they must match to load one.
 GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
-                    "gat_deprel_embeddings", "gat_residual", "gat_edge_direction", "probe_rank")
+                    "gat_deprel_embeddings", "gat_residual", "gat_edge_direction", "gat_position_embeddings",
+                    "probe_rank")
 
 
 class DotGatLayer(nn.Module):

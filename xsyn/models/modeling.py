@@ -166,7 +166,8 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         context = SyntaxContext()
         implementation = self.config._attn_implementation
         if variant == "gat":
-            context.gat_output = self.gat_encode(input_ids, tree, tree_deprel)
+            context.gat_output = self.gat_encode(input_ids, tree, tree_deprel,
+                                                 position_ids=kwargs.get("position_ids"))
         elif variant == "sla":
             mask = tree.sla_mask(self.config.sla_distance, self.config.sla_punct_visible)
             context.local_mask = attention_mask_for(mask, implementation, self.dtype)
@@ -200,9 +201,17 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
                 "with xsyn.batch.collate_trees(..., syntax=True) from parsed examples")
 
     def gat_encode(self, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
-        """G (B, T, k d_g) of a batch's trees, under `mask` (default: tree distance <= gat_delta)."""
+                   mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """G (B, T, k d_g) of a batch's trees, under `mask` (default: tree distance <= gat_delta).
+
+        The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
+        by default 0..T-1 as in BERT) where the config sets `gat_position_embeddings`.
+        """
         words = self.embeddings.word_embeddings(input_ids)
+        if self.config.gat_position_embeddings:
+            if position_ids is None:
+                position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
+            words = words + self.embeddings.position_embeddings(position_ids)
         mask = tree.gat_mask(self.config.gat_delta) if mask is None else mask
         relations = tree.edge_relations if self.config.gat_edge_direction else None
         return self.gat(words, tree.upos, mask, deprel, relations)
