@@ -51,7 +51,7 @@ GAT_WEIGHTS = "gat.safetensors"
 # optimiser's rate: singling out the head needs logits of several units.
 RELATION_BIAS_SCALE = 10.0
 GAT_CONFIG = "gat_config.json"
-# Settings that fix the shapes of a GAT checkpoint; they must match to load one.
+# Settings that fix what a GAT checkpoint is (its shapes, its inputs, its wiring); they must match to load one.
 GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
                     "gat_deprel_embeddings", "gat_residual", "gat_edge_direction", "gat_position_embeddings",
                     "probe_rank")
