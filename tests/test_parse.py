@@ -13,6 +13,7 @@ from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
 from xsyn.syntax.parsers import ChainParser, ParserUnavailable, StanzaParser
+from xsyn.wordpiece import ROOT, WordpieceAligner
 
 
 class CountingParser(ChainParser):
@@ -103,6 +104,39 @@ def test_stanza_pretokenised_input_keeps_gold_token_indices():
     (rec,) = parser.parse_tokens([["EU", "rejects", "German", "call"]], "en")
     assert seen == [["EU", "rejects", "German", "call"]]  # the gold tokens reached the pipeline as tokens
     assert rec.token_index == [0, 1, 2, 3] and rec.heads == [2, 0, 4, 2] and rec.spans is None
+
+
+def test_chinese_characters_are_parsed_as_one_text_and_each_word_covers_its_characters(shared_data,
+                                                                                       mbert_tokenizer):
+    """Character-level tasks (MSRA NER, CGED) give one token per character. Stanza is handed the
+    joined text, finds the words, and each word is placed on its characters: in the wordpiece tree
+    a word's first character carries its head and its later characters hang from the first."""
+    path = shared_data / "ud" / "UD_Chinese-GSD" / "zh_gsd-ud-dev.conllu"
+    gold = [r for r in read_conllu(path) if not any(c.isspace() for c in r.text)][:60]
+    stand_in = TreebankPipeline({r.text: _blocks(path)[r.text] for r in gold})
+    pipelines = []
+    parser = StanzaParser(pipeline_factory=lambda lang, pretok: pipelines.append(pretok) or stand_in)
+    characters = [list(r.text) for r in gold]
+    parsed = parser.parse_tokens(characters, "zh")
+    assert pipelines == [False]  # the raw-text pipeline only
+    aligner = WordpieceAligner(mbert_tokenizer)
+    several = 0
+    for record, g, chars, pieces in zip(parsed, gold, characters, aligner.segment_pieces(parsed)):
+        assert (record.words, record.heads, record.text) == (g.words, g.heads, " ".join(chars))
+        assert ["".join(chars[t:e]) for t, e in record.units()] == record.words
+        units = record.units()
+        for w, (t, e) in enumerate(units):
+            first = [p for p, (token, _) in enumerate(pieces.source) if token == t][0]
+            parent = pieces.parent[first]  # the head word's first character, or ROOT
+            if record.heads[w] == 0:
+                assert parent == ROOT
+            else:
+                assert pieces.source[parent][0] == units[record.heads[w] - 1][0]
+            later = [p for p, (token, _) in enumerate(pieces.source) if t < token < e]
+            assert all(pieces.parent[p] == first for p in later)
+            several += e - t > 1
+    assert several > 500  # most Chinese words span two or more characters
+    assert sum(len(r.words) for r in parsed) < sum(map(len, characters))
 
 
 def test_missing_stanza_models_get_an_actionable_error(tmp_path):

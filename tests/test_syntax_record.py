@@ -51,6 +51,30 @@ def test_concatenated_sentences_keep_one_root_each():
         SyntaxRecord(ctx.words, ctx.heads, ctx.upos, ctx.deprels, spans=ctx.spans).validate()
 
 
+def _characters(words, heads):
+    """A pre-tokenised record whose words cover runs of one-character gold tokens."""
+    starts = [sum(map(len, words[:i])) for i in range(len(words))]
+    return SyntaxRecord(words, heads, ["X"] * len(words), ["dep"] * len(words), token_index=starts,
+                        token_end=[s + len(w) for s, w in zip(starts, words)],
+                        text=" ".join("".join(words)), lang="zh")
+
+
+def test_words_over_several_gold_tokens_keep_their_ranges_through_concatenation_and_json():
+    first, second = _characters(["我", "爱", "北京"], [2, 0, 2]), _characters(["天安门", "大"], [0, 1])
+    assert first.units() == [(0, 1), (1, 2), (2, 4)]
+    joined = SyntaxRecord.concatenate([first, second])
+    assert joined.units() == [(0, 1), (1, 2), (2, 4), (4, 7), (7, 8)]
+    assert joined.text == "我 爱 北 京 天 安 门 大"  # the gold tokens
+    assert SyntaxRecord.from_dict(joined.to_dict()) == joined
+
+
+def test_a_word_that_covers_no_gold_token_is_named():
+    record = _characters(["我", "爱"], [2, 0])
+    record.token_end = [1, 1]
+    with pytest.raises(TreeError, match=r"word 2 \('爱'\) covers no gold token"):
+        record.validate()
+
+
 def test_jsonl_round_trip_is_atomic_and_complete(tmp_path):
     recs = [SyntaxRecord.from_words(["a", "b"], [2, 0], ["X", "X"], ["dep", "root"], lang="en", sent_id="s1"),
             SyntaxRecord(["zu", "dem"], [0, 1], ["ADP", "DET"], ["root", "det"], token_index=[0, 0],

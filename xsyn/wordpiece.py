@@ -248,13 +248,18 @@ def _longest_first(lengths: list[int], budget: int) -> list[int]:
 
 
 def _gold_tokens(record: SyntaxRecord) -> list[str]:
-    """The gold tokens behind a pre-tokenised record (words of one token share its index)."""
-    tokens: dict[int, str] = {}
-    for w, t in zip(record.words, record.token_index or []):
-        tokens.setdefault(t, w)
-    n = max(tokens) + 1 if tokens else 0
+    """The gold tokens behind a pre-tokenised record: its text split at spaces, or else rebuilt from
+    its words (the words of one token share its index)."""
+    units = record.units() or []
+    n = max((end for _, end in units), default=0)
     if record.text is not None and len(record.text.split(" ")) == n:
         return record.text.split(" ")
+    if any(end - start > 1 for start, end in units):
+        raise ValueError(f"the record of {' '.join(record.words)[:60]!r} has words over several gold tokens "
+                         "but no text to recover the tokens from; keep the tokens joined by spaces in `text`")
+    tokens: dict[int, str] = {}
+    for w, (t, _) in zip(record.words, units):
+        tokens.setdefault(t, w)
     return [tokens.get(t, "") for t in range(n)]
 
 
@@ -267,7 +272,7 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
     n = len(record.words)
     if n > _MAX_INT16:
         raise ValueError(f"a segment of {n} words exceeds the int16 word index; split it first")
-    spans = record.spans if record.token_index is None else [(t, t + 1) for t in record.token_index]
+    spans = record.units()
     if spans is None:
         raise ValueError("a record needs character spans or gold-token indices to be aligned")
     heads = record.heads

@@ -91,7 +91,7 @@ def align_words(predicted: SyntaxRecord, gold: SyntaxRecord) -> dict[int, int]:
     """Predicted word index -> gold word index, for the words that correspond."""
     if predicted.words == gold.words:
         return {i: i for i in range(len(gold.words))}
-    pred_units, gold_units = _units(predicted), _units(gold)
+    pred_units, gold_units = predicted.units(), gold.units()
     same_kind = (predicted.token_index is None) == (gold.token_index is None)
     if pred_units is None or gold_units is None or not same_kind:
         raise ValueError("cannot align a parser's words with the gold words: both records need character "
@@ -104,12 +104,6 @@ def align_words(predicted: SyntaxRecord, gold: SyntaxRecord) -> dict[int, int]:
     for p, unit in enumerate(pred_units):
         pred_at.setdefault(unit, []).append(p)
     return {p: g for unit, ps in pred_at.items() for p, g in zip(ps, gold_at.get(unit, []), strict=False)}
-
-
-def _units(record: SyntaxRecord) -> list[tuple[int, int]] | None:
-    if record.token_index is not None:
-        return [(t, t + 1) for t in record.token_index]
-    return list(record.spans) if record.spans is not None else None
 
 
 def describe_mismatch(k: int, predicted: SyntaxRecord, gold: SyntaxRecord) -> str:

@@ -1,7 +1,9 @@
 """Parsers: text or gold tokens in, syntax records out.
 
 - `StanzaParser`: a real `stanza.Pipeline` (tokenize, mwt, pos, lemma, depparse) into Universal
-  Dependencies; raw or pre-tokenised input, batched through `bulk_process`.
+  Dependencies; raw or pre-tokenised input, batched through `bulk_process`. Gold tokens that are
+  the single characters of a language written without spaces (Chinese character-level tasks) are
+  parsed as their joined text, so Stanza finds the words; each word then covers its characters.
 - `ChainParser`: a model-free control tree (each word headed by its right neighbour). It is the
   linear-order baseline of syntax ablations, and lets every code path run where no parser
   model is installed.
@@ -76,6 +78,22 @@ def _chain(words: list[str], lang: str, **where: Any) -> SyntaxRecord:
 # -- Stanza ------------------------------------------------------------------------------------------
 
 _DOWNLOAD = {"none": "NONE", "reuse": "REUSE_RESOURCES", "download": "DOWNLOAD_RESOURCES"}
+UNSPACED_LANGUAGES = ("zh", "ja")  # written without spaces between words
+
+
+def joins_characters(tokens: Sequence[str], lang: str) -> bool:
+    """Gold tokens that are single characters of an unspaced language: a parser given them one by
+    one would take every character for a word, so they are parsed as one text instead."""
+    return lang.split("-")[0] in UNSPACED_LANGUAGES and bool(tokens) and all(len(t) == 1 for t in tokens)
+
+
+def characters_as_tokens(record: SyntaxRecord, tokens: Sequence[str]) -> SyntaxRecord:
+    """A record parsed from `"".join(tokens)` (one character per token) -> the same words placed on
+    the gold tokens: a character span is a range of tokens."""
+    units = record.units() or []
+    return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
+                        token_index=[start for start, _ in units], token_end=[end for _, end in units],
+                        text=" ".join(tokens), lang=record.lang, sentence_starts=record.sentence_starts)
 
 
 class StanzaParser:
@@ -103,7 +121,7 @@ class StanzaParser:
         self._pipelines: dict[tuple[str, bool], Any] = {}
 
     def settings(self) -> dict[str, Any]:
-        return {"processors": self.processors, "package": self.package}
+        return {"processors": self.processors, "package": self.package, "unspaced_characters": "joined"}
 
     def _build_pipeline(self, lang: str, pretokenized: bool) -> Any:
         import stanza
@@ -145,15 +163,21 @@ class StanzaParser:
     def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str) -> list[SyntaxRecord]:
         from stanza import Document
 
-        nlp = self._pipeline(lang, pretokenized=True)
-        records = []
-        for start in range(0, len(token_lists), self.batch_docs):
-            chunk = token_lists[start:start + self.batch_docs]
-            docs = nlp.bulk_process([
-                Document([[{"id": (i + 1,), "text": tok} for i, tok in enumerate(tokens)]],
-                         text=" ".join(tokens)) for tokens in chunk])
-            records += [document_record(doc, lang, pretokenized=True) for doc in docs]
-        return records
+        records: list[SyntaxRecord | None] = [None] * len(token_lists)
+        joined = [k for k, tokens in enumerate(token_lists) if joins_characters(tokens, lang)]
+        for k, record in zip(joined, self.parse_texts(["".join(token_lists[k]) for k in joined], lang)):
+            records[k] = characters_as_tokens(record, token_lists[k])
+        rest = [k for k, record in enumerate(records) if record is None]
+        if rest:  # (only then is the pre-tokenised pipeline loaded)
+            nlp = self._pipeline(lang, pretokenized=True)
+            for start in range(0, len(rest), self.batch_docs):
+                chunk = rest[start:start + self.batch_docs]
+                docs = nlp.bulk_process([
+                    Document([[{"id": (i + 1,), "text": tok} for i, tok in enumerate(token_lists[k])]],
+                             text=" ".join(token_lists[k])) for k in chunk])
+                for k, doc in zip(chunk, docs):
+                    records[k] = document_record(doc, lang, pretokenized=True)
+        return records  # type: ignore[return-value]
 
 
 def document_record(doc: Any, lang: str, text: str | None = None, pretokenized: bool = False

@@ -8,7 +8,9 @@ A segment may hold several sentences (a QA context): each sentence has its own r
 
 Where a word sits is either a character span in `text` (raw-text input) or the index of the
 gold token it came from (`token_index`, for pre-tokenised tasks such as NER). The words of a
-multiword token ("zum" -> "zu dem") share the surface token's span or index.
+multiword token ("zum" -> "zu dem") share the surface token's span or index. A word may also
+cover several gold tokens: a Chinese word over the characters of a character-level task ends at
+`token_end` (exclusive; by default each word covers one token).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class SyntaxRecord:
     deprels: list[str]
     spans: list[tuple[int, int]] | None = None
     token_index: list[int] | None = None
+    token_end: list[int] | None = None
     text: str | None = None
     lang: str = ""
     sentence_starts: list[int] = field(default_factory=lambda: [0])
@@ -77,6 +80,7 @@ class SyntaxRecord:
         words, heads, upos, deprels, starts = [], [], [], [], []
         spans: list[tuple[int, int]] = []
         token_index: list[int] = []
+        token_end: list[int] = []
         pieces, char_offset, token_offset = [], 0, 0
         for rec in records:
             offset = len(words)
@@ -86,17 +90,27 @@ class SyntaxRecord:
             deprels += rec.deprels
             heads += [h + offset if h else 0 for h in rec.heads]
             if pretokenized:
-                token_index += [t + token_offset for t in rec.token_index or []]
-                token_offset = token_index[-1] + 1 if token_index else token_offset
+                units = rec.units() or []
+                token_index += [t + token_offset for t, _ in units]
+                token_end += [e + token_offset for _, e in units]
+                token_offset += (len(rec.text.split(" ")) if rec.text is not None
+                                 else max((e for _, e in units), default=0))
             else:
                 shift = 0 if text is not None else char_offset
                 spans += [(s + shift, e + shift) for s, e in rec.spans or []]
                 if text is None:
                     pieces.append(rec.text or " ".join(rec.words))
                     char_offset += len(pieces[-1]) + 1
-        joined = text if text is not None else (None if pretokenized else " ".join(pieces))
+        if text is not None:
+            joined = text
+        elif pretokenized:  # the gold tokens, joined by spaces, where every sentence kept them
+            joined = " ".join(r.text for r in records) if all(r.text is not None for r in records) else None
+        else:
+            joined = " ".join(pieces)
+        multi_token = any(rec.token_end is not None for rec in records)
         return cls(words, heads, upos, deprels, spans=None if pretokenized else spans,
-                   token_index=token_index if pretokenized else None, text=joined,
+                   token_index=token_index if pretokenized else None,
+                   token_end=token_end if pretokenized and multi_token else None, text=joined,
                    lang=records[0].lang, sentence_starts=starts)
 
     # -- validation -------------------------------------------------------------------------------
@@ -113,11 +127,27 @@ class SyntaxRecord:
             raise TreeError(f"spans has {len(self.spans)} entries for {n} words")
         if self.token_index is not None and len(self.token_index) != n:
             raise TreeError(f"token_index has {len(self.token_index)} entries for {n} words")
+        if self.token_end is not None:
+            if self.token_index is None or len(self.token_end) != n:
+                raise TreeError(f"token_end has {len(self.token_end)} entries for {n} words and needs a "
+                                "token_index of the same length")
+            empty = next((i for i, (t, e) in enumerate(zip(self.token_index, self.token_end)) if e <= t), None)
+            if empty is not None:
+                raise TreeError(f"word {empty + 1} ({self.words[empty]!r}) covers no gold token: token_end "
+                                f"{self.token_end[empty]} is not after token_index {self.token_index[empty]}")
         bounds = list(self.sentence_starts) + [n]
         for start, end in zip(bounds, bounds[1:]):
             if end <= start:
                 raise TreeError(f"sentence starting at word {start + 1} has no words")
             validate_heads(self.heads[start:end], offset=start)
+
+    def units(self) -> list[tuple[int, int]] | None:
+        """Where each word sits: its gold tokens [start, end) in a pre-tokenised record, else its
+        character span in `text` (None when the record has neither)."""
+        if self.token_index is not None:
+            ends = self.token_end or [t + 1 for t in self.token_index]
+            return list(zip(self.token_index, ends))
+        return list(self.spans) if self.spans is not None else None
 
     # -- JSON Lines -------------------------------------------------------------------------------
 
@@ -127,6 +157,8 @@ class SyntaxRecord:
             out["spans"] = [list(s) for s in self.spans]
         if self.token_index is not None:
             out["token_index"] = self.token_index
+        if self.token_end is not None:
+            out["token_end"] = self.token_end
         if self.text is not None:
             out["text"] = self.text
         if self.lang:
@@ -144,7 +176,8 @@ class SyntaxRecord:
             words=list(data["words"]), heads=[int(h) for h in data["heads"]],
             upos=list(data["upos"]), deprels=list(data["deprels"]),
             spans=[(int(s), int(e)) for s, e in spans] if spans is not None else None,
-            token_index=data.get("token_index"), text=data.get("text"), lang=data.get("lang", ""),
+            token_index=data.get("token_index"), token_end=data.get("token_end"), text=data.get("text"),
+            lang=data.get("lang", ""),
             sentence_starts=list(data.get("sentence_starts", [0])), sent_id=data.get("sent_id"),
         )
 
