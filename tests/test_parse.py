@@ -100,8 +100,10 @@ def test_stanza_pretokenised_input_keeps_gold_token_indices():
             seen.extend([w.text for w in d.sentences[0].words] for d in docs)
             return [CoNLL.conll2doc(input_str=block + "\n") for _ in docs]
 
-    parser = StanzaParser(pipeline_factory=lambda lang, pretok: Pretokenised())
+    pipelines = []
+    parser = StanzaParser(pipeline_factory=lambda lang, pretok: pipelines.append(pretok) or Pretokenised())
     (rec,) = parser.parse_tokens([["EU", "rejects", "German", "call"]], "en")
+    assert pipelines == [True]  # only the pre-tokenised pipeline is loaded
     assert seen == [["EU", "rejects", "German", "call"]]  # the gold tokens reached the pipeline as tokens
     assert rec.token_index == [0, 1, 2, 3] and rec.heads == [2, 0, 4, 2] and rec.spans is None
 

@@ -165,10 +165,11 @@ class StanzaParser:
 
         records: list[SyntaxRecord | None] = [None] * len(token_lists)
         joined = [k for k, tokens in enumerate(token_lists) if joins_characters(tokens, lang)]
-        for k, record in zip(joined, self.parse_texts(["".join(token_lists[k]) for k in joined], lang)):
-            records[k] = characters_as_tokens(record, token_lists[k])
+        if joined:  # (a pipeline is loaded only where it has work)
+            for k, record in zip(joined, self.parse_texts(["".join(token_lists[k]) for k in joined], lang)):
+                records[k] = characters_as_tokens(record, token_lists[k])
         rest = [k for k, record in enumerate(records) if record is None]
-        if rest:  # (only then is the pre-tokenised pipeline loaded)
+        if rest:
             nlp = self._pipeline(lang, pretokenized=True)
             for start in range(0, len(rest), self.batch_docs):
                 chunk = rest[start:start + self.batch_docs]
