@@ -11,6 +11,7 @@ from scipy.sparse.csgraph import shortest_path
 from xsyn.batch import collate_trees
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.record import SyntaxRecord
+from xsyn.syntax.vocab import UPOS_SPECIAL_ID
 from xsyn.tree_tensors import (
     DEPENDENT,
     FURTHER,
@@ -212,3 +213,73 @@ def test_every_sentence_of_a_treebank_at_wordpiece_level(mbert_tokenizer, shared
                 np.testing.assert_array_equal(dist[np.ix_(first, first)], _word_distances(rec))
                 checked_words += len(first)
     assert checked_words > 0.05 * sum(len(r) for r in records)  # ja: many words share a piece
+
+
+def test_a_window_wider_than_the_input_stays_inside_its_segment(small_tokenizer):
+    dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
+    cat = SyntaxRecord.from_words(["cat"], [0], ["NOUN"], ["root"])
+    tt, _ = tensors(small_tokenizer, [dog, cat])  # [CLS] dog [SEP] cat [SEP]
+    for k in (1, 10, 1000):
+        assert rows(tt.wla_mask(k)) == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 1], [1] * 5, [1, 0, 1, 1, 1], [1] * 5]
+
+
+def _units(word, segment, special):
+    """Each piece's unit (a run of pieces of one word, or a lone piece), and each unit's first
+    piece, segment and whether it is a word."""
+    unit, first, unit_segment, is_word = [], [], [], []
+    for p, (w, s) in enumerate(zip(word.tolist(), segment.tolist())):
+        if not unit or special[p] or w < 0 or (w, s) != (word[p - 1], segment[p - 1]) or special[p - 1]:
+            first.append(p)
+            unit_segment.append(s)
+            is_word.append(w >= 0 and not special[p])
+        unit.append(len(first) - 1)
+    return np.array(unit), np.array(first), np.array(unit_segment), np.array(is_word)
+
+
+def _reference_wla(word, segment, special, k):
+    """|unit(i) - unit(j)| <= k within a segment; specials see and are seen by every real piece."""
+    unit = _units(word, segment, special)[0]
+    same = (segment[:, None] == segment[None, :]) & (np.abs(unit[:, None] - unit[None, :]) <= k)
+    return same | special[:, None] | special[None, :] | np.eye(len(word), dtype=bool)
+
+
+def _reference_sla(dist, word, segment, special, m):
+    """Li et al. eq. 2-3 at word level: word i sees word j iff min over i and its neighbouring
+    words in the segment of the distance between first pieces is <= m; specials see and are seen
+    by all."""
+    unit, first, unit_segment, is_word = _units(word, segment, special)
+    n = len(word)
+    vis = special[:, None] | special[None, :] | np.eye(n, dtype=bool)
+    for i in np.nonzero(~special)[0]:
+        u = unit[i]
+        near = [u] + [v for v in (u - 1, u + 1) if 0 <= v < len(first) and is_word[u] and is_word[v]
+                      and unit_segment[v] == unit_segment[u]]
+        for j in np.nonzero(~special)[0]:
+            vis[i, j] |= min(dist[first[v], first[unit[j]]] for v in near) <= m
+    return vis
+
+
+def test_sla_and_wla_masks_of_pair_inputs_follow_their_definition(mbert_tokenizer, shared_data):
+    """Pairs of real sentences (two segments, padding, windows from 1 word to the whole input)."""
+    records = list(read_conllu(shared_data / "ud" / TREEBANKS[0]))[:96]
+    aligner = WordpieceAligner(mbert_tokenizer, max_length=512)
+    segments = aligner.segment_pieces(records)
+    pairs = [aligner.assemble([segments[i], segments[i + 1]])[0] for i in range(0, len(segments), 2)]
+    widest = 0
+    for lo in range(0, len(pairs), 16):
+        b = collate_trees(pairs[lo:lo + 16])
+        tt = TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"])
+        widest = max(widest, b["tree_upos"].shape[1])
+        masks = {("sla", m): tt.sla_mask(m) for m in (0, 2)} | {("wla", k): tt.wla_mask(k) for k in (1, 4, 1000)}
+        for i, tree in enumerate(pairs[lo:lo + 16]):
+            n = len(tree)
+            assert tree.wordless == 0
+            word, segment = tree.word_index.astype(np.int64), tree.segment_id.astype(np.int64)
+            special = tree.upos == UPOS_SPECIAL_ID
+            dist = tt.distances[i, :n, :n].numpy()
+            for (kind, size), mask in masks.items():
+                expected = (_reference_sla(dist, word, segment, special, size) if kind == "sla"
+                            else _reference_wla(word, segment, special, size))
+                np.testing.assert_array_equal(mask[i, :n, :n].numpy(), expected, err_msg=f"{kind} {size}")
+                assert not mask[i, :n, n:].any()
+    assert widest >= 100  # a window of 1000 words takes the int32 path (t (t + 2) > 10,000)

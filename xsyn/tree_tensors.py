@@ -20,8 +20,10 @@ broadcast bool operations are several times slower than int16/uint8 arithmetic.
 from __future__ import annotations
 
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from xsyn.syntax.vocab import PAD_ID, PUNCT_UPOS_ID, UPOS_SPECIAL_ID
 from xsyn.wordpiece import PAD, ROOT
@@ -48,32 +50,29 @@ def _positions(size: int, device: torch.device) -> torch.Tensor:
 # -- ancestors, depth, distances ------------------------------------------------------------------
 
 
-def _ancestors(parent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ancestor-or-self matrix over all N nodes, (B, N, N) bool, and depths (B, N) long.
+def _ancestors(parent: torch.Tensor) -> torch.Tensor:
+    """Ancestor-or-self matrix over all N nodes, (B, N, N) uint8 0/1.
 
-    Every node's chain of ancestors is built by doubling: after k steps it holds the ancestors
-    at distances 0 .. 2^k - 1 (the root repeats once reached); it stops once every chain has
-    reached its root, after log2(depth + 1) steps.
+    By doubling on the rows: while `jump` is every node's 2^k-th ancestor (roots and padding
+    point to themselves) and the rows hold the ancestors at distances 0 .. 2^k - 1, or-ing in the
+    row of `jump` adds those at 2^k .. 2^(k+1) - 1. It stops once every `jump` is a root, after
+    log2(depth) + 1 steps.
     """
     b, n = parent.shape
-    idx = _positions(n, parent.device).expand(b, n)
-    step = torch.where(parent >= 0, parent, idx)  # roots and padding point to themselves
-    jump, chain = step, idx.unsqueeze(-1)
+    jump = torch.where(parent >= 0, parent, _positions(n, parent.device))
+    anc = _eye(n, parent.device).expand(b, n, n).clone()
+    rows, first_row = anc.view(b * n, n), _positions(b, parent.device).unsqueeze(1) * n
     while True:
-        chain = torch.cat([chain, jump.gather(1, chain.flatten(1)).view(b, n, -1)], dim=-1)
-        farthest = chain[:, :, -1]
-        if torch.equal(step.gather(1, farthest), farthest):  # every chain has reached its root
-            break
-        jump = jump.gather(1, jump)
-    # (A scatter from a tensor of ones is several times faster than one from a scalar.)
-    anc = torch.zeros(b, n, n, dtype=torch.uint8, device=parent.device)
-    anc = anc.scatter_(2, chain, torch.ones_like(chain, dtype=torch.uint8)).view(torch.bool)
-    return anc, (chain[:, :, 1:] != chain[:, :, :-1]).sum(-1)  # steps taken before the root
+        anc |= rows.index_select(0, (jump + first_row).view(-1)).view(b, n, n)
+        farther = jump.gather(1, jump)
+        if torch.equal(farther, jump):
+            return anc
+        jump = farther
 
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
     """Depth of every node, (B, N) long: 0 at `[CLS]` (and at padding), 1 at sentence roots."""
-    return _ancestors(parent)[1]
+    return _ancestors(parent).sum(-1) - 1
 
 
 def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
@@ -82,15 +81,22 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     Computed from the parent pointers (not from subtree spans), so it is right for
     non-projective trees too.
     """
-    return _ancestors(parent)[0]
+    return _ancestors(parent).view(torch.bool)
 
 
-def _distance_matrix(anc: torch.Tensor, depth: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, T, T) float32 distances, +inf where either piece is padding: (depth_i + 1) + (depth_j + 1)
-    - 2 * common ancestors, in one batched matmul (padding's inf survives it)."""
-    seq = anc[:, :size].view(torch.uint8).to(torch.float32)
-    lifted = torch.where(parent[:, :size] == PAD, torch.inf, depth[:, :size] + 1.0)
-    return torch.baddbmm(lifted.unsqueeze(2) + lifted.unsqueeze(1), seq, seq.transpose(1, 2), alpha=-2.0)
+def _common_ancestors(anc: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) float32: how many ancestors-or-self nodes i and j share, depth(lca) + 1, in one
+    batched matmul; its diagonal is depth + 1. (The right operand is made contiguous: a
+    transposed one makes the matmul slower than the copy.)"""
+    a = anc.to(torch.float32)
+    return torch.bmm(a, a.transpose(1, 2).contiguous())
+
+
+def _distance_matrix(common: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, T, T) float32 distances, +inf where either piece is padding:
+    (depth_i + 1) + (depth_j + 1) - 2 * common ancestors."""
+    lifted = common.diagonal(dim1=1, dim2=2)[:, :size].masked_fill(parent[:, :size] == PAD, torch.inf)
+    return (lifted.unsqueeze(2) + lifted.unsqueeze(1)).add_(common[:, :size, :size], alpha=-2.0)
 
 
 def _as_int16(distances: torch.Tensor) -> torch.Tensor:
@@ -104,8 +110,8 @@ def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     still carry the paths between kept pieces. d = depth_i + depth_j - 2 depth(lca), where
     depth(lca) + 1 is the number of common ancestors.
     """
-    anc, depth = _ancestors(parent)
-    return _as_int16(_distance_matrix(anc, depth, parent, size or parent.shape[1]))
+    common = _common_ancestors(_ancestors(parent))
+    return _as_int16(_distance_matrix(common, parent, size or parent.shape[1]))
 
 
 # -- masks ------------------------------------------------------------------------------------------
@@ -113,16 +119,17 @@ def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
 # A mask is built as `clamp(limit_ij - x_ij, 0, 1)` in int16, where x is a distance and
 # limit_ij = row_i + col_j folds the rules for special tokens and padding into per-piece offsets
 # (B, T): a few large operations instead of one per rule. No int16 sum may overflow: against tree
-# distances (UNREACHABLE at padding) offsets stay >= 0; NEVER is only used against word gaps.
-# Real distances and gaps stay below ALWAYS for any sequence under 5,000 pieces, and NEVER outweighs
-# ALWAYS plus any window under 1,000 words.
+# distances (UNREACHABLE at padding) offsets stay >= 0; NEVER is only used against word gaps, and
+# `wla_mask` moves to int32 where a gap could come near the int16 range. Real distances and gaps
+# stay below ALWAYS for any sequence under 5,000 pieces, and NEVER outweighs ALWAYS plus any window
+# under 1,000 words.
 
 ALWAYS = 10_000  # an offset that makes a row or column visible whatever the distance
 NEVER = -11_000  # an offset that hides a row or column whatever the other offset
 
 
 def _within(x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
-    """uint8 0/1 of `x[b, i, j] < row[b, i] + col[b, j]`, for int16 x, row and col."""
+    """uint8 0/1 of `x[b, i, j] < row[b, i] + col[b, j]`, for x, row and col of one integer dtype."""
     limit = row.unsqueeze(2) + col.unsqueeze(1)
     return limit.sub_(x).clamp_(0, 1).to(torch.uint8)
 
@@ -142,26 +149,51 @@ def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
     return _with_self((delta + 1 - distances).clamp_(0, 1).to(torch.uint8))
 
 
-def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor):
-    """Per piece: its word's first piece; the first piece of the previous and of the next word in
-    its segment (its own word's first piece where there is none); whether it continues the
-    previous piece's word; a word number that jumps between segments. Specials and pieces of no
-    word count as one-piece words."""
+@lru_cache(maxsize=64)
+def _lone_keys(size: int, device: torch.device) -> torch.Tensor:
+    return -2 - torch.arange(size, device=device)
+
+
+@lru_cache(maxsize=64)
+def _neighbour_steps(size: int, device: torch.device) -> torch.Tensor:
+    return torch.tensor([0, -1, 1], device=device).repeat_interleave(size)
+
+
+class _Words(NamedTuple):
+    later: torch.Tensor  # (B, T) bool: the piece continues the previous piece's word
+    neighbours: torch.Tensor  # (B, 3T) long: first pieces of its word | the word before | the word after
+    ordinal: torch.Tensor  # (B, T) long: 1, 2, ...: the piece's word, counted over the whole input
+
+
+def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor) -> _Words:
+    """Where each piece's word, and the words before and after it in its segment, begin.
+
+    Words are counted as they appear in the pieces: syntactic words that own no piece (the second
+    word of English "didn't", of German "zum") are skipped. Specials and pieces of no word count as
+    one-piece words that are nobody's neighbour; a word with no neighbour on one side gets its own
+    first piece there.
+    """
     b, t = word_index.shape
-    pos = _positions(t, word_index.device).expand(b, t)
-    # A number per word, unique in the input: >= 0 for words, a distinct value <= -2 for each
-    # lone piece, so that no lone piece is ever "the word before" or "after" another.
-    word = torch.where(word_index >= 0, word_index + segment_id * (t + 2), -2 - pos)
-    later = torch.zeros_like(word_index, dtype=torch.bool)
-    later[:, 1:] = word[:, 1:] == word[:, :-1]
-    first = torch.where(later, 0, pos).cummax(dim=1).values  # the first piece of each piece's word
-    continued = torch.cat([later[:, 1:], torch.zeros_like(later[:, :1])], dim=1)
-    after = torch.where(continued, t, pos).flip(1).cummin(dim=1).values.flip(1).add_(1).clamp_(max=t - 1)
-    before = first.gather(1, (first - 1).clamp_(min=0))  # the first piece of the word before
-    prev = torch.where(word.gather(1, before) == word - 1, before, first)
-    nxt = torch.where(word.gather(1, after) == word + 1, after, first)
-    number = torch.cumsum(~later, dim=1, dtype=torch.int16) + segment_id.to(torch.int16) * (t + 1)
-    return later, prev, first, nxt, number
+    device = word_index.device
+    # Keys unique in the input: a word's own (index and segment) or, once words are counted, its
+    # place, consecutive for neighbouring words of one segment; a distinct value <= -2 for each
+    # lone piece.
+    real, segment_offset, lone = word_index >= 0, segment_id * (2 * t + 2), _lone_keys(t, device)
+    own = torch.where(real, word_index + segment_offset, lone)
+    later = F.pad(own[:, 1:] == own[:, :-1], (1, 0))
+    ordinal = (~later).cumsum(1)
+    place = torch.where(real, ordinal + segment_offset, lone)
+    # first_piece[b, w]: where word w (1-based) begins; later pieces write to the unread column t + 1.
+    first_piece = torch.zeros(b, t + 2, dtype=torch.long, device=device)
+    first_piece.scatter_(1, ordinal.masked_fill(later, t + 1), _positions(t, device).expand(b, t))
+    steps = _neighbour_steps(t, device)
+    neighbours = first_piece.gather(1, _thrice(ordinal) + steps)
+    is_neighbour = place.gather(1, neighbours) == _thrice(place) + steps
+    return _Words(later, torch.where(is_neighbour, neighbours, _thrice(neighbours[:, :t])), ordinal)
+
+
+def _thrice(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x, x, x], dim=1)  # (`repeat` is several times slower on small tensors)
 
 
 def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -171,47 +203,60 @@ def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return matrix.reshape(b * t, -1).index_select(0, flat).view(b, rows.shape[1], -1)
 
 
-def _offsets(limit: torch.Tensor | int, visible: torch.Tensor, padding: torch.Tensor | None = None
-             ) -> torch.Tensor:
-    """int16 (B, T) offsets for `_within`: `limit`, ALWAYS where `visible`, NEVER where `padding`."""
-    offset = torch.where(visible, ALWAYS, limit)
-    return (offset if padding is None else offset.masked_fill_(padding, NEVER)).to(torch.int16)
+def _special(upos: torch.Tensor) -> torch.Tensor:
+    return upos == UPOS_SPECIAL_ID
+
+
+def _special_offsets(special: torch.Tensor) -> torch.Tensor:
+    """int16 (B, T): ALWAYS at `[CLS]`/`[SEP]`, 0 elsewhere."""
+    return special.to(torch.int16) * ALWAYS
 
 
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torch.Tensor,
-             upos: torch.Tensor, m: int, punct_visible: bool = False, _words=None) -> torch.Tensor:
+             upos: torch.Tensor, m: int, punct_visible: bool = False, _shared=None) -> torch.Tensor:
     """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), at word level.
 
     Word j is visible from word i iff min over k in {i-1, i, i+1} of D(k, j) <= m, with i-1 and
-    i+1 the linear neighbours of i in its segment. A word's pieces share its row and column;
+    i+1 the linear neighbours of i in its segment (among the words that own pieces: "did" and "."
+    are neighbours in "didn't ."). A word's pieces share its row and column;
     `[CLS]`/`[SEP]` rows and columns are always visible, and with `punct_visible` so are
     punctuation columns. Padded rows see only themselves.
 
     The rows k are first pieces, and a word's later pieces are leaves under its first piece, so
     D(k, first(j)) = D(k, j) - [j is a later piece]: one threshold per column, no column gather.
     """
-    later, prev, first, nxt, _ = _words if _words is not None else _word_structure(word_index, segment_id)
-    special = upos == UPOS_SPECIAL_ID
+    words, special, row = _shared or _word_inputs(word_index, segment_id, upos)
     always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
-    col = _offsets(later + (m + 1), always)  # padding needs no offset: its distance is UNREACHABLE
-    near = _within(distances, _offsets(0, special), col)  # (first-piece row k, column j): D(k, first(j)) <= m
-    t = near.shape[1]
-    own, before, after = _rows(near, torch.cat([first, prev, nxt], dim=1)).split(t, dim=1)
+    # Padding needs no offset: its distance is UNREACHABLE. Every real distance is below ALWAYS - 1,
+    # so a larger m changes nothing; capping it keeps the column offsets within int16.
+    col = (words.later + (min(m, ALWAYS - 2) + 1)).masked_fill_(always, ALWAYS).to(torch.int16)
+    near = _within(distances, row, col)  # (first-piece row k, column j): D(k, first(j)) <= m
+    own, before, after = _rows(near, words.neighbours).split(near.shape[1], dim=1)
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
 
+def _word_inputs(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor):
+    special = _special(upos)
+    return _word_structure(word_index, segment_id), special, _special_offsets(special)
+
+
 def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
-             _words=None) -> torch.Tensor:
+             _shared=None) -> torch.Tensor:
     """Window local attention (the SLA paper's baseline): |word(i) - word(j)| <= k in a segment.
 
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible; padded
     rows see only themselves.
     """
-    number = (_words if _words is not None else _word_structure(word_index, segment_id))[4]
-    special = upos == UPOS_SPECIAL_ID
+    words, _, special_offsets = _shared or _word_inputs(word_index, segment_id, upos)
+    t = upos.shape[1]
+    k = min(k, t)  # no two words of a segment are t apart: a larger window changes nothing
+    # Segments follow each other, so a jump of k + 1 per segment puts words of different segments
+    # more than k apart. int16 holds every gap plus NEVER twice while t (k + 2) <= 10,000.
+    dtype = torch.int16 if t * (k + 2) <= 10_000 else torch.int32
+    number = (words.ordinal + segment_id * (k + 1)).to(dtype)
     gap = (number.unsqueeze(2) - number.unsqueeze(1)).abs_()
-    padding = upos == PAD_ID
-    return _with_self(_within(gap, _offsets(0, special, padding), _offsets(k + 1, special, padding)))
+    row = special_offsets.to(dtype).masked_fill_(upos == PAD_ID, NEVER)
+    return _with_self(_within(gap, row, row + (k + 1)))
 
 
 def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
@@ -220,14 +265,15 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     `ancestors` is `ancestor_matrix(...)` restricted to the sequence, (B, T, T). Special tokens
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
-    ordinary = (upos != UPOS_SPECIAL_ID).to(torch.uint8).unsqueeze(2)
+    ordinary = (~_special(upos)).to(torch.uint8).unsqueeze(2)
     return _with_self(ancestors.view(torch.uint8) & ordinary)
 
 
 def _seprem(distances: torch.Tensor) -> torch.Tensor:
     inv = distances.reciprocal()  # inf (padding) -> 0; the diagonal's 0 -> inf, zeroed next
     inv.diagonal(dim1=1, dim2=2).zero_()
-    return inv.div_(inv.sum(-1, keepdim=True).clamp_(min=1e-12))
+    # Distances are symmetric, so column sums are the row sums (and summing down columns is faster).
+    return inv.div_(inv.sum(1).clamp_(min=1e-12).unsqueeze(2))
 
 
 def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
@@ -274,24 +320,27 @@ class TreeTensors:
         self.size = upos.shape[1]
 
     @cached_property
-    def _anc_depth(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _anc(self) -> torch.Tensor:
         return _ancestors(self.parent)
+
+    @cached_property
+    def _common(self) -> torch.Tensor:
+        return _common_ancestors(self._anc)
 
     @cached_property
     def depth(self) -> torch.Tensor:
         """(B, T) long."""
-        return self._anc_depth[1][:, : self.size]
+        return self._common.diagonal(dim1=1, dim2=2)[:, : self.size].long() - 1
 
     @cached_property
     def ancestors(self) -> torch.Tensor:
         """(B, T, T) bool, see `ancestor_matrix`."""
-        return self._anc_depth[0][:, : self.size, : self.size]
+        return self._anc[:, : self.size, : self.size].view(torch.bool)
 
     @cached_property
     def _float_distances(self) -> torch.Tensor:
         """(B, T, T) float32, +inf at padding."""
-        anc, depth = self._anc_depth
-        return _distance_matrix(anc, depth, self.parent, self.size)
+        return _distance_matrix(self._common, self.parent, self.size)
 
     @cached_property
     def distances(self) -> torch.Tensor:
@@ -299,18 +348,18 @@ class TreeTensors:
         return _as_int16(self._float_distances)
 
     @cached_property
-    def _words(self):
-        return _word_structure(self.word_index, self.segment_id)
+    def _word_inputs(self):
+        return _word_inputs(self.word_index, self.segment_id, self.upos)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)
 
     def sla_mask(self, m: int, punct_visible: bool = False) -> torch.Tensor:
         return sla_mask(self.distances, self.word_index, self.segment_id, self.upos, m, punct_visible,
-                        _words=self._words)
+                        _shared=self._word_inputs)
 
     def wla_mask(self, k: int) -> torch.Tensor:
-        return wla_mask(self.word_index, self.segment_id, self.upos, k, _words=self._words)
+        return wla_mask(self.word_index, self.segment_id, self.upos, k, _shared=self._word_inputs)
 
     def sdoi_mask(self) -> torch.Tensor:
         return sdoi_mask(self.ancestors, self.upos)
