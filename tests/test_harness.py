@@ -4,6 +4,7 @@ SIGKILL, two processes, evaluate (zero-shot and generalized), and the errors a u
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import signal
@@ -242,6 +243,35 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
     assert all(torch.equal(saved[k], tuned[f"bert.gat.{k}"]) for k in saved)  # frozen: unchanged by training
+
+
+def test_a_tensorboard_tracker_gets_the_logged_numbers_and_the_config(vocab, cache, tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is optional (pip install tensorboard)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "tracked"
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "8",
+                                                 "--eval-every", "4", "--tracker", "tensorboard"))
+    assert res.exit_code == 0, res.output
+    events = EventAccumulator(str(out / "xsyn-synth"))
+    events.Reload()
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    dev = [(e.step, e.value) for e in events.Scalars("dev_primary")]
+    assert dev == [(r["step"], pytest.approx(r["dev_primary"])) for r in log if "dev" in r]
+    losses = {e.step: e.value for e in events.Scalars("distance_loss")}
+    assert losses == {r["step"]: pytest.approx(r["distance_loss"]) for r in log if "loss" in r}
+    assert "step" not in events.Tags()["scalars"]  # the x axis, not a series
+    hparams = next(out.glob("xsyn-synth/*/hparams.yml")).read_text()
+    assert "variant: gat" in hparams and "syntax/gat_delta:" in hparams
+
+
+def test_a_tracker_that_is_not_installed_stops_the_run_before_it_trains(vocab, cache, tmp_path):
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, tmp_path / "run", "--tracker", "wandb"))
+    assert res.exit_code != 0
+    assert "--tracker wandb: not installed; pip install wandb" in res.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_demo_runs_every_stage_and_writes_the_report(tmp_path):

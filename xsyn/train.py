@@ -21,6 +21,7 @@ uninterrupted one would have.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import time
@@ -97,6 +98,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
     from xsyn.models.factory import build_model
 
+    _check_trackers(config.trackers or [])
     out = config.resolved_output_dir()
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(out))
@@ -232,6 +234,15 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     return summary
 
 
+def _check_trackers(trackers: list[str]) -> None:
+    """Accelerate drops a tracker whose package is missing without a word; a run that was asked to
+    log somewhere must not train unlogged."""
+    missing = [name for name in trackers if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"--tracker {' '.join(missing)}: not installed; pip install {' '.join(missing)} "
+                         "or leave the option out")
+
+
 def _mean(losses: dict[str, float], accelerator) -> dict[str, float]:
     """The step's losses over the whole global batch (each process holds its weighted share)."""
     if accelerator.num_processes == 1:
@@ -253,8 +264,8 @@ def _log(accelerator, log, record: dict[str, Any]) -> None:
     if accelerator.is_main_process and log is not None:
         log.write(json.dumps(record) + "\n")
         log.flush()
-    numbers = {k: v for k, v in _flat(record).items() if isinstance(v, (int, float))}
-    accelerator.log(numbers, step=record["step"])
+    numbers = {k: v for k, v in _flat(record).items() if isinstance(v, (int, float)) and k != "step"}
+    accelerator.log(numbers, step=record["step"])  # the step is the x axis, not a series
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
