@@ -65,3 +65,4 @@ def test_bench_syntax_prints_the_three_figures(example_conllu, shared_data):
     fig = json.loads(res.output)
     assert fig["sentences"] == 3 and fig["bytes_per_piece"] == 7.0
     assert fig["tensor_sentences_per_s"] > 0 and fig["pipeline_segments_per_s"] > 0
+    assert fig["tensor_sentences_per_s_shuffled"] > 0 and fig["tensor_sentences_per_s_length_bucketed"] > 0

@@ -2,9 +2,10 @@
 
 Three figures, each measured in this process on the given treebank:
 - `tensor_sentences_per_s`: building every tree tensor (distances, depth, ancestors and the GAT,
-  SLA, WLA, SDOI masks and SEPREM weights) from padded batches already in memory, batches in the
-  treebank's order (as training draws them); `tensor_sentences_per_s_length_bucketed` is the same
-  over batches of similar lengths (as evaluation draws them);
+  SLA, WLA, SDOI masks and SEPREM weights) from padded batches already in memory, batches of
+  consecutive sentences in the treebank's order; `tensor_sentences_per_s_shuffled` is the same over
+  batches of a seeded random order (as fine-tuning draws them: longer padding), and
+  `tensor_sentences_per_s_length_bucketed` over batches of similar lengths (as evaluation draws them);
 - `pipeline_segments_per_s`: records -> tokenisation -> alignment -> padded batch tensors;
 - `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece.
 """
@@ -50,9 +51,11 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     aligner = WordpieceAligner(tokenizer, max_length=512)
     pad_id = tokenizer.pad_token_id or 0
 
+    def batches_of(ordered: list) -> list[dict[str, torch.Tensor]]:
+        return [collate_trees(ordered[i:i + batch_size], pad_id) for i in range(0, len(ordered), batch_size)]
+
     def pipeline() -> list[dict[str, torch.Tensor]]:
-        trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
-        return [collate_trees(trees[i:i + batch_size], pad_id) for i in range(0, len(trees), batch_size)]
+        return batches_of([aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)])
 
     def tensors(batches: list[dict[str, torch.Tensor]]) -> None:
         with torch.inference_mode():
@@ -62,9 +65,11 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
     by_length = sorted(trees, key=len)
     in_order = pipeline()
-    bucketed = [collate_trees(by_length[i:i + batch_size], pad_id) for i in range(0, len(trees), batch_size)]
+    shuffled = [trees[i] for i in torch.randperm(len(trees), generator=torch.Generator().manual_seed(0))]
+    in_shuffled_order, bucketed = batches_of(shuffled), batches_of(by_length)
     tensors(in_order)  # warm-up
     tensor_s = _best_time(lambda: tensors(in_order), repeats)
+    shuffled_s = _best_time(lambda: tensors(in_shuffled_order), repeats)
     bucketed_s = _best_time(lambda: tensors(bucketed), repeats)
     pipeline_s = _best_time(pipeline, repeats)
     pieces = sum(len(t) for t in trees)
@@ -74,6 +79,7 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         "batch_size": batch_size,
         "torch_threads": torch.get_num_threads(),
         "tensor_sentences_per_s": len(records) / tensor_s,
+        "tensor_sentences_per_s_shuffled": len(records) / shuffled_s,
         "tensor_sentences_per_s_length_bucketed": len(records) / bucketed_s,
         "pipeline_segments_per_s": len(records) / pipeline_s,
         "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,

@@ -123,6 +123,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
         return
     click.echo(f"sentences:                 {result['sentences']} ({result['pieces']} pieces)")
     click.echo(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
-               f"({result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed batches)")
+               f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
+               f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones)")
     click.echo(f"records -> padded batch:   {result['pipeline_segments_per_s']:,.0f} segments/s")
     click.echo(f"stored per wordpiece:      {result['bytes_per_piece']:.2f} bytes")
