@@ -234,10 +234,14 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     return summary
 
 
+_TRACKER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}  # as Accelerate checks
+
+
 def _check_trackers(trackers: list[str]) -> None:
     """Accelerate drops a tracker whose package is missing without a word; a run that was asked to
     log somewhere must not train unlogged."""
-    missing = [name for name in trackers if importlib.util.find_spec(name) is None]
+    missing = [name for name in trackers
+               if not any(importlib.util.find_spec(p) for p in _TRACKER_PACKAGES.get(name, (name,)))]
     if missing:
         raise ValueError(f"--tracker {' '.join(missing)}: not installed; pip install {' '.join(missing)} "
                          "or leave the option out")
