@@ -59,12 +59,13 @@ def _ancestors(parent: torch.Tensor) -> torch.Tensor:
     log2(depth) + 1 steps.
     """
     b, n = parent.shape
-    jump = torch.where(parent >= 0, parent, _positions(n, parent.device))
+    flat = _positions(b * n, parent.device).view(b, n)  # node i of sentence s is row s * n + i
+    jump = torch.where(parent >= 0, parent + flat[:, :1], flat).view(-1)
     anc = _eye(n, parent.device).expand(b, n, n).clone()
-    rows, first_row = anc.view(b * n, n), _positions(b, parent.device).unsqueeze(1) * n
+    rows = anc.view(b * n, n)
     while True:
-        anc |= rows.index_select(0, (jump + first_row).view(-1)).view(b, n, n)
-        farther = jump.gather(1, jump)
+        rows |= rows.index_select(0, jump)
+        farther = jump.index_select(0, jump)
         if torch.equal(farther, jump):
             return anc
         jump = farther
@@ -150,11 +151,6 @@ def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
 
 
 @lru_cache(maxsize=64)
-def _lone_keys(size: int, device: torch.device) -> torch.Tensor:
-    return -2 - torch.arange(size, device=device)
-
-
-@lru_cache(maxsize=64)
 def _neighbour_steps(size: int, device: torch.device) -> torch.Tensor:
     return torch.tensor([0, -1, 1], device=device).repeat_interleave(size)
 
@@ -165,30 +161,25 @@ class _Words(NamedTuple):
     ordinal: torch.Tensor  # (B, T) long: 1, 2, ...: the piece's word, counted over the whole input
 
 
-def _word_structure(word_index: torch.Tensor, segment_id: torch.Tensor) -> _Words:
+def _word_structure(word_index: torch.Tensor) -> _Words:
     """Where each piece's word, and the words before and after it in its segment, begin.
 
     Words are counted as they appear in the pieces: syntactic words that own no piece (the second
     word of English "didn't", of German "zum") are skipped. Specials and pieces of no word count as
     one-piece words that are nobody's neighbour; a word with no neighbour on one side gets its own
-    first piece there.
+    first piece there. Two words with consecutive counts that both belong to a word are neighbours
+    in one segment: a `[SEP]` (no word) stands between any two segments.
     """
     b, t = word_index.shape
     device = word_index.device
-    # Keys unique in the input: a word's own (index and segment) or, once words are counted, its
-    # place, consecutive for neighbouring words of one segment; a distinct value <= -2 for each
-    # lone piece.
-    real, segment_offset, lone = word_index >= 0, segment_id * (2 * t + 2), _lone_keys(t, device)
-    own = torch.where(real, word_index + segment_offset, lone)
-    later = F.pad(own[:, 1:] == own[:, :-1], (1, 0))
+    real = word_index >= 0
+    later = F.pad((word_index[:, 1:] == word_index[:, :-1]) & real[:, 1:], (1, 0))
     ordinal = (~later).cumsum(1)
-    place = torch.where(real, ordinal + segment_offset, lone)
     # first_piece[b, w]: where word w (1-based) begins; later pieces write to the unread column t + 1.
     first_piece = torch.zeros(b, t + 2, dtype=torch.long, device=device)
     first_piece.scatter_(1, ordinal.masked_fill(later, t + 1), _positions(t, device).expand(b, t))
-    steps = _neighbour_steps(t, device)
-    neighbours = first_piece.gather(1, _thrice(ordinal) + steps)
-    is_neighbour = place.gather(1, neighbours) == _thrice(place) + steps
+    neighbours = first_piece.gather(1, _thrice(ordinal) + _neighbour_steps(t, device))
+    is_neighbour = real.gather(1, neighbours) & _thrice(real)
     return _Words(later, torch.where(is_neighbour, neighbours, _thrice(neighbours[:, :t])), ordinal)
 
 
@@ -212,8 +203,8 @@ def _special_offsets(special: torch.Tensor) -> torch.Tensor:
     return special.to(torch.int16) * ALWAYS
 
 
-def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torch.Tensor,
-             upos: torch.Tensor, m: int, punct_visible: bool = False, _shared=None) -> torch.Tensor:
+def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tensor, m: int,
+             punct_visible: bool = False, _shared=None) -> torch.Tensor:
     """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), at word level.
 
     Word j is visible from word i iff min over k in {i-1, i, i+1} of D(k, j) <= m, with i-1 and
@@ -225,7 +216,7 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     The rows k are first pieces, and a word's later pieces are leaves under its first piece, so
     D(k, first(j)) = D(k, j) - [j is a later piece]: one threshold per column, no column gather.
     """
-    words, special, row = _shared or _word_inputs(word_index, segment_id, upos)
+    words, special, row = _shared or _word_inputs(word_index, upos)
     always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
     # Padding needs no offset: its distance is UNREACHABLE. Every real distance is below ALWAYS - 1,
     # so a larger m changes nothing; capping it keeps the column offsets within int16.
@@ -235,9 +226,9 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, segment_id: torc
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
 
-def _word_inputs(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor):
+def _word_inputs(word_index: torch.Tensor, upos: torch.Tensor):
     special = _special(upos)
-    return _word_structure(word_index, segment_id), special, _special_offsets(special)
+    return _word_structure(word_index), special, _special_offsets(special)
 
 
 def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
@@ -247,7 +238,7 @@ def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Ten
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible; padded
     rows see only themselves.
     """
-    words, _, special_offsets = _shared or _word_inputs(word_index, segment_id, upos)
+    words, _, special_offsets = _shared or _word_inputs(word_index, upos)
     t = upos.shape[1]
     k = min(k, t)  # no two words of a segment are t apart: a larger window changes nothing
     # Segments follow each other, so a jump of k + 1 per segment puts words of different segments
@@ -349,13 +340,13 @@ class TreeTensors:
 
     @cached_property
     def _word_inputs(self):
-        return _word_inputs(self.word_index, self.segment_id, self.upos)
+        return _word_inputs(self.word_index, self.upos)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)
 
     def sla_mask(self, m: int, punct_visible: bool = False) -> torch.Tensor:
-        return sla_mask(self.distances, self.word_index, self.segment_id, self.upos, m, punct_visible,
+        return sla_mask(self.distances, self.word_index, self.upos, m, punct_visible,
                         _shared=self._word_inputs)
 
     def wla_mask(self, k: int) -> torch.Tensor:
