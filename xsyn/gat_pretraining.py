@@ -199,13 +199,13 @@ class GatPretrainer(nn.Module):
 
     def forward(self, **batch: torch.Tensor) -> dict[str, torch.Tensor]:
         losses = {}
+        tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)  # shared by both objectives
         if "structural" in self.objectives:
-            probe = self.encoder.syntax_probe(**batch)
+            probe = self.encoder.syntax_probe(**batch, tree=tree)
             losses["distance"], losses["depth"] = probe.distance_loss, probe.depth_loss
         if self.distance_head is not None:
             if self.generator is None:
                 self.generator = torch.Generator(batch["input_ids"].device).manual_seed(self.seed)
-            tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
             pairs = select_pairs(tree.distances, batch["attention_mask"].bool(), self.generator)
             mask = corrupt_mask(tree.gat_mask(self.encoder.config.gat_delta), pairs, self.generator)
             gat_output = self.encoder.gat_encode(batch["input_ids"], tree, batch.get("tree_deprel"), mask)

@@ -220,15 +220,17 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
 
     def syntax_probe(self, input_ids: torch.Tensor, tree_parent: torch.Tensor, tree_upos: torch.Tensor,
                      attention_mask: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
-                     **unused) -> ProbeOutput:
+                     *, tree: TreeTensors | None = None, **unused) -> ProbeOutput:
         """Run only the GAT and its probes (no BERT layers): predictions, targets and L1 losses.
 
-        Takes a whole collated batch (`**batch`); fields the GAT does not read are ignored.
+        Takes a whole collated batch (`**batch`); fields the GAT does not read are ignored. `tree`
+        passes the batch's tree tensors where the caller has already built them.
         """
         self._require_gat()
         self._check_fields({"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
                             "tree_deprel": tree_deprel, "tree_word": None, "tree_segment": None})
-        tree = TreeTensors(tree_parent, tree_upos, None, None)
+        if tree is None:
+            tree = TreeTensors(tree_parent, tree_upos, None, None)
         gat_output = self.gat_encode(input_ids, tree, tree_deprel)
         predicted_distances, predicted_depths = self.gat.probe(gat_output)
         distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
