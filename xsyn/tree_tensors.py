@@ -141,7 +141,8 @@ def _with_self(mask: torch.Tensor) -> torch.Tensor:
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
-    """GAT attention (Ahmad et al. eq. 3): j visible from i iff tree distance <= delta.
+    """GAT attention (Ahmad et al. eq. 3), (B, T, T) bool from the (B, T, T) `tree_distances`: j
+    visible from i iff tree distance <= delta.
 
     Padding is unreachable from real pieces, so padded keys drop out by distance alone.
     """
@@ -205,7 +206,8 @@ def _special_offsets(special: torch.Tensor) -> torch.Tensor:
 
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tensor, m: int,
              punct_visible: bool = False, _shared=None) -> torch.Tensor:
-    """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), at word level.
+    """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), (B, T, T) bool, at word level,
+    from the (B, T, T) `tree_distances` and the (B, T) `word_index` and `upos`.
 
     Word j is visible from word i iff min over k in {i-1, i, i+1} of D(k, j) <= m, with i-1 and
     i+1 the linear neighbours of i in its segment (among the words that own pieces: "did" and "."
@@ -233,7 +235,8 @@ def _word_inputs(word_index: torch.Tensor, upos: torch.Tensor):
 
 def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
              _shared=None) -> torch.Tensor:
-    """Window local attention (the SLA paper's baseline): |word(i) - word(j)| <= k in a segment.
+    """Window local attention (the SLA paper's baseline), (B, T, T) bool from the (B, T) fields:
+    |word(i) - word(j)| <= k in a segment.
 
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible; padded
     rows see only themselves.
@@ -251,7 +254,8 @@ def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Ten
 
 
 def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
-    """SG-Net's syntactic dependency of interest: each piece attends to its ancestors and itself.
+    """SG-Net's syntactic dependency of interest, (B, T, T) bool: each piece attends to its
+    ancestors and itself.
 
     `ancestors` is `ancestor_matrix(...)` restricted to the sequence, (B, T, T). Special tokens
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
