@@ -265,6 +265,30 @@ def test_a_tensorboard_tracker_gets_the_logged_numbers_and_the_config(vocab, cac
     assert "variant: gat" in hparams and "syntax/gat_delta:" in hparams
 
 
+def test_a_wandb_tracker_gets_the_logged_numbers_and_the_config(vocab, cache, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb", reason="wandb is optional (pip install wandb)")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # a real W&B run, written to disk only
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    logged, configs = [], []
+    log = wandb.sdk.wandb_run.Run.log
+
+    def recording_log(run, data, step=None, **kwargs):
+        logged.append((step, dict(data)))
+        configs.append(dict(run.config))
+        return log(run, data, step=step, **kwargs)
+
+    monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", recording_log)
+    out = tmp_path / "gat-seed1"
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "8",
+                                                 "--eval-every", "4", "--tracker", "wandb"))
+    assert res.exit_code == 0, res.output
+    log_lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    dev = [(step, values["dev_primary"]) for step, values in logged if "dev_primary" in values]
+    assert dev == [(r["step"], pytest.approx(r["dev_primary"])) for r in log_lines if "dev" in r]
+    assert configs[-1]["variant"] == "gat" and "syntax/gat_delta" in configs[-1]
+    assert len(list(out.glob("wandb/offline-run-*/run-*.wandb"))) == 1  # beside the run, not in the cwd
+
+
 def test_a_tracker_that_is_not_installed_stops_the_run_before_it_trains(vocab, cache, tmp_path):
     if importlib.util.find_spec("wandb") is not None:
         pytest.skip("wandb is installed here")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -157,7 +158,8 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         accelerator.load_state(str(found))
         state = TrainState(**json.loads((found / "trainer_state.json").read_text()))
     if config.trackers:
-        accelerator.init_trackers(f"xsyn-{config.task}", config=_flat(config.to_dict()))
+        accelerator.init_trackers(f"xsyn-{config.task}", config=_flat(config.to_dict()),
+                                  init_kwargs=_tracker_settings(config.trackers, out))
 
     log = (out / "train_log.jsonl").open("a", encoding="utf-8") if main else None
     bar = tqdm(total=total_steps, initial=state.step, disable=not (main and progress), desc=f"{config.task} "
@@ -245,6 +247,14 @@ def _check_trackers(trackers: list[str]) -> None:
     if missing:
         raise ValueError(f"--tracker {' '.join(missing)}: not installed; pip install {' '.join(missing)} "
                          "or leave the option out")
+
+
+def _tracker_settings(trackers: list[str], out: Path) -> dict[str, dict[str, str]]:
+    """W&B names the run after its folder and writes its files beside the run's other outputs, not
+    in the working directory (unless WANDB_DIR says where)."""
+    if "wandb" not in trackers:
+        return {}
+    return {"wandb": {"name": out.name} | ({} if os.environ.get("WANDB_DIR") else {"dir": str(out)})}
 
 
 def _mean(losses: dict[str, float], accelerator) -> dict[str, float]:
