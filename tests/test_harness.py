@@ -279,14 +279,19 @@ def test_a_wandb_tracker_gets_the_logged_numbers_and_the_config(vocab, cache, tm
 
     monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", recording_log)
     out = tmp_path / "gat-seed1"
-    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "8",
-                                                 "--eval-every", "4", "--tracker", "wandb"))
+    args = finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "8", "--eval-every", "4",
+                         "--tracker", "wandb")
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     log_lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     dev = [(step, values["dev_primary"]) for step, values in logged if "dev_primary" in values]
     assert dev == [(r["step"], pytest.approx(r["dev_primary"])) for r in log_lines if "dev" in r]
     assert configs[-1]["variant"] == "gat" and "syntax/gat_delta" in configs[-1]
-    assert len(list(out.glob("wandb/offline-run-*/run-*.wandb"))) == 1  # beside the run, not in the cwd
+    run_id = (out / "wandb_run_id.txt").read_text().strip()
+    assert [p.name for p in out.glob("wandb/offline-run-*/run-*.wandb")] == [f"run-{run_id}.wandb"]  # not in the cwd
+    assert CliRunner().invoke(main, [*args, "--resume"]).exit_code == 0
+    resumed = [p.name for p in out.glob("wandb/offline-run-*/run-*.wandb")]
+    assert resumed == [f"run-{run_id}.wandb"] * 2  # the resumed run logs to the same W&B run
 
 
 def test_a_tracker_that_is_not_installed_stops_the_run_before_it_trains(vocab, cache, tmp_path):

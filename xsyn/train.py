@@ -25,6 +25,7 @@ import importlib.util
 import json
 import math
 import os
+import secrets
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -35,7 +36,7 @@ import torch
 
 from xsyn.data.cards import load_card
 from xsyn.inference import make_collate, model_inputs, predict, score
-from xsyn.io import atomic_write_json, existing_dir, replace_dir
+from xsyn.io import atomic_write_json, atomic_write_text, existing_dir, replace_dir
 from xsyn.run_config import RunConfig
 from xsyn.task_data import Vocab, load_task_data
 
@@ -159,7 +160,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         state = TrainState(**json.loads((found / "trainer_state.json").read_text()))
     if config.trackers:
         accelerator.init_trackers(f"xsyn-{config.task}", config=_flat(config.to_dict()),
-                                  init_kwargs=_tracker_settings(config.trackers, out))
+                                  init_kwargs=_tracker_settings(config.trackers, out, resume) if main else {})
 
     log = (out / "train_log.jsonl").open("a", encoding="utf-8") if main else None
     bar = tqdm(total=total_steps, initial=state.step, disable=not (main and progress), desc=f"{config.task} "
@@ -249,12 +250,20 @@ def _check_trackers(trackers: list[str]) -> None:
                          "or leave the option out")
 
 
-def _tracker_settings(trackers: list[str], out: Path) -> dict[str, dict[str, str]]:
+def _tracker_settings(trackers: list[str], out: Path, resume: bool) -> dict[str, dict[str, str]]:
     """W&B names the run after its folder and writes its files beside the run's other outputs, not
-    in the working directory (unless WANDB_DIR says where)."""
+    in the working directory (unless WANDB_DIR says where). The W&B run id is kept in the folder, so
+    that `--resume` continues the same W&B run instead of starting a second one."""
     if "wandb" not in trackers:
         return {}
-    return {"wandb": {"name": out.name} | ({} if os.environ.get("WANDB_DIR") else {"dir": str(out)})}
+    id_file = out / "wandb_run_id.txt"
+    if resume and id_file.is_file():
+        run_id = id_file.read_text(encoding="utf-8").strip()
+    else:
+        run_id = secrets.token_hex(6)
+        atomic_write_text(id_file, run_id + "\n")
+    settings = {"name": out.name, "id": run_id, "resume": "allow"}
+    return {"wandb": settings | ({} if os.environ.get("WANDB_DIR") else {"dir": str(out)})}
 
 
 def _mean(losses: dict[str, float], accelerator) -> dict[str, float]:
