@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
@@ -57,7 +58,7 @@ def test_parse_stops_at_a_bad_sentence_and_names_it(tmp_path):
     assert f"{bad}:2: word 2 is its own head" in res.output and "--skip-invalid" in res.output
 
 
-def test_bench_syntax_prints_the_three_figures(example_conllu, shared_data):
+def test_bench_syntax_prints_its_figures_and_the_padding_each_batch_order_costs(example_conllu, shared_data):
     vocab = shared_data / "mbert_vocab" / "vocab.txt"
     res = CliRunner().invoke(main, ["bench", "syntax", "--conllu", str(example_conllu), "--tokenizer", str(vocab),
                                     "--repeats", "1", "--json"])
@@ -66,3 +67,10 @@ def test_bench_syntax_prints_the_three_figures(example_conllu, shared_data):
     assert fig["sentences"] == 3 and fig["bytes_per_piece"] == 7.0
     assert fig["tensor_sentences_per_s"] > 0 and fig["pipeline_segments_per_s"] > 0
     assert fig["tensor_sentences_per_s_shuffled"] > 0 and fig["tensor_sentences_per_s_length_bucketed"] > 0
+    # mBERT pieces with [CLS] and [SEP]: "The dog cha ##sed a cat ." 9, "A hearing ... today ." 11,
+    # "Der Hund läuft zum Haus ." 8; one batch, padded to 11
+    lengths = [9, 11, 8]
+    padded = 3 * 11 ** 2 / sum(n * n for n in lengths)
+    assert fig["pieces"] == sum(lengths)
+    assert fig["padded_pairs_per_pair"] == pytest.approx({"treebank_order": padded, "shuffled": padded,
+                                                          "length_bucketed": padded})

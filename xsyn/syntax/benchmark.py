@@ -7,7 +7,9 @@ Three figures, each measured in this process on the given treebank:
   batches of a seeded random order (as fine-tuning draws them: longer padding), and
   `tensor_sentences_per_s_length_bucketed` over batches of similar lengths (as evaluation draws them);
 - `pipeline_segments_per_s`: records -> tokenisation -> alignment -> padded batch tensors;
-- `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece.
+- `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece;
+- `padded_pairs_per_pair`: per batch order, the (B, T, T) entries the tensor step fills per piece
+  pair of a real sentence: the padding that each order makes it compute.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     bucketed_s = _best_time(lambda: tensors(bucketed), repeats)
     pipeline_s = _best_time(pipeline, repeats)
     pieces = sum(len(t) for t in trees)
+    pairs = sum(len(t) ** 2 for t in trees)
+
+    def padded_pairs(batches: list[dict[str, torch.Tensor]]) -> float:
+        return sum(b["tree_upos"].shape[0] * b["tree_upos"].shape[1] ** 2 for b in batches) / pairs
+
     return {
         "sentences": len(records),
         "pieces": pieces,
@@ -83,4 +90,7 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         "tensor_sentences_per_s_length_bucketed": len(records) / bucketed_s,
         "pipeline_segments_per_s": len(records) / pipeline_s,
         "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,
+        "padded_pairs_per_pair": {"treebank_order": padded_pairs(in_order),
+                                  "shuffled": padded_pairs(in_shuffled_order),
+                                  "length_bucketed": padded_pairs(bucketed)},
     }

@@ -125,5 +125,8 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     click.echo(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
                f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
                f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones)")
+    padding = result["padded_pairs_per_pair"]
+    click.echo(f"padded pairs per real one: {padding['treebank_order']:.2f} ({padding['shuffled']:.2f} shuffled, "
+               f"{padding['length_bucketed']:.2f} length-bucketed)")
     click.echo(f"records -> padded batch:   {result['pipeline_segments_per_s']:,.0f} segments/s")
     click.echo(f"stored per wordpiece:      {result['bytes_per_piece']:.2f} bytes")
