@@ -48,7 +48,7 @@ from xsyn.tree_tensors import TreeTensors
 REQUIRED_FIELDS = {
     "none": (),
     "gat": ("tree_parent", "tree_upos"),
-    "sla": ("tree_parent", "tree_upos", "tree_word", "tree_segment"),
+    "sla": ("tree_parent", "tree_upos", "tree_word"),
     "wla": ("tree_upos", "tree_word", "tree_segment"),
     "sdoi": ("tree_parent", "tree_upos"),
 }
