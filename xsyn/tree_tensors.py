@@ -168,8 +168,8 @@ def _word_structure(word_index: torch.Tensor) -> _Words:
     Words are counted as they appear in the pieces: syntactic words that own no piece (the second
     word of English "didn't", of German "zum") are skipped. Specials and pieces of no word count as
     one-piece words that are nobody's neighbour; a word with no neighbour on one side gets its own
-    first piece there. Two words with consecutive counts that both belong to a word are neighbours
-    in one segment: a `[SEP]` (no word) stands between any two segments.
+    first piece there. Two consecutive counted words that are both real (word index >= 0) are
+    neighbours in one segment, as a `[SEP]` (no word) stands between any two segments.
     """
     b, t = word_index.shape
     device = word_index.device
