@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 from xsyn.cli import main
 from xsyn.synth import write_vocab
+from xsyn.train import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
          "--train-examples", "128", "--set", "eval_examples=64", "--batch-size", "16", "--max-length", "48"]
@@ -182,11 +183,33 @@ def test_an_interrupted_evaluation_recomputes_only_what_is_missing(evaluated, ru
     assert "ovs" in json.loads((evaluated / "results.json").read_text())["per_language"]
 
 
+def test_grouping_by_length_sorts_windows_of_the_epoch_order_keeps_every_row_and_pads_less():
+    lengths = torch.randint(5, 129, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
+    plain = [i for batch in epoch_batches(1000, 8, seed=3, epoch=0) for i in batch]
+    grouped_batches = epoch_batches(1000, 8, seed=3, epoch=0, lengths=lengths)
+    grouped = [i for batch in grouped_batches for i in batch]
+    assert sorted(grouped) == list(range(1000))
+    window = LENGTH_WINDOW * 8  # rows [0, 400), [400, 800), [800, 1000)
+    for start in range(0, 1000, window):
+        assert [lengths[i] for i in grouped[start:start + window]] == sorted(
+            (lengths[i] for i in plain[start:start + window]), reverse=True)
+        assert set(grouped[start:start + window]) == set(plain[start:start + window])
+    assert grouped_batches == epoch_batches(1000, 8, seed=3, epoch=0, lengths=lengths)  # resumable
+    assert grouped_batches != epoch_batches(1000, 8, seed=3, epoch=1, lengths=lengths)
+
+    def padded_tokens(batches):
+        return sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+
+    assert padded_tokens(grouped_batches) < 0.6 * padded_tokens(epoch_batches(1000, 8, seed=3, epoch=0))
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["finetune", "--task", "pawz"], ["'pawz' is not one of", "pawsx", "xnli"]),
     (["finetune", "--task", "synth", "--variant", "syn"], ["'syn' is not one of", "gat", "sdoi"]),
     (["finetune", "--task", "synth", "--train-lang", "xx", "--model", "tiny"], ["'xx'", "svo, sov, vso, ovs"]),
     (["evaluate", "--model-dir", "."], ["holds no checkpoint", "best/"]),
+    (["finetune", "--task", "synth", "--model", "tiny", "--train-lang", "svo", "--set", "group_by_length=yes"],
+     ["group_by_length must be true or false, got 'yes'", "--set group_by_length=true"]),
 ])
 def test_bad_input_gets_a_message_that_lists_the_valid_values(args, expected):
     res = CliRunner().invoke(main, args)

@@ -54,6 +54,7 @@ class RunConfig:
     max_answer_length: int = 30
     n_best: int = 20
     train_examples: int | None = None  # use only the first N training examples (quick runs)
+    group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
     eval_examples: int | None = None  # use only the first N dev examples during training
     skip_bad_rows: bool = False
     num_proc: int | None = None
@@ -87,6 +88,7 @@ class RunConfig:
 
 
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
+BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type == "bool")
 
 
 def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str]:
@@ -187,6 +189,10 @@ def _check(config: RunConfig, card: TaskCard) -> None:
     if config.train_lang not in card.languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has languages "
                           f"{', '.join(card.languages)}")
+    for name in BOOL_FIELDS:
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r} "
+                              f"(--set {name}=true)")
     if config.mixed_precision not in ("no", "fp16", "bf16"):
         raise ConfigError(f"mixed_precision {config.mixed_precision!r}: choose no, fp16 or bf16")
     for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):

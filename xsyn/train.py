@@ -27,6 +27,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,13 +59,24 @@ class TrainState:
     data_wait_seconds: float = 0.0
 
 
-def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1) -> list[list[int]]:
+LENGTH_WINDOW = 50  # batches per window that `group_by_length` sorts (as transformers' LengthGroupedSampler)
+
+
+def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1,
+                  lengths: Sequence[int] | None = None) -> list[list[int]]:
     """The micro-batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
 
+    With `lengths` (`group_by_length`), each window of `LENGTH_WINDOW` batches of the permutation is
+    sorted longest first before it is cut: a batch holds rows of similar length and pads less, while
+    the order stays random between windows and a fixed function of (seed, epoch) (so resume works).
     A last batch smaller than the number of processes is topped up from the epoch's start, so
     that every process has at least one row (only then can all of them take the step together).
     """
     order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
+    if lengths is not None:
+        window = LENGTH_WINDOW * batch_size
+        order = [i for start in range(0, n_rows, window)
+                 for i in sorted(order[start:start + window], key=lambda i: -lengths[i])]
     batches = [order[i:i + batch_size] for i in range(0, n_rows, batch_size)]
     if len(batches[-1]) < processes:
         batches[-1] += order[:processes - len(batches[-1])]
@@ -166,11 +178,13 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     bar = tqdm(total=total_steps, initial=state.step, disable=not (main and progress), desc=f"{config.task} "
                f"{config.variant}", dynamic_ncols=True)
     collate = make_collate(tokenizer.pad_token_id or 0)
+    lengths = [len(row["input_ids"]) for row in train_rows] if config.group_by_length else None
     model.train()
 
     # -- the loop --------------------------------------------------------------------------------
     while state.step < total_steps:
-        micro = epoch_batches(len(train_rows), micro_batch, config.seed, state.epoch, accelerator.num_processes)
+        micro = epoch_batches(len(train_rows), micro_batch, config.seed, state.epoch, accelerator.num_processes,
+                              lengths)
         steps = [micro[i:i + config.grad_accum] for i in range(0, len(micro), config.grad_accum)]
         for group in steps[state.step_in_epoch:]:
             started = time.perf_counter()
