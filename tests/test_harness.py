@@ -203,6 +203,15 @@ def test_grouping_by_length_sorts_windows_of_the_epoch_order_keeps_every_row_and
     assert padded_tokens(grouped_batches) < 0.6 * padded_tokens(epoch_batches(1000, 8, seed=3, epoch=0))
 
 
+def test_a_run_grouped_by_length_trains_and_records_the_setting(vocab, cache, tmp_path):
+    out = tmp_path / "grouped"
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "none", "--max-steps", "2",
+                                                 "--group-by-length"))
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "config.json").read_text())["group_by_length"] is True
+    assert json.loads((out / "train_results.json").read_text())["steps"] == 2
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["finetune", "--task", "pawz"], ["'pawz' is not one of", "pawsx", "xnli"]),
     (["finetune", "--task", "synth", "--variant", "syn"], ["'syn' is not one of", "gat", "sdoi"]),

@@ -68,6 +68,8 @@ def data_options(fn):
 @click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None)
 @click.option("--eval-every", type=int, default=None, help="Dev evaluation every N steps [default: each epoch].")
 @click.option("--train-examples", type=int, default=None, help="Use only the first N training examples.")
+@click.option("--group-by-length", is_flag=True, default=None,
+              help="Training batches of similar lengths: less padding, faster (off in the papers).")
 @data_options
 @click.option("--gat-init", type=click.Path(exists=True, file_okay=False), default=None,
               help="Initialise the GAT from an `xsyn pretrain-gat` output folder.")
