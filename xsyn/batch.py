@@ -76,3 +76,13 @@ def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int
                 out[key][i, :n] = f[name]
         out["tree_parent"] = parent
     return {k: torch.from_numpy(v) for k, v in out.items()}
+
+
+def length_sorted_windows(order: Sequence[int], lengths: Sequence[int], window: int,
+                          longest_first: bool = True) -> list[int]:
+    """`order` with each run of `window` items stably sorted by length: batches cut from it hold
+    rows of similar length and pad little, while the order stays random from window to window."""
+    sign = -1 if longest_first else 1
+    return [i for start in range(0, len(order), window)
+            for i in sorted(order[start:start + window], key=lambda i: sign * lengths[i])]
+

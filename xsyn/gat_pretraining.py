@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from xsyn.batch import collate_trees, tree_features
+from xsyn.batch import collate_trees, length_sorted_windows, tree_features
 from xsyn.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.io import atomic_write_text
 from xsyn.probe import ProbeEvaluator
@@ -166,13 +166,9 @@ class LengthGroupedBatches:
     def __iter__(self) -> Iterator[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
         self.epoch += 1
-        order = rng.permutation(len(self.lengths))
-        size = self.batch_size * self.pool
-        batches = []
-        for start in range(0, len(order), size):
-            pool = order[start:start + size]
-            pool = pool[np.argsort(self.lengths[pool], kind="stable")]
-            batches += [pool[i:i + self.batch_size].tolist() for i in range(0, len(pool), self.batch_size)]
+        order = length_sorted_windows(rng.permutation(len(self.lengths)).tolist(), self.lengths,
+                                      self.batch_size * self.pool, longest_first=False)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         for k in rng.permutation(len(batches)):
             yield batches[k]
 

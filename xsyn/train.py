@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from xsyn.batch import length_sorted_windows
 from xsyn.data.cards import load_card
 from xsyn.inference import make_collate, model_inputs, predict, score
 from xsyn.io import atomic_write_json, atomic_write_text, existing_dir, replace_dir
@@ -74,9 +75,7 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes
     """
     order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
     if lengths is not None:
-        window = LENGTH_WINDOW * batch_size
-        order = [i for start in range(0, n_rows, window)
-                 for i in sorted(order[start:start + window], key=lambda i: -lengths[i])]
+        order = length_sorted_windows(order, lengths, LENGTH_WINDOW * batch_size)
     batches = [order[i:i + batch_size] for i in range(0, n_rows, batch_size)]
     if len(batches[-1]) < processes:
         batches[-1] += order[:processes - len(batches[-1])]
