@@ -85,4 +85,3 @@ def length_sorted_windows(order: Sequence[int], lengths: Sequence[int], window: 
     sign = -1 if longest_first else 1
     return [i for start in range(0, len(order), window)
             for i in sorted(order[start:start + window], key=lambda i: sign * lengths[i])]
-
