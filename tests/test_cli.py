@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,6 +24,14 @@ def test_help_lists_every_command():
     bench = CliRunner().invoke(main, ["bench", "--help"]).output
     for target in ("syntax", "model", "eval"):
         assert target in bench
+
+
+def test_every_package_folder_is_declared_for_the_wheel():
+    """An editable install finds undeclared subpackages; a wheel built from pyproject.toml would lack them."""
+    root = Path(__file__).resolve().parents[1]
+    declared = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(path.parent.relative_to(root).parts) for path in (root / "xsyn").rglob("*.py")}
+    assert folders <= declared, f"add {sorted(folders - declared)} to [tool.setuptools] packages"
 
 
 def test_parse_converts_conllu_into_records_and_the_cache(example_conllu, tmp_path):

@@ -35,7 +35,7 @@ _COMMAND_MODULES = (
     "xsyn.models.bench",
     "xsyn.syntax.evaluation",
     "xsyn.pretrain",
-    "xsyn.report",
+    "xsyn.report.command",
     "xsyn.commands",
     "xsyn.demo",
     "xsyn.harness_bench",

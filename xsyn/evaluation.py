@@ -242,7 +242,7 @@ def _write_tables(out: Path, card: TaskCard, summary: dict[str, Any], pairs: dic
     atomic_write_text(out / "per_language.csv", buf.getvalue())
     if not pairs:
         return
-    from xsyn.plots import heatmap_png
+    from xsyn.report.plots import heatmap_png
 
     langs = list(pairs)
     row_seg, col_seg = summary["pair_axes"]
