@@ -46,9 +46,9 @@ def main() -> None:
 
     import torch
 
-    from xsyn.gat_pretraining import PretrainSettings, run_pretraining
     from xsyn.io import atomic_write_text
-    from xsyn.probe import METRICS
+    from xsyn.pretraining.probe import METRICS
+    from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
     from xsyn.run_config import parse_overrides
 
     if args.threads:

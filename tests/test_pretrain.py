@@ -14,14 +14,14 @@ from safetensors.torch import load_file
 
 from xsyn.batch import collate_trees
 from xsyn.cli import main
-from xsyn.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
-from xsyn.gat_pretraining import (
+from xsyn.models.modeling import ProbeOutput
+from xsyn.pretraining.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
+from xsyn.pretraining.trainer import (
     LengthGroupedBatches,
     encode,
     probe_scores,
     read_treebank,
 )
-from xsyn.models.modeling import ProbeOutput
 from xsyn.tree_tensors import TreeTensors
 from xsyn.wordpiece import WordpieceAligner
 

@@ -7,7 +7,7 @@ import pytest
 from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
 from scipy.stats import spearmanr
 
-from xsyn.probe import (
+from xsyn.pretraining.probe import (
     ProbeEvaluator,
     minimum_spanning_edges,
     spearman_rows,

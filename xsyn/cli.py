@@ -34,7 +34,7 @@ _COMMAND_MODULES = (
     "xsyn.syntax.commands",
     "xsyn.models.bench",
     "xsyn.syntax.evaluation",
-    "xsyn.pretrain",
+    "xsyn.pretraining.command",
     "xsyn.report.command",
     "xsyn.commands",
     "xsyn.demo",

@@ -1,4 +1,4 @@
-"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.gat_pretraining`).
+"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.pretraining.trainer`).
 
 The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
 `XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
@@ -63,7 +63,7 @@ def pretrain_gat_command(treebanks: str, treebank_dir: Path, eval_treebanks: str
                          steps: int | None, batch_size: int, learning_rate: float, max_length: int, seed: int,
                          log_every: int, sets: tuple[str, ...], output_dir: Path) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it."""
-    from xsyn.gat_pretraining import PretrainSettings, run_pretraining
+    from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
     from xsyn.run_config import ConfigError, parse_overrides
     from xsyn.treebanks import TreebankError
 

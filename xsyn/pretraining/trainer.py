@@ -5,8 +5,8 @@ code never released it. This is the reconstruction: the GAT reads BERT's word-pi
 (frozen) plus UPOS embeddings under the tree mask (distance <= delta) of each treebank sentence
 at word-piece level (`WordpieceAligner` + `collate_trees`; nothing is parsed), and is trained with
 the structural-probe losses (tree distance and depth, Hewitt and Manning 2019) and, selectable,
-SEPREM's dependency-distance prediction (`xsyn.distance_prediction`). Then the probes are scored
-per treebank on its dev set (test for test-only treebanks) at word level (`xsyn.probe`).
+SEPREM's dependency-distance prediction (`distance_prediction.py`). Then the probes are scored per
+treebank on its dev set (test for test-only treebanks) at word level (`probe.py`).
 
 Sentences longer than the model's maximum are cut into overlapping windows for training (each
 window keeps true tree distances) and counted; in evaluation they are counted and not scored.
@@ -31,9 +31,9 @@ import torch
 from torch import nn
 
 from xsyn.batch import collate_trees, length_sorted_windows, tree_features
-from xsyn.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.io import atomic_write_text
-from xsyn.probe import ProbeEvaluator
+from xsyn.pretraining.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
+from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.tree_tensors import TreeTensors
