@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
+from xsyn.cli import main
 from xsyn.syntax.conllu import ConlluError, ConlluStats, parse_conllu, read_conllu, write_conllu
 
 # (file, sentences, syntactic words) from ../shared/data/MANIFEST.md, section 1.
@@ -78,6 +80,11 @@ def test_empty_nodes_are_skipped_and_text_is_rebuilt_when_missing():
 
 
 GOOD = ["# sent_id = ok", "1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_", "2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_", ""]
+A, CAT = GOOD[1], GOOD[2]
+
+
+def mwt(ids: str) -> str:
+    return f"{ids}\tAcat" + "\t_" * 8
 
 
 @pytest.mark.parametrize(("lines", "line", "problem"), [
@@ -89,6 +96,14 @@ GOOD = ["# sent_id = ok", "1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_", "2\tcat\tcat\tNOUN
     (["1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_", "2\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_",
       "3\tsat\tsit\tVERB\t_\t_\t2\tcop\t_\t_", "4\t.\t.\tPUNCT\t_\t_\t0\troot\t_\t_"], 2, "cycle"),
     (["# sent_id = nothing", "# text = "], 1, "empty sentence"),
+    ([mwt("1-3"), A, CAT], 1, "multiword token 1-3 covers words 1..3 but the sentence has 2 words"),
+    ([A, CAT, mwt("3-4")], 3, "multiword token 3-4 covers words 3..4 but the sentence has 2 words"),
+    ([A, mwt("1-2"), CAT], 2, "multiword token 1-2 must come right before word 1; here it comes before word 2"),
+    ([mwt("0-1"), A, CAT], 1, "bad multiword-token range '0-1'"),
+    ([mwt("1-1"), A, CAT], 1, "bad multiword-token range '1-1'"),
+    ([mwt("1-2"), A, mwt("2-3"), CAT, "3\t.\t.\tPUNCT\t_\t_\t2\tpunct\t_\t_"], 3, "overlaps multiword token 1-2"),
+    (["\u0661\tA\ta\tDET\t_\t_\t2\tdet\t_\t_", CAT], 1, "word id '\u0661' out of sequence"),
+    ([A.replace("\t2\t", "\t\u0662\t"), CAT], 1, "head '\u0662' of word 1 is not an integer"),
 ])
 def test_bad_sentences_name_file_line_and_problem(tmp_path, lines, line, problem):
     path = tmp_path / "bad.conllu"
@@ -102,6 +117,29 @@ def test_bad_sentences_name_file_line_and_problem(tmp_path, lines, line, problem
     kept = list(read_conllu(path, skip_invalid=True, stats=stats))
     assert [r.sent_id for r in kept] == ["ok"]
     assert len(stats.skipped) == 1 and f"{path}:{bad_line}:" in stats.skipped[0]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
+    path = tmp_path / "bom.conllu"
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(GOOD).encode("utf-8"))
+    (rec,) = read_conllu(path)
+    assert rec.sent_id == "ok" and rec.words == ["A", "cat"]
+
+
+def test_a_file_that_is_not_utf8_names_line_and_byte_offset(tmp_path):
+    path = tmp_path / "latin1.conllu"
+    path.write_bytes("\n".join(GOOD[:2] + ["2\tcafé\tcafé\tNOUN\t_\t_\t0\troot\t_\t_", ""]).encode("latin-1"))
+    # "# sent_id = ok\n" is 15 bytes, the word line of "A" 24, then "2\tcaf" 5: the é (0xe9) is byte 44
+    expected = f"{path}:3: not UTF-8 text (byte b'\\xe9' at byte offset 44); convert the file to UTF-8"
+    for skip_invalid in (False, True):  # the whole file is unreadable: skipping sentences cannot help
+        with pytest.raises(ConlluError) as err:
+            list(read_conllu(path, skip_invalid=skip_invalid))
+        assert expected in str(err.value)
+    for fmt in ("conllu", "text"):
+        res = CliRunner().invoke(main, ["parse", "--input", str(path), "--format", fmt, "--lang", "en", "--out",
+                                        str(tmp_path / "o.jsonl"), "--parser", "chain", "--cache-dir",
+                                        str(tmp_path / "c")])
+        assert res.exit_code == 1 and expected in res.output and "--skip-invalid" not in res.output
 
 
 def test_write_then_read_round_trips(example_conllu, tmp_path):

@@ -12,6 +12,7 @@ released layouts exactly:
 
 from __future__ import annotations
 
+import json
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_conll2003_german_latin1_iob1_becomes_utf8_iob2():
     assert first.tags == ["O", "O", "B-ORG", "O", "B-LOC", "B-LOC", "O"]
     assert second.tags == ["B-PER", "O"]
     assert report.notes == {"files decoded as latin-1": 1, "IOB1 tags rewritten as IOB2 B- tags": 3}
+    # the notes reach the run's data_report.json as {note: count}
+    assert json.loads(json.dumps(report.as_dict()))["notes"] == dict(report.notes)
 
 
 def test_iob1_to_iob2_leaves_iob2_alone():

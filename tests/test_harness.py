@@ -68,6 +68,13 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
 
 
+def test_a_second_run_into_a_finished_run_folder_is_refused(vocab, cache, run):
+    before = (run / "train_results.json").read_bytes()
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, run, "--variant", "none", "--seed", "4"))
+    assert res.exit_code == 1 and "already holds a run (config.json): continue it with --resume" in res.output
+    assert (run / "train_results.json").read_bytes() == before
+
+
 def _dev_scores(run: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["dev_primary"]) for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines())
             if "dev" in r]
@@ -215,10 +222,10 @@ def test_a_run_grouped_by_length_trains_and_records_the_setting(vocab, cache, tm
 @pytest.mark.parametrize(("args", "expected"), [
     (["finetune", "--task", "pawz"], ["'pawz' is not one of", "pawsx", "xnli"]),
     (["finetune", "--task", "synth", "--variant", "syn"], ["'syn' is not one of", "gat", "sdoi"]),
-    (["finetune", "--task", "synth", "--train-lang", "xx", "--model", "tiny"], ["'xx'", "svo, sov, vso, ovs"]),
+    (["finetune", "--task", "synth", "--train-lang", "xx", "--model", "tiny"], ["'xx'", "training data in svo"]),
     (["evaluate", "--model-dir", "."], ["holds no checkpoint", "best/"]),
     (["finetune", "--task", "synth", "--model", "tiny", "--train-lang", "svo", "--set", "group_by_length=yes"],
-     ["group_by_length must be true or false, got 'yes'", "--set group_by_length=true"]),
+     ["group_by_length must be true or false, got 'yes'", "--set group_by_length=..."]),
 ])
 def test_bad_input_gets_a_message_that_lists_the_valid_values(args, expected):
     res = CliRunner().invoke(main, args)

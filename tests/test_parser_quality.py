@@ -89,3 +89,18 @@ def test_parser_quality_names_unknown_treebanks(tmp_path):
     result = CliRunner().invoke(main, ["parser-quality", "--parser", "chain", "--treebanks", "xx",
                                        "--treebank-dir", str(tmp_path)])
     assert result.exit_code != 0 and "unknown language or treebank 'xx'" in result.output
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("1\tA\ta\tDET\t_\t_\t7\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n\n",
+     ":1: word 1 has head 7, outside the sentence"),
+    ("", ": no sentences to score"),
+])
+def test_parser_quality_names_a_bad_or_empty_treebank_file(tmp_path, content, problem):
+    gold = tmp_path / "UD_English-EWT" / "en_ewt-ud-dev.conllu"
+    gold.parent.mkdir()
+    gold.write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(main, ["parser-quality", "--parser", "chain", "--treebanks", "en",
+                                       "--treebank-dir", str(tmp_path)])
+    assert result.exit_code == 1 and f"Error: {gold}{problem}" in result.output
+    assert "Traceback" not in result.output and "nan" not in result.output

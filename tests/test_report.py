@@ -34,6 +34,13 @@ def write_run(root, name, *, variant="gat", seed=1, task="pawsx", metric="accura
     return run
 
 
+def edit_results(run, **fields):
+    """Overwrite fields of a run's results.json, e.g. with values `xsyn evaluate` would never write."""
+    file = run / "results.json"
+    file.write_text(json.dumps({**json.loads(file.read_text()), **fields}), encoding="utf-8")
+    return run
+
+
 def labelled(correct_ids, n=200):
     """Accuracy rows: example i is predicted right when i is in `correct_ids`."""
     return [(f"q{i}", "yes" if i in correct_ids else "no", "yes") for i in range(n)]
@@ -105,8 +112,51 @@ def test_deltas_against_the_baseline_with_paired_bootstrap_marks(tmp_path):
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| gat | +25.0* | +0.5 | +12.8 | – |" in markdown  # no English, so no gap
     assert "| none (baseline) | 1 | 75.0 | 50.0 | 62.5 | – |" in markdown
+    assert "avg and gap deltas are over" not in markdown  # same languages: the avg delta is the plain one
     deltas = list(csv.DictReader((tmp_path / "out" / "pawsx-test-accuracy" / "deltas.csv").open()))
     assert float(deltas[0]["de"]) == pytest.approx(25.0) and float(deltas[0]["de_p"]) == 0.0
+
+
+def test_average_and_gap_deltas_use_only_the_languages_both_sides_have(tmp_path):
+    # gat has de, the baseline fr: only en is shared, so avg delta = 90 - 85 and no gap delta (the gap
+    # needs a shared language besides the source), not (90 + 80) / 2 - (85 + 20) / 2 = +32.5
+    gat = write_run(tmp_path, "gat", per_language={"en": 90.0, "de": 80.0})
+    none = write_run(tmp_path, "none", variant="none", per_language={"en": 85.0, "fr": 20.0})
+    report = build_report([gat], [none])
+    write_report(report, tmp_path / "out")
+    comparison = report.experiments[0].comparisons[0]
+    assert comparison.average == pytest.approx(5.0) and comparison.transfer_gap is None
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "| gat | +5.0 | – | – | +5.0 | – |" in markdown  # columns en, de, fr, avg, gap
+    assert "gat: the avg and gap deltas are over the languages it and none (baseline) both have: en" in markdown
+
+
+def test_shared_language_deltas_come_from_the_seed_means(tmp_path):
+    # gat seeds: en 90 and 92, de 80 and 84 (means 91, 82); fr only in gat, es only in the baseline.
+    # Over en, de: avg delta = (91 + 82) / 2 - (85 + 60) / 2 = 14; gap delta = (91 - 82) - (85 - 60) = -16
+    gat1 = write_run(tmp_path, "gat-1", seed=1, per_language={"en": 90.0, "de": 80.0, "fr": 70.0})
+    gat2 = write_run(tmp_path, "gat-2", seed=2, per_language={"en": 92.0, "de": 84.0, "fr": 50.0})
+    none = write_run(tmp_path, "none", variant="none", per_language={"en": 85.0, "de": 60.0, "es": 10.0})
+    experiment = build_report([gat1, gat2], [none]).experiments[0]
+    assert experiment.comparisons[0].average == pytest.approx(14.0)
+    assert experiment.comparisons[0].transfer_gap == pytest.approx(-16.0)
+    assert "gat: the avg and gap deltas are over the languages it and none (baseline) both have: en, de" \
+        in experiment.notes
+    assert "gat: no baseline score for fr; no delta there" in experiment.notes
+
+
+def test_baselines_of_another_split_are_named_in_the_notes(tmp_path):
+    gat = write_run(tmp_path, "gat", split="test", per_language={"en": 90.0})
+    none = write_run(tmp_path, "none", variant="none", split="validation", per_language={"en": 85.0})
+    report = build_report([gat], [none])
+    write_report(report, tmp_path / "out")
+    test, validation = report.experiments
+    assert test.comparisons == [] and validation.systems == []
+    assert test.notes == ["no --baseline runs for pawsx/test/accuracy (the baselines are "
+                          "pawsx/validation/accuracy): no deltas"]
+    assert validation.notes == ["only --baseline runs for pawsx/validation/accuracy (the runs are "
+                                "pawsx/test/accuracy): no deltas"]
+    assert "(the baselines are pawsx/validation/accuracy)" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_seed_groups_are_paired_by_example_id_and_averaged(tmp_path):
@@ -202,6 +252,16 @@ def test_probe_metrics_become_a_table_and_a_chart(tmp_path):
      r"a/results.json: unknown metric 'bleu'; valid: accuracy, seqeval"),
     (lambda root: [write_run(root, "a", per_language={"en": 1.0}, pairs={"en": {"de": None}})],
      r"a/results.json: the score of en-de is None, not a number"),
+    (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), per_language={})],
+     r"a/results.json: per_language is empty; a run needs the score of at least one language"),
+    (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), seed=[1])],
+     r"a/results.json: seed must be an integer or a string, got \[1\]"),
+    (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), variant=None)],
+     r"a/results.json: variant must be a non-empty string, got None"),
+    (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), split=5)],
+     r"a/results.json: split must be a non-empty string, got 5"),
+    (lambda root: [write_run(root, "a", per_language={"en": 1.0}, pairs={"en": 5})],
+     r"a/results.json: pairs must be \{row language: \{column language: score\}\}, but pairs\['en'\] is 5"),
 ])
 def test_unreportable_runs_are_explained(tmp_path, setup, message):
     (tmp_path / "empty").mkdir()

@@ -50,7 +50,8 @@ def data_options(fn):
 
 @main.command()
 @click.option("--task", type=click.Choice(list_tasks()), required=True, help="A task card name (see tasks/).")
-@click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True)
+@click.option("--variant", type=click.Choice(VARIANTS), default=None,
+              help="[default: the --config file's, else gat]")
 @click.option("--model", default=None, help="Hub name, local checkpoint folder, or `tiny` "
               "[default: bert-base-multilingual-cased].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer folder (default: the model's; "
@@ -99,6 +100,13 @@ def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
     flags["trackers"] = list(flags.pop("trackers")) or None
     flags = {**{k: v for k, v in flags.items() if v is not None}, **_run(parse_overrides, sets)}
     config = _run(resolve, task, variant, card, file_values, flags)
+    out = config.resolved_output_dir()
+    if not resume and (out / "config.json").is_file():
+        raise click.ClickException(f"{out} already holds a run (config.json): continue it with --resume, "
+                                   "choose another --output-dir (or --seed), or delete the folder first")
+    for name, values in config.hyperparameter_grid.items():
+        click.echo(f"{config.hyperparameter_source} searches {name} over {values}; this run takes "
+                   f"{values[0]} (choose another with --set {name}=VALUE)", err=True)
     summary = _run(run_finetune, config, resume=resume, progress=not quiet)
     click.echo(json.dumps(summary, indent=2))
 

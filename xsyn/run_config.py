@@ -6,13 +6,17 @@ so a run can be repeated exactly (`xsyn finetune --config runs/x/config.json`).
 
 from __future__ import annotations
 
+import difflib
 import json
 import tomllib
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import TaskCard
+from xsyn.syntax.parsers import DOWNLOAD_POLICIES, PARSERS
+from xsyn.typecheck import type_mismatch
 
 # Card hyperparameter -> XsynBertConfig field (the syntax settings of a variant).
 SYNTAX_KEYS = {
@@ -74,6 +78,7 @@ class RunConfig:
     gat_init: str | None = None  # a `xsyn pretrain-gat` output directory
     freeze_gat: bool = False
     hyperparameter_source: str = ""  # which card section the defaults came from
+    hyperparameter_grid: dict[str, Any] = field(default_factory=dict)  # card grids whose first value is used
 
     def resolved_output_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.task}/{self.variant}-seed{self.seed}")
@@ -88,26 +93,36 @@ class RunConfig:
 
 
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
-BOOL_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type == "bool")
+# Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
+DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
+LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
 
-def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str]:
-    """The papers' hyperparameters for `variant` from the card, as RunConfig values."""
+def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, dict[str, list]]:
+    """The papers' hyperparameters for `variant` from the card, as RunConfig values; the card's
+    section; and its search grids (a list where the paper searched values, e.g. Li et al.'s
+    learning rates), of which the first value is taken."""
     section = variant if variant in card.hyperparameters else next(
         (s for s in BASELINE_SECTIONS if s in card.hyperparameters), None)
     if section is None:
-        return {}, ""
+        return {}, "", {}
     values: dict[str, Any] = {}
     syntax: dict[str, Any] = {}
+    grids: dict[str, list] = {}
     for key, value in card.hyperparameters[section].items():
+        name = SYNTAX_KEYS.get(key, key)
+        if isinstance(value, list) and value and name not in LIST_SETTINGS:
+            grids[name], value = value, value[0]
         if key in SYNTAX_KEYS:
             if variant != "none":
-                syntax[SYNTAX_KEYS[key]] = value
+                syntax[name] = value
         elif key in FIELD_NAMES and key != "seed":
             values[key] = value
     if syntax:
         values["syntax"] = syntax
-    return values, f"{card.path or card.name} [hyperparameters.{section}]"
+    used = {**values, **syntax}
+    return values, f"{card.path or card.name} [hyperparameters.{section}]", {k: v for k, v in grids.items()
+                                                                            if k in used}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -115,14 +130,21 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} not found")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({err})") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a table of settings, got {type(data).__name__}")
     unknown = sorted(set(data) - FIELD_NAMES)
     if unknown:
         raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}; valid keys: {', '.join(sorted(FIELD_NAMES))}")
+    if not isinstance(data.get("syntax", {}), dict):
+        raise ConfigError(f"{path}: syntax must be a table of model settings, got {data['syntax']!r}")
     return data
 
 
@@ -160,11 +182,20 @@ def gat_shape(gat_init: str | Path) -> dict[str, Any]:
     return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
 
 
-def resolve(task: str, variant: str, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
+def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
             ) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
-    (`gat_init`), a config file, flags."""
-    defaults, source = card_defaults(card, variant)
+    (`gat_init`), a config file, flags.
+
+    The variant is `variant`, else the config file's, else `gat`. A config file of another task
+    is refused; what a run derives (its card section and grids) is never taken from a file.
+    """
+    if file_values.get("task", task) != task:
+        raise ConfigError(f"the --config file is a run of task {file_values['task']!r}, not {task!r}: "
+                          f"pass --task {file_values['task']}, or delete `task` from the file")
+    variant = variant or file_values.get("variant") or "gat"
+    file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
+    defaults, source, grid = card_defaults(card, variant)
     gat_init = flags.get("gat_init") or file_values.get("gat_init")
     if gat_init:
         defaults = {**defaults, "syntax": {**defaults.get("syntax", {}), **gat_shape(gat_init)}}
@@ -180,26 +211,68 @@ def resolve(task: str, variant: str, card: TaskCard, file_values: dict[str, Any]
                 merged[key] = value
     merged["syntax"] = syntax
     merged["hyperparameter_source"] = source
+    merged["hyperparameter_grid"] = {name: values for name, values in grid.items()
+                                     if name not in file_values and name not in flags
+                                     and name not in file_values.get("syntax", {})
+                                     and name not in flags.get("syntax", {})}
     config = RunConfig(**merged)
     _check(config, card)
     return config
 
 
+# Lower bounds of numeric settings (None is always allowed where the field allows it).
+_AT_LEAST = {
+    "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
+    "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "train_examples": 1,
+    "eval_examples": 1, "num_proc": 1, "eval_every": 1, "save_every": 1, "warmup_steps": 0, "weight_decay": 0,
+}
+_POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
+_CHOICES = {"mixed_precision": ("no", "fp16", "bf16"), "parser": PARSERS, "parser_download": DOWNLOAD_POLICIES}
+TRACKERS = ("tensorboard", "wandb")
+
+
 def _check(config: RunConfig, card: TaskCard) -> None:
-    if config.train_lang not in card.languages:
-        raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has languages "
-                          f"{', '.join(card.languages)}")
-    for name in BOOL_FIELDS:
-        if not isinstance(getattr(config, name), bool):
-            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r} "
-                              f"(--set {name}=true)")
-    if config.mixed_precision not in ("no", "fp16", "bf16"):
-        raise ConfigError(f"mixed_precision {config.mixed_precision!r}: choose no, fp16 or bf16")
-    for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):
-        if int(getattr(config, name)) < 1:
-            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
+    """Every setting against its type, range and choices; the message names the setting and the fix."""
+    hints = typing.get_type_hints(RunConfig)
+    for name in FIELD_NAMES:
+        value = getattr(config, name)
+        expected = type_mismatch(value, hints[name])
+        if expected:
+            raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
+    if config.train_lang not in card.train_languages:
+        raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
+                          f"{', '.join(card.train_languages)}")
+    for name, choices in _CHOICES.items():
+        if getattr(config, name) not in choices:
+            raise ConfigError(f"{name} {getattr(config, name)!r}: choose one of {', '.join(choices)}")
+    unknown = [name for name in config.trackers if name not in TRACKERS]
+    if unknown:
+        raise ConfigError(f"trackers: {unknown[0]!r} is not a tracker; choose from {', '.join(TRACKERS)}")
+    for name, least in _AT_LEAST.items():
+        value = getattr(config, name)
+        if value is not None and value < least:
+            raise ConfigError(f"{name} must be >= {least}, got {value}")
+    for name in _POSITIVE:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
     if config.batch_size % config.grad_accum:
         raise ConfigError(f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
-    for name in ("max_steps", "max_query_length"):
-        if getattr(config, name) is not None and getattr(config, name) < 1:
-            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
+    _check_syntax(config.syntax)
+
+
+def _check_syntax(syntax: dict[str, Any]) -> None:
+    """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
+    misspelt one would otherwise be carried along unused."""
+    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+
+    types = {**syntax_setting_types(), "syntax_layers": list[int] | int | None}  # a card may give a count
+    known = {f.name for f in fields(XsynBertConfig)}
+    for name, value in syntax.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known | FIELD_NAMES), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
+                              "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")
+        expected = type_mismatch(value, types[name]) if name in types else None
+        if expected:
+            raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")

@@ -92,13 +92,13 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     if len(set(langs.values())) == 1:
         lang = next(iter(langs.values()))
         examples, load = load_examples(card, lang, split, config.data_dir, config.skip_bad_rows)
-        load_report = _plain(load)
+        load_report = load.as_dict()
         if loaded is not None:
             loaded[lang] = examples
     else:
         examples, pair = load_pair_examples(card, split, langs, config.data_dir, config.skip_bad_rows,
                                             loaded=loaded)
-        load_report = {**_plain(pair), "loads": [_plain(x) for x in pair.loads]}
+        load_report = pair.as_dict()
     if limit is not None:
         examples = examples[:limit]
     vocab = vocab or Vocab.for_task(card, examples)
@@ -120,9 +120,3 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
               "limit": limit}
     return TaskData(card, split, langs, examples, features, report), vocab
 
-
-def _plain(report: Any) -> dict[str, Any]:
-    """A dataclass report as JSON-ready values (Counters become dicts)."""
-    from dataclasses import asdict
-
-    return {k: (dict(v) if hasattr(v, "most_common") else v) for k, v in asdict(report).items()}

@@ -16,8 +16,9 @@ import os
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from xsyn.data.cards import FROM_TRAIN, LocalSource, TaskCard, load_card
 from xsyn.data.example import Example
@@ -49,6 +50,11 @@ class LoadReport:
     def lang(self) -> str:
         langs = list(dict.fromkeys(self.langs.values()))
         return langs[0] if len(langs) == 1 else "-".join(f"{k}:{v}" for k, v in self.langs.items())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready. (`dataclasses.asdict` would rebuild `notes` from its (note, count) items, so a
+        Counter would count the pairs.)"""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "notes": dict(self.notes)}
 
     def summary(self) -> str:
         text = (f"{self.task} {self.lang} {self.split}: {self.examples} examples from {', '.join(self.sources)}; "

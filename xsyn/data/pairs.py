@@ -17,8 +17,9 @@ ids present in only one language are counted too. Nothing else is dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard
 from xsyn.data.example import Example
@@ -35,6 +36,10 @@ class PairReport:
     label_mismatches: int = 0  # pairs dropped because the languages' labels differ
     unmatched: dict[str, int] = field(default_factory=dict)  # language -> ids missing from the others
     loads: list[LoadReport] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "loads": [load.as_dict() for load in self.loads]}
 
     def summary(self) -> str:
         langs = ", ".join(f"{name} {lang}" for name, lang in self.langs.items())

@@ -44,9 +44,14 @@ sequence and token heads), `num_intents` and `num_slot_labels` (the intent-slot 
 
 from __future__ import annotations
 
+import functools
+import typing
+from typing import Any
+
 from huggingface_hub.dataclasses import strict
 from transformers import BertConfig
 
+from xsyn.typecheck import type_mismatch
 from xsyn.variants import VARIANTS
 
 GAT_ATTENTIONS = ("dot", "additive")
@@ -116,6 +121,10 @@ class XsynBertConfig(BertConfig):
 
     def check_syntax(self) -> None:
         """Raise `SyntaxConfigError` naming the first setting that cannot work."""
+        for name, hint in syntax_setting_types().items():
+            expected = type_mismatch(getattr(self, name), hint)
+            if expected:
+                raise SyntaxConfigError(f"{name}={getattr(self, name)!r} must be {expected}")
         if self.variant not in VARIANTS:
             raise SyntaxConfigError(f"variant={self.variant!r} is unknown; choose one of {', '.join(VARIANTS)}")
         layers = self.num_hidden_layers
@@ -148,3 +157,13 @@ class XsynBertConfig(BertConfig):
                 raise SyntaxConfigError(f"{name}={getattr(self, name)} must be >= 0")
         if not 0.0 <= self.sdoi_alpha <= 1.0:
             raise SyntaxConfigError(f"sdoi_alpha={self.sdoi_alpha} must lie in [0, 1]")
+
+
+@functools.cache
+def syntax_setting_types() -> dict[str, Any]:
+    """The type of each setting `XsynBertConfig` adds to `BertConfig` (settings that arrive as JSON or
+    `--set` strings are checked against them)."""
+    import torch
+
+    hints = typing.get_type_hints(XsynBertConfig, localns={"torch": torch})  # BertConfig's hints name torch
+    return {name: hints[name] for name in XsynBertConfig.__annotations__}

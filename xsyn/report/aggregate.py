@@ -66,7 +66,7 @@ class Comparison:
     system: str
     baseline: str
     per_language: dict[str, Delta]
-    average: float
+    average: float | None  # over the languages both have; None when they share none
     transfer_gap: float | None
     pairs: dict[str, dict[str, Delta]] = field(default_factory=dict)
 
@@ -108,15 +108,17 @@ def build_report(run_dirs: Sequence[Path], baseline_dirs: Sequence[Path] = (),
     if not runs and not probes:
         raise ReportError("nothing to report: the run directories hold no results")
     experiments = []
-    for key in dict.fromkeys(run.experiment for run in [*runs, *baseline_runs]):
+    run_keys = list(dict.fromkeys(run.experiment for run in runs))
+    baseline_keys = list(dict.fromkeys(run.experiment for run in baseline_runs))
+    for key in dict.fromkeys([*run_keys, *baseline_keys]):
         members = [run for run in runs if run.experiment == key]
         baselines = [run for run in baseline_runs if run.experiment == key]
-        experiments.append(_experiment(key, members, baselines, bootstrap))
+        experiments.append(_experiment(key, members, baselines, bootstrap, run_keys, baseline_keys))
     return Report(experiments, [*probes, *baseline_probes], bootstrap)
 
 
 def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[Run],
-                bootstrap: BootstrapSettings) -> Experiment:
+                bootstrap: BootstrapSettings, run_keys: list, baseline_keys: list) -> Experiment:
     from xsyn.metrics import primary_name
 
     task, split, metric = key
@@ -137,11 +139,21 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
                               f"({found}); give the seeds of one variant and model as the baseline")
         ((variant, model), members), = baseline_groups.items()
         baseline = _system(f"{variant} (baseline)", members)
-    elif systems:
+    elif baseline_keys:  # baselines were given, for other experiments only
+        notes.append(f"no --baseline runs for {'/'.join(key)} (the baselines are "
+                     f"{_names(baseline_keys)}): no deltas")
+    else:
         notes.append("no --baseline runs for this experiment: no deltas")
+    if not runs:
+        notes.append(f"only --baseline runs for {'/'.join(key)}"
+                     + (f" (the runs are {_names(run_keys)})" if run_keys else "") + ": no deltas")
     comparisons = ([_compare(system, baseline, metric, bootstrap, notes) for system in systems]
                    if baseline else [])
     return Experiment(task, split, metric, primary, systems, baseline, comparisons, notes)
+
+
+def _names(keys: list[tuple[str, str, str]]) -> str:
+    return ", ".join("/".join(key) for key in keys)
 
 
 def _group_systems(runs: list[Run]) -> dict[tuple[str, str], list[Run]]:
@@ -215,16 +227,35 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
     left_out = [lang for lang in system.languages if lang not in baseline.per_language]
     if left_out:
         notes.append(f"{system.label}: no baseline score for {', '.join(left_out)}; no delta there")
-    gap = (system.transfer_gap.mean - baseline.transfer_gap.mean
-           if system.transfer_gap and baseline.transfer_gap else None)
-    comparison = Comparison(system.label, baseline.label, per_language,
-                            system.average.mean - baseline.average.mean, gap)
+    if set(system.languages) == set(baseline.languages):
+        average = system.average.mean - baseline.average.mean
+        gap = (system.transfer_gap.mean - baseline.transfer_gap.mean
+               if system.transfer_gap and baseline.transfer_gap else None)
+    else:  # means are linear: the delta of averages over the shared languages from the seed means
+        shared = list(per_language)
+        average = _mean_of(system, shared) - _mean_of(baseline, shared) if shared else None
+        gaps = [_gap_of(side, shared) for side in (system, baseline)]
+        gap = gaps[0] - gaps[1] if None not in gaps else None
+        notes.append(f"{system.label}: the avg and gap deltas are over the languages it and {baseline.label} "
+                     f"both have: {', '.join(shared) or 'none, so no avg or gap delta'}")
+    comparison = Comparison(system.label, baseline.label, per_language, average, gap)
     for row, cols in system.pairs.items():
         for col in cols:
             if col in baseline.pairs.get(row, {}):
                 comparison.pairs.setdefault(row, {})[col] = _delta(system, baseline, (row, col), metric,
                                                                    bootstrap, notes)
     return comparison
+
+
+def _mean_of(system: System, languages: list[str]) -> float:
+    return math.fsum(system.per_language[lang].mean for lang in languages) / len(languages)
+
+
+def _gap_of(system: System, languages: list[str]) -> float | None:
+    others = [lang for lang in languages if lang != system.source_lang]
+    if system.source_lang not in languages or not others:
+        return None
+    return system.per_language[system.source_lang].mean - _mean_of(system, others)
 
 
 def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: BootstrapSettings,

@@ -12,6 +12,8 @@ from typing import Any
 RESULTS_FILE = "results.json"
 PROBE_FILE = "probe_metrics.json"
 _REQUIRED = ("task", "variant", "model", "seed", "metric", "split", "per_language")
+_TEXT = ("task", "variant", "model", "metric", "split")
+_OPTIONAL_OBJECTS = ("pairs", "config", "metric_options", "n_examples", "dropped")
 
 Key = tuple[str, ...]  # (lang,) or (row, col)
 
@@ -82,8 +84,26 @@ def read_run(path: Path) -> Run:
     if missing:
         raise ReportError(f"{file} lacks {', '.join(missing)}; it was not written by `xsyn evaluate` "
                           "(see the README for the results.json schema)")
-    if not isinstance(results["per_language"], dict) or not isinstance(results.get("pairs") or {}, dict):
-        raise ReportError(f"{file}: per_language and pairs must be JSON objects keyed by language")
+    for name in _TEXT:
+        if not isinstance(results[name], str) or not results[name]:
+            raise ReportError(f"{file}: {name} must be a non-empty string, got {results[name]!r}; "
+                              "re-run its evaluation or correct the field")
+    seed = results["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise ReportError(f"{file}: seed must be an integer or a string, got {seed!r}")
+    if not isinstance(results["per_language"], dict):
+        raise ReportError(f"{file}: per_language must be a JSON object {{language: score}}, "
+                          f"got {results['per_language']!r}")
+    if not results["per_language"]:
+        raise ReportError(f"{file}: per_language is empty; a run needs the score of at least one language "
+                          "(re-run its evaluation)")
+    for name in _OPTIONAL_OBJECTS:
+        if results.get(name) is not None and not isinstance(results[name], dict):
+            raise ReportError(f"{file}: {name} must be a JSON object, got {results[name]!r}")
+    for row, cols in (results.get("pairs") or {}).items():
+        if not isinstance(cols, dict):
+            raise ReportError(f"{file}: pairs must be {{row language: {{column language: score}}}}, but "
+                              f"pairs[{row!r}] is {cols!r}")
     scores = dict(results["per_language"])
     scores.update({f"{row}-{col}": value for row, cols in (results.get("pairs") or {}).items()
                    for col, value in cols.items()})

@@ -54,7 +54,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, out: Path, parser_name:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
     from xsyn.data.example import Segment
     from xsyn.syntax.cache import ParseCache, cache_key
-    from xsyn.syntax.conllu import ConlluError, ConlluStats, read_conllu
+    from xsyn.syntax.conllu import ConlluError, ConlluStats, NotUtf8Error, not_utf8_error, read_conllu
     from xsyn.syntax.parse import ParseReport, parse_segments
     from xsyn.syntax.parsers import ParserUnavailable, get_parser
     from xsyn.syntax.record import write_jsonl
@@ -66,6 +66,8 @@ def parse_command(input_path: Path, fmt: str, lang: str, out: Path, parser_name:
         stats = ConlluStats()
         try:
             records = list(read_conllu(input_path, lang=lang, skip_invalid=skip_invalid, stats=stats))
+        except NotUtf8Error as err:
+            raise click.ClickException(str(err)) from None
         except ConlluError as err:
             raise click.ClickException(f"{err}\n(use --skip-invalid to skip and count bad sentences)") from None
         keys = [cache_key(r.text, lang, import_as, "", {}) for r in records]
@@ -75,7 +77,10 @@ def parse_command(input_path: Path, fmt: str, lang: str, out: Path, parser_name:
                              cache_hits=len(set(keys)) - len(new), parsed=len(new))
         extra = {"skipped_invalid": len(stats.skipped), "skipped_reasons": stats.skipped}
     else:
-        lines = input_path.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = input_path.read_text(encoding="utf-8-sig").splitlines()
+        except UnicodeDecodeError:
+            raise click.ClickException(str(not_utf8_error(input_path))) from None
         blank = sum(1 for line in lines if not line.strip())
         segments = [Segment(lang, text=line) if fmt == "text" else Segment(lang, tokens=line.split())
                     for line in lines if line.strip()]

@@ -21,6 +21,10 @@ class ConlluError(TreeError):
     pass
 
 
+class NotUtf8Error(ConlluError):
+    """The whole file is unreadable (not UTF-8), not one sentence: skipping sentences cannot help."""
+
+
 @dataclass
 class ConlluStats:
     """What a read saw: sentences kept, and the skipped ones with the reason for each."""
@@ -31,6 +35,9 @@ class ConlluStats:
 
 
 _LANG_FROM_NAME = re.compile(r"^([a-z]{2,3})_[a-z0-9]+-ud-")
+_WORD_ID = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also takes '٢' and '²'
+_HEAD = re.compile(r"-?[0-9]+")
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
 
 
 def language_of(path: str | Path) -> str:
@@ -41,11 +48,30 @@ def language_of(path: str | Path) -> str:
 
 def read_conllu(path: str | Path, lang: str | None = None, skip_invalid: bool = False,
                 stats: ConlluStats | None = None) -> Iterator[SyntaxRecord]:
-    """Yield one record per sentence of a CoNLL-U file."""
+    """Yield one record per sentence of a CoNLL-U file (UTF-8, with or without a byte-order mark)."""
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        yield from parse_conllu(fh, source=str(path), lang=language_of(path) if lang is None else lang,
-                                skip_invalid=skip_invalid, stats=stats)
+    with path.open(encoding="utf-8-sig") as fh:
+        try:
+            yield from parse_conllu(fh, source=str(path), lang=language_of(path) if lang is None else lang,
+                                    skip_invalid=skip_invalid, stats=stats)
+        except UnicodeDecodeError:
+            raise not_utf8_error(path) from None
+
+
+def not_utf8_error(path: str | Path) -> NotUtf8Error:
+    """The error for a file that does not decode as UTF-8, naming the line and byte offset of the
+    first bad byte (a line-by-line scan: no UTF-8 sequence contains the newline byte)."""
+    offset = 0
+    with Path(path).open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return NotUtf8Error(f"{path}:{lineno}: not UTF-8 text (byte {raw[err.start:err.start + 1]!r} at "
+                                   f"byte offset {offset + err.start}); convert the file to UTF-8 "
+                                   "(e.g. iconv -f latin1 -t utf-8)")
+            offset += len(raw)
+    return NotUtf8Error(f"{path}: not UTF-8 text; convert the file to UTF-8")
 
 
 def parse_conllu(lines: Iterable[str] | str, source: str = "<string>", lang: str = "",
@@ -92,7 +118,7 @@ def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluSt
     deprels: list[str] = []
     word_lines: list[int] = []
     surface: list[tuple[str, int, int, str]] = []  # (form, first word, last word, misc), 0-based words
-    mwt_end = -1
+    mwt_end, mwt_line, mwt_id = -1, first_line, ""
     for lineno, line in block:
         where = f"{source}:{lineno}"
         if line.startswith("#"):
@@ -108,16 +134,23 @@ def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluSt
         if "." in wid:  # empty node of the enhanced graph
             continue
         if "-" in wid:
-            start, _, end = wid.partition("-")
-            if not (start.isdigit() and end.isdigit()) or int(end) < int(start):
-                raise ConlluError(f"{where}: bad multiword-token range {wid!r}")
-            surface.append((cols[1], int(start) - 1, int(end) - 1, cols[9]))
-            mwt_end = int(end)
+            m = _RANGE.fullmatch(wid)
+            if not m or not 1 <= int(m.group(1)) < int(m.group(2)):
+                raise ConlluError(f"{where}: bad multiword-token range {wid!r} (write FIRST-LAST, two or more "
+                                  "word ids from 1 up, e.g. 2-3)")
+            start, end = int(m.group(1)), int(m.group(2))
+            if start <= mwt_end:
+                raise ConlluError(f"{where}: multiword token {wid} overlaps multiword token {mwt_id}")
+            if start != len(words) + 1:
+                raise ConlluError(f"{where}: multiword token {wid} must come right before word {start}; here it "
+                                  f"comes before word {len(words) + 1}")
+            surface.append((cols[1], start - 1, end - 1, cols[9]))
+            mwt_end, mwt_line, mwt_id = end, lineno, wid
             continue
-        if not wid.isdigit() or int(wid) != len(words) + 1:
+        if not _WORD_ID.fullmatch(wid) or int(wid) != len(words) + 1:
             raise ConlluError(f"{where}: word id {wid!r} out of sequence; expected {len(words) + 1}")
         head = cols[6]
-        if not head.lstrip("-").isdigit():
+        if not _HEAD.fullmatch(head):
             raise ConlluError(f"{where}: head {head!r} of word {wid} is not an integer")
         words.append(cols[1])
         heads.append(int(head))
@@ -128,6 +161,9 @@ def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluSt
             surface.append((cols[1], len(words) - 1, len(words) - 1, cols[9]))
     if not words:
         raise ConlluError(f"{source}:{first_line}: empty sentence (comments but no word lines)")
+    if mwt_end > len(words):
+        raise ConlluError(f"{source}:{mwt_line}: multiword token {mwt_id} covers words {mwt_id.replace('-', '..')} "
+                          f"but the sentence has {len(words)} words")
     try:
         validate_heads(heads)
     except TreeError as err:

@@ -134,7 +134,8 @@ def describe_mismatch(k: int, predicted: SyntaxRecord, gold: SyntaxRecord) -> st
               show_default=True,
               help="text: parse each sentence's raw text (the parser tokenises, as for XNLI/PAWS-X); "
                    "words: parse the gold words pre-tokenised (tagging and parsing only).")
-@click.option("--limit", type=int, default=None, help="Score the first N sentences of each treebank.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Score the first N sentences of each treebank.")
 @stanza_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {lang: {uas, las, words_f1, ...}} here as JSON.")
@@ -143,7 +144,7 @@ def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path,
                            device: str | None, output: Path | None) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
     from xsyn.io import atomic_write_text
-    from xsyn.syntax.conllu import read_conllu
+    from xsyn.syntax.conllu import ConlluError, read_conllu
     from xsyn.syntax.parsers import ParserUnavailable, get_parser
     from xsyn.treebanks import TreebankError, locate
 
@@ -156,7 +157,13 @@ def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path,
             path = found.path(chosen)
         except TreebankError as err:
             raise click.ClickException(str(err)) from err
-        gold = list(read_conllu(path, lang=found.treebank.lang))[:limit]
+        try:
+            gold = list(read_conllu(path, lang=found.treebank.lang))[:limit]
+        except ConlluError as err:
+            raise click.ClickException(str(err)) from None
+        if not gold:
+            raise click.ClickException(f"{path}: no sentences to score (the file has no CoNLL-U sentences); "
+                                       "pass a treebank file with at least one sentence")
         try:
             if input_kind == "text":
                 parsed = parser.parse_texts([g.text for g in gold], found.treebank.lang)

@@ -78,6 +78,7 @@ def _chain(words: list[str], lang: str, **where: Any) -> SyntaxRecord:
 # -- Stanza ------------------------------------------------------------------------------------------
 
 _DOWNLOAD = {"none": "NONE", "reuse": "REUSE_RESOURCES", "download": "DOWNLOAD_RESOURCES"}
+DOWNLOAD_POLICIES = tuple(_DOWNLOAD)
 UNSPACED_LANGUAGES = ("zh", "ja")  # written without spaces between words
 
 
