@@ -13,6 +13,7 @@ released layouts exactly:
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -40,10 +41,14 @@ def test_mtop_slots_become_bio_tags_over_the_released_tokens():
     assert report.notes["slot boundaries inside a token (the token joins the slot)"] == 1
 
 
-def test_mtop_broken_row_is_named_or_skipped_and_counted():
+def test_mtop_broken_row_is_named_or_skipped_and_counted_but_never_in_test(tmp_path):
     with pytest.raises(DataFormatError, match=r"mtop/de/test\.txt:2: expected 8 tab-separated columns, got 7"):
         load_examples("mtop", "de", "test", data_dir=FIXTURES / "mtop", allow_hub=False)
-    examples, report = load_examples("mtop", "de", "test", data_dir=FIXTURES / "mtop", skip_bad_rows=True,
+    with pytest.raises(DataFormatError, match=r"test\.txt:2: .* \(test rows are never skipped"):
+        load_examples("mtop", "de", "test", data_dir=FIXTURES / "mtop", skip_bad_rows=True, allow_hub=False)
+    (tmp_path / "de").mkdir()
+    shutil.copy(FIXTURES / "mtop" / "de" / "test.txt", tmp_path / "de" / "eval.txt")  # the same rows as dev
+    examples, report = load_examples("mtop", "de", "validation", data_dir=tmp_path, skip_bad_rows=True,
                                      allow_hub=False)
     (alarm,) = examples
     assert alarm.tags == ["O", "B-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "I-DATE_TIME", "O"]
@@ -72,10 +77,11 @@ def test_matis_reads_tokens_slot_labels_and_multi_intents():
     assert examples[2].tags[4:6] == ["B-fromloc.city_name", "I-fromloc.city_name"]
 
 
-def test_matis_row_with_fewer_slot_labels_than_tokens_is_named():
+def test_matis_row_with_fewer_slot_labels_than_tokens_is_named(tmp_path):
     with pytest.raises(DataFormatError, match=r"test_DE\.tsv:3: 5 tags for 6 tokens"):
         load_examples("matis", "de", "test", data_dir=FIXTURES / "matis", allow_hub=False)
-    examples, report = load_examples("matis", "de", "test", data_dir=FIXTURES / "matis", skip_bad_rows=True,
+    shutil.copy(FIXTURES / "matis" / "test_DE.tsv", tmp_path / "dev_DE.tsv")
+    examples, report = load_examples("matis", "de", "validation", data_dir=tmp_path, skip_bad_rows=True,
                                      allow_hub=False)
     assert [e.id for e in examples] == ["0"] and len(report.skipped) == 1
 
@@ -102,6 +108,20 @@ def test_original_panx_files_lose_their_language_prefix():
     examples, report = load_examples("panx", "de", "test", data_dir=FIXTURES / "panx", allow_hub=False)
     assert [e.segments[0].tokens for e in examples] == [["Angela", "Merkel", "besucht", "Paris"], ["Die", "UNO"]]
     assert "panx_dataset layout" in report.sources[0]
+
+
+def test_a_tag_line_with_an_extra_field_is_named_not_cut(tmp_path):
+    # "New York" written with a tab would otherwise load as the token "New" and lose "York"
+    (tmp_path / "de-test").write_text("de:Angela\tB-PER\n\nde:New\tYork\tB-LOC\nde:ist\tO\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"de-test:3: 3 fields, but line 1 has 2: 'de:New\\tYork\\tB-LOC'; "
+                                              r"the whole sentence starting at line 3 is unreadable"):
+        load_examples("panx", "de", "test", data_dir=tmp_path, allow_hub=False)
+
+
+def test_a_file_without_examples_is_an_error_not_an_empty_test_set(tmp_path):
+    (tmp_path / "de-test").write_text("\n\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"de-test \(panx_dataset layout\): no de test examples"):
+        load_examples("panx", "de", "test", data_dir=tmp_path, allow_hub=False)
 
 
 def test_cged_test_release_reads_input_and_truth_files():

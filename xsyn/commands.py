@@ -42,7 +42,8 @@ def data_options(fn):
                      "(default: $XSYN_CACHE or ~/.cache/xsyn)."),
         click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),
         click.option("--skip-bad-rows", is_flag=True, default=None,
-                     help="Skip (and count) unreadable rows instead of stopping at the first."),
+                     help="Skip (and count) unreadable training and dev rows instead of stopping at the first "
+                     "(test rows are never skipped)."),
     ]):
         fn = option(fn)
     return fn

@@ -23,7 +23,7 @@ from typing import Any
 from xsyn.data.cards import FROM_TRAIN, LocalSource, TaskCard, load_card
 from xsyn.data.example import Example
 from xsyn.data.hub import HubUnavailableError, hub_requests, load_hub_rows
-from xsyn.data.readers import READERS, BadRows, ReadRequest, Row, file_exists
+from xsyn.data.readers import READERS, BadRows, DataFormatError, ReadRequest, Row, file_exists
 from xsyn.data.rows import RowError, build_example
 
 
@@ -103,13 +103,14 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
             tried.append(f"  {', '.join(str(f) for f in files)}   ({source.layout} layout)")
             continue
         report.origin, report.sources = "local", [f"{f} ({source.layout} layout)" for f in files] or [source.layout]
-        request = ReadRequest(files, langs[0], source.splits[split], source.options, BadRows(skip_bad_rows),
+        request = ReadRequest(files, langs[0], source.splits[split], source.options,
+                              BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
         examples = _examples(card, READERS[source.format].read(request), request, langs)
         return examples, _finish(report, examples, request, start)
     hub_errors: list[str] = []
     for hub_source, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
-        request = ReadRequest([], langs[0], split, {}, BadRows(skip_bad_rows),
+        request = ReadRequest([], langs[0], split, {}, BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
         try:
             examples = _examples(card, load_hub_rows(hub_source, hub_request), request, langs)
@@ -136,6 +137,10 @@ def _examples(card: TaskCard, items, request: ReadRequest, langs: list[str]) -> 
 
 
 def _finish(report: LoadReport, examples: list[Example], request: ReadRequest, start: float) -> LoadReport:
+    if not examples:
+        skipped = f" ({len(request.bad.skipped)} unreadable rows skipped)" if request.bad.skipped else ""
+        raise DataFormatError(f"{'; '.join(report.sources)}: no {report.lang} {report.split} examples{skipped}; "
+                              "is the file empty, or its language filter or layout wrong for it?")
     report.examples = len(examples)
     report.unlabelled = sum(1 for e in examples if not has_gold(e))
     report.skipped = request.bad.skipped

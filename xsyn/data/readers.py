@@ -47,12 +47,17 @@ class Row:
 
 @dataclass
 class BadRows:
-    """Where unreadable rows go: raised (default) or, when skipping, kept with their reason."""
+    """Where unreadable rows go: raised (default) or, when skipping, kept with their reason. Test
+    rows are always raised: a test set scored without some of its examples is another benchmark."""
 
     skip: bool = False
+    test: bool = False
     skipped: list[str] = field(default_factory=list)
 
     def __call__(self, where: str, reason: str) -> None:
+        if self.test:
+            raise DataFormatError(f"{where}: {reason} (test rows are never skipped, so that scores stay comparable; "
+                                  "fix the row)")
         if not self.skip:
             raise DataFormatError(f"{where}: {reason} (pass skip_bad_rows=True to skip and count such rows)")
         self.skipped.append(f"{where}: {reason}")
@@ -250,6 +255,7 @@ class ConllReader(Reader):
         for path in request.files:
             text = read_text(path, request.notes, self.option(request, "encoding_fallback"))
             block: list[tuple[int, str]] = []
+            width: list[tuple[int, int]] = []  # (fields, line) of the file's first token line
             for lineno, line in enumerate(text.splitlines(), 1):
                 if self.option(request, "docstart") and line.startswith("-DOCSTART-"):
                     line = ""
@@ -257,21 +263,33 @@ class ConllReader(Reader):
                     block.append((lineno, line))
                     continue
                 if block:
-                    yield from self._sentence(block, path, sep, prefix, request)
+                    yield from self._sentence(block, path, sep, prefix, request, width)
                     block = []
             if block:
-                yield from self._sentence(block, path, sep, prefix, request)
+                yield from self._sentence(block, path, sep, prefix, request, width)
 
     def _sentence(self, block: list[tuple[int, str]], path: Path, sep: str | None, prefix: str,
-                  request: ReadRequest) -> Iterator[Row]:
+                  request: ReadRequest, width: list[tuple[int, int]]) -> Iterator[Row]:
+        """One sentence; every line must have as many fields as the file's first (a token with a
+        space or tab in it would otherwise lose its second half silently)."""
         tokens, tags = [], []
         tok_col, tag_col = self.option(request, "token_column"), self.option(request, "tag_column")
         for lineno, line in block:
             fields = line.split(sep)
+            problem = ""
             if len(fields) < 2:
-                request.bad(f"{path}:{lineno}", f"expected a token and a tag, got {line!r}; the whole "
-                                                f"sentence starting at line {block[0][0]} is unreadable")
+                problem = f"expected a token and a tag, got {line!r}"
+            elif not (-len(fields) <= min(tok_col, tag_col) and max(tok_col, tag_col) < len(fields)):
+                problem = (f"{len(fields)} fields, but the card reads token column {tok_col} and tag column "
+                           f"{tag_col}")
+            elif width and len(fields) != width[0][0]:
+                problem = f"{len(fields)} fields, but line {width[0][1]} has {width[0][0]}: {line!r}"
+            if problem:
+                request.bad(f"{path}:{lineno}", f"{problem}; the whole sentence starting at line {block[0][0]} "
+                                                "is unreadable")
                 return
+            if not width:
+                width.append((len(fields), lineno))
             token = fields[tok_col]
             if prefix:
                 if token.startswith(prefix):
