@@ -234,6 +234,17 @@ def test_bad_input_gets_a_message_that_lists_the_valid_values(args, expected):
         assert text in res.output
 
 
+@pytest.mark.parametrize(("task_file", "expected"), [
+    ("{", "xsyn_task.json is unreadable"),
+    ('{"labels": []}', "xsyn_task.json: task, tags missing or of the wrong type"),
+])
+def test_a_damaged_checkpoint_is_named(tmp_path, task_file, expected):
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "xsyn_task.json").write_text(task_file)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(tmp_path)])
+    assert res.exit_code == 1 and expected in res.output and "Traceback" not in res.output
+
+
 def test_missing_data_names_the_path_layout_and_hub_alternative(vocab, cache, tmp_path):
     empty = tmp_path / "pawsx-data"
     empty.mkdir()

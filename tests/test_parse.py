@@ -183,8 +183,21 @@ def test_a_cut_short_or_corrupt_entry_is_detected_and_parsed_again(tmp_path):
     parser = CountingParser()
     segs = [Segment("en", text=t) for t in ("one", "two", "three")]
     report = parse_segments(segs, parser, cache)
-    assert (report.cache_hits, report.parsed) == (1, 2)
+    assert (report.cache_hits, report.parsed, report.corrupt_cache_entries) == (1, 2, 1)
     assert [s.record.words for s in segs] == [["one"], ["two"], ["three"]]
+
+
+def test_a_cache_entry_that_is_not_a_tree_is_parsed_again(tmp_path):
+    parse_segments([Segment("en", text="a b c")], ChainParser(), ParseCache(tmp_path))
+    shard = next(tmp_path.glob("*.jsonl"))
+    key, _, payload = shard.read_bytes().rstrip(b"\n").split(b"\t", 2)
+    cyclic = payload.replace(b'"heads":[2,3,0]', b'"heads":[2,1,0]')  # 1 -> 2 -> 1, with a good checksum
+    assert cyclic != payload
+    shard.write_bytes(b"%s\t%08x\t%s\n" % (key, zlib.crc32(cyclic), cyclic))
+    segs = [Segment("en", text="a b c")]
+    report = parse_segments(segs, ChainParser(), ParseCache(tmp_path))
+    assert (report.cache_hits, report.parsed, report.corrupt_cache_entries) == (0, 1, 1)
+    assert segs[0].record.heads == [2, 3, 0]
 
 
 def _writer(directory: str, start: int, barrier) -> None:

@@ -127,13 +127,12 @@ def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
 @click.option("--quiet", is_flag=True)
 def evaluate(model_dir, task, langs, split, generalized, output_dir, skip_missing, quiet, **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.train import TASK_FILE
+    from xsyn.evaluation import evaluate_run, locate_checkpoint, read_task_info
 
     if quiet:
         quiet_libraries()
     _, checkpoint = _run(locate_checkpoint, model_dir)
-    trained = json.loads((checkpoint / TASK_FILE).read_text(encoding="utf-8"))["task"]
+    trained = _run(read_task_info, checkpoint)["task"]
     if task is not None and task != trained:
         raise click.ClickException(f"{model_dir} was fine-tuned on {trained!r}, not {task!r}")
     summary = _run(evaluate_run, model_dir, split=split, langs=langs.split(",") if langs else None,

@@ -30,7 +30,7 @@ from xsyn.data.cards import TaskCard, load_card
 from xsyn.data.loading import DataNotFoundError
 from xsyn.inference import predict, score
 from xsyn.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
-from xsyn.run_config import RunConfig
+from xsyn.run_config import RunConfig, read_config_file
 from xsyn.task_data import Vocab, load_task_data
 from xsyn.train import TASK_FILE
 
@@ -51,6 +51,22 @@ def locate_checkpoint(model_dir: str | Path) -> tuple[Path, Path]:
         return model_dir, best
     raise RunNotFoundError(f"{model_dir} holds no checkpoint: expected best/ with {TASK_FILE} (written by "
                            "xsyn finetune), or a checkpoint folder itself; is the run finished?")
+
+
+def read_task_info(checkpoint: Path) -> dict[str, Any]:
+    """The checkpoint's task, label and tag names (`xsyn_task.json`), checked."""
+    file = checkpoint / TASK_FILE
+    try:
+        info = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunNotFoundError(f"{file} is unreadable ({err}); the checkpoint is damaged: fine-tune again, or "
+                               "point --model-dir at another checkpoint") from None
+    wrong = [key for key, kind in (("task", str), ("labels", list), ("tags", list))
+             if not isinstance(info.get(key) if isinstance(info, dict) else None, kind)]
+    if wrong:
+        raise RunNotFoundError(f"{file}: {', '.join(wrong)} missing or of the wrong type; it was not written by "
+                               "xsyn finetune, or is damaged")
+    return info
 
 
 def pair_axes(card: TaskCard) -> tuple[str, str]:
@@ -74,9 +90,9 @@ def evaluate_run(model_dir: str | Path, split: str = "test", langs: Sequence[str
     from xsyn.models.presets import load_tokenizer
 
     run_dir, checkpoint = locate_checkpoint(model_dir)
-    task_info = json.loads((checkpoint / TASK_FILE).read_text(encoding="utf-8"))
+    task_info = read_task_info(checkpoint)
     config_file = run_dir / "config.json"
-    values = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else \
+    values = read_config_file(config_file) if config_file.is_file() else \
         {"task": task_info["task"], "train_lang": task_info.get("train_lang", "en")}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     config = RunConfig(**values)

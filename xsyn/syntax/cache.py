@@ -45,7 +45,7 @@ class ParseCache:
         self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (shard, offset, length)
         self._scanned: dict[Path, int] = {}  # shard -> bytes indexed so far
         self._shard: Path | None = None
-        self.corrupt = 0  # lines skipped because they were cut short or failed their checksum
+        self.corrupt = 0  # entries skipped: cut short, failing their checksum, or not a valid record
         self.refresh()
 
     def __contains__(self, key: str) -> bool:
@@ -79,7 +79,8 @@ class ParseCache:
         self._scanned[shard] = start + pos
 
     def get(self, key: str) -> SyntaxRecord | None:
-        """The cached record, or None (also when the entry turns out unreadable)."""
+        """The cached record, or None (also when the entry turns out unreadable or not a tree: its
+        segment is then parsed again)."""
         where = self._index.get(key)
         if where is None:
             return None
@@ -90,8 +91,10 @@ class ParseCache:
         try:
             if len(parts) != 3 or parts[1] != b"%08x" % zlib.crc32(parts[2]):
                 raise ValueError("checksum mismatch")
-            return SyntaxRecord.from_dict(json.loads(parts[2]))
-        except (ValueError, KeyError, TypeError):
+            record = SyntaxRecord.from_dict(json.loads(parts[2]))
+            record.validate()
+            return record
+        except (ValueError, KeyError, TypeError):  # TreeError is a ValueError
             self.corrupt += 1
             del self._index[key]
             return None

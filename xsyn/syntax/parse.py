@@ -26,14 +26,18 @@ class ParseReport:
     unique: int = 0  # distinct segments among the rest
     cache_hits: int = 0  # distinct segments found in the cache
     parsed: int = 0  # distinct segments parsed by this process
+    corrupt_cache_entries: int = 0  # unreadable cache entries met (their segments were parsed again)
     seconds: float = 0.0  # wall time of this call
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique, "
+        text = (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique, "
                 f"{self.cache_hits} cache hits, {self.parsed} parsed in {self.seconds:.2f}s")
+        if self.corrupt_cache_entries:
+            text += f"; {self.corrupt_cache_entries} unreadable cache entries skipped"
+        return text
 
 
 def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCache | None = None,
@@ -82,6 +86,7 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     for key, segs in groups.items():
         for seg in segs:
             seg.record = found[key]
+    report.corrupt_cache_entries = cache.corrupt if cache is not None else 0
     report.seconds = time.perf_counter() - start
     return report
 
