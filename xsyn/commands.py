@@ -142,5 +142,12 @@ def evaluate(model_dir, task, langs, split, generalized, output_dir, skip_missin
         click.echo(f"{lang}\t{value:.2f}")
     if summary["average"] is not None:
         click.echo(f"average\t{summary['average']:.2f}")
+    if summary.get("pairs"):
+        click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
+                   "output folder)")
+    dropped = {key: n for key, n in summary["dropped"].items() if n}
+    if dropped:
+        click.echo("not scored (pairs: ids without a counterpart or with disagreeing labels): "
+                   + ", ".join(f"{key} {n}" for key, n in dropped.items()))
     if summary["missing_languages"]:
         click.echo(f"skipped (no data): {', '.join(summary['missing_languages'])}")

@@ -187,9 +187,11 @@ def _fingerprint(checkpoint: Path, config: RunConfig, split: str) -> str:
 
 
 def _dropped(report: dict[str, Any]) -> int:
+    """Examples of the sources that are not scored: skipped rows (train and dev only) and, for a
+    language pair joined by id, ids with no counterpart in the other language or disagreeing labels."""
     load = report["load"]
     skipped = len(load.get("skipped", [])) + sum(len(x.get("skipped", [])) for x in load.get("loads", []))
-    return skipped + load.get("label_mismatches", 0)
+    return skipped + load.get("label_mismatches", 0) + sum(load.get("unmatched", {}).values())
 
 
 def _jsonable(value: Any) -> Any:
