@@ -122,6 +122,21 @@ def test_a_minimal_card_parses():
     (["local", 0, "options", "colums"], {}, "format option 'colums' is unknown"),
     (["hyperparameters"], {"gat": {"delta": "four"}}, r"\[hyperparameters.gat\]: delta must be int"),
     (["hyperparameters"], {"gat": {"detla": 4}}, "unknown key"),
+    (["hyperparameters"], {"gatt": {"delta": 4}},
+     r"\[hyperparameters.gatt\] is not a model variant; sections: none, gat, sla, wla, sdoi, mbert"),
+    (["local", 0, "options", "columns"], {"text": "text", "lable": "label"},
+     "options.columns maps lable, not a role of this task; its roles: id, text, label"),
+    (["hub"], [{"dataset": "toy", "splits": {"test": "test"}, "columns": {"txt": "text"}}],
+     r"\[\[hub\]\] #1: columns maps txt, not a role of this task"),
+    (["local", 0, "options", "header"], False,
+     "options.columns text = 'text': with header = false columns are 0-based indices"),
+    (["local", 0, "options", "columns"], {"text": 0, "label": 1},
+     "options.columns text = 0: with header = true columns are header names"),
+    (["local", 0, "options"], {"header": False, "filter": {"lang": "{lang}"}, "columns": {"text": 0, "label": 1}},
+     "options.filter names header columns, but header = false"),
+    (["local", 0, "options", "token_columns"], ["tokens"], r"options.token_columns tokens not in options.columns"),
+    (["local", 0, "lang_codes"], {"en": 5}, "lang_codes en = 5 must be a string"),
+    (["local", 0, "lang_codes"], {"de": "deu"}, "lang_codes de not in the card's languages .en."),
 ])
 def test_card_mistakes_name_the_file_key_and_valid_values(path, value, message):
     with pytest.raises(CardError, match=message):

@@ -65,6 +65,16 @@ def test_mtop_offsets_that_miss_their_tokens_are_an_error(tmp_path):
         load_examples("mtop", "en", "test", data_dir=tmp_path, allow_hub=False)
 
 
+def test_mtop_token_span_that_is_not_a_number_names_column_8_and_the_field(tmp_path):
+    line = ('1\tIN:X\t\tab cd\td\ten_XX\t[IN:X ab cd ]\t'
+            '{"tokens": ["ab", "cd"], "tokenSpans": [{"start": 0, "length": 2}, {"start": "a", "length": 2}]}\n')
+    (tmp_path / "en").mkdir()
+    (tmp_path / "en" / "test.txt").write_text(line, encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r'test\.txt:1: column 8 \(tokens JSON\): tokenSpans\[1\]\.start is "a", '
+                                              "not a whole number of characters"):
+        load_examples("mtop", "en", "test", data_dir=tmp_path, allow_hub=False)
+
+
 def test_spans_to_bio_rejects_a_slot_that_covers_no_token():
     with pytest.raises(ValueError, match="span 20:25 .X. covers no token"):
         spans_to_bio([(0, 3), (4, 9)], [(20, 25, "X")])
@@ -154,6 +164,52 @@ def test_cged_sgml_is_read_from_a_zip(tmp_path):
     assert examples[0].segments[0].tokens == list("我很喜欢吃。") and examples[0].tags[5] == "B-M"
 
 
+def test_cged_sgml_doc_left_open_at_the_end_is_named_not_lost(tmp_path):
+    doc = '<DOC>\n<TEXT id="{}">\n我很好。\n</TEXT>\n<ERROR start_off="2" end_off="2" type="R"></ERROR>\n</DOC>\n'
+    (tmp_path / "CGED16_HSK_Train_All.txt").write_text(doc.format("h1") + doc.format("h2")[:-7], encoding="utf-8")
+    (tmp_path / "CGED16_TOCFL_Train_All.txt").write_text(doc.format("t1"), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"CGED16_HSK_Train_All\.txt:7: a <DOC> without </DOC>"):
+        load_examples("cged", "zh", "train", data_dir=tmp_path, allow_hub=False)
+    examples, report = load_examples("cged", "zh", "train", data_dir=tmp_path, skip_bad_rows=True, allow_hub=False)
+    assert [e.id for e in examples] == ["h1", "t1"] and len(report.skipped) == 1
+
+
+def test_cged_truth_must_match_its_input_file(tmp_path):
+    def write(hsk_truth: str) -> None:
+        (tmp_path / "CGED16_HSK_Test_Input.txt").write_text("(sid=s1)\t我们好\n", encoding="utf-8")
+        (tmp_path / "CGED16_HSK_Test_Truth.txt").write_text(hsk_truth, encoding="utf-8")
+        (tmp_path / "CGED16_TOCFL_Test_Input.txt").write_text("(sid=t1)\t我們好\n", encoding="utf-8")
+        (tmp_path / "CGED16_TOCFL_Test_Truth.txt").write_text("t1, correct\n", encoding="utf-8")
+
+    write("s1, correct\ns1, 2, 2, S\n")
+    with pytest.raises(DataFormatError, match=r"HSK_Test_Input\.txt:1: sentence s1 is marked correct "
+                                              r"\(.*HSK_Test_Truth\.txt:1\) and has errors \(line 2\)"):
+        load_examples("cged", "zh", "test", data_dir=tmp_path, allow_hub=False)
+    write("s1, correct\ns9, 2, 2, S\n")  # s9 is not in the input file
+    with pytest.raises(DataFormatError, match=r"HSK_Test_Truth\.txt:2: sentence s9 is not in .*HSK_Test_Input\.txt"):
+        load_examples("cged", "zh", "test", data_dir=tmp_path, allow_hub=False)
+
+
+def test_squad_json_of_the_wrong_shape_names_the_file_and_the_json_path(tmp_path):
+    path = tmp_path / "dev-v1.1.json"
+    path.write_text(json.dumps({"data": {"a": 1}}), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"dev-v1\.1\.json: not SQuAD JSON \('data' is a dict\)"):
+        load_examples("xquad", "en", "validation", data_dir=tmp_path, allow_hub=False)
+    qa = {"id": "q1", "question": "Who?", "answers": [{"text": "Ann", "answer_start": 0}]}
+    good = {"paragraphs": [{"context": "Ann", "qas": [qa]}]}
+    articles = ["x", {"title": "t"}, {"paragraphs": [{"context": "c"}]}, good]
+    path.write_text(json.dumps({"data": articles}), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"dev-v1\.1\.json: data\[0\]: expected an object with a 'paragraphs'"):
+        load_examples("xquad", "en", "validation", data_dir=tmp_path, allow_hub=False)
+    examples, report = load_examples("xquad", "en", "validation", data_dir=tmp_path, skip_bad_rows=True,
+                                     allow_hub=False)
+    assert [e.id for e in examples] == ["q1"]
+    assert [s.split(": ", 1)[1] for s in report.skipped] == [
+        "data[0]: expected an object with a 'paragraphs' list, got \"x\"",
+        "data[1]: expected an object with a 'paragraphs' list, got {\"title\": \"t\"}",
+        "data[2].paragraphs[0]: expected an object with a 'qas' list, got {\"context\": \"c\"}"]
+
+
 def test_tsv_row_with_an_unknown_label_is_named_by_file_and_line(tmp_path):
     (tmp_path / "dev-en.tsv").write_text("a\tb\tentailment\nc\td\tmaybe\ne\tf\tneutral\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"dev-en\.tsv:2: label 'maybe' is not one of entailment, "
@@ -164,6 +220,19 @@ def test_tsv_row_with_an_unknown_label_is_named_by_file_and_line(tmp_path):
     assert [e.id for e in examples] == ["#0", "#2"]  # row numbers stay those of the file
     assert report.skipped == [f"{tmp_path / 'dev-en.tsv'}:2: label 'maybe' is not one of entailment, "
                               "neutral, contradiction; fix the file or the card's labels / label_map"]
+
+
+def test_tsv_unclosed_quote_is_named_and_swallows_no_rows(tmp_path):
+    rows = "a b\tc d\t1\n\"e\tf\t0\ng\th\t1\ni\tj\t0\nk\tl\t1\n"  # line 2 opens a quote it never closes
+    (tmp_path / "test-en.tsv").write_text(rows, encoding="utf-8")
+    (tmp_path / "dev-en.tsv").write_text(rows, encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"test-en\.tsv:2: unclosed quote starting at line 2 "
+                                              r"\(the field runs over lines 2-5\)"):
+        load_examples("pawsx", "en", "test", data_dir=tmp_path, allow_hub=False)
+    examples, report = load_examples("pawsx", "en", "validation", data_dir=tmp_path, skip_bad_rows=True,
+                                     allow_hub=False)
+    assert [e.segments[0].text for e in examples] == ["a b", "g", "i", "k"]  # only line 2 is lost
+    assert len(report.skipped) == 1 and ":2: unclosed quote" in report.skipped[0]
 
 
 def test_tsv_header_without_a_named_column_says_which_columns_exist(tmp_path):
@@ -188,3 +257,12 @@ def test_non_utf8_file_without_fallback_names_the_line(tmp_path):
     (tmp_path / "dev-en.tsv").write_bytes("a\tb\tneutral\nK\xf6ln\tb\tneutral\n".encode("latin-1"))
     with pytest.raises(DataFormatError, match=r"dev-en\.tsv:2: not UTF-8 .*options.encoding_fallback"):
         load_examples("xnli", "en", "validation", data_dir=tmp_path, allow_hub=False)
+
+
+def test_examples_that_share_an_id_are_all_kept_under_distinct_ids(tmp_path):
+    (tmp_path / "x-final" / "en").mkdir(parents=True)
+    rows = ["id\tsentence1\tsentence2\tlabel", "7\ta\tb\t1", "7\tc\td\t0", "8\te\tf\t1", "7\tg\th\t0"]
+    (tmp_path / "x-final" / "en" / "dev_2k.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    examples, report = load_examples("pawsx", "en", "validation", data_dir=tmp_path, allow_hub=False)
+    assert [e.id for e in examples] == ["7", "7#2", "8", "7#3"]  # results and pairs are keyed by id
+    assert report.notes == {"examples sharing an id with an earlier one (renamed ID#2, ID#3, ...)": 2}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.readers import READERS
+from xsyn.variants import VARIANTS
 
 SPLITS = ("train", "validation", "test")
 METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
@@ -60,6 +61,7 @@ HYPERPARAMETERS: dict[str, str] = {
     "m": "int", "k": "int", "punct_visible": "bool",
     "selection": "str", "source": "str",
 }
+HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for the plain model
 
 _CARD_KEYS = {
     "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
@@ -216,15 +218,20 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
     segments = _segments(data, spec, where)
     labels = _label_set(data, "labels", spec.label, where)
     tags = _label_set(data, "tags", spec.tags, where)
-    local = tuple(_local(entry, i, segments, languages, splits, where)
+    roles = _roles(kind, segments)
+    local = tuple(_local(entry, i, segments, roles, languages, splits, where)
                   for i, entry in enumerate(_tables(data, "local", where)))
-    hub = tuple(_hub(entry, i, languages, splits, where) for i, entry in enumerate(_tables(data, "hub", where)))
+    hub = tuple(_hub(entry, i, roles, languages, splits, where)
+                for i, entry in enumerate(_tables(data, "hub", where)))
     if not local and not hub:
         raise CardError(f"{where}: a card needs at least one [[local]] layout or [[hub]] source")
     hyper = data.get("hyperparameters", {})
     if not isinstance(hyper, dict):
         raise CardError(f"{where}: [hyperparameters] must be a table of variants")
     for variant, values in hyper.items():
+        if variant not in HYPERPARAMETER_SECTIONS:
+            raise CardError(f"{where}: [hyperparameters.{variant}] is not a model variant; sections: "
+                            f"{', '.join(HYPERPARAMETER_SECTIONS)}")
         _hyperparameters(values, f"{where}: [hyperparameters.{variant}]")
     label_map = data.get("label_map", {})
     if not isinstance(label_map, dict) or not all(isinstance(v, str) for v in label_map.values()):
@@ -309,6 +316,20 @@ def _label_set(data: Mapping[str, Any], key: str, needed: bool, where: str) -> t
     return tuple(value)
 
 
+def _roles(kind: str, segments: tuple[str, ...]) -> tuple[str, ...]:
+    """What a row of this kind may carry (`xsyn.data.rows`): the column roles a card can map."""
+    spec = KINDS[kind]
+    return ("id", *segments, *(("label",) if spec.label else ()), *(("tags",) if spec.tags else ()),
+            *(("answers",) if spec.answers else ()))
+
+
+def _check_roles(columns: Mapping[str, Any], key: str, roles: tuple[str, ...], where: str) -> None:
+    extra = [role for role in columns if role not in roles]
+    if extra:
+        raise CardError(f"{where}: {key} maps {', '.join(extra)}, not a role of this task; its roles: "
+                        f"{', '.join(roles)}")
+
+
 def _split_names(entry: Mapping[str, Any], splits: tuple[str, ...], where: str) -> dict[str, str]:
     names = _get(entry, "splits", dict, where)
     _subset(tuple(names), splits, "splits", "the card's splits", where)
@@ -323,8 +344,8 @@ def _entry_languages(entry: Mapping[str, Any], languages: tuple[str, ...], where
     return langs
 
 
-def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], languages: tuple[str, ...],
-           splits: tuple[str, ...], where: str) -> LocalSource:
+def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], roles: tuple[str, ...],
+           languages: tuple[str, ...], splits: tuple[str, ...], where: str) -> LocalSource:
     here = f"{where}: [[local]] #{i + 1}"
     _no_unknown(entry, _LOCAL_KEYS, here)
     fmt = _get(entry, "format", str, here)
@@ -342,10 +363,17 @@ def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], language
                                 f"allowed: {', '.join('{' + a + '}' for a in sorted(allowed))}")
     options = _get(entry, "options", dict, here, default={})
     READERS[fmt].check_options(options, here)
+    _check_roles(options.get("columns", {}), "options.columns", roles, here)
+    lang_codes = _get(entry, "lang_codes", dict, here, default={})
+    _subset(tuple(lang_codes), languages, "lang_codes", "the card's languages", here)
+    for lang, code in lang_codes.items():
+        if not isinstance(code, str):
+            raise CardError(f"{here}: lang_codes {lang} = {code!r} must be a string: the code the file names "
+                            f"use for {lang} (e.g. en = \"eng\")")
     return LocalSource(
         layout=_get(entry, "layout", str, here), format=fmt, paths=paths,
         splits=_split_names(entry, splits, here), languages=_entry_languages(entry, languages, here),
-        lang_codes=_get(entry, "lang_codes", dict, here, default={}), options=options,
+        lang_codes=lang_codes, options=options,
     )
 
 
@@ -353,13 +381,15 @@ def _placeholders(pattern: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
 
 
-def _hub(entry: Mapping[str, Any], i: int, languages: tuple[str, ...], splits: tuple[str, ...],
-         where: str) -> HubSource:
+def _hub(entry: Mapping[str, Any], i: int, roles: tuple[str, ...], languages: tuple[str, ...],
+         splits: tuple[str, ...], where: str) -> HubSource:
     here = f"{where}: [[hub]] #{i + 1}"
     _no_unknown(entry, _HUB_KEYS, here)
+    columns = _get(entry, "columns", dict, here)
+    _check_roles(columns, "columns", roles, here)
     return HubSource(
         dataset=_get(entry, "dataset", str, here), config=_get(entry, "config", str, here, default=None),
-        splits=_split_names(entry, splits, here), columns=_get(entry, "columns", dict, here),
+        splits=_split_names(entry, splits, here), columns=columns,
         languages=_entry_languages(entry, languages, here), filter=_get(entry, "filter", dict, here, default={}),
         revision=_get(entry, "revision", str, here, default=None),
     )

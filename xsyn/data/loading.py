@@ -145,11 +145,29 @@ def _finish(report: LoadReport, examples: list[Example], request: ReadRequest, s
     report.unlabelled = sum(1 for e in examples if not has_gold(e))
     report.skipped = request.bad.skipped
     report.notes = request.notes
-    duplicates = len(examples) - len({e.id for e in examples})
+    duplicates = _unique_ids(examples)
     if duplicates:
-        report.notes["examples sharing an id with an earlier one"] += duplicates
+        report.notes["examples sharing an id with an earlier one (renamed ID#2, ID#3, ...)"] += duplicates
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _unique_ids(examples: list[Example]) -> int:
+    """Give the second, third, ... example of an id the id `ID#2`, `ID#3`, ...: every example is kept,
+    and results, language pairs and the report's pairing of runs are keyed by id. Returns how many."""
+    taken = {e.id for e in examples}
+    seen: set[str] = set()
+    renamed = 0
+    for example in examples:
+        if example.id in seen:
+            n = 2
+            while f"{example.id}#{n}" in taken:
+                n += 1
+            example.id = f"{example.id}#{n}"
+            taken.add(example.id)
+            renamed += 1
+        seen.add(example.id)
+    return renamed
 
 
 def has_gold(example: Example) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 import zipfile
@@ -169,6 +170,21 @@ class TsvReader(Reader):
             raise CardError(f"{where}: format 'tsv' needs options.columns (role -> column)")
         if options.get("quoting", "none") not in ("none", "csv"):
             raise CardError(f"{where}: options.quoting must be 'none' or 'csv'")
+        header = options.get("header", True)
+        for role, col in options["columns"].items():
+            if header and not isinstance(col, str):
+                raise CardError(f"{where}: options.columns {role} = {col!r}: with header = true columns are "
+                                "header names (strings); set header = false to pick columns by index")
+            if not header and (isinstance(col, bool) or not isinstance(col, int) or col < 0):
+                raise CardError(f"{where}: options.columns {role} = {col!r}: with header = false columns are "
+                                f"0-based indices ({role} = 0, 1, ...); set header = true to name header columns")
+        if options.get("filter") and not header:
+            raise CardError(f"{where}: options.filter names header columns, but header = false; set header = "
+                            "true or drop the filter")
+        unknown = [role for role in options.get("token_columns", []) if role not in options["columns"]]
+        if unknown:
+            raise CardError(f"{where}: options.token_columns {', '.join(map(str, unknown))} not in options.columns "
+                            f"({', '.join(options['columns'])})")
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
         quoting = csv.QUOTE_MINIMAL if self.option(request, "quoting") == "csv" else csv.QUOTE_NONE
@@ -176,14 +192,11 @@ class TsvReader(Reader):
         split_roles = set(self.option(request, "token_columns"))
         for path in request.files:
             text = read_text(path, request.notes, self.option(request, "encoding_fallback"))
-            reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=quoting)
             index: dict[str, int | None] = {}
             filters: dict[int, str] = {}
             if not self.option(request, "header"):
                 index = {role: int(col) for role, col in columns.items()}
-            line = 1
-            for fields in reader:
-                start, line = line, reader.line_num + 1
+            for start, fields in self._rows(text, quoting, path, request):
                 if not any(f.strip() for f in fields):
                     continue
                 if self.option(request, "header") and not index:
@@ -202,6 +215,27 @@ class TsvReader(Reader):
                 for role in split_roles & set(values):
                     values[role] = values[role].split()
                 yield Row(f"{path}:{start}", values)
+
+    @staticmethod
+    def _rows(text: str, quoting: int, path: Path, request: ReadRequest) -> Iterator[tuple[int, list[str]]]:
+        """(first line, fields) of each row. A row is one line: a quote left open would swallow the
+        lines after it into one field, so that row is bad and reading goes on at its next line."""
+        lines = io.StringIO(text, newline="").readlines()
+        first = 0  # 0-based index of the line the reader starts at
+        while first < len(lines):
+            reader = csv.reader(itertools.islice(lines, first, None), delimiter="\t", quoting=quoting)
+            end = first
+            for fields in reader:
+                start, end = end + 1, first + reader.line_num
+                if end > start:
+                    request.bad(f"{path}:{start}", f"unclosed quote starting at line {start} (the field runs over "
+                                                   f"lines {start}-{end}); close it on its line, or set "
+                                                   'options.quoting = "none" to read quotes as text')
+                    first = start
+                    break
+                yield start, fields
+            else:
+                return
 
     def _header(self, header: list[str], columns: Mapping[str, str | int], path: Path,
                 request: ReadRequest) -> dict[str, int | None]:
@@ -307,6 +341,12 @@ class ConllReader(Reader):
 # -- SQuAD JSON -----------------------------------------------------------------------------------
 
 
+def _preview(value: Any) -> str:
+    """A JSON value as a message shows it: its first 60 characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class SquadJsonReader(Reader):
     """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`."""
 
@@ -316,10 +356,17 @@ class SquadJsonReader(Reader):
                 data = json.loads(read_text(path, request.notes))["data"]
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise DataFormatError(f"{path}: not SQuAD JSON ({err}); expected {{'data': [articles]}}") from err
+            if not isinstance(data, list):
+                raise DataFormatError(f"{path}: not SQuAD JSON ('data' is a {type(data).__name__}); expected "
+                                      "{'data': [articles]}")
             for a, article in enumerate(data):
-                for p, paragraph in enumerate(article.get("paragraphs", [])):
-                    for q, qa in enumerate(paragraph.get("qas", [])):
+                for p, paragraph in enumerate(self._items(article, "paragraphs", f"{path}: data[{a}]", request)):
+                    for q, qa in enumerate(self._items(paragraph, "qas", f"{path}: data[{a}].paragraphs[{p}]",
+                                                       request)):
                         where = f"{path}: data[{a}].paragraphs[{p}].qas[{q}]"
+                        if not isinstance(qa, dict):
+                            request.bad(where, f"expected a question object, got {_preview(qa)}")
+                            continue
                         try:
                             answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
                             values = {"id": str(qa["id"]), "question": qa["question"],
@@ -328,6 +375,16 @@ class SquadJsonReader(Reader):
                             request.bad(where, f"missing or malformed field ({err!r})")
                             continue
                         yield Row(where, values)
+
+    @staticmethod
+    def _items(parent: Any, key: str, where: str, request: ReadRequest) -> list[Any]:
+        """An article's paragraphs or a paragraph's questions; without that list the article or
+        paragraph is one bad row (its questions cannot be read)."""
+        items = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(items, list):
+            request.bad(where, f"expected an object with a {key!r} list, got {_preview(parent)}")
+            return []
+        return items
 
 
 # -- MTOP -----------------------------------------------------------------------------------------
@@ -379,7 +436,7 @@ class MtopReader(Reader):
         try:
             token_json = json.loads(fields[7])
             tokens = list(token_json["tokens"])
-            spans = [(int(s["start"]), int(s["start"]) + int(s["length"])) for s in token_json["tokenSpans"]]
+            spans = [MtopReader._span(span, i) for i, span in enumerate(token_json["tokenSpans"])]
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ValueError(f"column 8 is not the tokens JSON ({err!r})") from err
         if len(spans) != len(tokens):
@@ -398,10 +455,23 @@ class MtopReader(Reader):
         notes["slot boundaries inside a token (the token joins the slot)"] += inside
         return {"id": uid, "label": intent, "tokens": tokens, "tags": tags}
 
+    @staticmethod
+    def _span(span: Any, i: int) -> tuple[int, int]:
+        """tokenSpans[i] of the tokens JSON as character offsets [start, end)."""
+        offsets = []
+        for key in ("start", "length"):
+            value = span.get(key) if isinstance(span, dict) else None
+            if isinstance(value, bool) or not isinstance(value, int):
+                found = f"is {_preview(value)}" if isinstance(span, dict) and key in span else "is missing"
+                raise ValueError(f"column 8 (tokens JSON): tokenSpans[{i}].{key} {found}, not a whole number "
+                                 f"of characters (tokenSpans[{i}] = {_preview(span)})")
+            offsets.append(value)
+        return offsets[0], offsets[0] + offsets[1]
+
 
 # -- CGED -----------------------------------------------------------------------------------------
 
-_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
+_DOC = re.compile(r"<DOC>(.*?)(</DOC>|(?=<DOC>)|\Z)", re.S)  # group 2 is empty for a <DOC> left open
 _TEXT = re.compile(r'<TEXT id="([^"]*)">\s*?\n?(.*?)\n?</TEXT>', re.S)
 _ERROR = re.compile(r'<ERROR start_off="(\d+)" end_off="(\d+)" type="([A-Z])"\s*>\s*</ERROR>')
 CGED_TYPES = ("R", "M", "S", "W")
@@ -443,6 +513,10 @@ class CgedSgmlReader(Reader):
                 line, counted = line + text.count("\n", counted, match.start()), match.start()
                 where = f"{path}:{line}"
                 body = match.group(1)
+                if not match.group(2):
+                    request.bad(where, "a <DOC> without </DOC> (a cut-off file, or a </DOC> missing before the "
+                                       "next <DOC>)")
+                    continue
                 doc = _TEXT.search(body)
                 if doc is None:
                     request.bad(where, "a <DOC> without <TEXT id=...>")
@@ -470,7 +544,8 @@ class CgedTruthReader(Reader):
         if len(request.files) % 2:
             raise DataFormatError(f"format cged_truth reads input/truth file pairs; got {len(request.files)} files")
         for input_path, truth_path in zip(request.files[::2], request.files[1::2]):
-            errors = self._truth(truth_path, request)
+            truth = self._truth(truth_path, request)
+            seen: set[str] = set()
             for lineno, line in enumerate(read_text(input_path, request.notes).splitlines(), 1):
                 if not line.strip():
                     continue
@@ -480,30 +555,44 @@ class CgedTruthReader(Reader):
                     request.bad(where, "expected (sid=ID) followed by the text")
                     continue
                 sid, text = match.groups()
-                if sid not in errors:
+                seen.add(sid)
+                if sid not in truth:
                     request.bad(where, f"sentence {sid} has no line in {truth_path}")
                     continue
+                errors = [error for _, error in truth[sid] if error is not None]
+                correct = [n for n, error in truth[sid] if error is None]
+                if correct and errors:
+                    error_lines = [str(n) for n, error in truth[sid] if error is not None]
+                    request.bad(where, f"sentence {sid} is marked correct ({truth_path}:{correct[0]}) and has errors "
+                                       f"(line{'s' * (len(error_lines) > 1)} {', '.join(error_lines)}); keep one "
+                                       "or the other")
+                    continue
                 try:
-                    tags = errors_to_bio(text, errors[sid], request.notes)
+                    tags = errors_to_bio(text, errors, request.notes)
                 except ValueError as err:
                     request.bad(where, str(err))
                     continue
-                yield Row(where, {"id": sid, "tokens": list(text), "tags": tags, "errors": errors[sid]})
+                yield Row(where, {"id": sid, "tokens": list(text), "tags": tags, "errors": errors})
+            for sid, lines in truth.items():
+                if sid not in seen:
+                    request.bad(f"{truth_path}:{lines[0][0]}", f"sentence {sid} is not in {input_path}; are the "
+                                                              "input and truth files a pair?")
 
     @staticmethod
-    def _truth(path: Path, request: ReadRequest) -> dict[str, list[tuple[int, int, str]]]:
-        errors: dict[str, list[tuple[int, int, str]]] = {}
+    def _truth(path: Path, request: ReadRequest) -> dict[str, list[tuple[int, tuple[int, int, str] | None]]]:
+        """Each sentence's truth lines: (line number, error), or (line number, None) for `ID, correct`."""
+        truth: dict[str, list[tuple[int, tuple[int, int, str] | None]]] = {}
         for lineno, line in enumerate(read_text(path, request.notes).splitlines(), 1):
             fields = [f.strip() for f in line.split(",")]
             if fields == [""]:
                 continue
             if len(fields) == 2 and fields[1] == "correct":
-                errors.setdefault(fields[0], [])
+                truth.setdefault(fields[0], []).append((lineno, None))
             elif len(fields) == 4 and fields[1].isdigit() and fields[2].isdigit():
-                errors.setdefault(fields[0], []).append((int(fields[1]), int(fields[2]), fields[3]))
+                truth.setdefault(fields[0], []).append((lineno, (int(fields[1]), int(fields[2]), fields[3])))
             else:
                 raise DataFormatError(f"{path}:{lineno}: expected 'ID, start, end, TYPE' or 'ID, correct'")
-        return errors
+        return truth
 
 
 # -- synthetic ------------------------------------------------------------------------------------
