@@ -59,6 +59,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert all(r["loss"] > 0 for r in log if "loss" in r)
     summary = json.loads((run / "train_results.json").read_text())
     assert summary["steps"] == 8 and summary["train_examples"] == 128
+    assert summary["versions"]["torch"] == torch.__version__ and "transformers" in summary["versions"]
     best = json.loads((run / "dev_results.json").read_text())
     assert best["primary"] == summary["best_dev_score"] == max(r["dev_primary"] for r in log if "dev" in r)
     assert {p.name for p in (run / "best").iterdir()} >= {"config.json", "model.safetensors", "xsyn_task.json",
@@ -68,11 +69,18 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
 
 
-def test_a_second_run_into_a_finished_run_folder_is_refused(vocab, cache, run):
+def test_a_second_run_into_a_run_folder_is_refused_unless_the_first_saved_nothing(vocab, cache, run, tmp_path):
     before = (run / "train_results.json").read_bytes()
     res = CliRunner().invoke(main, finetune_args(vocab, cache, run, "--variant", "none", "--seed", "4"))
-    assert res.exit_code == 1 and "already holds a run (config.json): continue it with --resume" in res.output
+    assert res.exit_code == 1 and "already holds a run that saved progress (state/, best/)" in res.output
     assert (run / "train_results.json").read_bytes() == before
+    failed = tmp_path / "failed"  # what a run that stopped before its first save leaves
+    failed.mkdir()
+    (failed / "config.json").write_text("{}")
+    (failed / "train_log.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, failed, "--variant", "none", "--max-steps", "1"))
+    assert res.exit_code == 0, res.output
+    assert "9.0" not in (failed / "train_log.jsonl").read_text()  # a fresh run starts a fresh log
 
 
 def _dev_scores(run: Path) -> list[tuple[int, float]]:
@@ -104,7 +112,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_pa
     assert resumed.wait(300) == 0, resumed.stdout.read()
     a, b = (json.loads((d / "train_results.json").read_text()) for d in (whole, broken))
     assert a["best_dev_score"] == b["best_dev_score"] and a["steps"] == b["steps"] == 12
-    assert dict(_dev_scores(whole)) == dict(_dev_scores(broken))
+    assert _dev_scores(whole) == _dev_scores(broken)  # the log holds each step once, as if never killed
+    steps = [[json.loads(line)["step"] for line in (d / "train_log.jsonl").read_text().splitlines()]
+             for d in (whole, broken)]
+    assert steps[0] == steps[1]
     wa, wb = load_file(whole / "state" / "model.safetensors"), load_file(broken / "state" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 

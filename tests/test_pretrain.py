@@ -114,6 +114,12 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--objectives", "mlm",
                              "--output-dir", str(tmp_path)])
     assert code != 0 and "choose one or more of structural, seprem" in output
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--set", "gat_layer=6",
+                             "--output-dir", str(tmp_path)])
+    assert code != 0 and "did you mean gat_layers?" in output
+    (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
+    assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output
 
 
 class OracleEncoder:

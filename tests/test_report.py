@@ -159,6 +159,14 @@ def test_baselines_of_another_split_are_named_in_the_notes(tmp_path):
     assert "(the baselines are pawsx/validation/accuracy)" in (tmp_path / "out" / "report.md").read_text()
 
 
+def test_a_baseline_seed_passed_as_a_run_is_pointed_out(tmp_path):
+    # `--baseline runs/none-seed*` in a shell: the second seed arrives as a run, not as a baseline
+    seed1 = write_run(tmp_path, "none-seed1", variant="none", per_language={"en": 85.0})
+    seed2 = write_run(tmp_path, "none-seed2", variant="none", seed=2, per_language={"en": 86.0})
+    (experiment,) = build_report([seed2], [seed1]).experiments
+    assert any(note.startswith("none: the same variant and model as the baseline") for note in experiment.notes)
+
+
 def test_seed_groups_are_paired_by_example_id_and_averaged(tmp_path):
     ids = ["a", "b", "c", "d"]
     rows = lambda right: [(i, "yes" if i in right else "no", "yes") for i in ids]  # noqa: E731

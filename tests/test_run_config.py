@@ -59,6 +59,7 @@ def test_a_saved_config_repeats_its_variant_but_not_another_task(tmp_path):
     (["train_examples=0"], "train_examples must be >= 1, got 0"),
     (["learnin_rate=0.1"], "'learnin_rate' is neither a run setting nor a model setting; did you mean "
                            "learning_rate?"),
+    (["alpha=1.0"], "'alpha' is neither a run setting nor a model setting; did you mean structural_loss_weight?"),
     (["gat_delta=abc"], "gat_delta must be an integer, got 'abc'"),
     (["gat_residual=yes"], "gat_residual must be true or false, got 'yes'"),
 ])

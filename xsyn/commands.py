@@ -35,8 +35,8 @@ def data_options(fn):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
                      "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
-        click.option("--parser", type=click.Choice(["stanza", "chain"]), help="stanza (default) or the "
-                     "model-free chain control tree."),
+        click.option("--parser", type=click.Choice(["stanza", "chain"]), help="stanza or the model-free chain "
+                     "control tree [finetune default: stanza; evaluate default: the run's parser]."),
         click.option("--parser-model-dir", type=click.Path(file_okay=False), help="Folder of Stanza models."),
         click.option("--cache-dir", type=click.Path(file_okay=False), help="Parse and feature caches "
                      "(default: $XSYN_CACHE or ~/.cache/xsyn)."),
@@ -50,7 +50,8 @@ def data_options(fn):
 
 
 @main.command()
-@click.option("--task", type=click.Choice(list_tasks()), required=True, help="A task card name (see tasks/).")
+@click.option("--task", type=click.Choice(list_tasks()), default=None,
+              help="A task card name (see tasks/) [default: the --config file's].")
 @click.option("--variant", type=click.Choice(VARIANTS), default=None,
               help="[default: the --config file's, else gat]")
 @click.option("--model", default=None, help="Hub name, local checkpoint folder, or `tiny` "
@@ -93,18 +94,22 @@ def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
     from xsyn.data.cards import load_card
     from xsyn.run_config import parse_overrides, read_config_file, resolve
     from xsyn.train import finetune as run_finetune
+    from xsyn.train import has_progress
 
     if quiet:
         quiet_libraries()
-    card = _run(load_card, task)
     file_values = _run(read_config_file, config_file) if config_file else {}
+    task = task or file_values.get("task")
+    if task is None:
+        raise click.UsageError("Missing option '--task' (or a --config file that names it).")
+    card = _run(load_card, task)
     flags["trackers"] = list(flags.pop("trackers")) or None
     flags = {**{k: v for k, v in flags.items() if v is not None}, **_run(parse_overrides, sets)}
     config = _run(resolve, task, variant, card, file_values, flags)
     out = config.resolved_output_dir()
-    if not resume and (out / "config.json").is_file():
-        raise click.ClickException(f"{out} already holds a run (config.json): continue it with --resume, "
-                                   "choose another --output-dir (or --seed), or delete the folder first")
+    if not resume and has_progress(out):
+        raise click.ClickException(f"{out} already holds a run that saved progress (state/, best/): continue it "
+                                   "with --resume, choose another --output-dir (or --seed), or delete the folder")
     for name, values in config.hyperparameter_grid.items():
         click.echo(f"{config.hyperparameter_source} searches {name} over {values}; this run takes "
                    f"{values[0]} (choose another with --set {name}=VALUE)", err=True)
@@ -122,9 +127,10 @@ def finetune(task, variant, config_file, sets, resume, quiet, **flags) -> None:
 @click.option("--output-dir", type=click.Path(file_okay=False), default=None,
               help="[default: <model-dir>/eval-<split>]")
 @click.option("--skip-missing", is_flag=True, help="Skip languages without data (listed in results.json).")
-@click.option("--batch-size", "eval_batch_size", type=int, default=None)
+@click.option("--batch-size", "eval_batch_size", type=int, default=None,
+              help="Examples per prediction batch [default: the run's eval_batch_size, 64].")
 @data_options
-@click.option("--quiet", is_flag=True)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
 def evaluate(model_dir, task, langs, split, generalized, output_dir, skip_missing, quiet, **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
     from xsyn.evaluation import evaluate_run, locate_checkpoint, read_task_info

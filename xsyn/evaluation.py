@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from xsyn import versions
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.data.loading import DataNotFoundError
 from xsyn.inference import predict, score
@@ -242,6 +243,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
         "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
+        "versions": versions(),
     }
     if pairs:
         summary["pairs"] = pairs

@@ -257,10 +257,10 @@ def _check(config: RunConfig, card: TaskCard) -> None:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
     if config.batch_size % config.grad_accum:
         raise ConfigError(f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
-    _check_syntax(config.syntax)
+    check_model_settings(config.syntax)
 
 
-def _check_syntax(syntax: dict[str, Any]) -> None:
+def check_model_settings(syntax: dict[str, Any]) -> None:
     """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
     misspelt one would otherwise be carried along unused."""
     from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
@@ -269,7 +269,8 @@ def _check_syntax(syntax: dict[str, Any]) -> None:
     known = {f.name for f in fields(XsynBertConfig)}
     for name, value in syntax.items():
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known | FIELD_NAMES), n=1)
+            close = [SYNTAX_KEYS[name]] if name in SYNTAX_KEYS else difflib.get_close_matches(
+                name, sorted(known | FIELD_NAMES), n=1)  # a card's name for it (delta, alpha, m), or a typo
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
                               "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")

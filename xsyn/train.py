@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from xsyn import versions
 from xsyn.batch import length_sorted_windows
 from xsyn.data.cards import load_card
 from xsyn.inference import make_collate, model_inputs, predict, score
@@ -58,6 +59,26 @@ class TrainState:
     best_step: int | None = None
     train_seconds: float = 0.0
     data_wait_seconds: float = 0.0
+
+
+def has_progress(out: Path) -> bool:
+    """Whether a run folder holds a saved state or checkpoint (a run that failed before its first
+    save holds neither, and may simply be started again)."""
+    return any(existing_dir(out / name) is not None for name in ("state", "best"))
+
+
+def _keep_log_until(path: Path, step: int) -> None:
+    """Cut the training log back to the lines of steps <= `step` (none for a fresh run)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
+    kept = []
+    for line in lines:
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line if line.endswith("\n") else line + "\n")
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+    if kept != lines:
+        atomic_write_text(path, "".join(kept))
 
 
 LENGTH_WINDOW = 50  # batches per window that `group_by_length` sorts (as transformers' LengthGroupedSampler)
@@ -173,6 +194,8 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         accelerator.init_trackers(f"xsyn-{config.task}", config=_flat(config.to_dict()),
                                   init_kwargs=_tracker_settings(config.trackers, out, resume) if main else {})
 
+    if main:
+        _keep_log_until(out / "train_log.jsonl", state.step)  # a resumed run logs its steps again
     log = (out / "train_log.jsonl").open("a", encoding="utf-8") if main else None
     bar = tqdm(total=total_steps, initial=state.step, disable=not (main and progress), desc=f"{config.task} "
                f"{config.variant}", dynamic_ncols=True)
@@ -240,7 +263,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train.examples),
                "train_features": len(train_rows), "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
-               "processes": accelerator.num_processes}
+               "processes": accelerator.num_processes, "versions": versions()}
     if main:
         atomic_write_json(out / "train_results.json", summary)
         log.close()

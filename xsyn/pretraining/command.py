@@ -64,15 +64,19 @@ def pretrain_gat_command(treebanks: str, treebank_dir: Path, eval_treebanks: str
                          log_every: int, sets: tuple[str, ...], output_dir: Path) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it."""
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
-    from xsyn.run_config import ConfigError, parse_overrides
+    from xsyn.run_config import ConfigError, check_model_settings, parse_overrides
     from xsyn.treebanks import TreebankError
 
     if model == "tiny" and tokenizer is None:
         raise click.UsageError("--model tiny needs --tokenizer (a vocab.txt or tokenizer directory)")
     try:
         gat = parse_overrides(sets).get("syntax", {})
+        check_model_settings(gat)
     except ConfigError as err:
         raise click.UsageError(str(err)) from None
+    if (output_dir / "gat_config.json").is_file():
+        raise click.ClickException(f"{output_dir} already holds a pre-trained GAT (gat_config.json): choose another "
+                                   "--output-dir, or delete the folder first")
     settings = PretrainSettings(
         treebanks=_list(treebanks), treebank_dir=str(treebank_dir), output_dir=str(output_dir),
         eval_treebanks=_list(eval_treebanks), model=model, tokenizer=tokenizer, delta=delta,

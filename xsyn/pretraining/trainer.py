@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from xsyn import versions
 from xsyn.batch import collate_trees, length_sorted_windows, tree_features
 from xsyn.io import atomic_write_text
 from xsyn.pretraining.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
@@ -326,7 +326,7 @@ def run_pretraining(settings: PretrainSettings, echo=print) -> dict:
         summary = {
             "settings": asdict(settings),
             "seed": settings.seed,
-            "versions": _versions(),
+            "versions": versions(),
             "training": {"steps": step, "seconds": train_seconds, "inputs": len(train.trees),
                          "windowed_sentences": train.windowed, "processes": accelerator.num_processes,
                          "max_length": max_length, "treebanks": [d.summary() for d in train_data],
@@ -342,13 +342,3 @@ def run_pretraining(settings: PretrainSettings, echo=print) -> dict:
         atomic_write_text(output / CONFIG_FILE, json.dumps(summary, indent=2, default=str) + "\n")
     accelerator.wait_for_everyone()
     return summary
-
-
-def _versions() -> dict[str, str]:
-    import accelerate
-    import transformers
-
-    from xsyn import __version__
-
-    return {"xsyn": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "accelerate": accelerate.__version__, "python": platform.python_version()}

@@ -147,6 +147,13 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
     if not runs:
         notes.append(f"only --baseline runs for {'/'.join(key)}"
                      + (f" (the runs are {_names(run_keys)})" if run_keys else "") + ": no deltas")
+    if baseline:
+        twins = [system.label for system in systems if (system.variant, system.model) == (baseline.variant,
+                                                                                         baseline.model)]
+        if twins:
+            notes.append(f"{', '.join(twins)}: the same variant and model as the baseline; if these are more "
+                         "baseline seeds, give each with its own --baseline (a shell glob after --baseline "
+                         "passes only its first match)")
     comparisons = ([_compare(system, baseline, metric, bootstrap, notes) for system in systems]
                    if baseline else [])
     return Experiment(task, split, metric, primary, systems, baseline, comparisons, notes)
