@@ -43,8 +43,8 @@ def parser_settings(parser_name: str, parser_model_dir: str | None, download: st
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Parse cache folder (default: $XSYN_CACHE/parses or ~/.cache/xsyn/parses).")
 @click.option("--import-as", default="conllu", show_default=True,
-              help="For --format conllu: the parser name under which the sentences enter the cache, "
-                   "so a later run with --parser cached:NAME uses them.")
+              help="For --format conllu: the parser name under which the sentences enter the parse cache "
+                   "(kept apart from the parses of stanza and chain; runs do not read them yet).")
 @click.option("--skip-invalid", is_flag=True,
               help="Skip (and count) malformed sentences instead of stopping at the first one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
