@@ -211,10 +211,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
                 merged[key] = value
     merged["syntax"] = syntax
     merged["hyperparameter_source"] = source
-    merged["hyperparameter_grid"] = {name: values for name, values in grid.items()
-                                     if name not in file_values and name not in flags
-                                     and name not in file_values.get("syntax", {})
-                                     and name not in flags.get("syntax", {})}
+    chosen = {*file_values, *flags, *file_values.get("syntax", {}), *flags.get("syntax", {})}
+    merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = RunConfig(**merged)
     _check(config, card)
     return config
