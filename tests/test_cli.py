@@ -77,6 +77,7 @@ def test_bench_syntax_prints_its_figures_and_the_padding_each_batch_order_costs(
     assert fig["sentences"] == 3 and fig["bytes_per_piece"] == 7.0
     assert fig["tensor_sentences_per_s"] > 0 and fig["pipeline_segments_per_s"] > 0
     assert fig["tensor_sentences_per_s_shuffled"] > 0 and fig["tensor_sentences_per_s_length_bucketed"] > 0
+    assert fig["tree_kernel"] == "c" and fig["tensor_sentences_per_s_torch_ops"] > 0
     # mBERT pieces with [CLS] and [SEP]: "The dog cha ##sed a cat ." 9, "A hearing ... today ." 11,
     # "Der Hund läuft zum Haus ." 8; one batch, padded to 11
     lengths = [9, 11, 8]

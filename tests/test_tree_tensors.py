@@ -1,4 +1,7 @@
-"""Batched tree tensors: hand-worked examples, padding, and every sentence of seven treebanks."""
+"""Batched tree tensors: hand-worked examples, padding, and every sentence of seven treebanks.
+
+Every hand-worked example runs twice: with the CPU kernel (`xsyn/_tree_kernel.c`) and with the
+torch ops that every other device runs; on the treebanks the two must give identical tensors."""
 
 from __future__ import annotations
 
@@ -16,28 +19,43 @@ from xsyn.tree_tensors import (
     DEPENDENT,
     FURTHER,
     HEAD,
+    PAD,
+    ROOT,
     SELF,
     UNREACHABLE,
     TreeTensors,
+    ancestor_matrix,
+    cpu_kernel_built,
     edge_relations,
     gat_mask,
     seprem_weights,
+    tree_depth,
+    tree_distances,
 )
 from xsyn.wordpiece import WordpieceAligner
 
 
-def tensors(tokenizer, *records_per_input):
+@pytest.fixture(params=[True, False], ids=["c-kernel", "torch-ops"])
+def cpu_kernel(request):
+    return request.param
+
+
+def tree_tensors(batch, cpu_kernel=True):
+    return TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"],
+                       cpu_kernel=cpu_kernel)
+
+
+def tensors(tokenizer, *records_per_input, cpu_kernel=True):
     aligner = WordpieceAligner(tokenizer)
     trees = [aligner.encode(list(records))[0] for records in records_per_input]
-    b = collate_trees(trees)
-    return TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"]), trees
+    return tree_tensors(collate_trees(trees), cpu_kernel), trees
 
 
 @pytest.fixture()
-def chased(small_tokenizer, example_conllu):
+def chased(small_tokenizer, example_conllu, cpu_kernel):
     """[CLS] the dog chase ##d a cat . [SEP] with parents [-1, 2, 3, 0, 3, 6, 3, 3, 0]."""
     rec = next(r for r in read_conllu(example_conllu) if r.sent_id == "en-1")
-    return tensors(small_tokenizer, [rec])[0]
+    return tensors(small_tokenizer, [rec], cpu_kernel=cpu_kernel)[0]
 
 
 # Worked out by hand from the parents above (edges 0-3, 0-8, 3-2, 3-4, 3-6, 3-7, 2-1, 6-5).
@@ -116,10 +134,10 @@ def test_wla_mask_by_hand(chased):
     assert m[0] == [1] * 9
 
 
-def test_sdoi_follows_true_ancestors_in_a_non_projective_tree(small_tokenizer, example_conllu):
+def test_sdoi_follows_true_ancestors_in_a_non_projective_tree(small_tokenizer, example_conllu, cpu_kernel):
     # "A hearing is scheduled on the issue today ." -- issue -> hearing crosses "is scheduled".
     rec = next(r for r in read_conllu(example_conllu) if r.sent_id == "en-2")
-    tt, _ = tensors(small_tokenizer, [rec])
+    tt, _ = tensors(small_tokenizer, [rec], cpu_kernel=cpu_kernel)
     sdoi = rows(tt.sdoi_mask())
     #           CLS a hearing is scheduled on the issue today . SEP
     assert sdoi[3] == [1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0]  # "is": itself, scheduled, [CLS]; not "hearing"
@@ -135,10 +153,10 @@ def test_seprem_weights_by_hand(chased):
     assert torch.allclose(w.sum(-1), torch.ones(9))
 
 
-def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, example_conllu):
+def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, example_conllu, cpu_kernel):
     recs = list(read_conllu(example_conllu))
     dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
-    tt, trees = tensors(small_tokenizer, [recs[1]], [dog])
+    tt, trees = tensors(small_tokenizer, [recs[1]], [dog], cpu_kernel=cpu_kernel)
     n = len(trees[1])
     assert tt.distances[1, n:, :].eq(UNREACHABLE).all() and tt.distances[1, :n, n:].eq(UNREACHABLE).all()
     scores = torch.randn(tt.distances.shape)
@@ -151,10 +169,10 @@ def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, ex
 
 
 def test_seprem_weights_of_a_padded_batch_ignore_padding_and_leave_distances_intact(
-        small_tokenizer, example_conllu):
+        small_tokenizer, example_conllu, cpu_kernel):
     recs = list(read_conllu(example_conllu))
     dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
-    tt, trees = tensors(small_tokenizer, [recs[1]], [dog])
+    tt, trees = tensors(small_tokenizer, [recs[1]], [dog], cpu_kernel=cpu_kernel)
     n = len(trees[1])  # [CLS] dog [SEP], both dog and [SEP] attached to [CLS]
     w = tt.seprem_weights()  # computed before the int16 distances, from the same cached floats
     assert torch.allclose(w[1, :n, :n], torch.tensor([[0, 1 / 2, 1 / 2], [2 / 3, 0, 1 / 3], [2 / 3, 1 / 3, 0]]))
@@ -177,6 +195,20 @@ def _word_distances(rec: SyntaxRecord) -> np.ndarray:
     return shortest_path(graph, directed=False, unweighted=True)[1:, 1:]
 
 
+def all_tensors(tt):
+    return {"distances": tt.distances, "depth": tt.depth, "ancestors": tt.ancestors, "gat 1": tt.gat_mask(1),
+            "gat 3": tt.gat_mask(3), "sla 3": tt.sla_mask(3), "sla 1 punct": tt.sla_mask(1, punct_visible=True),
+            "wla 1": tt.wla_mask(1), "wla 4": tt.wla_mask(4), "sdoi": tt.sdoi_mask(), "seprem": tt.seprem_weights()}
+
+
+def assert_same_tensors(kernel, torch_ops):
+    """The CPU kernel's tensors are the torch ops' tensors: same dtype, shape and every value."""
+    assert kernel._core is not None and torch_ops._core is None  # both paths really ran
+    for (name, x), y in zip(all_tensors(kernel).items(), all_tensors(torch_ops).values()):
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        assert torch.equal(x, y), name
+
+
 TREEBANKS = ["UD_English-EWT/en_ewt-ud-dev.conllu", "UD_German-GSD/de_gsd-ud-dev.conllu",
              "UD_Chinese-GSD/zh_gsd-ud-dev.conllu", "UD_Japanese-GSD/ja_gsd-ud-dev.conllu",
              "UD_Arabic-PUD/ar_pud-ud-test.conllu", "UD_Russian-GSD/ru_gsd-ud-dev.conllu",
@@ -192,7 +224,8 @@ def test_every_sentence_of_a_treebank_at_wordpiece_level(mbert_tokenizer, shared
     for lo in range(0, len(trees), 64):
         chunk, recs = trees[lo:lo + 64], records[lo:lo + 64]
         b = collate_trees(chunk)
-        tt = TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"])
+        tt = tree_tensors(b)
+        assert_same_tensors(tt, tree_tensors(b, cpu_kernel=False))
         for i, (tree, rec) in enumerate(zip(chunk, recs)):
             n = len(tree)
             parent = tree.parent.astype(np.int64)
@@ -268,7 +301,8 @@ def test_sla_and_wla_masks_of_pair_inputs_follow_their_definition(mbert_tokenize
     widest = 0
     for lo in range(0, len(pairs), 16):
         b = collate_trees(pairs[lo:lo + 16])
-        tt = TreeTensors(b["tree_parent"], b["tree_upos"], b["tree_word"], b["tree_segment"])
+        tt = tree_tensors(b)
+        assert_same_tensors(tt, tree_tensors(b, cpu_kernel=False))
         widest = max(widest, b["tree_upos"].shape[1])
         masks = {("sla", m): tt.sla_mask(m) for m in (0, 2)} | {("wla", k): tt.wla_mask(k) for k in (1, 4, 1000)}
         for i, tree in enumerate(pairs[lo:lo + 16]):
@@ -283,3 +317,43 @@ def test_sla_and_wla_masks_of_pair_inputs_follow_their_definition(mbert_tokenize
                 np.testing.assert_array_equal(mask[i, :n, :n].numpy(), expected, err_msg=f"{kind} {size}")
                 assert not mask[i, :n, n:].any()
     assert widest >= 100  # a window of 1000 words takes the int32 path (t (t + 2) > 10,000)
+
+
+def test_the_cpu_kernel_is_built_by_the_install():
+    assert cpu_kernel_built(), "xsyn/_tree_kernel.c was not built: `pip install -e .` needs a C compiler"
+
+
+def test_kernel_and_torch_ops_agree_on_truncated_batches_with_removed_ancestors(mbert_tokenizer, shared_data):
+    # Japanese is head-final: cutting sentences at 12 pieces removes roots and other ancestors, which
+    # travel as extra nodes after the padded sequence (N > T).
+    records = list(read_conllu(shared_data / "ud" / "UD_Japanese-GSD" / "ja_gsd-ud-dev.conllu"))[:256]
+    aligner = WordpieceAligner(mbert_tokenizer, max_length=12)
+    trees = [aligner.assemble([s])[0] for s in aligner.segment_pieces(records)]
+    widened = 0
+    for lo in range(0, len(trees), 32):
+        b = collate_trees(trees[lo:lo + 32])
+        widened += b["tree_parent"].shape[1] > b["tree_upos"].shape[1]
+        assert_same_tensors(tree_tensors(b), tree_tensors(b, cpu_kernel=False))
+        parent = b["tree_parent"]  # the public functions, over all N nodes
+        every_node = TreeTensors(parent, parent, parent, parent, cpu_kernel=False)  # fields of width N: T = N
+        assert torch.equal(tree_depth(parent), every_node.depth)
+        assert torch.equal(ancestor_matrix(parent), every_node.ancestors)
+        assert torch.equal(tree_distances(parent), every_node.distances)
+    assert widened == 8
+
+
+BAD_PARENTS = {
+    "two-node cycle": [ROOT, 2, 1],
+    "three-node cycle": [ROOT, 2, 3, 1],
+    "own parent": [ROOT, 1, 0],
+    "parent past the row": [ROOT, 0, 3],
+    "parent is padding": [ROOT, 3, 0, PAD],
+    "below PAD": [ROOT, 0, -3],
+}
+
+
+@pytest.mark.parametrize("parent", BAD_PARENTS.values(), ids=BAD_PARENTS.keys())
+def test_bad_parent_pointers_are_refused(parent, cpu_kernel):
+    fields = torch.zeros(1, len(parent), dtype=torch.long)
+    with pytest.raises(ValueError, match="tree_parent.*a parent must be ROOT"):
+        TreeTensors(torch.tensor([parent]), fields, fields, fields, cpu_kernel=cpu_kernel).gat_mask(1)

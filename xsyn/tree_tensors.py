@@ -15,6 +15,11 @@ The code is written for few, large tensor operations: a batch of short sentences
 operation cheap, so the number of operations (and their dispatch) is what costs. Masks are built
 as uint8 0/1 arithmetic and viewed as bool at the end: on CPU, comparisons producing bool and
 broadcast bool operations are several times slower than int16/uint8 arithmetic.
+
+On CPU, ancestors, depth and distances come from a small C kernel (`xsyn/_tree_kernel.c`, built
+at install) that walks each sentence over its own pieces only: in a batch of mixed lengths most of
+the padded (B, N, N) block is padding, and the torch ops below compute all of it. The torch ops
+run on every other device, and on CPU where the kernel was not built; both give identical tensors.
 """
 
 from __future__ import annotations
@@ -28,10 +33,15 @@ import torch.nn.functional as F
 from xsyn.syntax.vocab import PAD_ID, PUNCT_UPOS_ID, UPOS_SPECIAL_ID
 from xsyn.wordpiece import PAD, ROOT
 
+try:
+    from xsyn import _tree_kernel
+except ImportError:  # installed without a C compiler: the torch ops run on CPU too
+    _tree_kernel = None
+
 UNREACHABLE = torch.iinfo(torch.int16).max  # the distance of any pair that involves padding
 
 __all__ = [
-    "ROOT", "PAD", "UNREACHABLE", "TreeTensors", "tree_depth", "ancestor_matrix", "tree_distances",
+    "ROOT", "PAD", "UNREACHABLE", "TreeTensors", "cpu_kernel_built", "tree_depth", "ancestor_matrix", "tree_distances",
     "gat_mask", "sla_mask", "wla_mask", "sdoi_mask", "seprem_weights", "edge_relations",
     "FURTHER", "SELF", "HEAD", "DEPENDENT", "EDGE_RELATIONS",
 ]
@@ -56,23 +66,65 @@ def _ancestors(parent: torch.Tensor) -> torch.Tensor:
     By doubling on the rows: while `jump` is every node's 2^k-th ancestor (roots and padding
     point to themselves) and the rows hold the ancestors at distances 0 .. 2^k - 1, or-ing in the
     row of `jump` adds those at 2^k .. 2^(k+1) - 1. It stops once every `jump` is a root, after
-    log2(depth) + 1 steps.
+    log2(depth) + 1 steps; parents that never reach a root (a cycle) are refused.
     """
     b, n = parent.shape
+    low, high = torch.aminmax(parent) if parent.numel() else (PAD, PAD)
+    if low < PAD or high >= n:
+        raise ValueError(f"tree_parent holds a parent outside [{PAD}, {n}): " + _PARENTS)
     flat = _positions(b * n, parent.device).view(b, n)  # node i of sentence s is row s * n + i
     jump = torch.where(parent >= 0, parent + flat[:, :1], flat).view(-1)
     anc = _eye(n, parent.device).expand(b, n, n).clone()
     rows = anc.view(b * n, n)
-    while True:
+    for _ in range(n.bit_length() + 1):  # 2^steps > n: every chain of parents has reached its end
         rows |= rows.index_select(0, jump)
         farther = jump.index_select(0, jump)
         if torch.equal(farther, jump):
-            return anc
+            break
         jump = farther
+    reaches_root = parent.view(-1).index_select(0, jump).view(b, n) == ROOT
+    if not bool((reaches_root | (parent == PAD)).all()):
+        raise ValueError("tree_parent: some node never reaches a root through its parents. " + _PARENTS)
+    return anc
+
+
+_PARENTS = ("a parent must be ROOT (-1) or a node of the same row that is not padding, "
+            "and no node may lie on a cycle")
+
+
+class _Core(NamedTuple):
+    ancestors: torch.Tensor  # (B, T, T) uint8 0/1
+    distances: torch.Tensor  # (B, T, T) int16, UNREACHABLE at padding
+    float_distances: torch.Tensor  # (B, T, T) float32, +inf at padding
+    depth: torch.Tensor  # (B, T) long
+
+
+def cpu_kernel_built() -> bool:
+    """Whether the C kernel was built at install (else CPU uses the torch ops as well)."""
+    return _tree_kernel is not None
+
+
+def _kernel_applies(parent: torch.Tensor) -> bool:
+    # the kernel keeps distances (< 2 N) in int16
+    return _tree_kernel is not None and parent.device.type == "cpu" and parent.shape[1] < 16_000
+
+
+def _kernel_core(parent: torch.Tensor, size: int) -> _Core:
+    """Ancestors, distances (int16 and float) and depth of the first `size` nodes, from the CPU kernel."""
+    parent = parent.to(torch.int64).contiguous()
+    b, n = parent.shape
+    core = _Core(*(torch.empty(b, size, size, dtype=dtype) for dtype in (torch.uint8, torch.int16, torch.float32)),
+                 torch.empty(b, size, dtype=torch.long))
+    row, node = _tree_kernel.tree_core(parent.data_ptr(), b, n, size, *(x.data_ptr() for x in core))
+    if row >= 0:
+        raise ValueError(f"tree_parent[{row}, {node}] = {int(parent[row, node])}: " + _PARENTS)
+    return core
 
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
     """Depth of every node, (B, N) long: 0 at `[CLS]` (and at padding), 1 at sentence roots."""
+    if _kernel_applies(parent):
+        return _kernel_core(parent, parent.shape[1]).depth
     return _ancestors(parent).sum(-1) - 1
 
 
@@ -82,6 +134,8 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     Computed from the parent pointers (not from subtree spans), so it is right for
     non-projective trees too.
     """
+    if _kernel_applies(parent):
+        return _kernel_core(parent, parent.shape[1]).ancestors.view(torch.bool)
     return _ancestors(parent).view(torch.bool)
 
 
@@ -111,8 +165,10 @@ def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     still carry the paths between kept pieces. d = depth_i + depth_j - 2 depth(lca), where
     depth(lca) + 1 is the number of common ancestors.
     """
-    common = _common_ancestors(_ancestors(parent))
-    return _as_int16(_distance_matrix(common, parent, size or parent.shape[1]))
+    size = size or parent.shape[1]
+    if _kernel_applies(parent):
+        return _kernel_core(parent, size).distances
+    return _as_int16(_distance_matrix(_common_ancestors(_ancestors(parent)), parent, size))
 
 
 # -- masks ------------------------------------------------------------------------------------------
@@ -162,7 +218,7 @@ class _Words(NamedTuple):
     ordinal: torch.Tensor  # (B, T) long: 1, 2, ...: the piece's word, counted over the whole input
 
 
-def _word_structure(word_index: torch.Tensor) -> _Words:
+def _word_structure(word_index: torch.Tensor, cpu_kernel: bool = True) -> _Words:
     """Where each piece's word, and the words before and after it in its segment, begin.
 
     Words are counted as they appear in the pieces: syntactic words that own no piece (the second
@@ -171,6 +227,8 @@ def _word_structure(word_index: torch.Tensor) -> _Words:
     first piece there. Two consecutive counted words that are both real (word index >= 0) are
     neighbours in one segment, as a `[SEP]` (no word) stands between any two segments.
     """
+    if cpu_kernel and _kernel_applies(word_index):
+        return _kernel_words(word_index)
     b, t = word_index.shape
     device = word_index.device
     real = word_index >= 0
@@ -182,6 +240,15 @@ def _word_structure(word_index: torch.Tensor) -> _Words:
     neighbours = first_piece.gather(1, _thrice(ordinal) + _neighbour_steps(t, device))
     is_neighbour = real.gather(1, neighbours) & _thrice(real)
     return _Words(later, torch.where(is_neighbour, neighbours, _thrice(neighbours[:, :t])), ordinal)
+
+
+def _kernel_words(word_index: torch.Tensor) -> _Words:
+    word_index = word_index.to(torch.int64).contiguous()
+    b, t = word_index.shape
+    words = _Words(torch.empty(b, t, dtype=torch.bool), torch.empty(b, 3 * t, dtype=torch.long),
+                   torch.empty(b, t, dtype=torch.long))
+    _tree_kernel.word_structure(word_index.data_ptr(), b, t, *(x.data_ptr() for x in words))
+    return words
 
 
 def _thrice(x: torch.Tensor) -> torch.Tensor:
@@ -228,9 +295,9 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tens
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
 
-def _word_inputs(word_index: torch.Tensor, upos: torch.Tensor):
+def _word_inputs(word_index: torch.Tensor, upos: torch.Tensor, cpu_kernel: bool = True):
     special = _special(upos)
-    return _word_structure(word_index), special, _special_offsets(special)
+    return _word_structure(word_index, cpu_kernel), special, _special_offsets(special)
 
 
 def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Tensor, k: int,
@@ -307,12 +374,17 @@ class TreeTensors:
 
     >>> tt = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
     >>> tt.distances.shape, tt.gat_mask(delta=2).shape        # (B, T, T) each
+
+    `cpu_kernel=False` computes ancestors, depth and distances with torch ops on CPU too (for
+    comparing the two; the tensors are identical).
     """
 
     def __init__(self, parent: torch.Tensor, upos: torch.Tensor, word_index: torch.Tensor,
-                 segment_id: torch.Tensor):
+                 segment_id: torch.Tensor, cpu_kernel: bool = True):
         self.parent, self.upos, self.word_index, self.segment_id = parent, upos, word_index, segment_id
         self.size = upos.shape[1]
+        self.cpu_kernel = cpu_kernel
+        self._core = _kernel_core(parent, self.size) if cpu_kernel and _kernel_applies(parent) else None
 
     @cached_property
     def _anc(self) -> torch.Tensor:
@@ -325,26 +397,31 @@ class TreeTensors:
     @cached_property
     def depth(self) -> torch.Tensor:
         """(B, T) long."""
+        if self._core:
+            return self._core.depth
         return self._common.diagonal(dim1=1, dim2=2)[:, : self.size].long() - 1
 
     @cached_property
     def ancestors(self) -> torch.Tensor:
         """(B, T, T) bool, see `ancestor_matrix`."""
-        return self._anc[:, : self.size, : self.size].view(torch.bool)
+        anc = self._core.ancestors if self._core else self._anc[:, : self.size, : self.size]
+        return anc.view(torch.bool)
 
     @cached_property
     def _float_distances(self) -> torch.Tensor:
         """(B, T, T) float32, +inf at padding."""
+        if self._core:
+            return self._core.float_distances
         return _distance_matrix(self._common, self.parent, self.size)
 
     @cached_property
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
-        return _as_int16(self._float_distances)
+        return self._core.distances if self._core else _as_int16(self._float_distances)
 
     @cached_property
     def _word_inputs(self):
-        return _word_inputs(self.word_index, self.upos)
+        return _word_inputs(self.word_index, self.upos, self.cpu_kernel)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)

@@ -6,6 +6,8 @@ Three figures, each measured in this process on the given treebank:
   consecutive sentences in the treebank's order; `tensor_sentences_per_s_shuffled` is the same over
   batches of a seeded random order (as fine-tuning draws them: longer padding), and
   `tensor_sentences_per_s_length_bucketed` over batches of similar lengths (as evaluation draws them);
+  `tree_kernel` says whether the CPU kernel ran ("c") or torch ops ("torch": not built), and
+  `tensor_sentences_per_s_torch_ops` is the treebank-order figure with torch ops alone (as on GPU);
 - `pipeline_segments_per_s`: records -> tokenisation -> alignment -> padded batch tensors;
 - `bytes_per_piece`: bytes of the stored O(n) syntax fields per wordpiece;
 - `padded_pairs_per_pair`: per batch order, the (B, T, T) entries the tensor step fills per piece
@@ -22,13 +24,14 @@ import torch
 
 from xsyn.batch import collate_trees
 from xsyn.syntax.conllu import read_conllu
-from xsyn.tree_tensors import TreeTensors
+from xsyn.tree_tensors import TreeTensors, cpu_kernel_built
 from xsyn.wordpiece import WordpieceAligner
 
 
-def build_all_tensors(batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+def build_all_tensors(batch: dict[str, torch.Tensor], cpu_kernel: bool = True) -> list[torch.Tensor]:
     """Every tree tensor the variants use, at their default settings."""
-    tt = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
+    tt = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"],
+                     cpu_kernel=cpu_kernel)
     return [tt.distances, tt.depth, tt.ancestors, tt.gat_mask(1), tt.sla_mask(3), tt.wla_mask(4),
             tt.sdoi_mask(), tt.seprem_weights()]
 
@@ -59,10 +62,10 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     def pipeline() -> list[dict[str, torch.Tensor]]:
         return batches_of([aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)])
 
-    def tensors(batches: list[dict[str, torch.Tensor]]) -> None:
+    def tensors(batches: list[dict[str, torch.Tensor]], cpu_kernel: bool = True) -> None:
         with torch.inference_mode():
             for batch in batches:
-                build_all_tensors(batch)
+                build_all_tensors(batch, cpu_kernel)
 
     trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
     by_length = sorted(trees, key=len)
@@ -73,6 +76,8 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     tensor_s = _best_time(lambda: tensors(in_order), repeats)
     shuffled_s = _best_time(lambda: tensors(in_shuffled_order), repeats)
     bucketed_s = _best_time(lambda: tensors(bucketed), repeats)
+    tensors(in_order, cpu_kernel=False)  # warm-up
+    torch_ops_s = _best_time(lambda: tensors(in_order, cpu_kernel=False), repeats)
     pipeline_s = _best_time(pipeline, repeats)
     pieces = sum(len(t) for t in trees)
     pairs = sum(len(t) ** 2 for t in trees)
@@ -85,9 +90,11 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         "pieces": pieces,
         "batch_size": batch_size,
         "torch_threads": torch.get_num_threads(),
+        "tree_kernel": "c" if cpu_kernel_built() else "torch",
         "tensor_sentences_per_s": len(records) / tensor_s,
         "tensor_sentences_per_s_shuffled": len(records) / shuffled_s,
         "tensor_sentences_per_s_length_bucketed": len(records) / bucketed_s,
+        "tensor_sentences_per_s_torch_ops": len(records) / torch_ops_s,
         "pipeline_segments_per_s": len(records) / pipeline_s,
         "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,
         "padded_pairs_per_pair": {"treebank_order": padded_pairs(in_order),

@@ -110,6 +110,12 @@ def parse_command(input_path: Path, fmt: str, lang: str, out: Path, parser_name:
     click.echo(f"records -> {out}")
 
 
+def _kernel_note(result: dict) -> str:
+    if result["tree_kernel"] == "c":
+        return f"C kernel; torch ops alone: {result['tensor_sentences_per_s_torch_ops']:,.0f}"
+    return "torch ops: the C kernel was not built, see the README"
+
+
 @bench.command(name="syntax")
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="Treebank file to run on (the issue's figure: UD_English-EWT dev).")
@@ -129,7 +135,8 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     click.echo(f"sentences:                 {result['sentences']} ({result['pieces']} pieces)")
     click.echo(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
                f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
-               f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones)")
+               f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones; "
+               f"{_kernel_note(result)})")
     padding = result["padded_pairs_per_pair"]
     click.echo(f"padded pairs per real one: {padding['treebank_order']:.2f} ({padding['shuffled']:.2f} shuffled, "
                f"{padding['length_bucketed']:.2f} length-bucketed)")
