@@ -304,6 +304,12 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
     assert all(torch.equal(saved[k], tuned[f"bert.gat.{k}"]) for k in saved)  # frozen: unchanged by training
+    # A GAT pre-trained with `--model tiny` comes with its own random tiny model (gat/model): a new one
+    # would give it embeddings it has never seen.
+    (tmp_path / "gat" / "model").mkdir()
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, tmp_path / "again", "--variant", "gat",
+                                                 "--gat-init", str(tmp_path / "gat")))
+    assert res.exit_code != 0 and f"pass --model {tmp_path / 'gat' / 'model'}" in res.output
 
 
 def test_a_tensorboard_tracker_gets_the_logged_numbers_and_the_config(vocab, cache, tmp_path):

@@ -71,6 +71,26 @@ def test_seeds_give_mean_sample_std_average_and_transfer_gap(tmp_path):
     assert rows[0]["system"] == "gat" and float(rows[0]["transfer_gap"]) == pytest.approx(16.0)
 
 
+def test_runs_that_differ_in_a_setting_are_separate_systems_and_bookkeeping_is_not_a_difference(tmp_path):
+    def run(name, seed, delta, score, **config):
+        return write_run(tmp_path, name, seed=seed, per_language={"de": score},
+                         config={"train_lang": "en", "seed": seed, "output_dir": f"runs/{name}", "trackers": [],
+                                 "gat_init": f"pre/{name}", "syntax": {"gat_delta": delta}, **config})
+
+    runs = [run("d1-s1", 1, 1, 60.0), run("d1-s2", 2, 1, 64.0, trackers=["tensorboard"], log_every=5),
+            run("d2-s1", 1, 2, 70.0), run("d2-s2", 2, 2, 74.0)]
+    report = build_report(runs)
+    systems = {system.label: [r.path.name for r in system.runs] for system in report.experiments[0].systems}
+    assert systems == {"gat (gat_delta=1)": ["d1-s1", "d1-s2"], "gat (gat_delta=2)": ["d2-s1", "d2-s2"]}
+    means = {system.label: system.per_language["de"].mean for system in report.experiments[0].systems}
+    assert means == {"gat (gat_delta=1)": 62.0, "gat (gat_delta=2)": 72.0}
+    chain = run("chain", 1, 1, 50.0, parser="chain")
+    stanza = run("stanza", 2, 1, 60.0, parser="stanza")
+    with pytest.raises(ReportError, match=r"several systems \(none \(parser=chain\); none \(parser=stanza\)\)"):
+        build_report(runs[:1], baseline_dirs=[edit_results(chain, variant="none"),
+                                              edit_results(stanza, variant="none")])
+
+
 def test_the_source_language_of_the_gap_comes_from_the_run_config(tmp_path):
     run = write_run(tmp_path, "zh-run", per_language={"en": 50.0, "zh": 90.0, "ja": 70.0},
                     config={"train_lang": "zh"})

@@ -49,8 +49,9 @@ def test_a_saved_config_repeats_its_variant_but_not_another_task(tmp_path):
     (["batch_size=abc"], "batch_size must be an integer, got 'abc'"),
     (["learning_rate=fast"], "learning_rate must be a number, got 'fast'"),
     (["seed=1.5"], "seed must be an integer, got 1.5"),
-    (["trackers=wandb"], "trackers must be a list of strings, got 'wandb'"),
-    (["trackers=[\"mlflow\"]"], "trackers: 'mlflow' is not a tracker; choose from tensorboard, wandb"),
+    (["trackers=5"], "trackers must be a list of strings, got 5"),
+    (["trackers=mlflow"], "trackers: 'mlflow' is not a tracker; choose from tensorboard, wandb"),
+    (["syntax_layers=0,x"], "syntax_layers must be"),
     (["parser=stanzza"], "parser 'stanzza': choose one of stanza, chain"),
     (["parser_download=always"], "parser_download 'always': choose one of none, reuse, download"),
     (["epochs=-1"], "epochs must be > 0, got -1"),
@@ -67,6 +68,16 @@ def test_bad_settings_name_the_setting_and_what_it_takes(overrides, message):
     with pytest.raises(ConfigError) as err:
         resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(overrides))
     assert message in str(err.value)
+
+
+def test_list_settings_take_comma_lists_and_single_values_from_set():
+    assert parse_overrides(["syntax_layers=0,1", "trackers=wandb"]) == {"syntax": {"syntax_layers": [0, 1]},
+                                                                       "trackers": ["wandb"]}
+    assert parse_overrides(["syntax_layers=[2, 3]", "trackers=tensorboard,wandb"]) == {
+        "syntax": {"syntax_layers": [2, 3]}, "trackers": ["tensorboard", "wandb"]}
+    assert parse_overrides(["syntax_layers=2"]) == {"syntax": {"syntax_layers": 2}}  # a count, as in the cards
+    config = resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(["syntax_layers=0,1"]))
+    assert config.syntax["syntax_layers"] == [0, 1]
 
 
 def test_a_config_file_that_is_not_a_table_of_settings_is_named(tmp_path):

@@ -152,22 +152,32 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """`--set key=value` pairs: values are JSON when they parse as JSON, else strings.
 
     A key that is not a RunConfig field is a syntax setting (an XsynBertConfig field), e.g.
-    `--set gat_delta=2` or `--set sla_punct_visible=true`.
+    `--set gat_delta=2` or `--set sla_punct_visible=true`. A list setting also takes a comma list
+    or one string: `--set syntax_layers=0,1`, `--set trackers=wandb` (`syntax_layers=2` is a count:
+    the first two layers, as in the cards).
     """
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected key=value")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
+        value = _json_or_text(raw)
+        if key in LIST_SETTINGS and "," in raw and not raw.lstrip().startswith("["):
+            value = [_json_or_text(item.strip()) for item in raw.split(",")]
+        elif key in LIST_SETTINGS and isinstance(value, str):
+            value = [value]
         if key in FIELD_NAMES:
             out[key] = value
         else:
             out.setdefault("syntax", {})[key] = value
     return out
+
+
+def _json_or_text(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
 
 
 def gat_shape(gat_init: str | Path) -> dict[str, Any]:
@@ -237,6 +247,14 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         expected = type_mismatch(value, hints[name])
         if expected:
             raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
+    if config.gat_init and config.model == "tiny":
+        from xsyn.pretraining.trainer import TINY_MODEL_DIR
+
+        own = Path(config.gat_init) / TINY_MODEL_DIR
+        if own.is_dir():
+            raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
+                              "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
+                              f"seen: pass --model {own}")
     if config.train_lang not in card.train_languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
                           f"{', '.join(card.train_languages)}")

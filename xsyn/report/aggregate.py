@@ -3,6 +3,7 @@ the baseline with their paired-bootstrap significance."""
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
 from collections.abc import Sequence
@@ -134,10 +135,10 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
     if baseline_runs:
         baseline_groups = _group_systems(baseline_runs)
         if len(baseline_groups) > 1:
-            found = ", ".join(f"{variant} ({model})" for variant, model in baseline_groups)
+            found = "; ".join(_system_labels(list(baseline_groups)).values())
             raise ReportError(f"the --baseline runs of {task}/{split}/{metric} are several systems "
-                              f"({found}); give the seeds of one variant and model as the baseline")
-        ((variant, model), members), = baseline_groups.items()
+                              f"({found}); give the seeds of one system as the baseline")
+        ((variant, _, _), members), = baseline_groups.items()
         baseline = _system(f"{variant} (baseline)", members)
     elif baseline_keys:  # baselines were given, for other experiments only
         notes.append(f"no --baseline runs for {'/'.join(key)} (the baselines are "
@@ -163,10 +164,23 @@ def _names(keys: list[tuple[str, str, str]]) -> str:
     return ", ".join("/".join(key) for key in keys)
 
 
-def _group_systems(runs: list[Run]) -> dict[tuple[str, str], list[Run]]:
-    groups: dict[tuple[str, str], list[Run]] = {}
+SystemKey = tuple[str, str, tuple[tuple[str, str], ...]]  # variant, model, the settings that tell it apart
+
+
+def _group_systems(runs: list[Run]) -> dict[SystemKey, list[Run]]:
+    """Runs grouped into systems: by variant and model, then by any setting on which runs of one
+    variant and model differ (gat_delta, parser, learning_rate, ...); what is left are seeds."""
+    by_model: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
-        groups.setdefault(run.system, []).append(run)
+        by_model.setdefault(run.system, []).append(run)
+    groups: dict[SystemKey, list[Run]] = {}
+    for (variant, model), members in by_model.items():
+        settings = [run.settings() for run in members]
+        differing = sorted({key for one in settings for key in one
+                            if any(other.get(key) != one.get(key) for other in settings)})
+        for run, values in zip(members, settings):
+            apart = tuple((key, json.dumps(values.get(key), sort_keys=True)) for key in differing)
+            groups.setdefault((variant, model, apart), []).append(run)
     for members in groups.values():
         seeds: dict[Any, Path] = {}
         for run in members:
@@ -177,10 +191,22 @@ def _group_systems(runs: list[Run]) -> dict[tuple[str, str], list[Run]]:
     return groups
 
 
-def _system_labels(systems: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    variants = [variant for variant, _ in systems]
-    return {(variant, model): variant if variants.count(variant) == 1 else f"{variant} ({model})"
-            for variant, model in systems}
+def _system_labels(systems: list[SystemKey]) -> dict[SystemKey, str]:
+    """The variant, then the model where a variant runs on several, then the settings that tell
+    its systems apart: `gat`, `gat (gat_delta=2)`, `none (xlm-roberta-base)`."""
+    models: dict[str, set[str]] = {}
+    for variant, model, _ in systems:
+        models.setdefault(variant, set()).add(model)
+    labels = {}
+    for variant, model, apart in systems:
+        parts = ([model] if len(models[variant]) > 1 else []) + [f"{key}={_shown(value)}" for key, value in apart]
+        labels[(variant, model, apart)] = f"{variant} ({', '.join(parts)})" if parts else variant
+    return labels
+
+
+def _shown(value_json: str) -> str:
+    value = json.loads(value_json)
+    return value if isinstance(value, str) else value_json
 
 
 def _same_keys(runs: list[Run], keys_of, what: str) -> list:

@@ -17,6 +17,11 @@ _OPTIONAL_OBJECTS = ("pairs", "config", "metric_options", "n_examples", "dropped
 
 Key = tuple[str, ...]  # (lang,) or (row, col)
 
+# Run settings that never change a result: runs that differ only in these are seeds of one system.
+_BOOKKEEPING = {"task", "variant", "model", "seed", "output_dir", "data_dir", "cache_dir", "num_proc",
+                "eval_batch_size", "parser_model_dir", "parser_download", "save_every", "log_every", "trackers",
+                "hyperparameter_source", "hyperparameter_grid"}
+
 
 class ReportError(ValueError):
     """Run directories that cannot be reported as given; the message says what to change."""
@@ -51,6 +56,17 @@ class Run:
     @property
     def system(self) -> tuple[str, str]:
         return (self.results["variant"], self.results["model"])
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings that make it this system and not another: its config, syntax settings
+        flattened, without bookkeeping (seed, folders, caches, logging) that cannot change a result.
+        A pre-trained GAT counts by whether one was loaded, not by its folder (seeds may each have one)."""
+        config = dict(self.results.get("config") or {})
+        flat = {key: value for key, value in config.items() if key not in _BOOKKEEPING and key != "syntax"}
+        flat.update(config.get("syntax") or {})
+        if flat.get("gat_init") is not None:
+            flat["gat_init"] = "pre-trained"
+        return flat
 
     @property
     def source_lang(self) -> str:
