@@ -7,7 +7,7 @@ import json
 import pytest
 
 from xsyn.data.cards import list_tasks, load_card
-from xsyn.run_config import ConfigError, parse_overrides, read_config_file, resolve
+from xsyn.run_config import BOOKKEEPING_FIELDS, FIELD_NAMES, ConfigError, parse_overrides, read_config_file, resolve
 from xsyn.variants import VARIANTS
 
 
@@ -68,6 +68,10 @@ def test_bad_settings_name_the_setting_and_what_it_takes(overrides, message):
     with pytest.raises(ConfigError) as err:
         resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(overrides))
     assert message in str(err.value)
+
+
+def test_bookkeeping_names_run_settings():  # a renamed field must not silently split report systems
+    assert set(BOOKKEEPING_FIELDS) <= FIELD_NAMES
 
 
 def test_list_settings_take_comma_lists_and_single_values_from_set():

@@ -95,6 +95,11 @@ class RunConfig:
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
 DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
+# Settings that never change what a run computes (seed aside): runs that differ only in these are
+# seeds of one system in `xsyn report`.
+BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
+                      "parser_download", "save_every", "log_every", "trackers", "hyperparameter_source",
+                      "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn.run_config import BOOKKEEPING_FIELDS
+
 RESULTS_FILE = "results.json"
 PROBE_FILE = "probe_metrics.json"
 _REQUIRED = ("task", "variant", "model", "seed", "metric", "split", "per_language")
@@ -17,10 +19,8 @@ _OPTIONAL_OBJECTS = ("pairs", "config", "metric_options", "n_examples", "dropped
 
 Key = tuple[str, ...]  # (lang,) or (row, col)
 
-# Run settings that never change a result: runs that differ only in these are seeds of one system.
-_BOOKKEEPING = {"task", "variant", "model", "seed", "output_dir", "data_dir", "cache_dir", "num_proc",
-                "eval_batch_size", "parser_model_dir", "parser_download", "save_every", "log_every", "trackers",
-                "hyperparameter_source", "hyperparameter_grid"}
+# Not a system's settings: what names the experiment and system already, the seed, and bookkeeping.
+_NOT_SETTINGS = {"task", "variant", "model", "seed", "syntax", *BOOKKEEPING_FIELDS}
 
 
 class ReportError(ValueError):
@@ -62,7 +62,7 @@ class Run:
         flattened, without bookkeeping (seed, folders, caches, logging) that cannot change a result.
         A pre-trained GAT counts by whether one was loaded, not by its folder (seeds may each have one)."""
         config = dict(self.results.get("config") or {})
-        flat = {key: value for key, value in config.items() if key not in _BOOKKEEPING and key != "syntax"}
+        flat = {key: value for key, value in config.items() if key not in _NOT_SETTINGS}
         flat.update(config.get("syntax") or {})
         if flat.get("gat_init") is not None:
             flat["gat_init"] = "pre-trained"
