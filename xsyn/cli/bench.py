@@ -10,7 +10,7 @@ import click
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.options import renamed
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
 
@@ -148,7 +148,7 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all].")
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
-@click.option("--parser", type=ParserChoice(), default="chain", show_default=True, help=PARSER_HELP + ".")
+@parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--max-steps", "train_steps", type=int, default=60, show_default=True,
               help="Optimiser steps of the training whose data wait is measured.")
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,

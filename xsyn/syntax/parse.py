@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from xsyn.syntax.cache import ParseCache, cache_key
-from xsyn.syntax.parsers import Parser
-from xsyn.syntax.preparsed import ParsesNotFound
+from xsyn.syntax.parsing.base import Parser
+from xsyn.syntax.parsing.preparsed import ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
 
@@ -46,20 +46,23 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
                    batch_size: int = 1024) -> ParseReport:
     """Fill `segment.record` for every segment that has none. Returns what it did.
 
+    A segment whose data carries a tree keeps it where the parser serves the data's trees (`--parser gold`).
     A pre-parsed source (`parser.preparsed`, e.g. `conllu:PATH`) is keyed by each segment's sent_id
     too, and every process looks up all its segments itself (a lookup is cheap), so a segment without
     a parse stops every rank alike instead of leaving the others waiting at the barrier."""
     start = time.perf_counter()
     report = ParseReport(segments=len(segments))
-    settings = parser.settings()
-    preparsed = getattr(parser, "preparsed", False)
+    identity = parser.cache_identity()
+    preparsed = parser.preparsed
     groups: dict[str, list[Segment]] = {}
     for seg in segments:
+        if seg.record is None and parser.data_trees and seg.gold_tree is not None:
+            seg.record = seg.gold_tree
         if seg.record is not None:
             report.gold += 1
             continue
         content = seg.text if seg.text is not None else list(seg.tokens or [])
-        key = cache_key(content, seg.lang, parser.name, parser.version, settings,
+        key = cache_key(content, seg.lang, parser.name, parser.version, identity,
                         sent_id=seg.sent_id if preparsed else None)
         groups.setdefault(key, []).append(seg)
     report.unique = len(groups)
@@ -112,7 +115,7 @@ def _parse(parser: Parser, segments: list[Segment], batch_size: int) -> list[Syn
     buckets: dict[tuple[str, bool], list[int]] = {}
     for i, seg in enumerate(segments):
         buckets.setdefault((seg.lang, seg.tokens is not None), []).append(i)
-    preparsed = getattr(parser, "preparsed", False)
+    preparsed = parser.preparsed
     not_found: list[ParsesNotFound] = []
     for (lang, pretokenized), idx in buckets.items():
         for lo in range(0, len(idx), batch_size):
