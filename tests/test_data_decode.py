@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_data_features import PANX_TAGS, qa_example, rows, tagged
-from xsyn.syntax.parsing import build_parser
 
 from xsyn.data.cards import load_card
 from xsyn.data.decode import decode, metric_options, references
@@ -15,6 +14,7 @@ from xsyn.data.features import IGNORE, prepare_features
 from xsyn.data.loading import load_examples, tag_names
 from xsyn.metrics import compute
 from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsing import build_parser
 from xsyn.syntax.segment import Segment
 
 

@@ -9,13 +9,13 @@ import os
 import zlib
 
 import pytest
-from xsyn.syntax.parsing import ParserUnavailable
-from xsyn.syntax.parsing.chain import ChainParser
-from xsyn.syntax.parsing.stanza import StanzaParser
 
 from xsyn.syntax.cache import ParseCache, shared_cache
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsing import ParserUnavailable
+from xsyn.syntax.parsing.chain import ChainParser
+from xsyn.syntax.parsing.stanza import StanzaParser
 from xsyn.syntax.segment import Segment
 from xsyn.trees.wordpiece import ROOT, WordpieceAligner
 from xsyn.utils.io import OutputError

@@ -261,10 +261,9 @@ def test_a_language_the_parser_lacks_is_named_with_its_first_line(pawsx_model, c
 
 
 def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache, monkeypatch):
+    import xsyn.run.task_data
     from xsyn.syntax.parsing import ParserUnavailable
     from xsyn.syntax.parsing.chain import ChainParser
-
-    import xsyn.run.task_data
 
     class EnglishOnly(ChainParser):
         def parse_texts(self, texts, lang, *, sent_ids=None):

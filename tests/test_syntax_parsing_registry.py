@@ -160,8 +160,8 @@ def test_listing_the_parsers_imports_no_parser_library(args):
             main(sys.argv[1:])
         except SystemExit:
             pass
-        print('LOADED', [m for m in ('stanza', 'spacy', 'ufal.udpipe', 'xsyn.syntax.parsing.stanza') if m in sys.modules],
-              file=sys.stderr)
+        libraries = ('stanza', 'spacy', 'ufal.udpipe', 'xsyn.syntax.parsing.stanza')
+        print('LOADED', [m for m in libraries if m in sys.modules], file=sys.stderr)
     """)
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     assert "LOADED []" in result.stderr, result.stderr[-2000:]

@@ -9,12 +9,12 @@ import json
 import pytest
 import ufal.udpipe as udpipe
 from click.testing import CliRunner
-from xsyn.syntax.parsing import ParserUnavailable, build_parser
 
 from xsyn.cli import main
 from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsing import ParserUnavailable, build_parser
 from xsyn.syntax.segment import Segment
 
 
