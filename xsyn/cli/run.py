@@ -49,6 +49,8 @@ def data_options(fn):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
                      "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
+        click.option("--parse-workers", type=click.IntRange(min=1), help="Processes that parse side by side "
+                     "[default: the cores; 1 for chain and for Stanza on a GPU]."),
         click.option("--cache-dir", type=click.Path(file_okay=False), help="xsyn's cache folder: parses/ and "
                      "features/ (default: $XSYN_CACHE or ~/.cache/xsyn)."),
         click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),

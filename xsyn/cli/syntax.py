@@ -92,13 +92,17 @@ def parser_settings(flags: dict[str, Any]) -> dict[str, Any]:
                    "--parser conllu:PATH).")
 @click.option("--skip-invalid", is_flag=True,
               help="Skip (and count) malformed sentences instead of stopping at the first one.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes that parse side by side [default: the cores; 1 for chain and for Stanza on a GPU].")
+@click.option("--quiet", is_flag=True, help="No progress (sentences/s and ETA) while parsing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: str, cache_dir: Path | None,
-                  import_as: str, skip_invalid: bool, as_json: bool, **flags: Any) -> None:
+                  import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
+                  **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.inputs import import_conllu, read_segments
-    from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.parse import default_workers, parse_segments
     from xsyn.syntax.parsing import build_parser
     from xsyn.syntax.record import write_jsonl
     from xsyn.utils.io import ensure_dir
@@ -111,7 +115,8 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
         extra: dict[str, Any] = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
     else:
         segments, blank = read_segments(input_path, fmt, lang)
-        report = parse_segments(segments, build_parser(parser, **parser_settings(flags)), cache)
+        report = parse_segments(segments, build_parser(parser, **parser_settings(flags)), cache,
+                                workers=workers or default_workers(), progress=not quiet)
         records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}
     write_jsonl(records, output)
     result = {**report.as_dict(), **extra, "out": str(output), "cache_dir": str(cache.directory)}
@@ -119,7 +124,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
         click.echo(json.dumps(result))
         return
     click.echo(f"segments:        {report.segments}")
-    click.echo(f"unique segments: {report.unique}")
+    click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
     click.echo(f"parsed:          {report.parsed}")
     click.echo(f"parse time:      {report.seconds:.2f}s")

@@ -61,7 +61,8 @@ def import_conllu(path: Path, lang: str, cache: ParseCache, import_as: str = "co
     keys = [cache_key(r.text, lang, import_as, "", {}) for r in records]
     new = {k: r for k, r in zip(keys, records) if k not in cache}
     cache.put_many(new.items())
-    report = ParseReport(segments=len(records), unique=len(set(keys)), cache_hits=len(set(keys)) - len(new),
+    report = ParseReport(segments=len(records), unique=len(set(keys)), duplicates=len(keys) - len(set(keys)),
+                         cache_hits=len(set(keys)) - len(new),
                          parsed=len(new), corrupt_cache_entries=cache.unreported_corrupt(),
                          seconds=time.perf_counter() - start)
     return ConlluImport(records, report, stats.skipped)

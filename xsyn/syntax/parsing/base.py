@@ -22,13 +22,16 @@ class Parser(Protocol):
     compute them; the cache keys their parses by each segment's sent_id too, every process looks up
     all its segments itself, and `sent_ids` (one per text, or None) are handed to them. `data_trees`
     parsers serve the tree a segment's data carries (`Segment.gold_tree`, e.g. a UD treebank's); they
-    are asked only about segments without one, and say so.
+    are asked only about segments without one, and say so. `max_workers` caps the processes that
+    parse side by side (None: no cap; 1 where a worker would cost more than it saves, or share one
+    GPU); a parser sent to worker processes must pickle without its loaded models.
     """
 
     name: str
     version: str
     preparsed: bool
     data_trees: bool
+    max_workers: int | None
 
     def cache_identity(self) -> dict[str, Any]: ...
 

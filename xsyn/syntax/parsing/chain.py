@@ -25,6 +25,7 @@ class ChainParser:
     version = "1"
     preparsed = False
     data_trees = False
+    max_workers = 1  # model-free and fast: a worker process would take longer to start than the parse
 
     def cache_identity(self) -> dict[str, Any]:
         return {"pattern": _WORD.pattern}

@@ -24,6 +24,7 @@ class GoldParser:
     version = "1"
     preparsed = True  # nothing is computed: no rank divides the work, none caches it
     data_trees = True
+    max_workers = 1
 
     def cache_identity(self) -> dict[str, Any]:
         return {}

@@ -162,6 +162,7 @@ class ConlluParser:
     # parses are looked up, not computed: keyed by sent_id too, and looked up by every process itself
     preparsed = True
     data_trees = False
+    max_workers = 1  # a lookup: every process does its own
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

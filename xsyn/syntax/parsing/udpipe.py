@@ -86,6 +86,7 @@ class UDPipeParser:
     name = "udpipe"
     preparsed = False
     data_trees = False
+    max_workers = None
 
     def __init__(self, model_path: str | Path):
         import ufal.udpipe as udpipe
@@ -108,6 +109,15 @@ class UDPipeParser:
 
     def cache_identity(self) -> dict[str, Any]:
         return {"model_sha256": self.checksum}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a parse worker is sent: the model paths, not the loaded models (each worker loads its own)."""
+        return {**self.__dict__, "_udpipe": None, "_loaded": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import ufal.udpipe as udpipe
+
+        self.__dict__.update(state, _udpipe=udpipe)
 
     def model_for(self, lang: str) -> Path:
         """The model file for a language: the only one, or the folder's model named for the language."""
