@@ -36,7 +36,7 @@ from xsyn.syntax.record import SyntaxRecord
 class FlatParser:
     """Every word headed by the first: a toy parser of another package."""
 
-    name, version, preparsed, data_trees = "flat", "7", False, False
+    name, version, preparsed, data_trees, max_workers = "flat", "7", False, False, 1
 
     def __init__(self, root_label="root", batch_docs=1):
         self.root_label, self.batch_docs = root_label, batch_docs
