@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -174,6 +175,8 @@ def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxReco
             bar.update(len(keys))
     finally:
         bar.close()
+        if cache is not None:
+            cache.sync()
     if not_found:
         raise ParsesNotFound.merge(not_found)
 
@@ -193,11 +196,21 @@ def _run_chunks(parser: Parser, chunks: list[Chunk], workers: int
 
 
 _WORKER_PARSER: Parser | None = None  # the parser of this worker process
+WATCH_SECONDS = 0.5  # how often a worker checks that its parent still runs
 
 
 def _start_worker(parser: Parser) -> None:
     global _WORKER_PARSER
     _WORKER_PARSER = parser
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this worker once the process that started it is gone (killed with -9, it cannot end its
+    pool): a worker blocked on the task queue would otherwise wait forever, holding its model."""
+    while os.getppid() == parent:
+        time.sleep(WATCH_SECONDS)
+    os._exit(1)
 
 
 def _worker_chunk(chunk: Chunk) -> tuple[list[str], list[SyntaxRecord] | ParsesNotFound]:
