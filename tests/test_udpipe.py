@@ -192,9 +192,9 @@ def test_a_bad_probe_metrics_file_is_named(tmp_path, shared_data):
 def test_parse_workers_load_the_model_each_and_give_the_records_of_one_process(udpipe_model, shared_data, tmp_path):
     gold = list(read_conllu(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"))[:200]
     alone, pooled = ([Segment("en", text=g.text) for g in gold] for _ in range(2))
-    parser = get_parser(f"udpipe:{udpipe_model}")
+    parser = build_parser(f"udpipe:{udpipe_model}")
     parse_segments(alone, parser, None)
-    report = parse_segments(pooled, get_parser(f"udpipe:{udpipe_model}"), ParseCache(tmp_path), workers=2)
+    report = parse_segments(pooled, build_parser(f"udpipe:{udpipe_model}"), ParseCache(tmp_path), workers=2)
     assert report.parsed == len({g.text for g in gold})
     assert [s.record.to_dict() for s in pooled] == [s.record.to_dict() for s in alone]
     assert len(ParseCache(tmp_path)) == report.parsed  # every chunk reached the cache
