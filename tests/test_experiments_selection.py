@@ -108,3 +108,51 @@ def test_a_task_can_have_its_own_models_and_search(tmp_path):
     none = [c for c in experiment.cells if c.variant == "none"]
     assert len(none) == 2 * 3 * 2 and {c.model for c in none} == {"tiny", "my/bert-large"}
     assert any(c.name.startswith("synth/none-my_bert-large-learning_rate=5e-06") for c in none)
+
+
+PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+
+
+def test_li2021_tables_1_and_2_match_the_paper_text_and_its_printed_averages():
+    """Each bundled row of Tables 1 and 2, laid out as the paper prints it, is a line of the paper's text;
+    the Avg. column (mean of CoLA MCC, SST-2 Acc, CoNLL F1, FCE F0.5) is the mean of the bundled primaries."""
+    from xsyn.experiments.papers import load_paper
+
+    li = load_paper("li2021")
+    printed_average = {("base", "none"): 74.6, ("base", "wla"): 75.0, ("base", "sla"): 75.3,
+                       ("large", "none"): 76.9, ("large", "wla"): 76.6, ("large", "sla"): 77.4}
+    columns = [("cola", "mcc"), ("sst2", "accuracy"), ("conll_ner", "precision"), ("conll_ner", "recall"),
+               ("conll_ner", "f1"), ("fce", "precision"), ("fce", "recall"), ("fce", "f0.5")]
+    rows = {}
+    for size in ("base", "large"):
+        uncased, cased = f"bert-{size}-uncased", f"bert-{size}-cased"
+        for variant in ("none", "wla", "sla"):
+            values = []
+            for task, score in columns:
+                (table,) = [t for t in li.scores_for(task, uncased if task in ("cola", "sst2") else cased)
+                            if t.score == score]
+                assert table.table == f"Table 1 ({size})"
+                values.append(table.systems[variant]["en"])
+            primaries = [values[0], values[1], values[4], values[7]]
+            assert abs(sum(primaries) / 4 - printed_average[(size, variant)]) < 0.051
+            rows[(size, variant)] = values
+    assert li.scores_for("cola", "bert-large-uncased")[0].split == "validation"
+    assert li.scores_for("fce", "bert-base-cased")[0].split == "test"
+    pairs = {task: li.scores_for(task, "bert-base-uncased")[0] for task in ("qnli", "rte", "mrpc", "stsb")}
+    if not PAPERS.is_dir():
+        return  # the numbers' agreement with their own averages is checked; the text is not here
+    text = next(PAPERS.glob("002_*.txt")).read_text(encoding="utf-8")
+    for size, params in (("base", "110M"), ("large", "340M")):
+        line = "\t".join(["BERT (Our reimplementation)", params, f"{printed_average[(size, 'none')]:.1f}",
+                          *(f"{v:.1f}" for v in rows[(size, "none")])])
+        assert line in text
+        wla = "\t".join(["+ WLA", "+0.01M" if size == "base" else "+0.02M",
+                         f"{printed_average[(size, 'wla')]:.1f}", *(f"{v:.1f}" for v in rows[(size, "wla")])])
+        assert wla in text
+        sla_numbers = [float(x) for x in text.split(f"+ SLA\t{'+0.01M' if size == 'base' else '+0.02M'}\t")[1]
+                       .split("\n")[0].replace("^{\\uparrow}", "").replace("[↑]", "").replace("↑", "")
+                       .replace("^", "").split()]
+        assert sla_numbers == [printed_average[(size, "sla")], *rows[(size, "sla")]]
+    for variant, name in (("none", "BERT"), ("sla", "+SLA")):
+        assert "\t".join([name, *(f"{pairs[t].systems[variant]['en']:.1f}" for t in ("qnli", "rte", "mrpc",
+                                                                                          "stsb"))]) in text
