@@ -122,13 +122,6 @@ TREEBANK_SPLITS = {"validation": "dev", "test": "test"}  # xsyn's split names ->
 PARSER_INPUTS = ("text", "words")  # parse each sentence's raw text, or its gold words pre-tokenised
 
 
-def as_tokens(record: SyntaxRecord) -> SyntaxRecord:
-    """The gold record addressed by word index, matching a parse of its words as gold tokens."""
-    return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
-                        token_index=list(range(len(record.words))), text=" ".join(record.words),
-                        lang=record.lang, sent_id=record.sent_id)
-
-
 @dataclass
 class TreebankScore:
     lang: str
@@ -161,5 +154,5 @@ def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | P
             parsed = parser.parse_texts([g.text for g in gold], lang)
         else:
             parsed = parser.parse_tokens([g.words for g in gold], lang)
-            gold = [as_tokens(g) for g in gold]
+            gold = [g.on_word_tokens() for g in gold]
         yield TreebankScore(lang, found.treebank.name, chosen, attachment_scores(parsed, gold))
