@@ -30,7 +30,7 @@ from typing import Any
 
 from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.parse import MIN_CHUNK, parse_segments
-from xsyn.syntax.parsers import Parser
+from xsyn.syntax.parsing import Parser
 from xsyn.syntax.segment import Segment
 
 
