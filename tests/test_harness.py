@@ -374,7 +374,9 @@ def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
         results = json.loads((run / "eval-test" / "results.json").read_text())
         assert set(results["pairs"]) == {"svo", "sov", "vso", "ovs"} and results["variant"] == variant
     pngs = list((tmp_path / "report").rglob("*.png"))
-    assert len(pngs) == 3 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # two matrices, one delta
+    assert len(pngs) == 4 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # bars, 2 matrices, 1 delta
+    again = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+    assert again.exit_code != 0 and "already holds a demo" in again.output  # not silently retrained
 
 
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
