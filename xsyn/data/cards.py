@@ -1,4 +1,4 @@
-"""Task cards: one declarative TOML file per benchmark (`xsyn/data/tasks/*.toml`).
+"""Task cards: one declarative TOML file per benchmark (`tasks/*.toml`, beside the package).
 
 A card says what a task is (kind, languages, splits, labels, metric), where its data comes from
 (local file layouts, each read by a named format reader, and Hugging Face hub datasets) and which
@@ -16,7 +16,6 @@ Every mistake in a card is a `CardError` naming the card file and the key, with 
 
 from __future__ import annotations
 
-import importlib.resources
 import string
 import tomllib
 from collections.abc import Mapping
@@ -28,9 +27,10 @@ from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
 from xsyn.models.variants import VARIANTS
 from xsyn.utils.errors import XsynError
+from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 
 
@@ -59,7 +59,7 @@ _CARD_KEYS = {
     "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
-_HUB_KEYS = {"dataset", "config", "splits", "languages", "columns", "filter", "revision"}
+_HUB_KEYS = {"dataset", "config", "splits", "languages", "lang_codes", "columns", "filter", "revision"}
 
 
 class CardError(XsynError, ValueError):
@@ -101,7 +101,8 @@ class LocalSource:
 
 @dataclass(frozen=True)
 class HubSource:
-    """One Hugging Face hub dataset: id, config pattern, split names and column roles."""
+    """One Hugging Face hub dataset: id, config pattern, split names and column roles. The config's
+    `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
 
     dataset: str
     config: str | None
@@ -110,6 +111,7 @@ class HubSource:
     languages: tuple[str, ...] | None = None
     filter: Mapping[str, str] = field(default_factory=dict)
     revision: str | None = None
+    lang_codes: Mapping[str, str] = field(default_factory=dict)
 
     def serves(self, lang: str, split: str) -> bool:
         return split in self.splits and (self.languages is None or lang in self.languages)
@@ -171,9 +173,8 @@ class TaskCard:
 
 
 def list_tasks() -> list[str]:
-    """Names of every installed task card, sorted."""
-    root = importlib.resources.files("xsyn.data").joinpath("tasks")
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+    """Names of every shipped task card, sorted."""
+    return [p.stem for p in shipped_files(TASKS)]
 
 
 def load_card(name_or_path: str | Path) -> TaskCard:
@@ -187,8 +188,8 @@ def load_card(name_or_path: str | Path) -> TaskCard:
         name = str(name_or_path)
         if name not in list_tasks():
             raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}")
-        resource = importlib.resources.files("xsyn.data").joinpath("tasks").joinpath(f"{name}.toml")
-        text, where = resource.read_text(encoding="utf-8"), f"xsyn/data/tasks/{name}.toml"
+        path = shipped_folder(TASKS) / f"{name}.toml"
+        text, where = path.read_text(encoding="utf-8"), f"{TASKS}/{name}.toml"
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -383,17 +384,22 @@ def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], roles: t
     options = _get(entry, "options", dict, here, default={})
     READERS[fmt].check_options(options, here)
     _check_roles(options.get("columns", {}), "options.columns", roles, here)
-    lang_codes = _get(entry, "lang_codes", dict, here, default={})
-    _subset(tuple(lang_codes), languages, "lang_codes", "the card's languages", here)
-    for lang, code in lang_codes.items():
-        if not isinstance(code, str):
-            raise CardError(f"{here}: lang_codes {lang} = {code!r} must be a string: the code the file names "
-                            f"use for {lang} (e.g. en = \"eng\")")
+    lang_codes = _lang_codes(entry, languages, here)
     return LocalSource(
         layout=_get(entry, "layout", str, here), format=fmt, paths=paths,
         splits=_split_names(entry, splits, here), languages=_entry_languages(entry, languages, here),
         lang_codes=lang_codes, options=options,
     )
+
+
+def _lang_codes(entry: Mapping[str, Any], languages: tuple[str, ...], here: str) -> dict[str, str]:
+    lang_codes = _get(entry, "lang_codes", dict, here, default={})
+    _subset(tuple(lang_codes), languages, "lang_codes", "the card's languages", here)
+    for lang, code in lang_codes.items():
+        if not isinstance(code, str):
+            raise CardError(f"{here}: lang_codes {lang} = {code!r} must be a string: the code the file or config "
+                            f"names use for {lang} (e.g. en = \"eng\")")
+    return lang_codes
 
 
 def _placeholders(pattern: str) -> list[str]:
@@ -410,7 +416,7 @@ def _hub(entry: Mapping[str, Any], i: int, roles: tuple[str, ...], languages: tu
         dataset=_get(entry, "dataset", str, here), config=_get(entry, "config", str, here, default=None),
         splits=_split_names(entry, splits, here), columns=columns,
         languages=_entry_languages(entry, languages, here), filter=_get(entry, "filter", dict, here, default={}),
-        revision=_get(entry, "revision", str, here, default=None),
+        revision=_get(entry, "revision", str, here, default=None), lang_codes=_lang_codes(entry, languages, here),
     )
 
 

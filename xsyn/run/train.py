@@ -48,6 +48,7 @@ from xsyn.training.loop import (
     NonFiniteError,
     Stepper,
     global_batches,
+    labelled_pieces,
     parameters_finite,
     progress_bar,
     remaining_batches,
@@ -129,9 +130,10 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     parser = make_parser(config)
     holdout = dev_holdout(card, config, out / "data_report.json" if resume else None)
     train, vocab = load_task_data(card, config, tokenizer, "train", langs, parser=parser, distributed=accelerator,
-                                  limit=config.max_train_examples, holdout=holdout)
+                                  limit=config.max_train_examples, holdout=holdout, progress=progress)
     dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, parser=parser,
-                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout)
+                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
+                            progress=progress)
     train_rows, dev_rows = train.rows(), dev.rows()
     if main:
         atomic_write_json(out / "data_report.json", {"train": train.report, "validation": dev.report})
@@ -142,7 +144,8 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     total_steps = config.max_steps or math.ceil(config.epochs * steps_per_epoch)
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(config.learning_rate, config.warmup_steps,
                                                                     total_steps),
-                      config.max_grad_norm, config.seed, config.grad_accum, hint=_numeric_hint(config))
+                      config.max_grad_norm, config.seed, config.grad_accum, hint=_numeric_hint(config),
+                      count_items=labelled_pieces(train_rows, card.spec.piece_label_columns))
     eval_every = config.eval_every or steps_per_epoch
     save_every = config.save_every or eval_every
     state_dir = out / "state"
