@@ -55,7 +55,8 @@ HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for
 
 _CARD_KEYS = {
     "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
-    "labels", "tags", "label_map", "label_names", "unlabelled_splits", "dev_fraction", "metric", "homepage", "citation", "download",
+    "labels", "tags", "label_map", "label_names", "unlabelled_splits", "dev_fraction", "metric", "homepage",
+    "citation", "download",
     "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
