@@ -236,7 +236,7 @@ def test_sep_mixes_each_layer_input_with_its_inverse_distance_view(plain, batch)
     model = lifted(plain, "sep", sep_alpha=0.3)
     mix = model.encoder.layer[0].seprem
     tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
-    weights = tree.seprem_weights()
+    weights = tree.sep_weights()
     hidden = torch.randn(*batch["input_ids"].shape, SHAPE["hidden_size"])
     with torch.no_grad():
         out = mix(hidden, weights)

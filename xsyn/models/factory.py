@@ -65,9 +65,7 @@ def build_model(model: str, variant: str, head: str | None, *,
                "delete it, and the next run downloads it again")
     config = XsynBertConfig.from_bert_config(base, **first_layers(settings, base.num_hidden_layers))
     lifted = model_class(config) if model == TINY else _from_pretrained(model_class, model, fix, config=config)
-    if lifted.config.variant == "sdoi" and lifted.config.sdoi_init_from_last_layer:
-        encoder = lifted.base_model  # the extra layer starts as the checkpoint's last (same shapes)
-        encoder.sdoi.layer.load_state_dict(encoder.encoder.layer[-1].state_dict())
+    lifted.syntax_variant.after_lift(lifted.base_model)
     return lifted
 
 
