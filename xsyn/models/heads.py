@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -84,6 +86,11 @@ class XsynHeadModel(XsynBertPreTrainedModel):
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        """Config fields that size this head and name its outputs, from a task's labels and tags."""
+        return {}
+
     def _losses(self, task_loss: torch.Tensor | None, encoded: XsynModelOutput) -> dict:
         """`loss`, `task_loss`, the variant's loss parts, and the encoder's optional outputs for the head's
         output."""
@@ -103,6 +110,11 @@ def _all_or_none(**labels: torch.Tensor | None) -> bool:
     if any(given) and not all(given):
         raise ValueError(f"give {' and '.join(labels)} together, or none of them")
     return all(given)
+
+
+def _id2label(names: Sequence[str]) -> dict[str, Any]:
+    """BERT's own label-name fields, for a head with one classifier."""
+    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
 
 
 def _require(config: XsynBertConfig, name: str) -> int:
@@ -136,9 +148,17 @@ class XsynBertForSequenceClassification(_LabelClassifier):
     uses_pooler = True
     features = "pooler_output"
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return _id2label(labels)
+
 
 class XsynBertForTokenClassification(_LabelClassifier):
     """A label per piece; the data puts a word's label on its first piece and -100 elsewhere."""
+
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return _id2label(tags)
 
 
 class XsynBertForQuestionAnswering(XsynHeadModel):
@@ -166,6 +186,10 @@ class XsynBertForIntentSlot(XsynHeadModel):
     """Joint intent (pooled `[CLS]`) and slots (first pieces); loss = intent + slot."""
 
     uses_pooler = True
+
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return {"intent_labels": list(labels), "slot_labels": list(tags)}
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)

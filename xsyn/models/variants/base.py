@@ -60,10 +60,13 @@ class SyntaxVariant:
     - `card_settings`: the settings a task card may state for it, `paper_names` the papers' names for
       them (`delta` -> `gat_delta`);
     - `paper`: its BibTeX, cited by model cards;
-    - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT.
+    - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
+    - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
+      model settings).
     """
 
     name: str = ""
+    is_baseline: bool = False
     settings: type | None = None
     uses_layers: bool = False
     card_settings: tuple[str, ...] = ()

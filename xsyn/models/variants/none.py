@@ -7,6 +7,7 @@ from xsyn.models.variants.base import SyntaxVariant
 
 class PlainBert(SyntaxVariant):
     name = "none"
+    is_baseline = True
 
 
 VARIANT = PlainBert()
