@@ -36,6 +36,7 @@ from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.families import resolve
 from xsyn.models.modeling import SyntaxLosses, XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
 
 
@@ -79,10 +80,11 @@ class XsynHeadModel(XsynBertPreTrainedModel):
     """The encoder plus the bookkeeping every head shares: dropout and the loss terms."""
 
     uses_pooler = False
+    encoder_class = XsynBertModel  # its family's (`xsyn.models.encoders`), kept under `base_model_prefix`
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.bert = XsynBertModel(config, add_pooling_layer=self.uses_pooler)
+        setattr(self, self.base_model_prefix, self.encoder_class(config, add_pooling_layer=self.uses_pooler))
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
 
@@ -125,19 +127,24 @@ def _require(config: XsynBertConfig, name: str) -> int:
 
 
 class _LabelClassifier(XsynHeadModel):
-    """One linear layer over the encoder output named by `features`; cross-entropy against `labels`."""
+    """One linear layer over the encoder output named by `features` (or the family's `sentence_head`,
+    which applies its own dropout: RoBERTa's classifier on `<s>`); cross-entropy against `labels`."""
 
     features = "last_hidden_state"
+    sentence_head: str | None = None  # "module:class" of a classifier taking the whole sequence
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.classifier = nn.Linear(config.hidden_size, _require(config, "num_labels"))
+        num_labels = _require(config, "num_labels")
+        self.classifier = (resolve(self.sentence_head)(config) if self.sentence_head is not None
+                           else nn.Linear(config.hidden_size, num_labels))
         self.post_init()
 
     def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
                 **batch) -> XsynClassifierOutput:
-        encoded = self.bert(**batch, compute_structural_loss=labels is not None)
-        logits = self.classifier(self.dropout(getattr(encoded, self.features)))
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        features = getattr(encoded, self.features)
+        logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
         task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
@@ -172,7 +179,7 @@ class XsynBertForQuestionAnswering(XsynHeadModel):
     def forward(self, start_positions: torch.Tensor | None = None, end_positions: torch.Tensor | None = None,
                 **batch) -> XsynQuestionAnsweringOutput:
         labelled = _all_or_none(start_positions=start_positions, end_positions=end_positions)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         start_logits, end_logits = self.qa_outputs(encoded.last_hidden_state).unbind(-1)
         task_loss = None
         if labelled:
@@ -200,7 +207,7 @@ class XsynBertForIntentSlot(XsynHeadModel):
     def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
                 labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
         slot_logits = self.slot_classifier(self.dropout(encoded.last_hidden_state))
         intent_loss = slot_loss = task_loss = None

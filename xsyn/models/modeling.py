@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.bert.modeling_bert import BertModel, BertPreTrainedModel
 from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
+from xsyn.models.families import EncoderFamily, family_of, resolve
 from xsyn.models.gat import load_gat_state, save_gat, structural_loss
 from xsyn.models.variants import get_variant, loss_names
 from xsyn.models.variants.base import SyntaxBatch, SyntaxVariant
@@ -71,12 +73,20 @@ class XsynBertPreTrainedModel(BertPreTrainedModel):
     config_class = XsynBertConfig
 
     @property
+    def family(self) -> EncoderFamily:
+        """The encoder family (BERT, XLM-R, ...) whose embeddings, names and heads this model has."""
+        return family_of(self.config.model_type)
+
+    @property
     def syntax_variant(self) -> SyntaxVariant:
         return get_variant(self.config.variant)
 
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)  # Linear, Embedding, LayerNorm as in BERT
+        if isinstance(module, resolve(self.family.embeddings)):  # its buffers, as BERT's (and XLM-R's) own rule
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
         self.syntax_variant.init_weights(module, self.config)
 
 
@@ -84,6 +94,9 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
     def __init__(self, config: XsynBertConfig, add_pooling_layer: bool = True):
         config.check_syntax()
         super().__init__(config, add_pooling_layer=add_pooling_layer)
+        embeddings = resolve(self.family.embeddings)
+        if not isinstance(self.embeddings, embeddings):  # BERT's layers after the family's embeddings
+            self.embeddings = embeddings(config)
         self.syntax_variant.install(self)
         self.post_init()
 
@@ -129,11 +142,15 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         """G (B, T, k d_g) of a batch's trees, under `mask` (default: tree distance <= gat_delta).
 
         The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
-        by default 0..T-1 as in BERT) where the config sets `gat_position_embeddings`.
+        by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
+        the pieces that are not padding in XLM-R) where the config sets `gat_position_embeddings`.
         """
         words = self.embeddings.word_embeddings(input_ids)
         if self.config.gat_position_embeddings:
-            if position_ids is None:
+            if position_ids is None and self.family.padded_positions:
+                position_ids = self.embeddings.create_position_ids_from_input_ids(input_ids,
+                                                                                   self.embeddings.padding_idx)
+            elif position_ids is None:
                 position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
             words = words + self.embeddings.position_embeddings(position_ids)
         mask = tree.gat_mask(self.config.gat_delta) if mask is None else mask
