@@ -83,7 +83,8 @@ def first_layers(settings: dict[str, Any], depth: int) -> dict[str, Any]:
 def label_settings(head: str | None, labels: Sequence[str] = (), tags: Sequence[str] = ()) -> dict[str, Any]:
     """`build_model` keywords that size a head and name its outputs in the config, from a task's
     class labels and tags (id order); each head class says which it reads (`label_settings`)."""
-    return {} if head is None else _model_class(head).label_settings(labels, tags)
+    _check_head(head)
+    return {} if head is None else HEAD_CLASSES[head].label_settings(labels, tags)
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:
