@@ -1,4 +1,4 @@
-"""`--parser conllu:PATH`: pre-parsed CoNLL-U as a parser, serves each segment the tree a file holds for it.
+"""`--parser conllu:PATH`: pre-parsed CoNLL-U as a parser; each segment gets the tree a file holds for it.
 
 Any parser's output, or a gold treebank that covers the data, can feed a run this way. A segment is
 looked up by its text: the characters other than whitespace must be the same (so runs of spaces,
