@@ -94,10 +94,11 @@ def _data_wait_at(config, card, summary: dict[str, Any], step_seconds: float | N
                   simulated_batches: int) -> dict[str, Any]:
     """Collation per batch, and the data-wait share at a given (or the measured) step, inline and prefetched."""
     from xsyn.run.inference import make_collate
+    from xsyn.run.preflight import run_tokenizer
     from xsyn.run.task_data import load_task_data
-    from xsyn.run.train import epoch_batches, resolve_tokenizer
+    from xsyn.run.train import epoch_batches
 
-    tokenizer = resolve_tokenizer(config)
+    tokenizer = run_tokenizer(config.model, config.tokenizer)
     train, _ = load_task_data(card, config, tokenizer, "train", {name: config.train_lang for name in card.segments},
                               limit=config.max_train_examples)  # features and parses come from the run's caches
     rows = train.rows()

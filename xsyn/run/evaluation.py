@@ -36,6 +36,7 @@ from xsyn import versions
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import predict, score
+from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import RunConfig, read_config_file
 from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
@@ -199,6 +200,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     for lang in langs:
         card.check_lang(lang)
     out = Path(output_dir) if output_dir else run_dir / (f"eval-{card.name}-{split}" if other_task else f"eval-{split}")
+    preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     main = accelerator.is_main_process
 

@@ -38,6 +38,7 @@ import torch
 
 from xsyn import versions
 from xsyn.run.inference import make_collate, model_inputs, predict, score
+from xsyn.run.preflight import preflight_finetune
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
@@ -98,13 +99,6 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes
     return global_batches(order, batch_size, processes)
 
 
-def resolve_tokenizer(config: RunConfig):
-    from xsyn.models.defaults import DEFAULT_MODEL, TINY
-    from xsyn.models.presets import load_tokenizer
-
-    return load_tokenizer(config.tokenizer or (DEFAULT_MODEL if config.model == TINY else config.model))
-
-
 def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`)."""
     from accelerate import Accelerator
@@ -112,6 +106,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
     # -- setup -----------------------------------------------------------------------------------
     _check_trackers(config.trackers or [])
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     out = config.resolved_output_dir()
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(out))
@@ -122,7 +117,6 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         config.save(out / "config.json")
     set_seed(config.seed)
     card = config.card
-    tokenizer = resolve_tokenizer(config)
     langs = {name: config.train_lang for name in card.segments}
     parser = make_parser(config)
     holdout = dev_holdout(card, config, out / "data_report.json" if resume else None)
