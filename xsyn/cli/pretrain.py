@@ -121,6 +121,7 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
+    from xsyn.run.preflight import preflight_pretraining
     from xsyn.run.settings import check_model_settings, parse_overrides
 
     chosen = PRETRAIN_RECIPES[recipe]
@@ -149,7 +150,9 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
         raise click.ClickException(f"{output_dir} holds a pre-training in progress (state/): continue it with "
                                    "--resume, choose another --output-dir, or delete the folder")
     try:
-        run_pretraining(PretrainSettings(**values, gat=gat), echo=click.echo, progress=not quiet, resume=resume)
+        settings = PretrainSettings(**values, gat=gat)
+        preflight_pretraining(settings)
+        run_pretraining(settings, echo=click.echo, progress=not quiet, resume=resume)
     except XsynError as err:
         raise click.ClickException(str(err)) from None
     if is_main_process():

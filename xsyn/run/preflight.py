@@ -3,7 +3,7 @@
 Featurising, parsing and loading weights take seconds to minutes; a model that cannot be loaded
 offline, a missing language file, an output folder that cannot be written or a disk too small for a
 checkpoint must stop a command before that work, not after it. Each command has one preflight
-function (`preflight_finetune`, `preflight_evaluate`, `preflight_predict`, `preflight_output`), built
+function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
 from the same shared checks:
 
     check_model        the model's config.json (no weights) and the tokenizer load
@@ -151,3 +151,9 @@ def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int
     if checkpoint_parameters:
         check_free_space(folder, checkpoint_parameters * CHECKPOINT_BYTES_PER_PARAMETER, option)
     return folder
+
+
+def preflight_pretraining(settings) -> None:
+    """`pretrain-gat`'s model and tokenizer load and its output folder is writable, before the treebanks are read."""
+    check_model(settings.model, settings.tokenizer)
+    check_writable(settings.output_dir, "--output-dir")
