@@ -20,17 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
-from xsyn.experiments import cells
-from xsyn.experiments.cells import (
-    LOCK_FILE,
-    LOCK_TTL_S,
-    CellBusy,
-    acquire_lock,
-    cell_state,
-    lock_holder,
-    process_start_time,
-)
+from xsyn.experiments import cells, locks
+from xsyn.experiments.cells import cell_state
 from xsyn.experiments.launch import record_run
+from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, lock_holder, process_start_time
 from xsyn.experiments.papers import load_paper
 from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
 
@@ -170,7 +163,7 @@ def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(
 
 
 def test_the_owner_keeps_its_lock_fresh_with_a_heartbeat(tmp_path, monkeypatch):
-    monkeypatch.setattr(cells, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
     lock = acquire_lock(tmp_path / "cell")
     os.utime(lock.path, (time.time() - 3600,) * 2)
     deadline = time.time() + 5

@@ -4,6 +4,7 @@ papers tune learning rate, epochs and thresholds on dev and report the chosen po
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,80 @@ def test_li2021_tables_1_and_2_match_the_paper_text_and_its_printed_averages():
     for variant, name in (("none", "BERT"), ("sla", "+SLA")):
         assert "\t".join([name, *(f"{pairs[t].systems[variant]['en']:.1f}" for t in ("qnli", "rte", "mrpc",
                                                                                           "stsb"))]) in text
+
+
+def test_ahmad2021_tables_5_and_6_match_the_paper_text():
+    """Table 6's rows as the text prints them (digits run together, MTOP's '-' for ja/pt/tr/zh, then the
+    average) and Table 5's exact match after each F1."""
+    from xsyn.experiments.papers import load_paper
+
+    ahmad = load_paper("ahmad2021")
+    if not PAPERS.is_dir():
+        pytest.skip(f"the paper texts are not at {PAPERS}")
+    text = next(PAPERS.glob("004_*.txt")).read_text(encoding="utf-8")
+    for task, gap in (("mtop", "----"), ("matis", "")):
+        for score in ("intent_accuracy", "slot_f1"):
+            (table,) = [t for t in ahmad.scores_for(task, "bert-base-multilingual-cased") if t.score == score]
+            for variant in ("none", "gat"):
+                values = [table.systems[variant][lang] for lang in table.languages]
+                assert "".join(f"{v:.1f}" for v in values) + gap + f"{table.average[variant]:.1f}" in text
+    (em,) = [t for t in ahmad.scores_for("mlqa", "bert-base-multilingual-cased") if t.score == "exact_match"]
+    for variant, start in (("none", "80.5/67.2"), ("gat", "80.4/67.3")):
+        # F1/EM for en es de ar hi vi zh, then the average (the text runs the rows together)
+        pairs = re.findall(r"\d+\.\d/\d+\.\d", text[text.index(start):])[:8]
+        assert [float(pair.split("/")[1]) for pair in pairs] == [
+            *(em.systems[variant][lang] for lang in em.languages), em.average[variant]]
+
+
+PRETRAIN_FILE = SEARCH_FILE.split("[search]")[0] + """
+[pretrain]
+variants = ["gat"]
+treebanks = ["en"]
+max_steps = 3
+[evaluation]
+langs = ["svo"]
+"""
+
+
+def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path, monkeypatch):
+    """Every gat cell starts from the one pre-trained GAT of its model; none cells never wait for it."""
+    from xsyn.experiments import pretrain
+
+    experiment = _experiment(tmp_path, PRETRAIN_FILE)
+    gat = next(c for c in experiment.cells if c.variant == "gat")
+    none = next(c for c in experiment.cells if c.variant == "none")
+    assert experiment.config(gat).gat_init is None  # listed before the pre-training exists
+    assert [s.state for s in pretrain.pretrain_states(experiment)] == ["to do"]
+    settings = pretrain.pretrain_settings(experiment, "tiny")
+    assert (settings.model, settings.treebanks, settings.max_steps) == ("tiny", ["en"], 3)
+    assert Path(settings.output_dir) == tmp_path / "runs" / "pretrain" / "tiny"
+    assert settings.gat_delta == 4  # the paper recipe's, under the table's values
+    runs = []
+
+    def fake_run(settings, progress=False, resume=False):  # writes what run_pretraining writes last
+        runs.append((settings.output_dir, resume))
+        folder = Path(settings.output_dir)
+        (folder / "gat_config.json").write_text(json.dumps({"gat_layers": 2, "gat_heads": 2, "gat_head_size": 8,
+                                                            "gat_delta": 4}))
+
+    monkeypatch.setattr("xsyn.pretraining.trainer.run_pretraining", fake_run)
+    for _ in range(2):
+        pretrain.ensure_pretrained(experiment, "tiny")
+    assert runs == [(settings.output_dir, False)]
+    assert experiment.config(gat).gat_init == settings.output_dir
+    assert experiment.config(none).gat_init is None
+    assert [s.state for s in pretrain.pretrain_states(experiment)] == ["done"]
+
+
+@pytest.mark.parametrize("table, message", [
+    ("variants = [\"sla\"]\n", "variants must be a list of the file's variants"),
+    ("output_dir = \"x\"\n", "output_dir is set per model by the experiment"),
+    ("treebank = [\"en\"]\n", "unknown key 'treebank'"),
+    ("recipe = \"fast\"\n", "recipe 'fast': choose from"),
+])
+def test_a_bad_pretrain_table_is_refused_before_anything_runs(tmp_path, table, message):
+    from xsyn.experiments import pretrain
+
+    text = PRETRAIN_FILE.replace("max_steps = 3\n", "max_steps = 3\n" + table)
+    with pytest.raises(ExperimentError, match=message):
+        pretrain.pretrain_settings(_experiment(tmp_path, text), "tiny")

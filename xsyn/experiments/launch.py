@@ -30,9 +30,9 @@ from xsyn.experiments.cells import (
     RUNNING,
     CellState,
     cell_state,
-    clear_stale_lock,
     run_cell,
 )
+from xsyn.experiments.locks import clear_stale_lock
 from xsyn.experiments.spec import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.worker import EXIT_BUSY
 from xsyn.utils.io import atomic_write_json
