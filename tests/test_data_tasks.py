@@ -74,3 +74,40 @@ def test_udpos_fine_tunes_on_english_ewt_and_scores_words_zero_shot_on_other_tre
         tags = [t for sentence in predictions for t in sentence.split()]
         assert len(tags) == words[lang, "test"]  # one tag per syntactic word, none dropped
         assert set(tags) <= set(card.tags)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("task, keys", [
+    ("stsb", {"pearson", "spearman"}),  # regression on a pair
+    ("fce", {"precision", "recall", "f0.5"}),  # token-level binary detection
+    ("squad_v2", {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_exact", "best_f1", "best_f1_thresh"}),
+    ("cola", {"mcc"}),
+    ("mrpc", {"accuracy", "f1"}),
+])
+def test_a_capped_run_of_each_new_task_trains_on_its_fixtures_evaluates_and_predicts(task, keys, tmp_path):
+    from xsyn.data.loading import load_examples
+    from xsyn.run.predict import predict
+
+    data = FIXTURES / task
+    out = finetune(task, data, tmp_path, "--train-lang", "en")
+    card = load_card(task)
+    results = evaluate(out, data, "validation", "en")
+    dev, _ = load_examples(card, "en", "validation", data_dir=data)
+    assert results["n_examples"] == {"en": len(dev)} and keys <= set(results["scores"]["en"])
+    rows = [{s: " ".join(e.segments[k].tokens or []) if card.task_kind.tagged else e.segments[k].text
+             for k, s in enumerate(("text",) if card.task_kind.tagged else card.segments)} for e in dev]
+    predicted = predict(out / "best", rows, overrides={"cache_dir": str(tmp_path / "cache")}, tokens="whitespace")
+    assert len(predicted) == len(dev)
+    first = predicted[0]
+    if task == "stsb":
+        assert isinstance(first["score"], float)
+    elif task == "fce":
+        assert [t["tag"] for t in first["tokens"]] and {t["tag"] for p in predicted for t in p["tokens"]} <= {"c", "i"}
+        assert [t["text"] for t in first["tokens"]] == dev[0].segments[0].tokens
+    elif task == "squad_v2":
+        assert {p["no_answer"] for p in predicted} <= {True, False}
+        assert all((p["answer"] == "") == p["no_answer"] for p in predicted)
+    else:
+        assert first["label"] in card.labels

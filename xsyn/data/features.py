@@ -70,13 +70,13 @@ class FeatureSettings:
     tags: tuple[str, ...] = ()  # tags, in id order
 
     @property
-    def spec(self) -> TaskKind:
+    def task_kind(self) -> TaskKind:
         return KINDS[self.kind]
 
     @property
     def query_cap(self) -> int | None:
         """Pieces kept of each segment before the windowed one (a QA question); None: all."""
-        return self.max_query_length if self.spec.caps_query else None
+        return self.max_query_length if self.task_kind.caps_query else None
 
 
 @dataclass
@@ -150,9 +150,9 @@ def _card_setting(card: TaskCard, name: str) -> int | None:
 
 
 def _check_label_sets(card: TaskCard, settings: FeatureSettings) -> None:
-    if card.spec.label and not settings.labels:
+    if "labels" in card.task_kind.gold.label_sets and not settings.labels:
         raise ValueError(f"{card.name}: pass labels= (xsyn.data.loading.label_names(card, train_examples))")
-    if card.spec.tags and not settings.tags:
+    if card.task_kind.tagged and not settings.tags:
         raise ValueError(f"{card.name}: pass tags= (xsyn.data.loading.tag_names(card, train_examples))")
 
 
@@ -173,7 +173,7 @@ def _example_row(index: int, example: Example, card: TaskCard) -> str:
         records.append(record.to_dict())
     return json.dumps({
         "index": index, "records": records, "label": example.label, "tags": example.tags,
-        "n_tokens": len(example.segments[0].tokens or []) if card.spec.tags else 0,
+        "n_tokens": len(example.segments[0].tokens or []) if card.task_kind.tagged else 0,
         "answers": [[a.text, a.start] for a in example.answers],
     }, ensure_ascii=False, sort_keys=True)
 
@@ -297,7 +297,8 @@ def featurize_batch(batch: Mapping[str, list], tokenizer, settings: FeatureSetti
 def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], aligner: WordpieceAligner,
                       settings: FeatureSettings, label_ids: Mapping[str, int],
                       tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
-    stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if settings.spec.windowed else None
+    windowed = settings.task_kind.windowed
+    stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if windowed else None
     trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
     query_cut = sum(len(s.ids) for s in segments[:-1]) - _kept_query_pieces(segments, settings)
     unknown = 0
@@ -309,7 +310,7 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
     if settings.tags:
         piece_tags, unknown_tags = first_piece_labels(segments[0], item["tags"], tag_ids)
         unknown += unknown_tags
-    gold = WindowGold(label, piece_tags, item["answers"])
+    gold = WindowGold(label, piece_tags, item["answers"], item["label"])
     lost = trees[0].truncated - query_cut if len(trees) == 1 else 0  # windows cover every piece
     rows = []
     for w, tree in enumerate(trees):
@@ -318,7 +319,7 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
                    window_end=tree.window[1], source_start=tree.source[:, 0], source_end=tree.source[:, 1],
                    truncated=lost, query_truncated=query_cut, unaligned=sum(s.unaligned for s in segments),
                    wordless=tree.wordless, unknown_labels=unknown, answer_outside=0)
-        row.update(settings.spec.window_labels(gold, tree, len(segments) - 1))
+        row.update(settings.task_kind.window_labels(gold, tree, len(segments) - 1))
         rows.append(row)
     return rows
 
@@ -381,8 +382,9 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
             for i, v in enumerate(values):
                 padded[i, :len(v)] = v
             batch[name] = torch.from_numpy(padded)
-        else:
-            batch[name] = torch.tensor(values, dtype=torch.long)
+        else:  # a class id per row, or a regression score
+            scores = np.asarray(values).dtype.kind == "f"
+            batch[name] = torch.tensor(values, dtype=torch.float if scores else torch.long)
     for name in INDEX_COLUMNS:
         if name in features[0]:
             batch[name] = torch.tensor([f[name] for f in features], dtype=torch.long)

@@ -2,7 +2,7 @@
 
 A reader turns files into rows: dicts keyed by role (`id`, a segment name, `tokens`, `tags`,
 `label`, `question`, `context`, `answers`), each with `where` (file and line) for messages.
-`xsyn.data.rows.build_example` turns rows into `Example`s and checks them against the card.
+`xsyn.data.loading.build_example` turns rows into `Example`s and checks them against the card.
 
 A row a reader cannot parse goes to `BadRows`: an error naming the file and line (default), or,
 with `skip_bad_rows=True` (`--skip-bad-rows`), skipped and counted in the load report; test rows are
@@ -12,7 +12,7 @@ never skipped. Nothing is dropped silently.
 |---------------|-------------------------------------------------------------------------------|
 | `tsv`         | tab-separated rows, with a header or positional columns, optionally csv-quoted |
 | `conll`       | one token per line with its tag, blank line between sentences                 |
-| `squad_json`  | SQuAD v1.1 JSON (SQuAD, MLQA, XQuAD)                                          |
+| `squad_json`  | SQuAD v1.1 / 2.0 JSON (SQuAD, MLQA, XQuAD)                                    |
 | `mtop`        | MTOP's 8-column TSV; BIO slot tags from character offsets                     |
 | `cged_sgml`   | NLPTEA CGED `<DOC><TEXT>..<ERROR ..>` files; character-level BIO over R/M/S/W |
 | `cged_truth`  | NLPTEA CGED test release: `(sid=ID)<TAB>text` input plus `ID, start, end, type`|
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.errors import CardError
 from xsyn.data.example import Example
 from xsyn.utils.errors import XsynError
 
@@ -89,8 +90,6 @@ class Reader(ABC):
     needs_files = True
 
     def check_options(self, options: Mapping[str, Any], where: str) -> None:
-        from xsyn.data.cards import CardError
-
         for key, value in options.items():
             if key not in self.OPTIONS:
                 raise CardError(f"{where}: format option {key!r} is unknown; options: "
@@ -171,8 +170,6 @@ class TsvReader(Reader):
     OPTIONAL_ROLES = ("id",)
 
     def check_options(self, options: Mapping[str, Any], where: str) -> None:
-        from xsyn.data.cards import CardError
-
         super().check_options(options, where)
         if not options.get("columns"):
             raise CardError(f"{where}: format 'tsv' needs options.columns (role -> column)")
@@ -372,7 +369,8 @@ def _preview(value: Any) -> str:
 
 
 class SquadJsonReader(Reader):
-    """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`."""
+    """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`; SQuAD 2.0 adds
+    `is_impossible` to a question (read as its `impossible` role)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
         for path in request.files:
@@ -395,6 +393,8 @@ class SquadJsonReader(Reader):
                             answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
                             values = {"id": str(qa["id"]), "question": qa["question"],
                                       "context": paragraph["context"], "answers": answers}
+                            if "is_impossible" in qa:  # SQuAD 2.0
+                                values["impossible"] = bool(qa["is_impossible"])
                         except (KeyError, TypeError, ValueError) as err:
                             request.bad(where, f"missing or malformed field ({err!r})")
                             continue

@@ -126,12 +126,17 @@ class _LabelClassifier(XsynHeadModel):
                 **batch) -> XsynClassifierOutput:
         encoded = self.bert(**batch, compute_structural_loss=labels is not None)
         logits = self.classifier(self.dropout(getattr(encoded, self.features)))
-        task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
+        task_loss = None
+        if labels is not None and self.config.problem_type == "regression":  # one output: MSE, as transformers
+            task_loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
+        elif labels is not None:
+            task_loss = cross_entropy(logits, labels, labelled_tokens)
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
 
 class XsynBertForSequenceClassification(_LabelClassifier):
-    """A label per input, from the pooled `[CLS]`."""
+    """A label per input, from the pooled `[CLS]`; with `problem_type="regression"` (one label) a score
+    per input, trained with mean squared error (STS-B), as transformers' sequence classifiers do."""
 
     uses_pooler = True
     features = "pooler_output"

@@ -138,7 +138,7 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     base = run.get("model", "?")
     train_lang = task_info.get("train_lang") or run.get("train_lang", "en")
     evaluations = _evaluations(checkpoint, run_dir, [Path(p) for p in extra_results])
-    pipeline_tag = card.spec.pipeline_tag
+    pipeline_tag = card.task_kind.pipeline_tag
 
     eval_results = [EvalResult(task_type=pipeline_tag, dataset_type=card.name, dataset_name=card.title,
                                dataset_config=lang, dataset_split=result["split"], metric_type=result["primary"],
@@ -220,10 +220,10 @@ def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any
 
 
 def _usage_section(card: TaskCard, checkpoint: Path) -> str:
-    if card.spec.auto_class:
+    if card.task_kind.auto_class:
         load = (f"import xsyn  # registers xsyn's classes with the Auto classes\n"
-                f"from transformers import {card.spec.auto_class}\n\n"
-                f"model = {card.spec.auto_class}.from_pretrained(\"{checkpoint.name}\")")
+                f"from transformers import {card.task_kind.auto_class}\n\n"
+                f"model = {card.task_kind.auto_class}.from_pretrained(\"{checkpoint.name}\")")
     else:
         load = ("from xsyn.models import load_model  # the joint intent-slot head has no Auto class\n\n"
                 f"model = load_model(\"{checkpoint.name}\")  # AutoModel gives its encoder alone")

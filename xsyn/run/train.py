@@ -37,10 +37,10 @@ from typing import Any
 import torch
 
 from xsyn import versions
-from xsyn.run.inference import make_collate, model_inputs, predict, score
+from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
-from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
 from xsyn.training.checkpoint import load_state, save_state
 from xsyn.training.log import StepLog, flat
 from xsyn.training.loop import (
@@ -129,22 +129,22 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     langs = {name: config.train_lang for name in card.segments}
     parser = make_parser(config)
     holdout = dev_holdout(card, config, out / "data_report.json" if resume else None)
-    train, vocab = load_task_data(card, config, tokenizer, "train", langs, parser=parser, distributed=accelerator,
+    train, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser, distributed=accelerator,
                                   limit=config.max_train_examples, holdout=holdout)
-    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, parser=parser,
+    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parser=parser,
                             distributed=accelerator, limit=config.max_eval_examples, holdout=holdout)
     train_rows, dev_rows = train.rows(), dev.rows()
     if main:
         atomic_write_json(out / "data_report.json", {"train": train.report, "validation": dev.report})
 
     set_seed(config.seed)
-    model, optimizer = accelerator.prepare(*_model_and_optimizer(config, card, tokenizer, vocab))
+    model, optimizer = accelerator.prepare(*_model_and_optimizer(config, card, tokenizer, names))
     steps_per_epoch = math.ceil(len(train_rows) / config.batch_size)
     total_steps = config.max_steps or math.ceil(config.epochs * steps_per_epoch)
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(config.learning_rate, config.warmup_steps,
                                                                     total_steps),
                       config.max_grad_norm, config.seed, config.grad_accum, hint=_numeric_hint(config),
-                      count_items=labelled_pieces(train_rows, card.spec.piece_label_columns))
+                      count_items=labelled_pieces(train_rows, card.task_kind.piece_label_columns))
     eval_every = config.eval_every or steps_per_epoch
     save_every = config.save_every or eval_every
     state_dir = out / "state"
@@ -188,13 +188,13 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
             log.write({"step": state.step, "epoch": state.epoch, **record.losses, "lr": record.lr,
                        "grad_norm": record.grad_norm})
         if state.step % eval_every == 0 or state.step == total_steps:
-            result = score(card, dev.examples, dev.features, predict(
+            result = decode_and_score(card, dev.examples, dev.features, model_outputs(
                 model, dev_rows, accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0),
-                vocab.labels, vocab.tags, config.n_best, config.max_answer_length)
+                names.labels, names.tags, config.n_best, config.max_answer_length)
             log.write({"step": state.step, "dev": result["scores"], "dev_primary": result["primary"]})
             if state.best_score is None or result["primary"] > state.best_score:
                 state.best_score, state.best_step = result["primary"], state.step
-                _save_best(accelerator, model, tokenizer, out, config, vocab, card, state, result)
+                _save_best(accelerator, model, tokenizer, out, config, names, card, state, result)
         if state.step % save_every == 0 or state.step == total_steps:
             save_state(accelerator, state_dir, asdict(state))
     bar.close()
@@ -224,13 +224,12 @@ def _check_processes(config: RunConfig, processes: int) -> None:
                           "--grad-accum")
 
 
-def _model_and_optimizer(config: RunConfig, card, tokenizer, vocab: Vocab):
+def _model_and_optimizer(config: RunConfig, card, tokenizer, names: LabelNames):
     """The variant on the card's head, and AdamW (no weight decay on biases and LayerNorm weights)."""
-    from xsyn.models.factory import build_model, label_settings
+    from xsyn.models.factory import build_model
 
-    head = card.spec.head
-    model = build_model(config.model, config.variant, head, tokenizer=tokenizer,
-                        **label_settings(head, vocab.labels, vocab.tags), **config.syntax)
+    model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
+                        **card.task_kind.head_settings(names.labels, names.tags), **config.syntax)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
@@ -292,7 +291,7 @@ def _tracker_settings(trackers: list[str], out: Path, resume: bool) -> dict[str,
     return {"wandb": settings | ({} if os.environ.get("WANDB_DIR") else {"dir": str(out)})}
 
 
-def _save_best(accelerator, model, tokenizer, out: Path, config: RunConfig, vocab: Vocab, card, state: TrainState,
+def _save_best(accelerator, model, tokenizer, out: Path, config: RunConfig, names: LabelNames, card, state: TrainState,
                result: dict[str, Any]) -> None:
     accelerator.wait_for_everyone()
     if not parameters_finite(model):  # the same weights on every process: all stop here together
@@ -303,7 +302,7 @@ def _save_best(accelerator, model, tokenizer, out: Path, config: RunConfig, voca
         try:
             accelerator.unwrap_model(model).save_pretrained(staged, safe_serialization=True)
             tokenizer.save_pretrained(staged)
-            atomic_write_json(staged / TASK_FILE, {"task": card.name, "labels": vocab.labels, "tags": vocab.tags,
+            atomic_write_json(staged / TASK_FILE, {"task": card.name, "labels": names.labels, "tags": names.tags,
                                                    "train_lang": config.train_lang, "step": state.step})
             replace_dir(staged, out / "best")
         except (OSError, RuntimeError) as err:  # safetensors and torch report a full disk as RuntimeError
