@@ -136,3 +136,35 @@ def test_a_bad_probe_metrics_file_is_named(tmp_path, shared_data):
                                        str(shared_data / "ud"), "--max-eval-examples", "2", "--probe-metrics",
                                        str(probe)])
     assert result.exit_code == 1 and f"{probe}: en.uuas is not a number" in result.output
+
+
+def test_parse_workers_load_the_model_each_and_give_the_records_of_one_process(udpipe_model, shared_data, tmp_path):
+    gold = list(read_conllu(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"))[:200]
+    alone, pooled = ([Segment("en", text=g.text) for g in gold] for _ in range(2))
+    parser = get_parser(f"udpipe:{udpipe_model}")
+    parse_segments(alone, parser, None)
+    report = parse_segments(pooled, get_parser(f"udpipe:{udpipe_model}"), ParseCache(tmp_path), workers=2)
+    assert report.parsed == len({g.text for g in gold})
+    assert [s.record.to_dict() for s in pooled] == [s.record.to_dict() for s in alone]
+    assert len(ParseCache(tmp_path)) == report.parsed  # every chunk reached the cache
+
+
+def test_bench_parse_reports_rates_speedup_and_efficiency_per_worker_count(udpipe_model, shared_data, tmp_path):
+    gold = list(read_conllu(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"))[:140]
+    source = tmp_path / "sentences.txt"
+    source.write_text("\n".join(g.text for g in gold) + "\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["bench", "parse", "--parser", f"udpipe:{udpipe_model}", "--input", str(source),
+                                    "--workers", "1,2", "--cache-entries", "300", "--cache-lookups", "50", "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.output)
+    one, two = result["parse"]
+    distinct = len({g.text for g in gold})
+    assert (one["workers"], two["workers"], one["sentences"], two["sentences"]) == (1, 2, distinct, distinct)
+    assert one["speedup"] == 1.0 and one["added_core_efficiency"] is None
+    assert two["speedup"] == pytest.approx(two["sentences_per_s"] / one["sentences_per_s"])
+    assert two["efficiency"] == pytest.approx(two["speedup"] / 2)
+    assert two["added_core_efficiency"] == pytest.approx(two["speedup"] - 1)
+    assert (result["cache"]["entries"], result["cache"]["lookups"]) == (300, 50)
+    few = CliRunner().invoke(main, ["bench", "parse", "--parser", f"udpipe:{udpipe_model}", "--input", str(source),
+                                    "--workers", "1,4"])
+    assert few.exit_code != 0 and "cannot keep 4 workers busy" in few.output

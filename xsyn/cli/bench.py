@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
 
 from __future__ import annotations
 
@@ -177,3 +177,69 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
                f"{result['data_wait_fraction_inline']:.2%} collating in the loop, "
                f"{result['data_wait_fraction_prefetched']:.2%} prefetched by a thread, "
                f"{result['data_wait_fraction_worker_processes']:.2%} by {result['prefetch_workers']} worker processes")
+
+
+@bench.command(name="parse")
+@click.option("--parser", "parser_name", type=ParserChoice(), required=True,
+              help="The parser to time (the README's figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Raw sentences, one per line; each distinct line is parsed once per worker count.")
+@click.option("--lang", default="en", show_default=True, help="Language of the sentences.")
+@click.option("--workers", default=None, help="Comma-separated worker counts [default: 1,2,N with N the cores].")
+@click.option("--max-sentences", type=click.IntRange(min=1), default=None, help="Use the first N distinct lines.")
+@click.option("--cache-entries", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Entries of the parse cache whose write, open and lookup rates are measured.")
+@click.option("--cache-lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Random lookups timed in that cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
+                cache_entries: int, cache_lookups: int, as_json: bool) -> None:
+    """Sentences/s of corpus parsing at 1, 2 and N worker processes, and the parse cache's rates at scale."""
+    from xsyn.benchmarks.parse import cache_rates, load_average, parse_throughput
+    from xsyn.cli.syntax import build_parser
+    from xsyn.syntax.parse import default_workers
+    from xsyn.syntax.parsers import STANZA_BATCH_DOCS
+
+    try:
+        counts = ([int(w) for w in workers.split(",")] if workers else
+                  sorted({1, 2, default_workers()}))
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"{workers!r}: worker counts are 1 or more", param_hint="--workers")
+    lines = input_path.read_text(encoding="utf-8-sig").splitlines()
+    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
+    if not sentences:
+        raise click.ClickException(f"{input_path}: no sentences (one per line)")
+    parser = build_parser(parser_name, None, "none", "cpu", STANZA_BATCH_DOCS)
+    before = load_average()
+    try:
+        rows = parse_throughput(parser, sentences, lang, counts)
+    except ValueError as err:
+        raise click.ClickException(f"{input_path}: {err}") from None
+    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
+    result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
+              "load_average_after": load_average(), "parse": rows, "cache": cache}
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
+               f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
+               f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core")
+    for row in rows:
+        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
+        click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
+                   f"{row['efficiency']:>10.2f}  {added:>14}")
+    click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
+               f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
+               f"{cache['lookups_per_s']:,.0f} lookups/s")
+
+
+def _parsed(parser, sentences: list[str], lang: str):
+    from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.segment import Segment
+
+    segments = [Segment(lang, text=text) for text in sentences]
+    parse_segments(segments, parser, None)
+    return segments

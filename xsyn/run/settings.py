@@ -73,6 +73,7 @@ class RunConfig:
     parser_download: str = "reuse"
     parser_device: str | None = None  # Stanza's device (cpu, cuda, cuda:1); default: a GPU when there is one
     parser_batch_size: int = STANZA_BATCH_DOCS  # documents per Stanza call
+    parse_workers: int | None = None  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
@@ -113,8 +114,8 @@ DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
-                      "parser_download", "parser_device", "parser_batch_size", "save_every", "log_every",
-                      "trackers", "hyperparameter_source", "hyperparameter_grid")
+                      "parser_download", "parser_device", "parser_batch_size", "parse_workers", "save_every",
+                      "log_every", "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
 
@@ -273,7 +274,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 _AT_LEAST = {
     "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
     "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "eval_every": 1, "save_every": 1,
+    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1, "save_every": 1,
     "warmup_steps": 0, "weight_decay": 0,
 }
 _POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
