@@ -72,3 +72,26 @@ def test_an_fce_line_without_a_label_names_its_line_and_a_test_row_is_never_skip
     replace_line(test, 2, "go\tx")
     with pytest.raises(DataFormatError, match=f"^{test}:1: tag\\(s\\) x not in the card's tags.*never skipped"):
         load_examples("fce", "en", "test", data_dir=data, skip_bad_rows=True)
+
+
+def test_a_race_file_without_options_is_named_with_the_field_and_other_files_still_load(tmp_path):
+    data = copy_fixture("race", tmp_path)
+    broken = data / "train" / "middle" / "1.txt"
+    article = json.loads(broken.read_text(encoding="utf-8"))
+    del article["options"]
+    broken.write_text(json.dumps(article), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=f"^{broken}: no 'options' field"):
+        load_examples("race", "en", "train", data_dir=data)
+    examples, report = load_examples("race", "en", "train", data_dir=data, skip_bad_rows=True)
+    assert [e.id for e in examples] == ["high/2.txt#0", "high/2.txt#1"] and len(report.skipped) == 1
+
+
+def test_a_race_question_with_three_options_names_its_place(tmp_path):
+    data = copy_fixture("race", tmp_path)
+    test = data / "test" / "high" / "6.txt"
+    article = json.loads(test.read_text(encoding="utf-8"))
+    article["options"][1] = article["options"][1][:3]
+    test.write_text(json.dumps(article), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"^{test}: questions\[1\]: 3 options, but the card's labels name 4 "
+                                              r"\(A, B, C, D\).*never skipped"):
+        load_examples("race", "en", "test", data_dir=data, skip_bad_rows=True)

@@ -32,7 +32,7 @@ from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
 METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy", "mcc", "accuracy_f1",
-           "correlation", "detection", "squad_v2")
+           "correlation", "detection", "squad_v2", "subset_accuracy")
 
 
 # Hyperparameters a card may state per variant, named as the run settings (`xsyn settings`); a list is

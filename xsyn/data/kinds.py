@@ -34,6 +34,7 @@ from xsyn.data.rows import (
     RowError,
     answers_in,
     class_label,
+    option_segments,
     score_value,
     tags_per_token,
     text_segments,
@@ -90,6 +91,7 @@ class TaskKind:
     write_predictions: Callable[[Path, Sequence[Example], Sequence[Any], str], Path]  # (stem, ..., metric)
     present: Callable[[DecodeInput], list[dict[str, Any]]]  # what `xsyn predict` gives per example
     caps_query: bool = False  # the segments before the windowed one keep at most max_query_length pieces
+    choices: bool = False  # segments after the fixed ones are options: one sequence each, all in one feature
     pipeline_tag: str = ""  # the Hugging Face hub's task of a published model
     auto_class: str | None = None  # the transformers Auto class that loads the model, where one does
     head_config: Mapping[str, Any] = field(default_factory=dict)  # fixed head settings (a regression's)
@@ -127,6 +129,11 @@ def _tag_example(row: GoldRow) -> Example:
 def _intent_slot_example(row: GoldRow) -> Example:
     segment = token_segment(row)
     return Example(row.uid, [segment], label=class_label(row), tags=tags_per_token(row, len(segment.tokens or [])))
+
+
+def _choice_example(row: GoldRow) -> Example:
+    """RACE: the passage and question segments, then one segment per option; the label is the answer's letter."""
+    return Example(row.uid, text_segments(row) + option_segments(row), label=class_label(row))
 
 
 def _answer_example(row: GoldRow) -> Example:
@@ -282,6 +289,15 @@ def _class_reference(example: Example, metric: str) -> Any:
     return example.label
 
 
+def _choice_reference(example: Example, metric: str) -> Any:
+    """The answer, and for a score per subset (RACE-M, RACE-H) the subset: the id's leading word
+    (RACE's files and hub ids are named middle*/high*)."""
+    import re
+
+    subset = re.match(r"[^\W\d_]*", example.id).group(0)
+    return (example.label, subset) if metric == "subset_accuracy" else example.label
+
+
 def _tag_reference(example: Example, metric: str) -> Any:
     if metric == "cged" and example.errors is not None:  # the released errors, overlaps included
         return set(example.errors)
@@ -375,6 +391,16 @@ def _present_classes(data: DecodeInput) -> list[dict[str, Any]]:
     for w in data.windows:
         logits = mean_logits(data.outputs["logits"], w)
         out.append({"label": data.labels[int(logits.argmax())], "probabilities": _probabilities(logits, data.labels)})
+    return out
+
+
+def _present_choices(data: DecodeInput) -> list[dict[str, Any]]:
+    """The answer's label and option text, and each option's probability (softmax over the options)."""
+    out = []
+    for example, shown in zip(data.examples, _present_classes(data)):
+        options = example.segments[2:]
+        out.append({"answer": shown["label"], "option": options[data.labels.index(shown["label"])].text,
+                    "probabilities": shown["probabilities"]})
     return out
 
 
@@ -477,6 +503,13 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     # SQuAD 2.0: the null answer is the [CLS] span
     _extractive("extractive-qa-v2", Gold(("answers", "impossible"), (), _answer_or_none_example), _answers_or_none,
                 _write_answers_or_none, _present_answers_or_none),
+    # RACE: passage + question + each option as one sequence (the passage alone truncated), one score per
+    # option, softmax over the options
+    TaskKind("multiple-choice", ("article", "question"), 2, Gold(("options", "label"), ("labels",), _choice_example),
+             head="multiple_choice", label_columns=("labels",), piece_label_columns=(), output_keys=("logits",),
+             windowed=False, choices=True, window_labels=_class_labels, decode=_decode_classes,
+             reference=_choice_reference, write_predictions=_write_lines, present=_present_choices,
+             pipeline_tag="multiple-choice", auto_class="AutoModelForMultipleChoice"),
     TaskKind("intent-slot", ("tokens",), 1, Gold(("label", "tags"), ("labels", "tags"), _intent_slot_example),
              head="intent_slot", label_columns=("intent_labels", "slot_labels"), piece_label_columns=("slot_labels",),
              output_keys=("intent_logits", "slot_logits"), windowed=True,

@@ -100,14 +100,15 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
         if not all(source.serves(lg, split) for lg in langs) or (cross and not source.cross_language(card.segments)):
             continue
         files = [root / p for p in source.resolve(langs[0], split, segment_langs)]
-        if READERS[source.format].needs_files and not all(file_exists(f) for f in files):
+        reader = READERS[source.format]
+        if reader.needs_files and not all(file_exists(f) or (reader.reads_folders and f.is_dir()) for f in files):
             tried.append(f"  {', '.join(str(f) for f in files)}   ({source.layout} layout)")
             continue
         report.origin, report.sources = "local", [f"{f} ({source.layout} layout)" for f in files] or [source.layout]
         request = ReadRequest(files, langs[0], source.splits[split], source.options,
                               BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
-        examples = _examples(card, READERS[source.format].read(request), request, langs)
+        examples = _examples(card, reader.read(request), request, langs)
         return examples, _finish(report, examples, request, start)
     hub_errors: list[str] = []
     for hub_source, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:

@@ -17,6 +17,7 @@ never skipped. Nothing is dropped silently.
 | `cged_sgml`   | NLPTEA CGED `<DOC><TEXT>..<ERROR ..>` files; character-level BIO over R/M/S/W |
 | `cged_truth`  | NLPTEA CGED test release: `(sid=ID)<TAB>text` input plus `ID, start, end, type`|
 | `conllu`      | Universal Dependencies CoNLL-U: the syntactic words and their UPOS tags       |
+| `race_json`   | RACE: a folder of `{middle,high}/*.txt` JSON files, one article and its questions |
 | `synth`       | no files: xsyn's synthetic typology benchmark (`xsyn.data.synth.generate_split`)   |
 """
 
@@ -88,6 +89,7 @@ class Reader(ABC):
 
     OPTIONS: dict[str, tuple[type | tuple[type, ...], Any]] = {}
     needs_files = True
+    reads_folders = False  # a layout's path names a folder of files (RACE), not one file
 
     def check_options(self, options: Mapping[str, Any], where: str) -> None:
         for key, value in options.items():
@@ -640,6 +642,54 @@ class ConlluReader(Reader):
                 request.bad(where, reason)
 
 
+# -- RACE ------------------------------------------------------------------------------------------
+
+
+class RaceJsonReader(Reader):
+    """RACE (Lai et al. 2017): each path is a split's folder; under it every `middle/*.txt` and `high/*.txt`
+    is one JSON article `{"article", "questions": [...], "options": [[4 options], ...], "answers": ["A", ...],
+    "id"}`. A row per question, its id `SUBSET/FILE#QUESTION` (so RACE-M and RACE-H can be scored apart)."""
+
+    reads_folders = True
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        for folder in request.files:
+            files = sorted(p for p in Path(folder).rglob("*.txt") if p.is_file())
+            if not files:
+                raise DataFormatError(f"{folder}: no RACE .txt files under this folder (expected middle/*.txt and "
+                                      "high/*.txt)")
+            for path in files:
+                yield from self._questions(path, Path(folder), request)
+
+    @staticmethod
+    def _questions(path: Path, folder: Path, request: ReadRequest) -> Iterator[Row]:
+        try:
+            article = json.loads(read_text(path, request.notes))
+        except json.JSONDecodeError as err:
+            request.bad(str(path), f"not RACE JSON ({err})")
+            return
+        fields = {key: article.get(key) if isinstance(article, dict) else None
+                  for key in ("article", "questions", "options", "answers")}
+        missing = [key for key, value in fields.items() if value is None]
+        if missing:
+            request.bad(str(path), f"no {', '.join(repr(k) for k in missing)} field (a RACE file holds article, "
+                                   "questions, options and answers)")
+            return
+        name = path.relative_to(folder).as_posix()
+        for q, question in enumerate(fields["questions"]):
+            where = f"{path}: questions[{q}]"
+            options = fields["options"][q] if q < len(fields["options"]) else None
+            answer = fields["answers"][q] if q < len(fields["answers"]) else None
+            if not isinstance(options, list) or not options:
+                request.bad(where, f"no options[{q}] (each question needs its list of options)")
+                continue
+            if answer is None:
+                request.bad(where, f"no answers[{q}]")
+                continue
+            yield Row(where, {"id": f"{name}#{q}", "article": fields["article"], "question": question,
+                              "options": options, "label": answer})
+
+
 # -- synthetic ------------------------------------------------------------------------------------
 
 
@@ -663,5 +713,6 @@ class SynthReader(Reader):
 READERS: dict[str, Reader] = {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
     "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
+    "race_json": RaceJsonReader(),
     "synth": SynthReader(),
 }

@@ -128,3 +128,17 @@ def score_value(row: GoldRow) -> float | None:
     if not low <= value <= high:  # NaN fails too
         raise RowError(f"score {value:g} is outside the card's score_range {low:g} to {high:g}")
     return value
+
+
+def option_segments(row: GoldRow) -> list[Segment]:
+    """A multiple-choice row's options, one raw-text segment each (in the last segment's language), as
+    many as the card has answer labels."""
+    options = row.values.get("options")
+    if not isinstance(options, (list, tuple)) or not options:
+        raise RowError("no options (a multiple-choice question needs its list of options)")
+    expected = len(row.labels or ()) if row.labels != FROM_TRAIN else len(options)
+    if len(options) != expected:
+        raise RowError(f"{len(options)} options, but the card's labels name {expected} ({', '.join(row.labels or ())})")
+    lang = row.segment_langs[-1]
+    return [_text_segment({"option": text}, "option", lang, f"{row.uid}.option{k}")
+            for k, text in enumerate(options)]

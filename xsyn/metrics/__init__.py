@@ -8,6 +8,7 @@
 |---------------|---------------------------------------------|----------------------------|----------------|
 | `accuracy`    | label / label                               |                            | accuracy       |
 | `word_accuracy` | tags / tags (one list per sentence)       |                            | accuracy (words) |
+| `subset_accuracy` | label / (label, subset)                 |                            | accuracy (+ per subset) |
 | `mcc`         | label / label                               |                            | mcc            |
 | `accuracy_f1` | label / label                               | `positive`: the F1 class   | accuracy       |
 | `correlation` | score / score                               |                            | pearson (also spearman) |
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from xsyn.metrics.accuracy import Accuracy, WordAccuracy
+from xsyn.metrics.accuracy import Accuracy, SubsetAccuracy, WordAccuracy
 from xsyn.metrics.base import CountTable, Metric, MetricInputError
 from xsyn.metrics.cged import Cged
 from xsyn.metrics.detection import ErrorDetection
@@ -40,8 +41,8 @@ from xsyn.metrics.intent_slot import IntentSlot
 from xsyn.metrics.qa import MlqaQA, Squad2QA, SquadQA
 
 _METRICS: dict[str, type[Metric]] = {
-    cls.id: cls for cls in (Accuracy, WordAccuracy, Mcc, AccuracyF1, Correlation, EntityF1, SquadQA, Squad2QA,
-                            MlqaQA, IntentSlot, Cged, ErrorDetection)
+    cls.id: cls for cls in (Accuracy, WordAccuracy, SubsetAccuracy, Mcc, AccuracyF1, Correlation, EntityF1, SquadQA,
+                            Squad2QA, MlqaQA, IntentSlot, Cged, ErrorDetection)
 }
 METRIC_IDS = tuple(_METRICS)
 

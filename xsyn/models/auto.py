@@ -1,7 +1,7 @@
 """xsyn's config and model classes in transformers' Auto classes.
 
 After `register_auto_classes()`, `AutoConfig`, `AutoModel` and `AutoModelFor{SequenceClassification,
-TokenClassification,QuestionAnswering}.from_pretrained(checkpoint)` load a saved xsyn model like
+TokenClassification,QuestionAnswering,MultipleChoice}.from_pretrained(checkpoint)` load a saved xsyn model like
 any other. `import xsyn` arranges for this to run by itself (see `xsyn/__init__.py`). The joint
 intent-slot head has no Auto class in transformers: load it with `xsyn.models.load_model`.
 """
@@ -20,6 +20,7 @@ def register_auto_classes() -> None:
         from transformers import (
             AutoConfig,
             AutoModel,
+            AutoModelForMultipleChoice,
             AutoModelForQuestionAnswering,
             AutoModelForSequenceClassification,
             AutoModelForTokenClassification,
@@ -27,6 +28,7 @@ def register_auto_classes() -> None:
 
         from xsyn.models.configuration import XsynBertConfig
         from xsyn.models.heads import (
+            XsynBertForMultipleChoice,
             XsynBertForQuestionAnswering,
             XsynBertForSequenceClassification,
             XsynBertForTokenClassification,
@@ -37,7 +39,8 @@ def register_auto_classes() -> None:
         for auto, model in ((AutoModel, XsynBertModel),
                             (AutoModelForSequenceClassification, XsynBertForSequenceClassification),
                             (AutoModelForTokenClassification, XsynBertForTokenClassification),
-                            (AutoModelForQuestionAnswering, XsynBertForQuestionAnswering)):
+                            (AutoModelForQuestionAnswering, XsynBertForQuestionAnswering),
+                            (AutoModelForMultipleChoice, XsynBertForMultipleChoice)):
             auto.register(XsynBertConfig, model, exist_ok=True)
     except BaseException:
         _state["registered"] = False

@@ -126,8 +126,10 @@ def as_rows(inputs: Iterable[Mapping[str, Any]] | str | Path) -> tuple[list[Inpu
 
 
 def input_fields(card: TaskCard) -> tuple[str, ...]:
-    """The fields a row of this task needs (tagging: `text`, or `tokens`)."""
-    return ("text",) if card.task_kind.tagged else card.segments
+    """The fields a row of this task needs (tagging: `text`, or `tokens`; multiple choice: also `options`)."""
+    if card.task_kind.tagged:
+        return ("text",)
+    return (*card.segments, *(("options",) if card.task_kind.choices else ()))
 
 
 # -- rows -> examples ------------------------------------------------------------------------------
@@ -171,6 +173,13 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
                 wrong.append(problem)
                 continue
             segments.append(Segment(lang, tokens=value) if isinstance(value, list) else Segment(lang, text=value))
+        if card.task_kind.choices:
+            options = row.fields.get("options")
+            if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip()
+                                                                       for o in options):
+                wrong.append("'options' must be a non-empty list of non-empty texts")
+            else:
+                segments += [Segment(segments[-1].lang if segments else default_lang, text=o) for o in options]
         if wrong:
             problems.append(f"line {row.line}: {'; '.join(wrong)}")
         else:
