@@ -83,13 +83,8 @@ def first_layers(settings: dict[str, Any], depth: int) -> dict[str, Any]:
 def label_settings(head: str | None, labels: Sequence[str] = (), tags: Sequence[str] = ()) -> dict[str, Any]:
     """`build_model` keywords that size a head and name its outputs in the config, from a task's
     class labels and tags (id order): `id2label`/`label2id` for the sequence (labels) and token (tags)
-    heads, `intent_labels`/`slot_labels` for the intent-slot head, nothing for QA."""
-    if head == "intent_slot":
-        return {"intent_labels": list(labels), "slot_labels": list(tags)}
-    names = {"sequence": labels, "token": tags}.get(head or "")
-    if names is None:
-        return {}
-    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+    heads, `intent_labels`/`slot_labels` for the intent-slot head, nothing for QA (each head says)."""
+    return _model_class(head).label_settings(labels, tags) if head is not None else {}
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:

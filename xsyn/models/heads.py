@@ -25,7 +25,9 @@ labelled tokens in this batch's share of rows, so every split of a step averages
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -80,6 +82,12 @@ class XsynHeadModel(XsynBertPreTrainedModel):
 
     uses_pooler = False
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        """Config keywords that size this head and name its outputs, from a task's class labels and tags
+        (id order); none for a head without named outputs (QA, multiple choice)."""
+        return {}
+
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
         self.bert = XsynBertModel(config, add_pooling_layer=self.uses_pooler)
@@ -118,6 +126,12 @@ class _LabelClassifier(XsynHeadModel):
     """One linear layer over the encoder output named by `features`; cross-entropy against `labels`."""
 
     features = "last_hidden_state"
+    names = "tags"  # which of the task's label sets names the outputs
+
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        names = labels if cls.names == "labels" else tags
+        return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
@@ -142,6 +156,7 @@ class XsynBertForSequenceClassification(_LabelClassifier):
 
     uses_pooler = True
     features = "pooler_output"
+    names = "labels"
 
 
 class XsynBertForTokenClassification(_LabelClassifier):
@@ -194,6 +209,10 @@ class XsynBertForIntentSlot(XsynHeadModel):
     """Joint intent (pooled `[CLS]`) and slots (first pieces); loss = intent + slot."""
 
     uses_pooler = True
+
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return {"intent_labels": list(labels), "slot_labels": list(tags)}
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
