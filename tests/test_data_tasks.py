@@ -127,11 +127,11 @@ def test_a_multiple_choice_input_cuts_the_passage_only_and_keeps_every_option_wh
     from xsyn.data.loading import load_examples
     from xsyn.models.presets import load_tokenizer
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsers import get_parser
+    from xsyn.syntax.parsing import build_parser
 
     card = load_card("race")
     examples, _ = load_examples(card, "en", "train", data_dir=FIXTURES / "race")
-    parse_segments([s for e in examples for s in e.segments], get_parser("chain"))
+    parse_segments([s for e in examples for s in e.segments], build_parser("chain"))
     tokenizer = load_tokenizer(vocab_of(FIXTURES / "race", tmp_path / "vocab.txt"))
     features, report = prepare_features(card, examples, tokenizer, 24, labels=card.labels)
     assert len(features) == len(examples) and report.truncated_inputs == len(examples)  # every passage is longer

@@ -16,7 +16,9 @@ import pytest
 from xsyn.syntax.cache import ParseCache, shared_cache
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsers import ChainParser, ParserUnavailable, StanzaParser
+from xsyn.syntax.parsing import ParserUnavailable
+from xsyn.syntax.parsing.chain import ChainParser
+from xsyn.syntax.parsing.stanza import StanzaParser
 from xsyn.syntax.segment import Segment
 from xsyn.trees.wordpiece import ROOT, WordpieceAligner
 from xsyn.utils.io import OutputError
@@ -28,11 +30,11 @@ class CountingParser(ChainParser):
     def __init__(self):
         self.calls = 0
 
-    def parse_texts(self, texts, lang):
+    def parse_texts(self, texts, lang, *, sent_ids=None):
         self.calls += len(texts)
         return super().parse_texts(texts, lang)
 
-    def parse_tokens(self, token_lists, lang):
+    def parse_tokens(self, token_lists, lang, *, sent_ids=None):
         self.calls += len(token_lists)
         return super().parse_tokens(token_lists, lang)
 
@@ -336,7 +338,7 @@ def _owner_of(text: str) -> int:
     from xsyn.syntax.cache import cache_key
 
     parser = ChainParser()
-    return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.settings()).encode()) % 2
+    return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.cache_identity()).encode()) % 2
 
 
 # -- parse workers, progress, resume --------------------------------------------------------------
@@ -352,7 +354,7 @@ class WorkerParser(ChainParser):
     def __init__(self, loads, chunks, delay: float = 0.0, meet: int = 1):
         self.loads, self.chunks, self.delay, self.meet, self.loaded = str(loads), str(chunks), delay, meet, False
 
-    def parse_texts(self, texts, lang):
+    def parse_texts(self, texts, lang, *, sent_ids=None):
         if not self.loaded:
             self.loaded = True
             with open(self.loads, "a") as fh:

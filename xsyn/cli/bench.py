@@ -10,7 +10,7 @@ import click
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.options import renamed
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
 
@@ -148,7 +148,7 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all].")
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
-@click.option("--parser", type=ParserChoice(), default="chain", show_default=True, help=PARSER_HELP + ".")
+@parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--max-steps", "train_steps", type=int, default=60, show_default=True,
               help="Optimiser steps of the training whose data wait is measured.")
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,
@@ -180,7 +180,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 
 
 @bench.command(name="parse")
-@click.option("--parser", "parser_name", type=ParserChoice(), required=True,
+@click.option("--parser", "parser_name", type=ParserChoiceType(), required=True,
               help="The parser to time (the README's figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="Raw sentences, one per line; each distinct line is parsed once per worker count.")
@@ -196,9 +196,8 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
                 cache_entries: int, cache_lookups: int, as_json: bool) -> None:
     """Sentences/s of corpus parsing at 1, 2 and N worker processes, and the parse cache's rates at scale."""
     from xsyn.benchmarks.parse import cache_rates, load_average, parse_throughput
-    from xsyn.cli.syntax import build_parser
     from xsyn.syntax.parse import default_workers
-    from xsyn.syntax.parsers import STANZA_BATCH_DOCS
+    from xsyn.syntax.parsing import build_parser
 
     try:
         counts = ([int(w) for w in workers.split(",")] if workers else
@@ -211,7 +210,7 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
     if not sentences:
         raise click.ClickException(f"{input_path}: no sentences (one per line)")
-    parser = build_parser(parser_name, None, "none", "cpu", STANZA_BATCH_DOCS)
+    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
     before = load_average()
     try:
         rows = parse_throughput(parser, sentences, lang, counts)
@@ -226,14 +225,15 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
                f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
                f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
-    click.echo("workers  sentences/s  speedup  efficiency  per added core")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s")
     for row in rows:
         added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
         click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
-                   f"{row['efficiency']:>10.2f}  {added:>14}")
+                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}")
     click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
                f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
-               f"{cache['lookups_per_s']:,.0f} lookups/s")
+               f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
+               f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
 
 
 def _parsed(parser, sentences: list[str], lang: str):

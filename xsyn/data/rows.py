@@ -4,8 +4,9 @@ A row is a dict keyed by role: one per segment name (`premise`, `question`, `con
 `tokens`, plus the gold roles of its task kind (`label`, `tags`, `answers`, `impossible`, ...; each
 kind lists its own in `TaskKind.gold.roles`) and an optional `id` (rows without one are numbered
 `#0`, `#1`, ... in file order, so parallel files pair up line by line and never with files that
-carry real ids). A kind's gold form (`xsyn.data.kinds`) builds the example from a `GoldRow` with
-the helpers here: labels go through the card's `label_map` and must be in its label set; tags must
+carry real ids), and where the format carries trees (UD CoNLL-U) a tagging row's `tree`: its
+segment's gold tree, served by `--parser gold`. A kind's gold form (`xsyn.data.kinds`) builds the
+example from a `GoldRow` with the helpers here: labels go through the card's `label_map` and must be in its label set; tags must
 be one per token; answers must sit at their offsets in the context. Every problem is a `RowError`
 (the loader adds the file and line).
 """
@@ -66,7 +67,7 @@ def token_segment(row: GoldRow) -> Segment:
         raise RowError("an empty token")
     if is_blank(tokens):
         raise RowError("a sentence whose tokens hold only invisible characters")
-    return Segment(row.segment_langs[0], tokens=list(tokens), sent_id=row.uid)
+    return Segment(row.segment_langs[0], tokens=list(tokens), sent_id=row.uid, gold_tree=row.values.get("tree"))
 
 
 def class_label(row: GoldRow) -> str | None:

@@ -36,6 +36,7 @@ from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.families import resolve
 from xsyn.models.modeling import XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
 
 
@@ -81,6 +82,7 @@ class XsynHeadModel(XsynBertPreTrainedModel):
     """The encoder plus the bookkeeping every head shares: dropout and the loss terms."""
 
     uses_pooler = False
+    encoder_class = XsynBertModel  # its family's (`xsyn.models.encoders`), kept under `base_model_prefix`
 
     @classmethod
     def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
@@ -90,7 +92,7 @@ class XsynHeadModel(XsynBertPreTrainedModel):
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.bert = XsynBertModel(config, add_pooling_layer=self.uses_pooler)
+        setattr(self, self.base_model_prefix, self.encoder_class(config, add_pooling_layer=self.uses_pooler))
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
 
@@ -123,9 +125,11 @@ def _require(config: XsynBertConfig, name: str) -> int:
 
 
 class _LabelClassifier(XsynHeadModel):
-    """One linear layer over the encoder output named by `features`; cross-entropy against `labels`."""
+    """One linear layer over the encoder output named by `features` (or the family's `sentence_head`,
+    which applies its own dropout: RoBERTa's classifier on `<s>`); cross-entropy against `labels`."""
 
     features = "last_hidden_state"
+    sentence_head: str | None = None  # "module:class" of a classifier taking the whole sequence
     names = "tags"  # which of the task's label sets names the outputs
 
     @classmethod
@@ -135,13 +139,16 @@ class _LabelClassifier(XsynHeadModel):
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.classifier = nn.Linear(config.hidden_size, _require(config, "num_labels"))
+        num_labels = _require(config, "num_labels")
+        self.classifier = (resolve(self.sentence_head)(config) if self.sentence_head is not None
+                           else nn.Linear(config.hidden_size, num_labels))
         self.post_init()
 
     def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
                 **batch) -> XsynClassifierOutput:
-        encoded = self.bert(**batch, compute_structural_loss=labels is not None)
-        logits = self.classifier(self.dropout(getattr(encoded, self.features)))
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        features = getattr(encoded, self.features)
+        logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
         task_loss = None
         if labels is not None and self.config.problem_type == "regression":  # one output: MSE, as transformers
             task_loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
@@ -178,7 +185,7 @@ class XsynBertForMultipleChoice(XsynHeadModel):
     def forward(self, num_choices: torch.Tensor, labels: torch.Tensor | None = None, **batch) -> XsynClassifierOutput:
         if num_choices.numel() and bool((num_choices != num_choices[0]).any()):
             raise ValueError(f"every example of a batch needs the same number of options, got {num_choices.tolist()}")
-        encoded = self.bert(**batch, compute_structural_loss=labels is not None)
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
         logits = self.classifier(self.dropout(encoded.pooler_output)).view(-1, int(num_choices[0]))
         task_loss = cross_entropy(logits, labels) if labels is not None else None
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
@@ -195,7 +202,7 @@ class XsynBertForQuestionAnswering(XsynHeadModel):
     def forward(self, start_positions: torch.Tensor | None = None, end_positions: torch.Tensor | None = None,
                 **batch) -> XsynQuestionAnsweringOutput:
         labelled = _all_or_none(start_positions=start_positions, end_positions=end_positions)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         start_logits, end_logits = self.qa_outputs(encoded.last_hidden_state).unbind(-1)
         task_loss = None
         if labelled:
@@ -223,7 +230,7 @@ class XsynBertForIntentSlot(XsynHeadModel):
     def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
                 labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
         slot_logits = self.slot_classifier(self.dropout(encoded.last_hidden_state))
         intent_loss = slot_loss = task_loss = None

@@ -42,6 +42,7 @@ from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_distances, select_pairs
+from xsyn.models.families import EncoderFamily, family_of, resolve
 from xsyn.models.gat import AdditiveGatLayer, GatSyntaxEncoder, SyntaxBias, load_gat_state, save_gat, structural_loss
 from xsyn.models.local_attention import LocalAttentionGate, attention_mask_for, mix, mix_weights
 from xsyn.models.sdoi import SyntaxGuidedLayer
@@ -132,10 +133,18 @@ class XsynBertPreTrainedModel(BertPreTrainedModel):
 
     config_class = XsynBertConfig
 
+    @property
+    def family(self) -> EncoderFamily:
+        """The encoder family (BERT, XLM-R, ...) whose embeddings, names and heads this model has."""
+        return family_of(self.config.model_type)
+
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)  # Linear, Embedding, LayerNorm as in BERT
-        if isinstance(module, SyntaxGuidedLayer):
+        if isinstance(module, resolve(self.family.embeddings)):  # its buffers, as BERT's (and XLM-R's) own rule
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+        elif isinstance(module, SyntaxGuidedLayer):
             init.constant_(module.alpha, self.config.sdoi_alpha)
         elif isinstance(module, DistanceMix):
             init.constant_(module.alpha, self.config.sep_alpha)
@@ -150,6 +159,9 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
     def __init__(self, config: XsynBertConfig, add_pooling_layer: bool = True):
         config.check_syntax()
         super().__init__(config, add_pooling_layer=add_pooling_layer)
+        embeddings = resolve(self.family.embeddings)
+        if not isinstance(self.embeddings, embeddings):  # BERT's layers after the family's embeddings
+            self.embeddings = embeddings(config)
         variant = config.variant
         if variant in ("gat", "sla", "wla"):
             for i in config.syntax_layer_ids:
@@ -235,11 +247,15 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         """G (B, T, k d_g) of a batch's trees, under `mask` (default: tree distance <= gat_delta).
 
         The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
-        by default 0..T-1 as in BERT) where the config sets `gat_position_embeddings`.
+        by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
+        the pieces that are not padding in XLM-R) where the config sets `gat_position_embeddings`.
         """
         words = self.embeddings.word_embeddings(input_ids)
         if self.config.gat_position_embeddings:
-            if position_ids is None:
+            if position_ids is None and self.family.padded_positions:
+                position_ids = self.embeddings.create_position_ids_from_input_ids(input_ids,
+                                                                                   self.embeddings.padding_idx)
+            elif position_ids is None:
                 position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
             words = words + self.embeddings.position_embeddings(position_ids)
         mask = tree.gat_mask(self.config.gat_delta) if mask is None else mask

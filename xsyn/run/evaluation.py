@@ -40,7 +40,7 @@ from xsyn.run.publish import write_model_card
 from xsyn.run.settings import RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
 from xsyn.run.train import TASK_FILE
-from xsyn.syntax.parsers import Parser
+from xsyn.syntax.parsing import Parser
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
@@ -256,7 +256,7 @@ def _fingerprint(checkpoint: Path, config: RunConfig, split: str, parser: Parser
                                                  "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
         settings["max_eval_examples"] = max_examples
-    parsing = [parser.name, parser.version, parser.settings()]
+    parsing = [parser.name, parser.version, parser.cache_identity()]
     return hashlib.sha256(json.dumps([stamp, settings, split, parsing], sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -247,7 +247,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
 
     `model_dir` is a finetune output folder or a checkpoint; `inputs` a file path or dicts; `lang`
     the language of rows that name none (default: the model's training language); `parser` any
-    name `xsyn.syntax.parsers.get_parser` takes (default: the one the model was trained with);
+    choice `xsyn.syntax.parsing.build_parser` takes (default: the one the model was trained with);
     `overrides` other run settings (`parser_model_dir`, `cache_dir`, `max_length`, ...). `report`,
     when given, is filled with what parsing and featurising did.
     """
@@ -303,7 +303,7 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsers import ParserUnavailable
+    from xsyn.syntax.parsing import ParserUnavailable
 
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")
