@@ -6,9 +6,9 @@ kind lists its own in `TaskKind.gold.roles`) and an optional `id` (rows without 
 `#0`, `#1`, ... in file order, so parallel files pair up line by line and never with files that
 carry real ids), and where the format carries trees (UD CoNLL-U) a tagging row's `tree`: its
 segment's gold tree, served by `--parser gold`. A kind's gold form (`xsyn.data.kinds`) builds the
-example from a `GoldRow` with the helpers here: labels go through the card's `label_map` and must be in its label set; tags must
-be one per token; answers must sit at their offsets in the context. Every problem is a `RowError`
-(the loader adds the file and line).
+example from a `GoldRow` with the helpers here: labels go through the card's `label_map` and must
+be in its label set; tags must be one per token; answers must sit at their offsets in the context.
+Every problem is a `RowError` (the loader adds the file and line).
 """
 
 from __future__ import annotations
