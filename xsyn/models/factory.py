@@ -86,7 +86,8 @@ def label_settings(head: str | None, labels: Sequence[str] = (), tags: Sequence[
     """`build_model` keywords that size a head and name its outputs in the config, from a task's
     class labels and tags (id order): `id2label`/`label2id` for the sequence (labels) and token (tags)
     heads, `intent_labels`/`slot_labels` for the intent-slot head, nothing for QA (each head says)."""
-    return _model_class(head).label_settings(labels, tags) if head is not None else {}
+    _check_head(head)
+    return HEAD_CLASSES[head].label_settings(labels, tags) if head is not None else {}
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:
