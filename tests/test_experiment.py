@@ -33,9 +33,9 @@ from xsyn.experiments.cells import (
 from xsyn.experiments.launch import record_run
 from xsyn.experiments.papers import load_paper
 from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
+from xsyn.models.variants import VARIANTS
 
 PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
-VARIANTS = ["none", "gat", "sla", "wla", "sdoi", "sep"]
 
 
 def write(path: Path, text: str) -> Path:

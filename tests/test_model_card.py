@@ -123,8 +123,13 @@ def test_push_to_hub_uploads_best_with_its_card_when_training_ends(tmp_path, mon
 
 
 def test_every_variant_has_its_settings_and_papers_for_the_card():
-    from xsyn.models.variants import VARIANTS
-    from xsyn.run.publish import VARIANT_PAPERS, VARIANT_SETTINGS
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.variants import all_variants, get_variant
 
-    assert set(VARIANT_SETTINGS) == set(VARIANT_PAPERS) == set(VARIANTS)
-    assert "Syntax-Enhanced Pre-trained Model" in VARIANT_PAPERS["sep"][0]
+    fields = set(XsynBertConfig.__dataclass_fields__)
+    for variant in all_variants():
+        assert set(variant.setting_names()) <= fields
+        assert (variant.paper is None) == variant.is_baseline  # every syntax variant cites its paper
+    assert "Syntax-Enhanced Pre-trained Model" in get_variant("sep").paper
+    assert get_variant("gat").setting_names()[:3] == ("syntax_layers", "syntax_heads", "bias_targets")
+    assert get_variant("sdoi").setting_names() == ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer")

@@ -16,8 +16,8 @@ from test_models_variants import switch_off
 from xsyn.models.encoders import family_classes
 from xsyn.models.factory import build_model, load_model
 from xsyn.models.families import FAMILIES, family_of, resolve
-from xsyn.models.modeling import SYNTAX_PARAMETER_MARKERS
 from xsyn.models.presets import load_tokenizer
+from xsyn.models.variants import get_variant
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.wordpiece import WordpieceAligner
@@ -51,7 +51,8 @@ def plain_model(family, head, checkpoint, model: torch.nn.Module):
     plain = resolve(family.plain[head]).from_pretrained(checkpoint, **settings).eval()
     missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
     assert not missing
-    assert all(any(marker in f".{name}" for marker in SYNTAX_PARAMETER_MARKERS) for name in unexpected), unexpected
+    markers = [f".{module}." for module in get_variant(model.config.variant).parameter_markers]
+    assert all(any(marker in f".{name}" for marker in markers) for name in unexpected), unexpected
     return plain
 
 

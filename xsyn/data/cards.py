@@ -25,7 +25,7 @@ from typing import Any
 
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import VARIANTS, card_setting_types, paper_names
 from xsyn.utils.errors import XsynError
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
@@ -34,23 +34,19 @@ METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 
 
-# Hyperparameters a card may state per variant, named as the run settings (`xsyn settings`); a list is
-# the paper's search grid. `selection` and `source` document where the values come from.
-HYPERPARAMETERS: dict[str, str] = {
+# Run settings a card may state per variant, named as the run settings (`xsyn settings`); a list is the
+# paper's search grid. `selection` and `source` document where the values come from.
+RUN_HYPERPARAMETERS: dict[str, str] = {
     "learning_rate": "number", "batch_size": "int", "epochs": "int", "max_length": "int",
     "doc_stride": "int", "max_query_length": "int", "max_answer_length": "int", "n_best": "int",
     "warmup_steps": "int", "weight_decay": "number", "seed": "int",
-    "gat_delta": "int", "syntax_heads": "int", "syntax_layers": "int", "structural_loss_weight": "number",
-    "gat_layers": "int", "gat_heads": "int", "gat_head_size": "int",
-    "sla_distance": "int", "wla_window": "int", "sla_punct_visible": "bool",
     "selection": "str", "source": "str",
 }
-# Those that are model settings (the variant's syntax path), not run settings.
-MODEL_HYPERPARAMETERS = ("gat_delta", "syntax_heads", "syntax_layers", "structural_loss_weight", "gat_layers",
-                         "gat_heads", "gat_head_size", "sla_distance", "wla_window", "sla_punct_visible")
-# The papers' names, which cards may still use: the loader gives them their setting names.
-PAPER_NAMES = {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
-               "m": "sla_distance", "k": "wla_window", "punct_visible": "sla_punct_visible"}
+# The model settings a card may state (the variants' `card_settings`, a model config's fields), and the
+# papers' names, which cards may still use: the loader gives them their setting names.
+MODEL_HYPERPARAMETERS: dict[str, str] = card_setting_types()
+HYPERPARAMETERS: dict[str, str] = {**RUN_HYPERPARAMETERS, **MODEL_HYPERPARAMETERS}
+PAPER_NAMES = paper_names()
 HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for the plain model
 
 _CARD_KEYS = {

@@ -67,9 +67,7 @@ def build_model(model: str, variant: str, head: str | None, *,
     model_class = _model_class(classes, head)
     config = classes.config.from_bert_config(base, **first_layers(settings, base.num_hidden_layers))
     lifted = model_class(config) if model == TINY else _from_pretrained(model_class, model, fix, config=config)
-    if lifted.config.variant == "sdoi" and lifted.config.sdoi_init_from_last_layer:
-        encoder = lifted.base_model  # the extra layer starts as the checkpoint's last (same shapes)
-        encoder.sdoi.layer.load_state_dict(encoder.encoder.layer[-1].state_dict())
+    lifted.syntax_variant.after_lift(lifted.base_model)
     return lifted
 
 
@@ -84,14 +82,9 @@ def first_layers(settings: dict[str, Any], depth: int) -> dict[str, Any]:
 
 def label_settings(head: str | None, labels: Sequence[str] = (), tags: Sequence[str] = ()) -> dict[str, Any]:
     """`build_model` keywords that size a head and name its outputs in the config, from a task's
-    class labels and tags (id order): `id2label`/`label2id` for the sequence (labels) and token (tags)
-    heads, `intent_labels`/`slot_labels` for the intent-slot head, nothing for QA."""
-    if head == "intent_slot":
-        return {"intent_labels": list(labels), "slot_labels": list(tags)}
-    names = {"sequence": labels, "token": tags}.get(head or "")
-    if names is None:
-        return {}
-    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+    class labels and tags (id order); each head class says which it reads (`label_settings`)."""
+    _check_head(head)
+    return {} if head is None else HEAD_CLASSES[head].label_settings(labels, tags)
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:

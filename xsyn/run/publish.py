@@ -23,21 +23,11 @@ from typing import Any
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
+from xsyn.models.variants import get_variant
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
 CARD_FILE = "README.md"
-# The model config fields that are a variant's settings (see xsyn.models.configuration).
-VARIANT_SETTINGS = {
-    "none": (),
-    "gat": ("syntax_layers", "syntax_heads", "bias_targets", "gat_layers", "gat_heads", "gat_head_size", "gat_delta",
-            "gat_attention", "gat_deprel_embeddings", "gat_residual", "gat_edge_direction",
-            "gat_position_embeddings", "probe_rank", "structural_loss_weight"),
-    "sla": ("syntax_layers", "sla_distance", "sla_punct_visible"),
-    "wla": ("syntax_layers", "wla_window"),
-    "sdoi": ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer"),
-    "sep": ("syntax_layers", "sep_alpha", "sep_learn_alpha", "sep_distance_loss_weight", "sep_max_distance"),
-}
 TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warmup_steps", "weight_decay",
                      "max_length", "doc_stride", "max_query_length", "mixed_precision", "parser")
 
@@ -51,50 +41,6 @@ BERT = """@inproceedings{devlin-etal-2019-bert,
   url = "https://aclanthology.org/N19-1423",
   pages = "4171--4186"
 }"""
-AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
-  title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
-  author = "Ahmad, Wasi Uddin and Li, Haoran and Chang, Kai-Wei and Mehdad, Yashar",
-  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
-               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/2021.acl-long.350",
-  pages = "4538--4554"
-}"""
-LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
-  title = "Improving {BERT} with Syntax-aware Local Attention",
-  author = "Li, Zhongli and Zhou, Qingyu and Li, Chao and Xu, Ke and Cao, Yunbo",
-  booktitle = "Findings of the Association for Computational Linguistics: ACL-IJCNLP 2021",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  eprint = "2012.15150",
-  archivePrefix = "arXiv",
-  url = "https://arxiv.org/abs/2012.15150"
-}"""
-ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
-  title = "{SG-Net}: Syntax-Guided Machine Reading Comprehension",
-  author = "Zhang, Zhuosheng and Wu, Yuwei and Zhou, Junru and Duan, Sufeng and Zhao, Hai and Wang, Rui",
-  booktitle = "Proceedings of the AAAI Conference on Artificial Intelligence",
-  volume = "34",
-  number = "05",
-  pages = "9636--9643",
-  year = "2020",
-  doi = "10.1609/aaai.v34i05.6511"
-}"""
-XU_2021 = """@inproceedings{xu-etal-2021-syntax,
-  title = "Syntax-Enhanced Pre-trained Model",
-  author = "Xu, Zenan and Guo, Daya and Tang, Duyu and Su, Qinliang and Shou, Linjun and Gong, Ming and
-            Zhong, Wanjun and Quan, Xiaojun and Jiang, Daxin and Duan, Nan",
-  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
-               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/2021.acl-long.420",
-  doi = "10.18653/v1/2021.acl-long.420",
-  pages = "5412--5422"
-}"""
-VARIANT_PAPERS = {"none": (), "gat": (AHMAD_2021,), "sla": (LI_2021,), "wla": (LI_2021,), "sdoi": (ZHANG_2020,),
-                  "sep": (XU_2021,)}
 
 
 # -- the card --------------------------------------------------------------------------------------
@@ -179,7 +125,7 @@ def _model_section(base: str, variant: str, model_config: dict[str, Any], task_i
     rows = [("base model", f"`{base}`"), ("variant", f"`{variant}`"),
             ("architecture", ", ".join(model_config.get("architectures") or []))]
     rows += [(f"`{name}`", "all layers" if model_config[name] is None and name == "syntax_layers"
-              else f"`{model_config[name]}`") for name in VARIANT_SETTINGS.get(variant, ()) if name in model_config]
+              else f"`{model_config[name]}`") for name in get_variant(variant).setting_names() if name in model_config]
     if task_info.get("labels"):
         rows.append(("labels" if not task_info.get("tags") else "intents", ", ".join(task_info["labels"])))
     if task_info.get("tags"):
@@ -234,7 +180,8 @@ def _usage_section(card: TaskCard, checkpoint: Path) -> str:
 
 
 def _citation_section(card: TaskCard, variant: str) -> str:
-    entries = [*VARIANT_PAPERS.get(variant, ()), BERT]
+    paper = get_variant(variant).paper
+    entries = [*([paper] if paper else []), BERT]
     text = "## Citation\n\n```bibtex\n" + "\n\n".join(entries) + "\n```"
     if card.citation:
         text += f"\n\nThe data: {card.citation}"

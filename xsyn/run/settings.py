@@ -19,6 +19,7 @@ from typing import Any
 
 from xsyn.data.cards import MODEL_HYPERPARAMETERS, PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
+from xsyn.models.variants import get_variant
 from xsyn.syntax.parsing.registry import (
     BATCH_SIZE,
     DOWNLOAD,
@@ -141,7 +142,7 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
         if isinstance(value, list) and value and key not in LIST_SETTINGS:
             grids[key], value = value, value[0]
         if key in MODEL_HYPERPARAMETERS:
-            if variant != "none":
+            if not get_variant(variant).is_baseline:
                 syntax[key] = value
         elif key in FIELD_NAMES and key != "seed":
             values[key] = value
