@@ -198,3 +198,37 @@ def test_every_family_has_its_classes_and_a_distinct_xsyn_model_type():
         classes = family_classes(family)
         assert classes.config.model_type == family.xsyn_type
         assert all(cls.base_model_prefix == family.prefix for cls in classes.all())
+
+
+def test_an_xlmr_run_finetunes_gets_a_card_citing_xlmr_and_predicts_on_text_in_three_scripts(
+        xlmr_checkpoint, shared_data, tmp_path):
+    """`--model` is a plain XLM-R checkpoint like any other: finetune (PAN-X, pre-tokenised), its card,
+    `xsyn predict` on raw Latin, Han and Devanagari text (the offsets point into each input)."""
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+
+    from xsyn.cli import main
+
+    if not (shared_data / "panx" / "train-en.tsv").is_file():
+        pytest.skip("PAN-X not found in ../shared/data")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, [
+        "finetune", "--task", "panx", "--data-dir", str(shared_data / "panx"), "--model", str(xlmr_checkpoint),
+        "--train-lang", "en", "--parser", "chain", "--quiet", "--max-train-examples", "16", "--set",
+        "max_eval_examples=8", "--batch-size", "8", "--max-length", "48", "--max-steps", "1", "--eval-every", "1",
+        "--variant", "gat", "--set", "gat_layers=1", "--cache-dir", str(tmp_path / "cache"),
+        "--output-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "best" / "config.json").read_text())
+    assert saved["architectures"] == ["XsynXLMRobertaForTokenClassification"]
+    card = ModelCard.load(out / "best" / "README.md").text
+    assert "@inproceedings{conneau-etal-2020-unsupervised" in card and "devlin-etal-2019-bert" not in card
+    texts = ["Angela Merkel visited Paris.", "他说，我回家了。", "उसने कहा, मैं घर आया हूं।"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    result = CliRunner().invoke(main, ["predict", "--model-dir", str(out), "--input", str(tmp_path / "in.jsonl"),
+                                       "--parser", "chain", "--output", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 3
+    for text, row in zip(texts, rows):
+        assert row["tokens"] and all(text[t["start"]:t["end"]] == t["text"] for t in row["tokens"])

@@ -51,7 +51,8 @@ HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for
 
 _CARD_KEYS = {
     "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
-    "labels", "tags", "label_map", "unlabelled_splits", "dev_fraction", "metric", "homepage", "citation", "download",
+    "labels", "tags", "label_map", "label_names", "unlabelled_splits", "dev_fraction", "metric", "homepage",
+    "citation", "download",
     "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
@@ -129,6 +130,7 @@ class TaskCard:
     hub: tuple[HubSource, ...]
     hyperparameters: Mapping[str, Mapping[str, Any]]
     label_map: Mapping[str, str] = field(default_factory=dict)
+    label_names: Mapping[str, str] = field(default_factory=dict)  # a label as the data writes it -> a readable name
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
     description: str = ""
@@ -235,10 +237,17 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
     label_map = data.get("label_map", {})
     if not isinstance(label_map, dict) or not all(isinstance(v, str) for v in label_map.values()):
         raise CardError(f"{where}: label_map must map raw labels to label strings")
+    label_names = data.get("label_names", {})
+    if not isinstance(label_names, dict) or not all(isinstance(v, str) for v in label_names.values()):
+        raise CardError(f"{where}: label_names must map labels to readable names, e.g. {{\"0\" = \"negative\"}}")
+    unknown = sorted(set(label_names) - set(labels)) if isinstance(labels, tuple) else []
+    if unknown:
+        raise CardError(f"{where}: label_names names {', '.join(unknown)}, which are not among labels")
     return TaskCard(
         name=name, title=_get(data, "title", str, where, default=name), kind=kind, languages=languages,
         train_languages=train_languages, splits=splits, segments=segments, labels=labels, tags=tags,
         metric=metric, local=local, hub=hub, hyperparameters=hyper, label_map=label_map,
+        label_names=label_names,
         unlabelled_splits=unlabelled, dev_fraction=dev_fraction,
         description=_get(data, "description", str, where, default=""),
         homepage=_get(data, "homepage", str, where, default=""),

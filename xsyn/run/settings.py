@@ -68,7 +68,7 @@ class RunConfig:
     n_best: int = 20
     max_train_examples: int | None = None  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = None  # use only the first N validation examples during training
+    max_eval_examples: int | None = None  # first N dev examples in training; an experiment caps its test sets too
     dev_fraction: float | None = None  # tasks without a dev set: share of train held out (default: the card's)
     dev_seed: int = 0  # ... and the seed that draws it (fixed, so runs of every seed share one dev set)
     skip_bad_rows: bool = False
