@@ -173,20 +173,21 @@ def test_a_model_of_another_architecture_names_the_families_it_could_be(tmp_path
     from transformers import DistilBertConfig
 
     DistilBertConfig(vocab_size=10, dim=8, n_layers=1, n_heads=2, hidden_dim=16).save_pretrained(tmp_path)
-    with pytest.raises(InputError, match="'distilbert' model.*bert, xlm-roberta, roberta"):
+    with pytest.raises(InputError, match="'distilbert' model.*bert, xlm-roberta, roberta, camembert"):
         build_model(str(tmp_path), "gat", "sequence", num_labels=2)
 
 
-def test_roberta_shares_the_code_bit_for_bit(tmp_path, batch):
-    from transformers import RobertaConfig, RobertaForMaskedLM
+@pytest.mark.parametrize("family", ["roberta", "camembert"])
+def test_other_roberta_family_encoders_share_the_code_bit_for_bit(tmp_path, batch, family):
+    from transformers import AutoConfig, AutoModelForMaskedLM
 
     torch.manual_seed(1)
-    RobertaForMaskedLM(RobertaConfig(vocab_size=3000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=514, type_vocab_size=1)
-                       ).save_pretrained(tmp_path)
+    config = AutoConfig.for_model(family, vocab_size=3000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=514, type_vocab_size=1)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(tmp_path)
     ours = build_model(str(tmp_path), "none", "sequence", num_labels=2).eval()
-    assert type(ours).__name__ == "XsynRobertaForSequenceClassification"
-    plain = plain_model(family_of("roberta"), "sequence", tmp_path, ours)
+    assert type(ours).__name__ == f"Xsyn{family_of(family).stem}ForSequenceClassification"
+    plain = plain_model(family_of(family), "sequence", tmp_path, ours)
     with torch.no_grad():
         assert torch.equal(ours(**batch).logits, plain(**inputs(batch)).logits)
 

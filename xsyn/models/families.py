@@ -22,6 +22,7 @@ from xsyn.utils.errors import InputError
 _XLMR = "transformers.models.xlm_roberta.modeling_xlm_roberta"
 _ROBERTA = "transformers.models.roberta.modeling_roberta"
 _BERT = "transformers.models.bert.modeling_bert"
+_CAMEMBERT = "transformers.models.camembert.modeling_camembert"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,16 @@ _ROBERTA_PAPER = """@article{liu-etal-2019-roberta,
   year = "2019",
   url = "https://arxiv.org/abs/1907.11692"
 }"""
+_CAMEMBERT_PAPER = """@inproceedings{martin-etal-2020-camembert,
+  title = "{C}amem{BERT}: a Tasty {F}rench Language Model",
+  author = "Martin, Louis and Muller, Benjamin and Ortiz Su{\\'a}rez, Pedro Javier and Dupont, Yoann and
+            Romary, Laurent and de la Clergerie, {\\'E}ric and Seddah, Djam{\\'e} and Sagot, Beno{\\^\\i}t",
+  booktitle = "Proceedings of the 58th Annual Meeting of the Association for Computational Linguistics",
+  year = "2020",
+  publisher = "Association for Computational Linguistics",
+  url = "https://aclanthology.org/2020.acl-main.645",
+  pages = "7203--7219"
+}"""
 XSYN_BERT = "xsyn_bert"
 
 FAMILIES = (
@@ -98,6 +109,9 @@ FAMILIES = (
     EncoderFamily("roberta", ("roberta",), "xsyn_roberta", "Roberta", f"{_ROBERTA}:RobertaEmbeddings", "roberta",
                   f"{_ROBERTA}:RobertaClassificationHead", True, "transformers:RobertaConfig",
                   _plain(_ROBERTA, "Roberta"), _ROBERTA_PAPER),
+    EncoderFamily("camembert", ("camembert",), "xsyn_camembert", "Camembert", f"{_CAMEMBERT}:CamembertEmbeddings",
+                  "roberta", f"{_CAMEMBERT}:CamembertClassificationHead", True, "transformers:CamembertConfig",
+                  _plain(_CAMEMBERT, "Camembert"), _CAMEMBERT_PAPER),
 )
 _BY_TYPE = {t: f for f in FAMILIES for t in (*f.checkpoint_types, f.xsyn_type)}
 
