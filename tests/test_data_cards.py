@@ -1,4 +1,4 @@
-"""Task cards: every card in xsyn/data/tasks/ loads, states the papers' settings, and bad cards are named."""
+"""Task cards: every card in tasks/ loads, states the papers' settings, and bad cards are named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task cards: one declarative TOML file per benchmark (`xsyn/data/tasks/*.toml`).
+"""Task cards: one declarative TOML file per benchmark (`tasks/*.toml`, beside the package).
 
 A card says what a task is (kind, languages, splits, labels, metric), where its data comes from
 (local file layouts, each read by a named format reader, and Hugging Face hub datasets) and which
@@ -16,7 +16,6 @@ Every mistake in a card is a `CardError` naming the card file and the key, with 
 
 from __future__ import annotations
 
-import importlib.resources
 import string
 import tomllib
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
 from xsyn.models.variants import VARIANTS
 from xsyn.utils.errors import XsynError
+from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
 METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
@@ -171,9 +171,8 @@ class TaskCard:
 
 
 def list_tasks() -> list[str]:
-    """Names of every installed task card, sorted."""
-    root = importlib.resources.files("xsyn.data").joinpath("tasks")
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+    """Names of every shipped task card, sorted."""
+    return [p.stem for p in shipped_files(TASKS)]
 
 
 def load_card(name_or_path: str | Path) -> TaskCard:
@@ -187,8 +186,8 @@ def load_card(name_or_path: str | Path) -> TaskCard:
         name = str(name_or_path)
         if name not in list_tasks():
             raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}")
-        resource = importlib.resources.files("xsyn.data").joinpath("tasks").joinpath(f"{name}.toml")
-        text, where = resource.read_text(encoding="utf-8"), f"xsyn/data/tasks/{name}.toml"
+        path = shipped_folder(TASKS) / f"{name}.toml"
+        text, where = path.read_text(encoding="utf-8"), f"{TASKS}/{name}.toml"
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -1,6 +1,6 @@
 """Which UD treebank serves each language, and where its split files are on this machine.
 
-The registry (`xsyn/syntax/treebanks.toml`) lists, for the 17
+The registry (`treebanks/*.toml`, beside the package; `ud.toml` ships) lists, for the 17
 languages of Ahmad et al. (2021), the treebank the paper's pipeline used and accepted alternates.
 `locate` finds a treebank's CoNLL-U files under a folder that is either one treebank folder
 (`UD_English-EWT/`) or a folder of treebank folders (a UD release, or `../shared/data/ud`).
@@ -12,13 +12,13 @@ languages of Ahmad et al. (2021), the treebank the paper's pipeline used and acc
 
 from __future__ import annotations
 
-import importlib.resources
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from xsyn.utils.errors import XsynError
+from xsyn.utils.shipped import TREEBANKS, shipped_files
 
 SPLITS = ("train", "dev", "test")
 
@@ -70,9 +70,19 @@ class TreebankFiles:
 @cache
 def load_registry() -> dict[str, tuple[Treebank, ...]]:
     """Language code -> its treebanks, the paper's first, then the accepted alternates."""
-    text = importlib.resources.files("xsyn.syntax").joinpath("treebanks.toml").read_text("utf-8")
+    registry: dict[str, tuple[Treebank, ...]] = {}
+    for path in shipped_files(TREEBANKS):
+        registry.update(_read_table(path, registry))
+    return registry
+
+
+def _read_table(path: Path, known: dict[str, tuple[Treebank, ...]]) -> dict[str, tuple[Treebank, ...]]:
+    """One treebank table file; a language that another file already defines is an error."""
     registry = {}
-    for lang, entry in tomllib.loads(text).items():
+    for lang, entry in tomllib.loads(path.read_text("utf-8")).items():
+        if lang in known:
+            raise TreebankError(f"{TREEBANKS}/{path.name}: language {lang!r} is already defined by another "
+                                f"file in {TREEBANKS}/; define each language once")
         registry[lang] = tuple(
             Treebank(name=tb["name"], code=tb["code"], lang=lang, language=entry["language"],
                      splits=tuple(tb["splits"]), licence=tb["licence"], note=tb.get("note", ""), paper=k == 0)
