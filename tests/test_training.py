@@ -87,16 +87,21 @@ def finished(common, tmp_path_factory) -> Path:
     return out
 
 
-def test_a_run_killed_during_its_first_checkpoint_restarts_or_resumes(common, finished, tmp_path):
-    for extra in ([], ["--resume"]):
-        killed = tmp_path / f"killed{len(extra)}"
+def test_a_run_killed_during_its_first_checkpoint_restarts_with_either_option_and_never_silently(common, finished,
+                                                                                                 tmp_path):
+    for extra in (["--overwrite-output-dir"], ["--resume"]):
+        killed = tmp_path / extra[0].strip("-")
         shutil.copytree(finished, killed)
         shutil.rmtree(killed / "state")  # best/ written, no state/ yet
         (killed / "train_results.json").unlink()
         (killed / "validation_results.json").write_text('{"primary": 99.0}')  # the dead attempt's, to be replaced
+        res = finetune(*two_steps(common, killed))  # the folder holds files: neither option given, nothing touched
+        assert res.exit_code == 1 and f"continue it with --resume {killed}" in res.output
+        assert "start afresh with --overwrite-output-dir" in res.output
+        assert json.loads((killed / "validation_results.json").read_text())["primary"] == 99.0
         res = finetune(*two_steps(common, killed), *extra)
         assert res.exit_code == 0, res.output
-        assert ("holds no saved state yet; the run starts from step 0" in res.output) == bool(extra)
+        assert ("holds no saved state yet; the run starts from step 0" in res.output) == (extra == ["--resume"])
         assert json.loads((killed / "train_results.json").read_text())["steps"] == 2
         assert json.loads((killed / "validation_results.json").read_text())["primary"] != 99.0
     res = finetune(*two_steps(common, finished))  # a finished run is still never overwritten
@@ -199,7 +204,7 @@ def test_a_best_checkpoint_that_cannot_be_written_is_named_and_the_same_command_
     assert f"cannot write the checkpoint {out / 'best.tmp'}" in res.output and "No space left" in res.output
     assert not (out / "best.tmp").exists() and not (out / "best").exists()
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", real_save)
-    res = finetune(*two_steps(common, out))  # nothing was saved, so the same command starts it again
+    res = finetune(*two_steps(common, out), "--resume")  # as the message says: nothing was saved, it starts again
     assert res.exit_code == 0, res.output
     assert (out / "best" / "model.safetensors").stat().st_size > 64
 

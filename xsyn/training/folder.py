@@ -134,6 +134,24 @@ class RunFolder:
     def is_finished(self) -> bool:
         return self.train_results.is_file()
 
+    def run_files(self) -> list[Path]:
+        """Everything a run writes here (what `--overwrite-output-dir` deletes; other files are left alone)."""
+        folders = [self.state, self.best]
+        files = [self.config, self.data_report, self.train_log, self.curves, self.validation_results,
+                 self.train_results, self.wandb_run_id, self.gat_config, self.probe_metrics, self.pretrain_config]
+        return [*files, *folders, *map(staged, folders), *(f.with_name(f.name + ".old") for f in folders),
+                *self.checkpoints(), *self.path.glob("eval-*"), self.tiny_model]
+
+    def clear(self) -> None:
+        """Delete the run's files, so that a fresh run starts in an empty folder."""
+        import shutil
+
+        for path in self.run_files():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
     def saved_step(self) -> int | None:
         """The optimiser steps the saved state has done (None: no readable state)."""
         import json

@@ -71,6 +71,26 @@ def remaining_batches(state: Any, total_steps: int, epoch_batches: Callable[[int
         state.step_in_epoch = 0
 
 
+LENGTH_WINDOW = 50  # batches per window that length grouping sorts (as transformers' LengthGroupedSampler)
+
+
+def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1,
+                  lengths: Sequence[int] | None = None) -> list[list[int]]:
+    """The global batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
+
+    With `lengths` (fine-tuning's `group_by_length`; GAT pre-training always), each window of
+    `LENGTH_WINDOW` batches of the permutation is sorted longest first before it is cut: a batch holds
+    rows of similar length and pads less, while the order stays random between windows and a fixed
+    function of (seed, epoch) (so resume works).
+    """
+    from xsyn.trees.batch import length_sorted_windows
+
+    order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
+    if lengths is not None:
+        order = length_sorted_windows(order, lengths, LENGTH_WINDOW * batch_size)
+    return global_batches(order, batch_size, processes)
+
+
 def global_batches(order: Sequence[int], batch_size: int, processes: int) -> list[list[int]]:
     """`order` cut into global batches; a last batch smaller than the number of processes is topped
     up from the start, so that every process has a row (only then can all take the step together)."""
@@ -217,8 +237,73 @@ def parameters_finite(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight")  # parameters AdamW leaves undecayed, as BERT's recipe
+
+
+def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters, with no weight decay on biases and LayerNorm weights."""
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for name, p in trainable if not name.endswith(NO_DECAY)], "weight_decay": weight_decay},
+              {"params": [p for name, p in trainable if name.endswith(NO_DECAY)], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-8)
+
+
+def on_terminal(stream) -> bool:
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
+class Progress:
+    """The step progress of a run on the main process: a bar on a terminal; elsewhere (CI, SLURM,
+    nohup, a log file) one line per tenth of the run, since a bar's redraws would fill the file.
+    It shows the task loss where the task has one, not its sum with the auxiliary losses."""
+
+    LINES = 10
+
+    def __init__(self, total: int, initial: int, enabled: bool, description: str, stream=None):
+        import sys
+
+        from tqdm.auto import tqdm
+
+        self.stream = stream or sys.stderr
+        self.enabled, self.total, self.done, self.description = enabled, total, initial, description
+        self.bar = tqdm(total=total, initial=initial, desc=description, dynamic_ncols=True,
+                        file=self.stream) if enabled and on_terminal(self.stream) else None
+        self.every = max(1, math.ceil(total / self.LINES))
+        self.started = time.perf_counter()
+
+    def update(self, record: StepRecord) -> None:
+        self.done += 1
+        name = "task_loss" if record.losses.get("task_loss") is not None else "loss"
+        loss, speed = record.losses.get(name, math.nan), record.rows / max(record.seconds, 1e-9)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix({name: f"{loss:.4f}", "examples_per_s": f"{speed:.0f}"})
+        elif self.enabled and (self.done % self.every == 0 or self.done == self.total):
+            print(f"{self.description}: step {self.done}/{self.total} ({100 * self.done / self.total:.0f}%)  "
+                  f"{name} {loss:.4f}  {speed:.0f} examples/s  {time.perf_counter() - self.started:.0f}s",
+                  file=self.stream, flush=True)
+
+    def note(self, line: str) -> None:
+        """A status line, shown with -v (above the bar when there is one)."""
+        import logging
+
+        logger = logging.getLogger("xsyn.training")
+        if self.bar is not None and logger.isEnabledFor(logging.INFO):
+            self.bar.write(line, file=self.stream)
+        else:
+            logger.info(line)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def progress_bar(total: int, initial: int, enabled: bool, description: str):
-    """The step progress bar: on the main process only, and off with `--quiet`."""
+    """A plain bar (evaluation's languages and pairs); away from a terminal it is redrawn at most once a
+    minute, as each redraw is a line in a log file."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True,
+                mininterval=0.1 if on_terminal(sys.stderr) else 60)
