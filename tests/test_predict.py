@@ -262,10 +262,11 @@ def test_a_language_the_parser_lacks_is_named_with_its_first_line(pawsx_model, c
 
 def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache, monkeypatch):
     import xsyn.run.task_data
-    from xsyn.syntax.parsers import ChainParser, ParserUnavailable
+    from xsyn.syntax.parsing import ParserUnavailable
+    from xsyn.syntax.parsing.chain import ChainParser
 
     class EnglishOnly(ChainParser):
-        def parse_texts(self, texts, lang):
+        def parse_texts(self, texts, lang, *, sent_ids=None):
             if lang != "en":
                 raise ParserUnavailable(f"no model for {lang!r}")
             return super().parse_texts(texts, lang)

@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.options import renamed
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
 
@@ -148,7 +148,7 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all].")
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
-@click.option("--parser", type=ParserChoice(), default="chain", show_default=True, help=PARSER_HELP + ".")
+@parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--max-steps", "train_steps", type=int, default=60, show_default=True,
               help="Optimiser steps of the training whose data wait is measured.")
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,
@@ -173,3 +173,68 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
     click.echo(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
     click.echo(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
                f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
+
+
+@bench.command(name="parse")
+@click.option("--parser", "parser_name", type=ParserChoiceType(), required=True,
+              help="The parser to time (the README's figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Raw sentences, one per line; each distinct line is parsed once per worker count.")
+@click.option("--lang", default="en", show_default=True, help="Language of the sentences.")
+@click.option("--workers", default=None, help="Comma-separated worker counts [default: 1,2,N with N the cores].")
+@click.option("--max-sentences", type=click.IntRange(min=1), default=None, help="Use the first N distinct lines.")
+@click.option("--cache-entries", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Entries of the parse cache whose write, open and lookup rates are measured.")
+@click.option("--cache-lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Random lookups timed in that cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
+                cache_entries: int, cache_lookups: int, as_json: bool) -> None:
+    """Sentences/s of corpus parsing at 1, 2 and N worker processes, and the parse cache's rates at scale."""
+    from xsyn.benchmarks.parse import cache_rates, load_average, parse_throughput
+    from xsyn.syntax.parse import default_workers
+    from xsyn.syntax.parsing import build_parser
+
+    try:
+        counts = ([int(w) for w in workers.split(",")] if workers else
+                  sorted({1, 2, default_workers()}))
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"{workers!r}: worker counts are 1 or more", param_hint="--workers")
+    lines = input_path.read_text(encoding="utf-8-sig").splitlines()
+    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
+    if not sentences:
+        raise click.ClickException(f"{input_path}: no sentences (one per line)")
+    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
+    before = load_average()
+    try:
+        rows = parse_throughput(parser, sentences, lang, counts)
+    except ValueError as err:
+        raise click.ClickException(f"{input_path}: {err}") from None
+    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
+    result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
+              "load_average_after": load_average(), "parse": rows, "cache": cache}
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
+               f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
+               f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core")
+    for row in rows:
+        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
+        click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
+                   f"{row['efficiency']:>10.2f}  {added:>14}")
+    click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
+               f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
+               f"{cache['lookups_per_s']:,.0f} lookups/s")
+
+
+def _parsed(parser, sentences: list[str], lang: str):
+    from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.segment import Segment
+
+    segments = [Segment(lang, text=text) for text in sentences]
+    parse_segments(segments, parser, None)
+    return segments

@@ -24,7 +24,7 @@ _RENAMES = "__xsyn_renamed__"
 
 def renamed(options: Mapping[str, str], values: Mapping[str, Mapping[str, str]] | None = None) -> Callable:
     """Declare a command's old option names ({old: new}) and old option values ({option: {old: new}})."""
-    def mark(fn: Callable) -> Callable:  # adds to what shared option sets (e.g. stanza_options) declared
+    def mark(fn: Callable) -> Callable:  # adds to what shared option sets (e.g. parser_options) declared
         known_options, known_values = getattr(fn, _RENAMES, ({}, {}))
         setattr(fn, _RENAMES, ({**known_options, **options},
                                {**known_values, **{k: dict(v) for k, v in (values or {}).items()}}))

@@ -12,12 +12,11 @@ import click
 
 from xsyn.cli.main import main
 from xsyn.cli.options import renamed
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
-from xsyn.syntax.parsers import STANZA_BATCH_DOCS
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import XsynError
 
@@ -73,19 +72,15 @@ def data_options(fn):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
                      "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
-        click.option("--parser", type=ParserChoice(), help=f"{PARSER_HELP} [finetune default: stanza; evaluate "
-                     "default: the run's parser]."),
-        click.option("--parser-model-dir", type=click.Path(file_okay=False), help="Folder of Stanza models."),
-        click.option("--parser-device", help="Device for Stanza (cpu, cuda, cuda:1) [default: a GPU when there "
-                     "is one]."),
-        click.option("--parser-batch-size", type=click.IntRange(min=1), help="Documents per Stanza call "
-                     f"[default: {STANZA_BATCH_DOCS}]."),
+        click.option("--parse-workers", type=click.IntRange(min=1), help="Processes that parse side by side "
+                     "[default: the cores; 1 for chain and for Stanza on a GPU]."),
         click.option("--cache-dir", type=click.Path(file_okay=False), help="xsyn's cache folder: parses/ and "
                      "features/ (default: $XSYN_CACHE or ~/.cache/xsyn)."),
         click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),
         click.option("--skip-bad-rows", is_flag=True, default=None,
                      help="Skip (and count) unreadable training and validation rows instead of stopping at the first "
                      "(test rows are never skipped)."),
+        parser_options(default_note="finetune: stanza; evaluate: the run's parser"),
     ]):
         fn = option(fn)
     return fn

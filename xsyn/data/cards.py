@@ -30,7 +30,7 @@ from xsyn.utils.errors import XsynError
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 
 
@@ -59,7 +59,7 @@ _CARD_KEYS = {
     "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
-_HUB_KEYS = {"dataset", "config", "splits", "languages", "columns", "filter", "revision"}
+_HUB_KEYS = {"dataset", "config", "splits", "languages", "lang_codes", "columns", "filter", "revision"}
 
 
 class CardError(XsynError, ValueError):
@@ -101,7 +101,8 @@ class LocalSource:
 
 @dataclass(frozen=True)
 class HubSource:
-    """One Hugging Face hub dataset: id, config pattern, split names and column roles."""
+    """One Hugging Face hub dataset: id, config pattern, split names and column roles. The config's
+    `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
 
     dataset: str
     config: str | None
@@ -110,6 +111,7 @@ class HubSource:
     languages: tuple[str, ...] | None = None
     filter: Mapping[str, str] = field(default_factory=dict)
     revision: str | None = None
+    lang_codes: Mapping[str, str] = field(default_factory=dict)
 
     def serves(self, lang: str, split: str) -> bool:
         return split in self.splits and (self.languages is None or lang in self.languages)
@@ -382,17 +384,22 @@ def _local(entry: Mapping[str, Any], i: int, segments: tuple[str, ...], roles: t
     options = _get(entry, "options", dict, here, default={})
     READERS[fmt].check_options(options, here)
     _check_roles(options.get("columns", {}), "options.columns", roles, here)
-    lang_codes = _get(entry, "lang_codes", dict, here, default={})
-    _subset(tuple(lang_codes), languages, "lang_codes", "the card's languages", here)
-    for lang, code in lang_codes.items():
-        if not isinstance(code, str):
-            raise CardError(f"{here}: lang_codes {lang} = {code!r} must be a string: the code the file names "
-                            f"use for {lang} (e.g. en = \"eng\")")
+    lang_codes = _lang_codes(entry, languages, here)
     return LocalSource(
         layout=_get(entry, "layout", str, here), format=fmt, paths=paths,
         splits=_split_names(entry, splits, here), languages=_entry_languages(entry, languages, here),
         lang_codes=lang_codes, options=options,
     )
+
+
+def _lang_codes(entry: Mapping[str, Any], languages: tuple[str, ...], here: str) -> dict[str, str]:
+    lang_codes = _get(entry, "lang_codes", dict, here, default={})
+    _subset(tuple(lang_codes), languages, "lang_codes", "the card's languages", here)
+    for lang, code in lang_codes.items():
+        if not isinstance(code, str):
+            raise CardError(f"{here}: lang_codes {lang} = {code!r} must be a string: the code the file or config "
+                            f"names use for {lang} (e.g. en = \"eng\")")
+    return lang_codes
 
 
 def _placeholders(pattern: str) -> list[str]:
@@ -409,7 +416,7 @@ def _hub(entry: Mapping[str, Any], i: int, roles: tuple[str, ...], languages: tu
         dataset=_get(entry, "dataset", str, here), config=_get(entry, "config", str, here, default=None),
         splits=_split_names(entry, splits, here), columns=columns,
         languages=_entry_languages(entry, languages, here), filter=_get(entry, "filter", dict, here, default={}),
-        revision=_get(entry, "revision", str, here, default=None),
+        revision=_get(entry, "revision", str, here, default=None), lang_codes=_lang_codes(entry, languages, here),
     )
 
 

@@ -13,8 +13,16 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     [settings]                          # every cell: run or model settings, as `--set`
     [grid]                              # lists: a cell per combination, every variant but the baseline
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
+    [search]                            # lists searched for EVERY variant, the best point chosen on dev
+    [search.sla]                        # ... for one variant only, e.g. sla_threshold = [3, 4]
     [evaluation]                        # split ("test" or a list), generalized, langs
-    [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs
+    [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs,
+                                        #   models = [...], search = {...} (replaces [search] for the task)
+
+A grid point is a system of its own in the report (gat_delta=1 beside gat_delta=2). A search point is
+not: the papers tune learning rate, epochs or a threshold on dev, so for each task, model, variant and
+grid point the report keeps the search point with the best mean dev score over the seeds
+(`xsyn.experiments.selection`) and reports that point's runs; the validation split is evaluated for it.
 
 Cells are ordered task, seed, model, variant, grid point: a run that stops early has the first
 seed of every system of the first task, which already makes a table.
@@ -42,9 +50,9 @@ from xsyn.utils.errors import XsynError
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
 _TOP_KEYS = {"title", "description", "tasks", "variants", "seeds", "models", "baseline", "runs_dir", "paper",
-             "settings", "grid", "evaluation", "task"}
+             "settings", "grid", "search", "evaluation", "task"}
 _EVALUATION_KEYS = {"split", "generalized", "langs"}
-_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir"}
+_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "search"}
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
@@ -73,9 +81,10 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Evaluation:
-    splits: tuple[str, ...]
+    splits: tuple[str, ...]  # every split evaluated
     generalized: bool
     langs: tuple[str, ...]  # resolved: the task's languages when the file names none
+    reported: tuple[str, ...] = ()  # the splits the report shows (the others only choose search points)
 
 
 @dataclass(frozen=True)
@@ -86,8 +95,14 @@ class Cell:
     variant: str
     model: str
     seed: int
-    grid: tuple[tuple[str, Any], ...]  # the grid point: (setting, value), in the file's order
+    grid: tuple[tuple[str, Any], ...]  # the grid and search point: (setting, value), in the file's order
     name: str  # task/<variant>[-model][-setting=value...][-max_steps=N]-seed<seed> (model: several, or --model)
+    searched: tuple[str, ...] = ()  # the settings of `grid` that are tuned on dev, not systems of their own
+
+    @property
+    def system(self) -> tuple[tuple[str, Any], ...]:
+        """The grid point without the searched settings: what tells one system from another."""
+        return tuple((key, value) for key, value in self.grid if key not in self.searched)
 
 
 @dataclass
@@ -106,6 +121,7 @@ class Experiment:
     paper: str | None
     settings: dict[str, Any]
     variant_grid: dict[str, dict[str, list]]  # variant -> setting -> values (the baseline is never varied)
+    variant_search: dict[str, dict[str, dict[str, list]]]  # task -> variant -> setting -> values (tuned on dev)
     evaluation: dict[str, Any]
     task_options: dict[str, dict[str, Any]]
     overrides: Overrides
@@ -133,13 +149,25 @@ class Experiment:
     def cell_dir(self, cell: Cell) -> Path:
         return self.runs_dir / cell.name
 
+    def models_of(self, task: str) -> list[str]:
+        """The task's models: its own `models`, else the file's (the command line's --model wins over both)."""
+        if self.overrides.model:
+            return [self.overrides.model]
+        return list(self.task_options.get(task, {}).get("models") or self.models)
+
+    def searched(self, task: str) -> bool:
+        return any(self.variant_search.get(task, {}).values())
+
     def evaluation_of(self, task: str) -> Evaluation:
+        """The splits reported for the task (`reported`), and every split evaluated: with a search, the
+        validation split as well, on which the search point is chosen."""
         options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
                                          if k in _EVALUATION_KEYS}}
         split = options.get("split", "test")
-        splits = (split,) if isinstance(split, str) else tuple(split)
+        reported = (split,) if isinstance(split, str) else tuple(split)
+        splits = reported if not self.searched(task) or "validation" in reported else ("validation", *reported)
         langs = tuple(options.get("langs") or self.cards[task].languages)
-        return Evaluation(splits, bool(options.get("generalized", False)), langs)
+        return Evaluation(splits, bool(options.get("generalized", False)), langs, reported)
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
@@ -244,6 +272,13 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         if task not in tasks:
             raise ExperimentError(f"{where}: [task.{task}] names a task that is not in tasks ({', '.join(tasks)})")
         _known(_table(task_options, task, where), _TASK_KEYS, f"{where} [task.{task}]")
+        if "models" in task_options[task]:
+            _strings(task_options[task], "models", f"{where} [task.{task}]")
+    search = _table(data, "search", where)
+    variant_search = {task: _search(task_options.get(task, {}).get("search", search), variants, variant_grid,
+                                    f"{where} [task.{task}] search" if "search" in task_options.get(task, {})
+                                    else f"{where} [search]")
+                      for task in tasks}
     evaluation = _table(data, "evaluation", where)
     _known(evaluation, _EVALUATION_KEYS, f"{where} [evaluation]")
     try:
@@ -261,7 +296,7 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         title=str(data.get("title", name)),
         description=str(data.get("description", "")), tasks=tasks, variants=variants, seeds=seeds, models=models,
         baseline=baseline, runs_dir=runs_dir, paper=data.get("paper"), settings=_table(data, "settings", where),
-        variant_grid=variant_grid, evaluation=evaluation, task_options=task_options,
+        variant_grid=variant_grid, variant_search=variant_search, evaluation=evaluation, task_options=task_options,
         overrides=overrides, cards=cards)
     for task in tasks:
         _check_evaluation(experiment, task, where)
@@ -276,19 +311,22 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
 
 def _cells(experiment: Experiment) -> list[Cell]:
     cells = []
-    # the model is in the name when there are several, or when the command line chose it (not the file's runs)
-    several_models = len(experiment.models) > 1 or experiment.overrides.model is not None
-    for task, seed, model, variant in itertools.product(experiment.tasks, experiment.seeds, experiment.models,
-                                                        experiment.variants):
-        grid = experiment.variant_grid.get(variant, {})
-        for values in itertools.product(*grid.values()):
-            point = tuple(zip(grid, values))
-            parts = [variant, *([_slug(model)] if several_models else []),
-                     *(f"{key}={_slug(json.dumps(value) if not isinstance(value, str) else value)}"
-                       for key, value in point)]
-            if experiment.overrides.max_steps:
-                parts.append(f"max_steps={experiment.overrides.max_steps}")
-            cells.append(Cell(task, variant, model, seed, point, f"{task}/{'-'.join(parts)}-seed{seed}"))
+    # the model is in the name when a task has several, or when the command line chose it (not the file's runs)
+    several_models = (experiment.overrides.model is not None
+                      or any(len(experiment.models_of(task)) > 1 for task in experiment.tasks))
+    for task, seed in itertools.product(experiment.tasks, experiment.seeds):
+        for model, variant in itertools.product(experiment.models_of(task), experiment.variants):
+            searched = experiment.variant_search[task].get(variant, {})
+            grid = {**experiment.variant_grid.get(variant, {}), **searched}
+            for values in itertools.product(*grid.values()):
+                point = tuple(zip(grid, values))
+                parts = [variant, *([_slug(model)] if several_models else []),
+                         *(f"{key}={_slug(json.dumps(value) if not isinstance(value, str) else value)}"
+                           for key, value in point)]
+                if experiment.overrides.max_steps:
+                    parts.append(f"max_steps={experiment.overrides.max_steps}")
+                cells.append(Cell(task, variant, model, seed, point, f"{task}/{'-'.join(parts)}-seed{seed}",
+                                  tuple(searched)))
     return cells
 
 
@@ -326,6 +364,22 @@ def _grid(table: Any, variants: list[str], where: str) -> tuple[dict[str, list],
         else:
             grid[key] = _values(value, f"[grid] {key}", where)
     return grid, per_variant
+
+
+def _search(table: Any, variants: list[str], variant_grid: dict[str, dict[str, list]],
+            where: str) -> dict[str, dict[str, list]]:
+    """Variant -> setting -> values searched on dev: the table's lists for every variant (the baseline
+    included: the papers tune its learning rate too), its sub-tables for one variant each."""
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{where} must be a table of lists, e.g. learning_rate = [2e-5, 3e-5]")
+    shared, own = _grid(table, variants, where)
+    searched = {variant: {**shared, **own.get(variant, {})} for variant in variants}
+    for variant, settings in searched.items():
+        both = sorted(set(settings) & set(variant_grid.get(variant, {})))
+        if both:
+            raise ExperimentError(f"{where}: {', '.join(both)} is both in [grid] (systems compared) and searched "
+                                  f"(tuned on dev) for {variant}; keep it in one of them")
+    return {variant: settings for variant, settings in searched.items() if settings}
 
 
 def _values(value: Any, what: str, where: str) -> list:

@@ -39,7 +39,7 @@ from xsyn.run.inference import predict, score
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import RunConfig, read_config_file
 from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
-from xsyn.syntax.parsers import Parser
+from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
@@ -256,7 +256,7 @@ def _fingerprint(checkpoint: Path, config: RunConfig, split: str, parser: Parser
                                                  "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
         settings["max_eval_examples"] = max_examples
-    parsing = [parser.name, parser.version, parser.settings()]
+    parsing = [parser.name, parser.version, parser.cache_identity()]
     return hashlib.sha256(json.dumps([stamp, settings, split, parsing], sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -313,7 +313,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
 
     `model_dir` is a finetune output folder or a checkpoint; `inputs` a file path or dicts; `lang`
     the language of rows that name none (default: the model's training language); `parser` any
-    name `xsyn.syntax.parsers.get_parser` takes (default: the one the model was trained with);
+    choice `xsyn.syntax.parsing.build_parser` takes (default: the one the model was trained with);
     `overrides` other run settings (`parser_model_dir`, `cache_dir`, `max_length`, ...). `report`,
     when given, is filled with what parsing and featurising did.
     """
@@ -364,10 +364,10 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     """A function that parses examples' segments through the parse cache (`raw_only`: only those
     given as raw text), one language at a time, so that a language the parser cannot parse is named
     with the first line that has it."""
-    from xsyn.run.task_data import cache_root, make_parser
+    from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsers import ParserUnavailable
+    from xsyn.syntax.parsing import ParserUnavailable
 
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")
@@ -381,7 +381,8 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
                     by_lang.setdefault(segment.lang, []).append((example.id, segment))
         for lang, group in by_lang.items():
             try:
-                done = parse_segments([segment for _, segment in group], parser, cache)
+                done = parse_segments([segment for _, segment in group], parser, cache,
+                                      workers=parse_workers(config))
             except (ParserUnavailable, ValueError) as err:
                 raise PredictInputError(f"{source}: line {group[0][0]}: cannot parse language {lang!r} with "
                                         f"parser {config.parser!r} ({len(group)} segments in this language, "

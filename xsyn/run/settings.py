@@ -19,7 +19,13 @@ from typing import Any
 
 from xsyn.data.cards import MODEL_HYPERPARAMETERS, PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.syntax.parsers import DOWNLOAD_POLICIES, STANZA_BATCH_DOCS, parse_parser_spec
+from xsyn.syntax.parsing.registry import (
+    BATCH_SIZE,
+    DOWNLOAD,
+    PARSER_OPTIONS,
+    ParserChoiceError,
+    resolve_parser_choice,
+)
 from xsyn.utils.errors import XsynError
 from xsyn.utils.typecheck import type_mismatch
 
@@ -68,11 +74,13 @@ class RunConfig:
     num_proc: int | None = None
     eval_batch_size: int = 64  # examples per prediction batch, over all processes
     # parsing
-    parser: str = "stanza"  # stanza | chain | conllu:PATH | udpipe:MODEL
+    parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
+    # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = None
-    parser_download: str = "reuse"
-    parser_device: str | None = None  # Stanza's device (cpu, cuda, cuda:1); default: a GPU when there is one
-    parser_batch_size: int = STANZA_BATCH_DOCS  # documents per Stanza call
+    parser_download: str = DOWNLOAD.default
+    parser_device: str | None = None
+    parser_batch_size: int = BATCH_SIZE.default
+    parse_workers: int | None = None  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
@@ -115,8 +123,8 @@ RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "ma
 DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
-BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
-                      "parser_download", "parser_device", "parser_batch_size", "checkpointing_steps",
+BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
                       "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
@@ -277,11 +285,12 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 _AT_LEAST = {
     "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
     "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "eval_every": 1, "save_total_limit": 1,
+    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1,
+    "save_total_limit": 1,
     "warmup_steps": 0, "weight_decay": 0,
 }
 _POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
-_CHOICES = {"mixed_precision": MIXED_PRECISIONS, "parser_download": DOWNLOAD_POLICIES}
+_CHOICES = {"mixed_precision": MIXED_PRECISIONS, DOWNLOAD.setting: DOWNLOAD.choices}
 
 
 def _check(config: RunConfig, card: TaskCard) -> None:
@@ -309,11 +318,11 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if getattr(config, name) not in choices:
             raise ConfigError(f"{name} {getattr(config, name)!r}: choose one of {', '.join(choices)}")
     try:
-        kind, source = parse_parser_spec(config.parser)
-    except ValueError as err:
+        missing = resolve_parser_choice(config.parser).missing_path()
+    except ParserChoiceError as err:
         raise ConfigError(f"{err} (--parser or --set parser=...)") from None
-    if source is not None and not Path(source).exists():
-        raise ConfigError(f"parser {config.parser!r}: {source} does not exist (a {kind} parser reads it)")
+    if missing:
+        raise ConfigError(missing)
     unknown = [name for name in config.trackers if name not in TRACKERS]
     if unknown:
         raise ConfigError(f"trackers: {unknown[0]!r} is not a tracker; choose from {', '.join(TRACKERS)}")

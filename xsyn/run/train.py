@@ -108,9 +108,11 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     parser = make_parser(config)
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
     train_data, vocab = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
-                                       distributed=accelerator, limit=config.max_train_examples, holdout=holdout)
+                                       distributed=accelerator, limit=config.max_train_examples, holdout=holdout,
+                                       progress=progress)
     dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, parser=parser,
-                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout)
+                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
+                            progress=progress)
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)

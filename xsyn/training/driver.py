@@ -26,7 +26,7 @@ import torch
 from xsyn.training.checkpoint import load_state, save_state
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog
-from xsyn.training.loop import LinearSchedule, Progress, Stepper, make_optimizer, remaining_batches
+from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
         _clear_unfinished(accelerator, folder)
         state = TrainState()
     log = StepLog(folder.train_log, accelerator, keep_until_step=state.step)
-    bar = Progress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
+    bar = StepProgress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
     saved = state.step if state.step else None
 
     # -- the loop --------------------------------------------------------------------------------

@@ -252,50 +252,38 @@ def on_terminal(stream) -> bool:
     return bool(getattr(stream, "isatty", None) and stream.isatty())
 
 
-class Progress:
-    """The step progress of a run on the main process: a bar on a terminal; elsewhere (CI, SLURM,
-    nohup, a log file) one line per tenth of the run, since a bar's redraws would fill the file.
-    It shows the task loss where the task has one, not its sum with the auxiliary losses."""
+class StepProgress:
+    """The step progress of a run on the main process (`xsyn.utils.progress`: a bar on a terminal, a line
+    every LINE_SECONDS elsewhere). It shows the task loss where the task has one, not its sum with the
+    auxiliary losses (which reads like divergence), and the examples per second."""
 
-    LINES = 10
+    LINE_SECONDS = 30.0
 
-    def __init__(self, total: int, initial: int, enabled: bool, description: str, stream=None):
-        import sys
+    def __init__(self, total: int, initial: int, enabled: bool, description: str):
+        from xsyn.utils.progress import Progress
 
-        from tqdm.auto import tqdm
-
-        self.stream = stream or sys.stderr
-        self.enabled, self.total, self.done, self.description = enabled, total, initial, description
-        self.bar = tqdm(total=total, initial=initial, desc=description, dynamic_ncols=True,
-                        file=self.stream) if enabled and on_terminal(self.stream) else None
-        self.every = max(1, math.ceil(total / self.LINES))
-        self.started = time.perf_counter()
+        self.counter = Progress(total, description, "steps", enabled, interval=self.LINE_SECONDS, initial=initial)
 
     def update(self, record: StepRecord) -> None:
-        self.done += 1
         name = "task_loss" if record.losses.get("task_loss") is not None else "loss"
-        loss, speed = record.losses.get(name, math.nan), record.rows / max(record.seconds, 1e-9)
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix({name: f"{loss:.4f}", "examples_per_s": f"{speed:.0f}"})
-        elif self.enabled and (self.done % self.every == 0 or self.done == self.total):
-            print(f"{self.description}: step {self.done}/{self.total} ({100 * self.done / self.total:.0f}%)  "
-                  f"{name} {loss:.4f}  {speed:.0f} examples/s  {time.perf_counter() - self.started:.0f}s",
-                  file=self.stream, flush=True)
+        self.counter.postfix = {name: f"{record.losses.get(name, math.nan):.4f}",
+                                "examples/s": f"{record.rows / max(record.seconds, 1e-9):.0f}"}
+        self.counter.update(1)
 
     def note(self, line: str) -> None:
-        """A status line, shown with -v (above the bar when there is one)."""
+        """A status line (a dev score), shown with -v."""
         import logging
 
         logger = logging.getLogger("xsyn.training")
-        if self.bar is not None and logger.isEnabledFor(logging.INFO):
-            self.bar.write(line, file=self.stream)
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        if self.counter.enabled:
+            self.counter.write(line)  # above the bar
         else:
             logger.info(line)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.counter.close()
 
 
 def progress_bar(total: int, initial: int, enabled: bool, description: str):

@@ -1,4 +1,4 @@
-"""Pre-parsed CoNLL-U as a parser: `--parser conllu:PATH` serves each segment the tree a file holds for it.
+"""`--parser conllu:PATH`: pre-parsed CoNLL-U as a parser, serves each segment the tree a file holds for it.
 
 Any parser's output, or a gold treebank that covers the data, can feed a run this way. A segment is
 looked up by its text: the characters other than whitespace must be the same (so runs of spaces,
@@ -32,18 +32,20 @@ SHOWN_MISSING = 5  # segments without a parse shown in the error; all are counte
 class ParsesNotFound(XsynError, ValueError):
     """Segments that a pre-parsed source has no tree for; `missing` describes each one."""
 
-    def __init__(self, source: str, missing: list[str]):
-        self.source, self.missing = source, missing
+    LOOKUP = ("texts are compared ignoring whitespace; segments of several sentences need those sentences "
+              "consecutive in the file")
+    FIX = "Parse these texts into the CoNLL-U source too, or choose another --parser"
+
+    def __init__(self, source: str, missing: list[str], how: str = LOOKUP, fix: str = FIX):
+        self.source, self.missing, self.how, self.fix = source, missing, how, fix
         shown = "\n".join(f"  {line}" for line in missing[:SHOWN_MISSING])
         more = f"\n  ... and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
-        super().__init__(
-            f"{source} has no parse for {len(missing)} segment(s) (texts are compared ignoring whitespace; "
-            f"segments of several sentences need those sentences consecutive in the file):\n{shown}{more}\n"
-            "Parse these texts into the CoNLL-U source too, or choose another --parser")
+        super().__init__(f"{source} has no parse for {len(missing)} segment(s) ({how}):\n{shown}{more}\n{fix}")
 
     @classmethod
     def merge(cls, errors: Sequence[ParsesNotFound]) -> ParsesNotFound:
-        return cls(errors[0].source, [m for e in errors for m in e.missing])
+        first = errors[0]
+        return cls(first.source, [m for e in errors for m in e.missing], first.how, first.fix)
 
 
 def without_whitespace(text: str) -> str:
@@ -159,6 +161,8 @@ class ConlluParser:
     version = "1"
     # parses are looked up, not computed: keyed by sent_id too, and looked up by every process itself
     preparsed = True
+    data_trees = False
+    max_workers = 1  # a lookup: every process does its own
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -173,7 +177,7 @@ class ConlluParser:
             self._by_lang.setdefault(language_of(file), []).append(file)
         self._index: dict[str, tuple[list[_Sentence], dict[str, list[int]]]] = {}
 
-    def settings(self) -> dict[str, Any]:
+    def cache_identity(self) -> dict[str, Any]:
         return {"sha256": self.checksum}
 
     def _sentences(self, lang: str) -> tuple[list[_Sentence], dict[str, list[int]]]:
@@ -232,10 +236,10 @@ class ConlluParser:
             raise ParsesNotFound(f"conllu:{self.path}", missing)
         return records
 
-    def parse_texts(self, texts: Sequence[str], lang: str, sent_ids: Sequence[str | None] | None = None
+    def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
                     ) -> list[SyntaxRecord]:
         return self._place(texts, lang, sent_ids)
 
-    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str,
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str, *,
                      sent_ids: Sequence[str | None] | None = None) -> list[SyntaxRecord]:
         return self._place([list(tokens) for tokens in token_lists], lang, sent_ids)
