@@ -50,6 +50,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     from xsyn.run.evaluation import evaluate_run
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
+    from xsyn.training.folder import eval_partial
 
     work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
     card = load_card(task)
@@ -70,7 +71,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
                           output_dir=work / "measured", progress=False)
     seconds = {}
-    for file in (work / "measured" / "partial").glob("*.json"):
+    for file in eval_partial(work / "measured").glob("*.json"):
         record = json.loads(file.read_text(encoding="utf-8"))
         seconds[record["key"]] = (record["seconds"], record["n_examples"])
     lang_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" not in k)

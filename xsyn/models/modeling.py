@@ -211,7 +211,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         distance_loss = depth_loss = seprem_loss = None
         if variant == "sep" and pairs is not None:
             seprem_loss = self.seprem_head.loss(hidden, pairs, tree.distances)
-        if variant == "gat" and compute_structural_loss:
+        if variant == "gat" and compute_structural_loss and self.config.structural_loss_weight > 0:  # 0: not computed
             predicted_distances, predicted_depths = self.gat.probe(context.gat_output)
             distance_loss, depth_loss = structural_loss(
                 predicted_distances, predicted_depths, tree.distances, tree.depth,

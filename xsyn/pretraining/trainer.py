@@ -37,7 +37,7 @@ from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
-from xsyn.training.driver import check_checkpointing_steps, train
+from xsyn.training.driver import check_checkpointing_steps, check_micro_batches, train
 from xsyn.training.folder import RunFolder
 from xsyn.training.loop import epoch_batches
 from xsyn.trees.batch import collate_trees, tree_features
@@ -290,6 +290,7 @@ def run_pretraining(settings: PretrainSettings, progress: bool = False, resume: 
     # -- setup -----------------------------------------------------------------------------------
     settings.check()
     accelerator = Accelerator()
+    check_micro_batches(settings, accelerator.num_processes)
     set_seed(settings.seed)
     folder = RunFolder(settings.output_dir)
     train_data = [read_treebank(spec, settings.treebank_dir, settings.train_split,

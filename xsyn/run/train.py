@@ -30,7 +30,7 @@ from xsyn.run.inference import make_collate, model_inputs, predict, score
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import TaskData, Vocab, dev_holdout, load_task_data, make_parser
-from xsyn.training.driver import TrainState, train
+from xsyn.training.driver import TrainState, check_micro_batches, train
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
@@ -98,6 +98,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
+    check_micro_batches(config, accelerator.num_processes)
     if main:
         ensure_dir(folder.path)
         config.save(folder.config)

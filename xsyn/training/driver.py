@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from xsyn.training.log import StepLog
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 
 logger = logging.getLogger(__name__)
+CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
 
 Batch = dict[str, torch.Tensor]
 
@@ -106,7 +108,8 @@ def total_steps(settings: LoopSettings, n_rows: int) -> int:
 
 
 def check_micro_batches(settings: LoopSettings, processes: int) -> None:
-    """Every process needs a row of every micro-batch to take the step with the others."""
+    """Every process needs a row of every micro-batch to take the step with the others (checked by the
+    tasks' setups before any data is read)."""
     from xsyn.utils.errors import InputError
 
     micro = settings.batch_size // settings.grad_accum
@@ -132,7 +135,7 @@ def warn_long_warmup(settings: LoopSettings, steps: int) -> None:
         logger.warning(f"warmup_steps {settings.warmup_steps} is not shorter than the run's {steps} steps: the "
                        f"learning rate never reaches its peak {settings.learning_rate:g} (at the last step it is "
                        f"{settings.learning_rate * (steps - 1) / settings.warmup_steps:.3g}); for a short run "
-                       f"give --set warmup_steps={max(0, steps // 10)} (a tenth of the steps) or more steps")
+                       f"give --set warmup_steps={max(1, steps // 10)} (a tenth of the steps) or more steps")
 
 
 def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFolder, *, resume: bool = False,
@@ -142,7 +145,6 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     With `resume`, it continues from `folder.state` and ends as the uninterrupted run would; without
     it, what an unfinished earlier attempt left in the folder is removed first."""
     # -- setup -----------------------------------------------------------------------------------
-    check_micro_batches(settings, accelerator.num_processes)
     steps_per_epoch = math.ceil(task.n_rows / settings.batch_size)
     steps = total_steps(settings, task.n_rows)
     warn_long_warmup(settings, steps)
@@ -164,6 +166,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     log = StepLog(folder.train_log, accelerator, keep_until_step=state.step)
     bar = StepProgress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
     saved = state.step if state.step else None
+    drawn = time.monotonic()  # when training_curves.png was last drawn
 
     # -- the loop --------------------------------------------------------------------------------
     model.train()
@@ -184,8 +187,9 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             if state.step % save_every == 0 or last:
                 save_state(accelerator, folder, asdict(state), keep=settings.save_total_limit)
                 saved = state.step
-                if accelerator.is_main_process:
+                if accelerator.is_main_process and (last or time.monotonic() - drawn >= CURVES_SECONDS):
                     write_curves(folder)
+                    drawn = time.monotonic()
     except KeyboardInterrupt:
         raise Interrupted(saved) from None
     finally:

@@ -32,7 +32,7 @@ class Progress:
     def __init__(self, total: int, description: str, unit: str, enabled: bool = True, interval: float = 30.0,
                  stream: TextIO | None = None, clock=time.monotonic, initial: int = 0):
         self.total, self.description, self.unit, self.interval = total, description, unit, interval
-        self.done, self.initial, self._clock, self._lines = initial, initial, clock, 0
+        self.done, self.initial, self._clock, self._lines, self._said = initial, initial, clock, 0, None
         self.postfix: dict[str, str] = {}
         self._start = self._last_line = clock()
         self._stream = stream if stream is not None else sys.stderr
@@ -76,9 +76,10 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
-        elif self.enabled and self._lines:
+        elif self.enabled and self._lines and self._said != self.done:
             self._say()
 
     def _say(self) -> None:
         print(self.line(), file=self._stream, flush=True)
+        self._said = self.done
         self._lines += 1
