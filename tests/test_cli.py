@@ -280,3 +280,12 @@ def test_bench_eval_prints_the_data_wait_measured_and_at_the_simulated_step(monk
     assert seen == {"step_seconds": 0.005, "simulated_batches": 200}
     assert "training time waiting for data:       0.40% (step 200.0 ms without it)" in res.output
     assert "at a 5.0 ms step, waiting for data: 3.50% (collating in the loop)" in res.output
+
+
+def test_v_and_q_work_after_the_command_name_too():
+    old_name = ["finetune", "--train-examples", "5", "--help"]  # a renamed option: a warning on stderr
+    assert "--train-examples is now --max-train-examples" in CliRunner().invoke(main, old_name).output
+    quiet = CliRunner().invoke(main, [*old_name[:-1], "-q", "--help"])
+    assert quiet.exit_code == 0 and "is now" not in quiet.output  # errors only, as `xsyn -q finetune ...`
+    both = CliRunner().invoke(main, ["finetune", "-v", "-q", "--help"])
+    assert both.exit_code == 2 and "-v and -q contradict each other" in both.output
