@@ -76,7 +76,8 @@ def test_every_run_folder_has_its_training_curves(four_steps):
 def test_progress_off_a_terminal_is_lines_with_the_task_loss_and_dev_scores_show_with_v(four_steps):
     out, output = four_steps
     lines = [line for line in output.splitlines() if line.startswith("synth gat: ")]
-    assert [line.split()[2] for line in lines] == ["1/4", "2/4", "3/4", "4/4"] and "\r" not in output
+    assert [line.split()[2] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+    assert "\r" not in output  # no bar's redraws: neither xsyn's nor those of datasets' feature preparation
     last = log_lines(out)[-2]  # the last step's losses (the dev line follows)
     assert last["task_loss"] != last["loss"]  # the probe losses count in the sum, not in what the bar shows
     assert f"task_loss {last['task_loss']:.4f}" in lines[-1] and f"loss {last['loss']:.4f}" not in lines[-1]

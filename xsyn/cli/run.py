@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,6 +20,7 @@ from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import XsynError
+from xsyn.utils.progress import on_terminal
 
 
 def _run(fn, *args, **kwargs):
@@ -169,7 +171,7 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     from xsyn.run.settings import parse_overrides, read_config_file, resolve
     from xsyn.run.train import finetune as run_finetune
 
-    if quiet:
+    if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
     resume = resume_dir is not None
     if resume_dir:  # the folder alone: its saved settings, unless a --config file is given too
@@ -269,7 +271,7 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
 
-    if quiet:
+    if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
     checkpoint = _run(locate_checkpoint, model_dir)
     if task is not None and task != checkpoint.task:

@@ -248,10 +248,6 @@ def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: f
     return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-8)
 
 
-def on_terminal(stream) -> bool:
-    return bool(getattr(stream, "isatty", None) and stream.isatty())
-
-
 class StepProgress:
     """The step progress of a run on the main process (`xsyn.utils.progress`: a bar on a terminal, a line
     every LINE_SECONDS elsewhere). It shows the task loss where the task has one, not its sum with the
@@ -292,6 +288,8 @@ def progress_bar(total: int, initial: int, enabled: bool, description: str):
     import sys
 
     from tqdm.auto import tqdm
+
+    from xsyn.utils.progress import on_terminal
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True,
                 mininterval=0.1 if on_terminal(sys.stderr) else 60)

@@ -14,6 +14,11 @@ import time
 from typing import TextIO
 
 
+def on_terminal(stream) -> bool:
+    """Whether `stream` is a terminal (where a bar redraws in place; elsewhere each redraw is a line)."""
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
 def duration(seconds: float) -> str:
     """`3h02m`, `15m00s`, `42s`: an ETA a person reads at a glance."""
     seconds = int(round(seconds))
@@ -38,7 +43,7 @@ class Progress:
         self._stream = stream if stream is not None else sys.stderr
         self._bar = None
         self.enabled = enabled and total > 0
-        if self.enabled and self._stream.isatty():
+        if self.enabled and on_terminal(self._stream):
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, initial=initial, desc=description, unit=f" {unit}", file=self._stream,
@@ -52,7 +57,7 @@ class Progress:
         rate = self.rate()
         eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
         return (f"{self.description}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.1f}%), "
-                f"{rate:.1f} {self.unit}/s, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
+                f"{rate:.0f} {self.unit}/s, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
 
     def write(self, line: str) -> None:
         """A line of its own (above the bar, when there is one)."""
