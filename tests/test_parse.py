@@ -240,6 +240,24 @@ def test_a_cut_short_last_line_counts_once_until_its_writer_finishes_it(tmp_path
     assert (len(cache), cache.corrupt) == (2, 0)
 
 
+def test_the_cut_short_last_line_of_a_killed_writer_is_cut_off_and_counted_once(tmp_path):
+    writer = mp.get_context("spawn").Process(target=_write_two, args=(str(tmp_path),))
+    writer.start()
+    writer.join()
+    shard = next(tmp_path.glob("*.jsonl"))
+    assert shard.stem.split("-")[-2] == str(writer.pid)  # the shard names its writer, now gone
+    whole = shard.read_bytes()
+    first = whole.index(b"\n") + 1
+    shard.write_bytes(whole[:first + 30])  # killed 30 bytes into its second line
+    cache = ParseCache(tmp_path)
+    assert (len(cache), cache.corrupt, shard.read_bytes()) == (1, 1, whole[:first])
+    assert ParseCache(tmp_path).corrupt == 0  # the next run meets a clean shard
+
+
+def _write_two(directory: str) -> None:
+    parse_segments([Segment("en", text=t) for t in ("one", "two")], ChainParser(), ParseCache(directory))
+
+
 def test_loads_sharing_a_cache_report_each_corrupt_entry_once(tmp_path):
     """A run loads train, dev and (evaluating) every language and pair through one cache per process."""
     parse_segments([Segment("en", text=t) for t in ("one", "two")], ChainParser(), ParseCache(tmp_path))

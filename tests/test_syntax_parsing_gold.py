@@ -14,7 +14,7 @@ from xsyn.data.loading import load_examples
 from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.parse import parse_segments
 from xsyn.syntax.parsing import build_parser
-from xsyn.syntax.parsing.preparsed import ParsesNotFound
+from xsyn.syntax.parsing.base import ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
 

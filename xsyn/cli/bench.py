@@ -221,14 +221,15 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
                f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
                f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
-    click.echo("workers  sentences/s  speedup  efficiency  per added core")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s")
     for row in rows:
         added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
         click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
-                   f"{row['efficiency']:>10.2f}  {added:>14}")
+                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}")
     click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
                f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
-               f"{cache['lookups_per_s']:,.0f} lookups/s")
+               f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
+               f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
 
 
 def _parsed(parser, sentences: list[str], lang: str):

@@ -210,7 +210,7 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     if langs is not None:
         evaluation = evaluate_run(locate_checkpoint(folder.path), langs=langs or None, progress=not quiet)
         if is_main_process():
-            print_evaluation(evaluation)
+            _echo_scores(evaluation, split_chosen=False)
     if push_to_hub and is_main_process():
         url = push_checkpoint(folder.best, push_to_hub, token)
         click.echo(f"pushed {folder.best} to {url}", err=True)
@@ -249,10 +249,31 @@ def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoR
     raise SystemExit(130)
 
 
+def _echo_scores(summary: dict, split_chosen: bool) -> None:
+    """Each language's score with the metric's name and its bootstrap sd; what the numbers rest on."""
+    if not split_chosen and summary["split"] != "test":
+        click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
+                   "no labels (pass --split to choose)")
+    spread = summary.get("bootstrap_sd") or {}
+    click.echo(f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
+               "examples)")
+    for lang, value in summary["per_language"].items():
+        sd = spread.get(lang)
+        click.echo(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
+    if summary["average"] is not None:
+        click.echo(f"average\t{summary['primary']} {summary['average']:.2f}")
+    if summary.get("predicted_nothing"):
+        click.echo(f"warning: the model predicted nothing (no span or error in any example) for "
+                   f"{', '.join(summary['predicted_nothing'])}; scores that count correct silence (e.g. CGED's "
+                   "detection accuracy) are high for that reason alone", err=True)
+
+
 @main.command()
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
-@click.option("--task", type=click.Choice(list_tasks()), default=None, help="Checked against the run's own task.")
+@click.option("--task", type=click.Choice(list_tasks()), default=None,
+              help="Evaluate on this task [default: the run's own]; another task must be of the same kind and "
+                   "labels (a model fine-tuned for MLQA on XQuAD).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
@@ -274,21 +295,12 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
     checkpoint = _run(locate_checkpoint, model_dir)
-    if task is not None and task != checkpoint.task:
-        raise click.ClickException(f"{model_dir} was fine-tuned on {checkpoint.task!r}, not {task!r}")
     summary = _run(evaluate_run, checkpoint, split=split, langs=langs.split(",") if langs else None,
                    generalized=generalized, output_dir=output_dir, overrides=overrides,
-                   skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet)
-    if is_main_process():
-        print_evaluation(summary)
-
-
-def print_evaluation(summary: dict) -> None:
-    """Each language's score, the average, and what was not scored."""
-    for lang, value in summary["per_language"].items():
-        click.echo(f"{lang}\t{value:.2f}")
-    if summary["average"] is not None:
-        click.echo(f"average\t{summary['average']:.2f}")
+                   skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
+    if not is_main_process():
+        return
+    _echo_scores(summary, split_chosen=split is not None)
     if summary.get("pairs"):
         click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
                    "output folder)")

@@ -127,7 +127,9 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
     click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
     click.echo(f"parsed:          {report.parsed}")
-    click.echo(f"parse time:      {report.seconds:.2f}s")
+    click.echo(f"parse time:      {report.seconds:.2f}s"
+               + (f" ({report.parsed / report.parse_seconds:,.0f} sentences/s parsed)"
+                  if report.parsed and report.parse_seconds else ""))
     if report.corrupt_cache_entries:
         click.echo(f"corrupt cache entries skipped (parsed again): {report.corrupt_cache_entries}")
     for key, value in extra.items():
@@ -167,7 +169,7 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
                            plot_output: Path | None, **flags: Any) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
     from xsyn.syntax.parsing import build_parser
-    from xsyn.syntax.quality import score_parser
+    from xsyn.syntax.quality import read_probe_metrics, score_parser
     from xsyn.utils.io import atomic_write_bytes, atomic_write_text, ensure_dir
 
     if output is not None:
@@ -200,21 +202,3 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
         atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
                            option="--plot-output")
         click.echo(f"chart -> {plot_output}")
-
-
-def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
-    """{lang: {uuas, dist_spearman, ...}} from a probe_metrics.json; a bad file is a usage error naming it."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise click.ClickException(f"{path}: not a JSON file ({err}); pass the probe_metrics.json that "
-                                   "`xsyn pretrain-gat` wrote") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise click.ClickException(f"{path}: expected {{lang: {{uuas, dist_spearman, ...}}}} as written by "
-                                   "`xsyn pretrain-gat`")
-    bad = [f"{lang}.{key}" for lang, metrics in data.items() for key, value in metrics.items()
-           if not isinstance(value, (int, float))]
-    if bad:
-        raise click.ClickException(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
-                                   "`xsyn pretrain-gat`")
-    return data

@@ -25,7 +25,7 @@ from typing import Any
 
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import VARIANTS, card_setting_types, paper_names
 from xsyn.utils.errors import XsynError
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
@@ -34,28 +34,25 @@ METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 
 
-# Hyperparameters a card may state per variant, named as the run settings (`xsyn settings`); a list is
-# the paper's search grid. `selection` and `source` document where the values come from.
-HYPERPARAMETERS: dict[str, str] = {
+# Run settings a card may state per variant, named as the run settings (`xsyn settings`); a list is the
+# paper's search grid. `selection` and `source` document where the values come from.
+RUN_HYPERPARAMETERS: dict[str, str] = {
     "learning_rate": "number", "batch_size": "int", "epochs": "int", "max_length": "int",
     "doc_stride": "int", "max_query_length": "int", "max_answer_length": "int", "n_best": "int",
     "warmup_steps": "int", "weight_decay": "number", "seed": "int",
-    "gat_delta": "int", "syntax_heads": "int", "syntax_layers": "int", "structural_loss_weight": "number",
-    "gat_layers": "int", "gat_heads": "int", "gat_head_size": "int",
-    "sla_distance": "int", "wla_window": "int", "sla_punct_visible": "bool",
     "selection": "str", "source": "str",
 }
-# Those that are model settings (the variant's syntax path), not run settings.
-MODEL_HYPERPARAMETERS = ("gat_delta", "syntax_heads", "syntax_layers", "structural_loss_weight", "gat_layers",
-                         "gat_heads", "gat_head_size", "sla_distance", "wla_window", "sla_punct_visible")
-# The papers' names, which cards may still use: the loader gives them their setting names.
-PAPER_NAMES = {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
-               "m": "sla_distance", "k": "wla_window", "punct_visible": "sla_punct_visible"}
+# The model settings a card may state (the variants' `card_settings`, a model config's fields), and the
+# papers' names, which cards may still use: the loader gives them their setting names.
+MODEL_HYPERPARAMETERS: dict[str, str] = card_setting_types()
+HYPERPARAMETERS: dict[str, str] = {**RUN_HYPERPARAMETERS, **MODEL_HYPERPARAMETERS}
+PAPER_NAMES = paper_names()
 HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for the plain model
 
 _CARD_KEYS = {
     "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
-    "labels", "tags", "label_map", "unlabelled_splits", "dev_fraction", "metric", "homepage", "citation", "download",
+    "labels", "tags", "label_map", "label_names", "unlabelled_splits", "dev_fraction", "metric", "homepage",
+    "citation", "download",
     "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
@@ -133,6 +130,7 @@ class TaskCard:
     hub: tuple[HubSource, ...]
     hyperparameters: Mapping[str, Mapping[str, Any]]
     label_map: Mapping[str, str] = field(default_factory=dict)
+    label_names: Mapping[str, str] = field(default_factory=dict)  # a label as the data writes it -> a readable name
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
     description: str = ""
@@ -239,10 +237,17 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
     label_map = data.get("label_map", {})
     if not isinstance(label_map, dict) or not all(isinstance(v, str) for v in label_map.values()):
         raise CardError(f"{where}: label_map must map raw labels to label strings")
+    label_names = data.get("label_names", {})
+    if not isinstance(label_names, dict) or not all(isinstance(v, str) for v in label_names.values()):
+        raise CardError(f"{where}: label_names must map labels to readable names, e.g. {{\"0\" = \"negative\"}}")
+    unknown = sorted(set(label_names) - set(labels)) if isinstance(labels, tuple) else []
+    if unknown:
+        raise CardError(f"{where}: label_names names {', '.join(unknown)}, which are not among labels")
     return TaskCard(
         name=name, title=_get(data, "title", str, where, default=name), kind=kind, languages=languages,
         train_languages=train_languages, splits=splits, segments=segments, labels=labels, tags=tags,
         metric=metric, local=local, hub=hub, hyperparameters=hyper, label_map=label_map,
+        label_names=label_names,
         unlabelled_splits=unlabelled, dev_fraction=dev_fraction,
         description=_get(data, "description", str, where, default=""),
         homepage=_get(data, "homepage", str, where, default=""),

@@ -25,6 +25,7 @@ from xsyn.experiments.cells import DONE, cell_state
 from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
 from xsyn.experiments.selection import Selection, select
 from xsyn.experiments.spec import Cell, Experiment, _slug
+from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
@@ -239,7 +240,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
     lines = []
     for comparison in reported.comparisons:
         system = next(s for s in reported.systems if s.label == comparison.system)
-        if not comparison.pairs or system.variant not in paper.system_names or system.variant == "none":
+        if (not comparison.pairs or system.variant not in paper.system_names
+                or get_variant(system.variant).is_baseline):
             continue
         axes = tuple(system.runs[0].results.get("pair_axes") or ())
         flip = axes == published.axes[::-1]

@@ -19,6 +19,7 @@ from typing import Any
 
 from xsyn.data.cards import MODEL_HYPERPARAMETERS, PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
+from xsyn.models.variants import get_variant
 from xsyn.syntax.parsing.registry import (
     BATCH_SIZE,
     DOWNLOAD,
@@ -67,7 +68,7 @@ class RunConfig:
     n_best: int = 20
     max_train_examples: int | None = None  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = None  # use only the first N validation examples during training
+    max_eval_examples: int | None = None  # first N dev examples in training; an experiment caps its test sets too
     dev_fraction: float | None = None  # tasks without a dev set: share of train held out (default: the card's)
     dev_seed: int = 0  # ... and the seed that draws it (fixed, so runs of every seed share one dev set)
     skip_bad_rows: bool = False
@@ -145,7 +146,7 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
         if isinstance(value, list) and value and key not in LIST_SETTINGS:
             grids[key], value = value, value[0]
         if key in MODEL_HYPERPARAMETERS:
-            if variant != "none":
+            if not get_variant(variant).is_baseline:
                 syntax[key] = value
         elif key in FIELD_NAMES and key != "seed":
             values[key] = value

@@ -36,9 +36,6 @@ from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
 from xsyn.utils.io import OutputError, atomic_write_json, atomic_write_text, ensure_dir, replace_dir
 
-# the losses a head reports (the sum and its parts), logged at every step
-LOSS_NAMES = ("loss", "task_loss", "distance_loss", "depth_loss", "seprem_loss")
-
 logger = logging.getLogger(__name__)
 
 
@@ -74,7 +71,7 @@ class FinetuneTask:
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
         output = self.model(**model_inputs(batch, with_labels=True))
-        return {name: getattr(output, name, None) for name in LOSS_NAMES}
+        return {"loss": output.loss, "task_loss": output.task_loss, **(output.syntax_losses or {})}
 
     def evaluate(self) -> dict[str, Any]:
         config = self.config

@@ -57,7 +57,7 @@ def import_conllu(path: Path, lang: str, cache: ParseCache, import_as: str = "co
     except NotUtf8Error:
         raise
     except ConlluError as err:
-        raise InvalidSentence(f"{err}\n(use --skip-invalid to skip and count bad sentences)") from None
+        raise InvalidSentence(f"{err} (use --skip-invalid to skip and count bad sentences)") from None
     keys = [cache_key(r.text, lang, import_as, "", {}) for r in records]
     new = {k: r for k, r in zip(keys, records) if k not in cache}
     cache.put_many(new.items())

@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from xsyn.syntax.cache import ParseCache, cache_key
-from xsyn.syntax.parsing.base import Parser
-from xsyn.syntax.parsing.preparsed import ParsesNotFound
+from xsyn.syntax.parsing.base import Parser, ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
 from xsyn.utils.progress import Progress

@@ -15,6 +15,7 @@ described, never dropped.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parsing.base import Parser
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import TreebankError, locate
+from xsyn.utils.errors import InputError
 
 MAX_DESCRIBED = 10  # mismatched sentences described in full; all are counted
 
@@ -156,3 +158,22 @@ def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | P
             parsed = parser.parse_tokens([g.words for g in gold], lang)
             gold = [g.on_word_tokens() for g in gold]
         yield TreebankScore(lang, found.treebank.name, chosen, attachment_scores(parsed, gold))
+
+
+def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
+    """{lang: {uuas, dist_spearman, ...}} from a `xsyn pretrain-gat` probe_metrics.json, to show beside UAS/LAS;
+    a bad file is an error naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not a JSON file ({err}); pass the probe_metrics.json that "
+                         "`xsyn pretrain-gat` wrote") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise InputError(f"{path}: expected {{lang: {{uuas, dist_spearman, ...}}}} as written by "
+                         "`xsyn pretrain-gat`")
+    bad = [f"{lang}.{key}" for lang, metrics in data.items() for key, value in metrics.items()
+           if not isinstance(value, (int, float))]
+    if bad:
+        raise InputError(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
+                         "`xsyn pretrain-gat`")
+    return data

@@ -66,3 +66,27 @@ def characters_as_tokens(record: SyntaxRecord, tokens: Sequence[str]) -> SyntaxR
     return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
                         token_index=[start for start, _ in units], token_end=[end for _, end in units],
                         text=" ".join(tokens), lang=record.lang, sentence_starts=record.sentence_starts)
+
+
+SHOWN_MISSING = 5  # segments without a parse shown in the error; all are counted
+
+
+class ParsesNotFound(XsynError, ValueError):
+    """Segments that a parser which looks trees up (a CoNLL-U source, the data's own trees) has no tree
+    for; `missing` describes each one, `how` says how they were looked up and `fix` what to do."""
+
+    LOOKUP = ("texts are compared ignoring whitespace; segments of several sentences need those sentences "
+              "consecutive in the file")
+    FIX = "Parse these texts into the CoNLL-U source too, or choose another --parser"
+
+    def __init__(self, source: str, missing: list[str], how: str = LOOKUP, fix: str = FIX):
+        self.source, self.missing, self.how, self.fix = source, missing, how, fix
+        shown = "\n".join(f"  {line}" for line in missing[:SHOWN_MISSING])
+        more = f"\n  ... and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
+        super().__init__(f"{source} has no parse for {len(missing)} segment(s) ({how}):\n{shown}{more}\n{fix}")
+
+    @classmethod
+    def merge(cls, errors: Sequence[ParsesNotFound]) -> ParsesNotFound:
+        """The errors of several batches as one, counting all their segments."""
+        first = errors[0]
+        return cls(first.source, [m for e in errors for m in e.missing], first.how, first.fix)

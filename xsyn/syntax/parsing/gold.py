@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from xsyn.syntax.parsing.preparsed import ParsesNotFound
+from xsyn.syntax.parsing.base import ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 
 

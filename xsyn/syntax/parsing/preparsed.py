@@ -1,4 +1,4 @@
-"""`--parser conllu:PATH`: pre-parsed CoNLL-U as a parser, serves each segment the tree a file holds for it.
+"""`--parser conllu:PATH`: pre-parsed CoNLL-U as a parser; each segment gets the tree a file holds for it.
 
 Any parser's output, or a gold treebank that covers the data, can feed a run this way. A segment is
 looked up by its text: the characters other than whitespace must be the same (so runs of spaces,
@@ -15,116 +15,15 @@ fallback to another parser.
 
 from __future__ import annotations
 
-import bisect
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xsyn.syntax.conllu import language_of, read_conllu
-from xsyn.syntax.record import SyntaxRecord, TreeError
-from xsyn.utils.errors import MissingInputError, XsynError
-
-SHOWN_MISSING = 5  # segments without a parse shown in the error; all are counted
-
-
-class ParsesNotFound(XsynError, ValueError):
-    """Segments that a pre-parsed source has no tree for; `missing` describes each one."""
-
-    LOOKUP = ("texts are compared ignoring whitespace; segments of several sentences need those sentences "
-              "consecutive in the file")
-    FIX = "Parse these texts into the CoNLL-U source too, or choose another --parser"
-
-    def __init__(self, source: str, missing: list[str], how: str = LOOKUP, fix: str = FIX):
-        self.source, self.missing, self.how, self.fix = source, missing, how, fix
-        shown = "\n".join(f"  {line}" for line in missing[:SHOWN_MISSING])
-        more = f"\n  ... and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
-        super().__init__(f"{source} has no parse for {len(missing)} segment(s) ({how}):\n{shown}{more}\n{fix}")
-
-    @classmethod
-    def merge(cls, errors: Sequence[ParsesNotFound]) -> ParsesNotFound:
-        first = errors[0]
-        return cls(first.source, [m for e in errors for m in e.missing], first.how, first.fix)
-
-
-def without_whitespace(text: str) -> str:
-    return "".join(text.split())
-
-
-def _visible_offsets(text: str) -> list[int]:
-    """`offsets[i]` = how many non-whitespace characters precede position i of `text` (i = 0..len)."""
-    offsets, count = [0], 0
-    for char in text:
-        count += not char.isspace()
-        offsets.append(count)
-    return offsets
-
-
-@dataclass
-class _Sentence:
-    key: str  # the text without whitespace
-    record: SyntaxRecord
-    spans: list[tuple[int, int]]  # each word's span in `key`
-
-
-def _sentence(record: SyntaxRecord) -> _Sentence:
-    text = record.text or " ".join(record.words)
-    offsets = _visible_offsets(text)
-    spans = [(offsets[s], offsets[e]) for s, e in record.spans] if record.spans is not None else None
-    if spans is None:  # a record without spans: its words in order, one after the other
-        spans, at = [], 0
-        for word in record.words:
-            width = len(without_whitespace(word))
-            spans.append((at, at + width))
-            at += width
-    return _Sentence(without_whitespace(text), record, spans)
-
-
-def place_sentences(sentences: Sequence[SyntaxRecord], target: str | Sequence[str], lang: str,
-                    sent_id: str | None = None) -> SyntaxRecord:
-    """One segment's record from the sentence records that parse it, placed on the segment's own
-    raw text (`target` a string: character spans) or gold tokens (a list: token indices).
-
-    The sentences' texts without whitespace must spell the target without whitespace.
-    """
-    parts = [_sentence(record) for record in sentences]
-    words, heads, upos, deprels, starts, spans = [], [], [], [], [], []
-    at = 0
-    for part in parts:
-        base = len(words)
-        starts.append(base)
-        words += part.record.words
-        heads += [h + base if h else 0 for h in part.record.heads]
-        upos += part.record.upos
-        deprels += part.record.deprels
-        spans += [(s + at, e + at) for s, e in part.spans]
-        at += len(part.key)
-    joined = "".join(part.key for part in parts)
-    pretokenized = not isinstance(target, str)
-    text = " ".join(target) if pretokenized else target
-    if without_whitespace(text) != joined:
-        raise TreeError(f"the parse spells {joined[:60]!r}, not the segment {without_whitespace(text)[:60]!r}")
-    if pretokenized:
-        token_starts = list(_token_starts(target))
-        index = [bisect.bisect_right(token_starts, s) - 1 for s, _ in spans]
-        end = [max(bisect.bisect_left(token_starts, e), i + 1) for (_, e), i in zip(spans, index)]
-        multi = any(e - i > 1 for i, e in zip(index, end))
-        return SyntaxRecord(words, heads, upos, deprels, token_index=index, token_end=end if multi else None,
-                            text=text, lang=lang, sentence_starts=starts, sent_id=sent_id)
-    where = [i for i, char in enumerate(text) if not char.isspace()] + [len(text)]
-    char_spans = [(where[s], where[e - 1] + 1) if e > s else (where[s], where[s]) for s, e in spans]
-    return SyntaxRecord(words, heads, upos, deprels, spans=char_spans, text=text, lang=lang,
-                        sentence_starts=starts, sent_id=sent_id)
-
-
-def _token_starts(tokens: Sequence[str]) -> list[int]:
-    """Where each gold token starts among the non-whitespace characters of the tokens joined."""
-    starts, at = [], 0
-    for token in tokens:
-        starts.append(at)
-        at += len(without_whitespace(token))
-    return starts
+from xsyn.syntax.parsing.base import ParsesNotFound
+from xsyn.syntax.parsing.placement import Sentence, place_sentences, sentence_of, source_checksum, without_whitespace
+from xsyn.syntax.record import SyntaxRecord
+from xsyn.utils.errors import MissingInputError
 
 
 def conllu_files(path: Path) -> list[Path]:
@@ -134,19 +33,6 @@ def conllu_files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(path.rglob("*.conllu"))
     return []
-
-
-def source_checksum(files: Sequence[Path], root: Path) -> str:
-    """sha256 over every file's path (relative to the source) and bytes: any change re-parses."""
-    digest = hashlib.sha256()
-    for file in files:
-        name = file.name if file == root else str(file.relative_to(root))
-        digest.update(name.encode("utf-8") + b"\0")
-        with file.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 class ConlluParser:
@@ -175,16 +61,16 @@ class ConlluParser:
         self._by_lang: dict[str, list[Path]] = {}
         for file in self.files:
             self._by_lang.setdefault(language_of(file), []).append(file)
-        self._index: dict[str, tuple[list[_Sentence], dict[str, list[int]]]] = {}
+        self._index: dict[str, tuple[list[Sentence], dict[str, list[int]]]] = {}
 
     def cache_identity(self) -> dict[str, Any]:
         return {"sha256": self.checksum}
 
-    def _sentences(self, lang: str) -> tuple[list[_Sentence], dict[str, list[int]]]:
+    def _sentences(self, lang: str) -> tuple[list[Sentence], dict[str, list[int]]]:
         """The sentences a segment of `lang` may match, in file order, and their positions by text."""
         if lang not in self._index:
             files = self._by_lang.get(lang, []) + (self._by_lang.get("", []) if lang else [])
-            sentences = [_sentence(record) for file in files for record in read_conllu(file, lang=lang)]
+            sentences = [sentence_of(record) for file in files for record in read_conllu(file, lang=lang)]
             at_key: dict[str, list[int]] = {}
             for i, sentence in enumerate(sentences):
                 at_key.setdefault(sentence.key, []).append(i)
@@ -206,7 +92,7 @@ class ConlluParser:
         return [sentences[i].record for i in runs[0]]
 
     @staticmethod
-    def _runs(key: str, sentences: list[_Sentence], at_key: dict[str, list[int]]) -> list[list[int]]:
+    def _runs(key: str, sentences: list[Sentence], at_key: dict[str, list[int]]) -> list[list[int]]:
         """Runs of consecutive sentences whose texts spell `key` (a segment of several sentences)."""
         runs = []
         starts = sorted(i for length in range(1, len(key)) for i in at_key.get(key[:length], []))

@@ -30,7 +30,7 @@ from typing import Any
 
 from xsyn.syntax.conllu import parse_conllu
 from xsyn.syntax.parsing.base import ParserUnavailable, joins_characters
-from xsyn.syntax.parsing.preparsed import place_sentences, source_checksum
+from xsyn.syntax.parsing.placement import place_sentences, source_checksum
 from xsyn.syntax.record import SyntaxRecord, TreeError
 from xsyn.syntax.treebanks import load_registry
 from xsyn.utils.errors import MissingInputError

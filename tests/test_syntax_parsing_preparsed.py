@@ -16,8 +16,9 @@ from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.conllu import read_conllu, write_conllu
 from xsyn.syntax.parse import parse_segments
 from xsyn.syntax.parsing import ParserChoiceError, build_parser, resolve_parser_choice
+from xsyn.syntax.parsing.base import ParsesNotFound
 from xsyn.syntax.parsing.chain import ChainParser
-from xsyn.syntax.parsing.preparsed import ConlluParser, ParsesNotFound
+from xsyn.syntax.parsing.preparsed import ConlluParser
 from xsyn.syntax.parsing.registry import BUILTIN_PARSERS
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
