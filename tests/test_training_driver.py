@@ -126,7 +126,7 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
     assert [r["step"] for r in log_lines(out) if "lr" in r] == [1, 2, 3, 4]  # each step logged once
     results = json.loads((out / "eval-test" / "results.json").read_text())
     assert sorted(results["per_language"]) == ["sov", "svo"]
-    assert f"svo\t{results['per_language']['svo']:.2f}" in res.output
+    assert f"svo\t{results['primary']} {results['per_language']['svo']:.2f}" in res.output  # as `xsyn evaluate`
 
 
 def test_a_folder_that_holds_files_is_refused_naming_both_ways_on(common, tmp_path):
