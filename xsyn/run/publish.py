@@ -23,6 +23,7 @@ from typing import Any
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
+from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.variants import get_variant
 from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
@@ -32,16 +33,6 @@ CARD_FILE = "README.md"
 TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warmup_steps", "weight_decay",
                      "max_length", "doc_stride", "max_query_length", "mixed_precision", "parser")
 
-BERT = """@inproceedings{devlin-etal-2019-bert,
-  title = "{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding",
-  author = "Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina",
-  booktitle = "Proceedings of the 2019 Conference of the North {A}merican Chapter of the Association for
-               Computational Linguistics: Human Language Technologies, Volume 1 (Long and Short Papers)",
-  year = "2019",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/N19-1423",
-  pages = "4171--4186"
-}"""
 
 
 # -- the card --------------------------------------------------------------------------------------
@@ -110,7 +101,7 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
         _training_section(card, run, task_info, train_lang),
         _results_section(dev, evaluations),
         _usage_section(card, checkpoint),
-        _citation_section(card, variant),
+        _citation_section(card, variant, model_config.get("model_type")),
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(s for s in sections if s) + "\n")
 
@@ -196,9 +187,10 @@ def _usage_section(card: TaskCard, checkpoint: Path) -> str:
             f"xsyn predict --model-dir {checkpoint.name} --input input.jsonl --lang de --output predictions.jsonl\n```")
 
 
-def _citation_section(card: TaskCard, variant: str) -> str:
+def _citation_section(card: TaskCard, variant: str, model_type: str | None) -> str:
     paper = get_variant(variant).paper
-    entries = [*([paper] if paper else []), BERT]
+    encoder = family_of(model_type or XSYN_BERT)  # a card of a pre-0.2 checkpoint: BERT
+    entries = [*([paper] if paper else []), encoder.paper]
     text = "## Citation\n\n```bibtex\n" + "\n\n".join(entries) + "\n```"
     if card.citation:
         text += f"\n\nThe data: {card.citation}"
