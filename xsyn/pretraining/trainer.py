@@ -37,7 +37,8 @@ from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
-from xsyn.training.driver import check_checkpointing_steps, check_micro_batches, train
+from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.training.driver import check_micro_batches, train
 from xsyn.training.folder import RunFolder
 from xsyn.training.loop import epoch_batches
 from xsyn.trees.batch import collate_trees, tree_features

@@ -331,7 +331,7 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         value = getattr(config, name)
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
-    from xsyn.training.driver import check_checkpointing_steps
+    from xsyn.training.checkpoint import check_checkpointing_steps
 
     check_checkpointing_steps(config.checkpointing_steps)
     for name in _POSITIVE:

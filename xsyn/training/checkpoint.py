@@ -108,3 +108,20 @@ def _damaged_file(folder: Path) -> Path:
         except Exception:  # noqa: BLE001 - this is the file we are looking for
             return path
     return folder
+
+
+def checkpoint_interval(checkpointing_steps: int | str | None, steps_per_epoch: int, eval_every: int) -> int:
+    """Steps between resumable states: `checkpointing_steps` (N, or `epoch`); by default at every evaluation."""
+    if checkpointing_steps == "epoch":
+        return steps_per_epoch
+    return int(checkpointing_steps or eval_every)
+
+
+def check_checkpointing_steps(value: int | str | None) -> None:
+    """`checkpointing_steps` is a number of steps >= 1, `epoch`, or unset."""
+    from xsyn.utils.errors import InputError
+
+    if value is None or value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise InputError(f"checkpointing_steps {value!r}: give a number of optimiser steps (>= 1) or 'epoch' "
+                     "(--checkpointing-steps N|epoch)")

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
-from xsyn.training.checkpoint import load_state, save_state
+from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
@@ -119,13 +119,6 @@ def check_micro_batches(settings: LoopSettings, processes: int) -> None:
                          "--batch-size or lower --grad-accum")
 
 
-def checkpoint_interval(settings: LoopSettings, steps_per_epoch: int, eval_every: int) -> int:
-    """Steps between resumable states: `checkpointing_steps` (N, or `epoch`); by default at every evaluation."""
-    if settings.checkpointing_steps == "epoch":
-        return steps_per_epoch
-    return int(settings.checkpointing_steps or eval_every)
-
-
 def warn_long_warmup(settings: LoopSettings, steps: int) -> None:
     """A warmup as long as the run never reaches the peak learning rate (a card's warmup under a capped run).
 
@@ -156,7 +149,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
                       settings.max_grad_norm, settings.seed, settings.grad_accum, hint=task.hint,
                       count_items=task.count_items)
     eval_every = settings.eval_every or steps_per_epoch
-    save_every = checkpoint_interval(settings, steps_per_epoch, eval_every)
+    save_every = checkpoint_interval(settings.checkpointing_steps, steps_per_epoch, eval_every)
     state = load_state(accelerator, folder.state, TrainState) if resume else None
     if state is None:
         if resume and accelerator.is_main_process:
@@ -238,13 +231,3 @@ def write_curves(folder: RunFolder) -> None:
             continue
     if records:
         atomic_write_bytes(folder.curves, training_curves_png(records, title=folder.path.name))
-
-
-def check_checkpointing_steps(value: int | str | None) -> None:
-    """`checkpointing_steps` is a number of steps >= 1, `epoch`, or unset."""
-    from xsyn.utils.errors import InputError
-
-    if value is None or value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return
-    raise InputError(f"checkpointing_steps {value!r}: give a number of optimiser steps (>= 1) or 'epoch' "
-                     "(--checkpointing-steps N|epoch)")
