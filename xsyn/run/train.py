@@ -188,8 +188,8 @@ def _tracker_settings(trackers: list[str], folder: RunFolder, resume: bool) -> d
     return {"wandb": settings | ({} if os.environ.get("WANDB_DIR") else {"dir": str(folder.path)})}
 
 
-def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConfig, names: LabelNames, state: TrainState,
-               result: dict[str, Any]) -> None:
+def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConfig, names: LabelNames,
+               state: TrainState, result: dict[str, Any]) -> None:
     from xsyn.training.checkpoint import WRITE_ERRORS, first_line
 
     accelerator.wait_for_everyone()
