@@ -224,7 +224,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         started = time.perf_counter()
         try:
             data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab, parser=parser,
-                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples)
+                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples,
+                                     progress=progress)
         except DataNotFoundError as err:
             if skip_missing:
                 return None

@@ -349,7 +349,7 @@ def model_positions(config: RunConfig) -> int | None:
     where its config cannot be read here (a hub model not downloaded: loading it will say so)."""
     if "max_position_embeddings" in config.syntax:
         return config.syntax["max_position_embeddings"]
-    from xsyn.models.presets import TINY, TINY_SHAPE
+    from xsyn.models.defaults import TINY_SHAPE
 
     if config.model == TINY:
         return TINY_SHAPE["max_position_embeddings"]
@@ -367,7 +367,7 @@ HEAD_SIZES = ("num_intents", "num_slot_labels")  # model fields a run sets from 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
     """Every key `--set` takes, with its type and default: the run settings, then the model settings
     (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings  # (their dataclasses: no transformers, no torch)
 
     hints = typing.get_type_hints(RunConfig)
     table: dict[str, dict[str, Any]] = {}
@@ -376,10 +376,9 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": _type_name(hints[f.name]), "default": default}
-    model = XsynBertConfig(variant=variant)
-    for name, hint in syntax_setting_types().items():
+    for name, (hint, default) in model_settings().items():
         if name not in (*HEAD_SIZES, "variant"):
-            table[name] = {"type": _type_name(hint), "default": getattr(model, name)}
+            table[name] = {"type": _type_name(hint), "default": default}
     return table
 
 
@@ -390,20 +389,27 @@ def _type_name(hint: Any) -> str:
 def check_model_settings(syntax: dict[str, Any]) -> None:
     """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
     misspelt one would otherwise be carried along unused."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings
 
-    types = {**syntax_setting_types(), "syntax_layers": list[int] | int | None}  # a card may give a count
-    known = {f.name for f in fields(XsynBertConfig)}
+    types = {name: hint for name, (hint, _) in model_settings().items()}
+    types["syntax_layers"] = list[int] | int | None  # a card may give a count
     for name, value in syntax.items():
-        if name not in known:
+        if name not in types and name not in _bert_setting_names():
             close = [PAPER_NAMES[name]] if name in PAPER_NAMES else difflib.get_close_matches(
-                name, sorted(known | FIELD_NAMES), n=1)  # a card's name for it (delta, alpha, m), or a typo
+                name, sorted(set(types) | _bert_setting_names() | FIELD_NAMES), n=1)  # a paper's name, or a typo
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
                               "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")
         expected = type_mismatch(value, types[name]) if name in types else _bert_mismatch(name, value)
         if expected:
             raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
+
+
+def _bert_setting_names() -> set[str]:
+    """BERT's own config fields (transformers is imported only for a setting that is not xsyn's)."""
+    from xsyn.models.configuration import XsynBertConfig
+
+    return {f.name for f in fields(XsynBertConfig)}
 
 
 def _bert_mismatch(name: str, value: Any) -> str | None:
