@@ -13,12 +13,12 @@ from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.runs import ProbeRun
+from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 
 PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
-TRAINING_CURVES = "training_curves.png"  # in a run folder: its losses, learning rate and dev score per step
 
 
 def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
@@ -279,7 +279,7 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
     lines = []
     for system in experiment_systems(experiment):
         for run in system.runs:
-            source = Path(run.results.get("run_dir") or run.path.parent) / TRAINING_CURVES
+            source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
             if source.is_file():
                 copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
                              source.read_bytes())

@@ -85,7 +85,9 @@ class RunConfig:
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
-    save_every: int | None = None  # steps between resumable states (default: at every evaluation)
+    checkpointing_steps: int | str | None = None  # N steps or "epoch" between resumable states (default: at
+    # every evaluation)
+    save_total_limit: int | None = None  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
     log_every: int = 10
     trackers: list[str] = field(default_factory=list)  # tensorboard, wandb (accelerate trackers)
     # model variant
@@ -116,13 +118,15 @@ class RunConfig:
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 # Settings renamed in 0.2 (one name per concept on every command): config files and --set still take
 # the old names for one release, with a warning.
-RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples"}
+RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples",
+                    "save_every": "checkpointing_steps"}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
 DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
-                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "save_every", "log_every",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
+                      "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
@@ -282,7 +286,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 _AT_LEAST = {
     "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
     "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1, "save_every": 1,
+    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1,
+    "save_total_limit": 1,
     "warmup_steps": 0, "weight_decay": 0,
 }
 _POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
@@ -300,9 +305,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number, got {value} (--set {name}=...)")
     if config.gat_init and config.model == TINY:
-        from xsyn.pretraining.trainer import TINY_MODEL_DIR
+        from xsyn.training.folder import RunFolder
 
-        own = Path(config.gat_init) / TINY_MODEL_DIR
+        own = RunFolder(config.gat_init).tiny_model
         if own.is_dir():
             raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
                               "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
@@ -326,6 +331,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         value = getattr(config, name)
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
+    from xsyn.training.checkpoint import check_checkpointing_steps
+
+    check_checkpointing_steps(config.checkpointing_steps)
     for name in _POSITIVE:
         if not getattr(config, name) > 0:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
