@@ -7,7 +7,7 @@ import zlib
 
 from xsyn.benchmarks.parse import cache_rates
 from xsyn.syntax.cache import cache_key
-from xsyn.syntax.parsers import ChainParser
+from xsyn.syntax.parsing.chain import ChainParser
 
 
 def test_cache_rates_write_index_and_read_every_entry_of_the_size_asked_for(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from safetensors.torch import load_file
 from xsyn.cli import main
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
-from xsyn.run.train import LENGTH_WINDOW, epoch_batches
+from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
          "--max-train-examples", "128", "--set", "max_eval_examples=64", "--batch-size", "16", "--max-length", "48"]
@@ -70,7 +71,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
 
 
-def test_a_second_run_into_a_run_folder_is_refused_unless_the_first_saved_nothing(vocab, cache, run, tmp_path):
+def test_a_second_run_into_a_run_folder_is_refused_and_overwritten_only_when_asked(vocab, cache, run, tmp_path):
     before = (run / "train_results.json").read_bytes()
     res = CliRunner().invoke(main, finetune_args(vocab, cache, run, "--variant", "none", "--seed", "4"))
     assert res.exit_code == 1 and "already holds a run that saved progress (state/ or train_results.json)" in res.output
@@ -80,6 +81,9 @@ def test_a_second_run_into_a_run_folder_is_refused_unless_the_first_saved_nothin
     (failed / "config.json").write_text("{}")
     (failed / "train_log.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
     res = CliRunner().invoke(main, finetune_args(vocab, cache, failed, "--variant", "none", "--max-steps", "1"))
+    assert res.exit_code == 1 and "start afresh with --overwrite-output-dir" in res.output  # never silently
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, failed, "--variant", "none", "--max-steps", "1",
+                                                 "--overwrite-output-dir"))
     assert res.exit_code == 0, res.output
     assert "9.0" not in (failed / "train_log.jsonl").read_text()  # a fresh run starts a fresh log
 
@@ -374,7 +378,11 @@ def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
         results = json.loads((run / "eval-test" / "results.json").read_text())
         assert set(results["pairs"]) == {"svo", "sov", "vso", "ovs"} and results["variant"] == variant
     pngs = list((tmp_path / "report").rglob("*.png"))
-    assert len(pngs) == 3 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # two matrices, one delta
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    figures = {p.name for p in pngs if not p.name.startswith("curves-")}  # (each run's training curves, if any)
+    assert figures == {"per_language.png", "pairs-gat.png", "pairs-none_baseline.png", "pairs-delta-gat.png"}
+    again = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+    assert again.exit_code != 0 and "already holds a demo" in again.output  # not silently retrained
 
 
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
@@ -387,3 +395,20 @@ def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_pat
     _write_examples(tmp_path, load_card("cged"), "test", "zh", examples, result)
     written = (tmp_path / "predictions" / "cged" / "test-zh.txt").read_text(encoding="utf-8")
     assert written == "A1, 2, 3, S\nA1, 8, 8, R\nB2, correct\n"
+
+
+def test_evaluate_prints_each_score_with_its_metric_and_bootstrap_sd(run, tmp_path):
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo", "--quiet",
+                                    "--output-dir", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    line = next(line for line in res.output.splitlines() if line.startswith("svo\t"))
+    name, score, plus_minus, sd = line.split("\t")[1].split()
+    assert name == "accuracy" and plus_minus == "±"
+    p = float(score) / 100
+    assert float(sd) == pytest.approx(100 * math.sqrt(p * (1 - p) / 400), rel=0.2, abs=0.05)  # binomial s.e.
+
+
+def test_evaluate_on_another_task_is_refused_with_the_reason_when_it_is_not_compatible(run):
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--task", "xnli", "--quiet"])
+    assert res.exit_code != 0
+    assert "cannot be evaluated on xnli: its labels contradiction, entailment, neutral" in res.output

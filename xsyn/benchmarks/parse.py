@@ -1,13 +1,16 @@
 """The corpus-parsing benchmark behind `xsyn bench parse`.
 
-Two measurements, each in fresh processes and folders:
+Two measurements:
 - parse throughput: the same sentences parsed from scratch (no cache) by `parse_segments` with 1, 2, ...
   worker processes, the pool's start and the parser's model loads included, as a corpus run pays them.
   `speedup` is the rate over the 1-worker rate; `efficiency` the speedup per worker (1.0: perfect), and
   `added_core_efficiency` what each worker beyond the first adds, in units of the first
-  ((speedup - 1) / (workers - 1));
-- the parse cache at `cache_entries` entries: appending them in the chunks parsing writes (each
-  fsynced), opening the cache (indexing every shard, as each run does first), and looking up
+  ((speedup - 1) / (workers - 1)). `sentences_per_cpu_s` counts the CPU time of this process and its
+  workers: the rate one core gives when nothing else runs on it, and, compared across worker counts,
+  what the workers cost besides parsing (their start, the model loads, sending records back); unlike
+  the wall-clock figures it holds on a busy machine;
+- the parse cache at `cache_entries` entries: appending them in the chunks parsing writes (as
+  parsing fsyncs them), opening the cache (indexing every shard, as each run does first), and looking up
   `lookups` random keys (reading, checking and decoding each record).
 
 The machine's load average is recorded before and after: a parallel figure means little on a machine
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,7 +30,7 @@ from typing import Any
 
 from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.parse import MIN_CHUNK, parse_segments
-from xsyn.syntax.parsers import Parser
+from xsyn.syntax.parsing import Parser
 from xsyn.syntax.segment import Segment
 
 
@@ -39,11 +43,14 @@ def parse_throughput(parser: Parser, sentences: Sequence[str], lang: str, worker
     rows: list[dict[str, Any]] = []
     for count in workers:
         segments = [Segment(lang, text=text) for text in sentences]
+        cpu_before = _cpu_seconds()
         start = time.perf_counter()
         parse_segments(segments, parser, None, workers=count, batch_size=batch_size)
         seconds = time.perf_counter() - start
+        cpu = _cpu_seconds() - cpu_before
         rows.append({"workers": count, "sentences": len(segments), "seconds": seconds,
-                     "sentences_per_s": len(segments) / seconds})
+                     "sentences_per_s": len(segments) / seconds, "cpu_seconds": cpu,
+                     "sentences_per_cpu_s": len(segments) / cpu})
     base = rows[0]["sentences_per_s"] / rows[0]["workers"]
     for row in rows:
         speedup = row["sentences_per_s"] / base
@@ -53,30 +60,38 @@ def parse_throughput(parser: Parser, sentences: Sequence[str], lang: str, worker
     return rows
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its ended children (the pool's workers, once it is closed)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def cache_rates(records: Sequence[Any], entries: int, lookups: int, chunk: int = 256,
                 folder: str | Path | None = None, seed: int = 0) -> dict[str, Any]:
     """Writes/s, open seconds and lookups/s of a parse cache of `entries` entries (the `records`
-    repeated under distinct keys), in a temporary folder (under `folder`)."""
+    repeated under distinct keys), in a temporary folder (under `folder`); each also in CPU time."""
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         cache = ParseCache(tmp)
         keys = [cache_key(f"sentence {i}", "en", "bench", "1", {}) for i in range(entries)]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for lo in range(0, entries, chunk):
             cache.put_many((keys[i], records[i % len(records)]) for i in range(lo, min(entries, lo + chunk)))
         cache.sync()
-        write_seconds = time.perf_counter() - start
+        write_seconds, write_cpu = time.perf_counter() - start, time.process_time() - cpu
         size = sum(path.stat().st_size for path in Path(tmp).glob("*.jsonl"))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         reopened = ParseCache(tmp)
-        open_seconds = time.perf_counter() - start
+        open_seconds, open_cpu = time.perf_counter() - start, time.process_time() - cpu
         assert len(reopened) == entries, (len(reopened), entries)
         sample = random.Random(seed).sample(keys, min(lookups, entries))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         found = sum(reopened.get(key) is not None for key in sample)
-        read_seconds = time.perf_counter() - start
+        read_seconds, read_cpu = time.perf_counter() - start, time.process_time() - cpu
         assert found == len(sample)
     return {"entries": entries, "bytes": size, "write_chunk": chunk, "writes_per_s": entries / write_seconds,
-            "open_seconds": open_seconds, "lookups": len(sample), "lookups_per_s": len(sample) / read_seconds}
+            "writes_per_cpu_s": entries / write_cpu, "open_seconds": open_seconds, "open_cpu_seconds": open_cpu,
+            "lookups": len(sample), "lookups_per_s": len(sample) / read_seconds,
+            "lookups_per_cpu_s": len(sample) / read_cpu}
 
 
 def load_average() -> list[float] | None:

@@ -33,6 +33,7 @@ from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock
 from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.experiments.spec import SYNTH_VOCAB, Cell, Experiment
 from xsyn.run.settings import BOOKKEEPING_FIELDS
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
@@ -54,13 +55,16 @@ class CellState:
 # --------------------------------------------------------------------------- state
 
 
-def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool) -> bool:
-    file = folder / f"eval-{split}" / "results.json"
+def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool,
+                    max_examples: int | None = None) -> bool:
+    file = eval_results(RunFolder(folder).eval_dir(split))
     try:
         results = json.loads(file.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return False
     if not set(langs) <= set(results.get("per_language") or {}):
+        return False
+    if results.get("max_eval_examples") != max_examples:  # scored under another cap
         return False
     return not generalized or bool(results.get("pairs"))
 
@@ -73,30 +77,47 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         note = "" if holder.owner.get("host") == socket.gethostname() else (
             f" (another host: stale after {format_age(LOCK_TTL_S)} without a heartbeat)")
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
+    config = experiment.config(cell)
     try:
-        check_same_run(folder, experiment.config(cell).to_dict())
+        check_same_run(folder, config.to_dict())
     except ValueError as conflict:
         return CellState(cell, FAILED, str(conflict))
-    if all(evaluation_done(folder, split, evaluation.langs, evaluation.generalized) for split in evaluation.splits):
+    if all(evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples)
+           for split in evaluation.splits):
         return CellState(cell, DONE, _progress(folder))
     error = folder / ERROR_FILE
     if error.is_file():
         return CellState(cell, FAILED, last_line(error.read_text(encoding="utf-8", errors="replace")))
     queued = folder / QUEUED_FILE
-    detail = _progress(folder) if (folder / "state").is_dir() else ""
+    detail = _progress(folder) if RunFolder(folder).state.is_dir() else ""
     if queued.is_file():
         job = json.loads(queued.read_text(encoding="utf-8"))
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
                                                  f"at {job.get('submitted')}"]))
-    return CellState(cell, TODO, detail)
+    missing = missing_data(experiment.cards[cell.task], config.data_dir)
+    return CellState(cell, TODO, "; ".join(filter(None, [detail, missing])))
+
+
+def missing_data(card, data_dir: str | None) -> str:
+    """What to do when a cell's task reads only files xsyn cannot download (no hub copy: MTOP, MultiATIS++)
+    and its data folder is not there; empty otherwise."""
+    from xsyn.data.loading import default_data_dir
+
+    if card.hub or not all(source.paths for source in card.local):  # downloadable, or generated (synth)
+        return ""
+    folder = Path(data_dir) if data_dir else default_data_dir(card)
+    if folder.is_dir():
+        return ""
+    return (f"needs {card.title} data, which is not on the hub ({card.download or card.homepage}); put it in "
+            f"{folder} or pass --data-dir DIR with DIR/{card.name}")
 
 
 def _progress(folder: Path) -> str:
-    try:
-        step = json.loads((folder / "state" / "trainer_state.json").read_text(encoding="utf-8"))["step"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+    run = RunFolder(folder)
+    step = run.saved_step()
+    if step is None:
         return "not started"
-    trained = (folder / "train_results.json").is_file()
+    trained = run.is_finished()
     return f"trained, {step} steps" if trained else f"saved at step {step}"
 
 
@@ -156,21 +177,23 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
 
         write_vocab(config.tokenizer)
     check_same_run(folder, config.to_dict())
-    if not (folder / "train_results.json").is_file():
-        finetune(config, resume=(folder / "state" / "trainer_state.json").is_file(), progress=progress)
+    run = RunFolder(folder)
+    if not run.is_finished():
+        finetune(config, resume=run.saved_step() is not None, progress=progress)
     evaluation = experiment.evaluation_of(cell.task)
     current = {key: getattr(config, key) for key in ("data_dir", "cache_dir", "parser_model_dir", "num_proc")}
-    for split in evaluation.splits:
-        if not evaluation_done(folder, split, evaluation.langs, evaluation.generalized):
+    for split in evaluation.splits:  # max_eval_examples caps the test languages and pairs as it caps the dev set
+        if not evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples):
             evaluate_run(folder, split=split, langs=list(evaluation.langs), generalized=evaluation.generalized,
-                         overrides=current, progress=progress)
+                         overrides=current, progress=progress, max_examples=config.max_eval_examples)
 
 
 def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     """A folder that holds a run with other settings (the file was edited since) is never mixed with
     this cell's; bookkeeping (folders, caches, logging) may change."""
-    saved_file = folder / "config.json"
-    if not (folder / "state").is_dir() and not (folder / "best").is_dir():
+    run = RunFolder(folder)
+    saved_file = run.config
+    if not run.state.is_dir() and not run.best.is_dir():
         return  # nothing saved yet: a fresh start overwrites nothing of value
     try:
         saved = json.loads(saved_file.read_text(encoding="utf-8"))

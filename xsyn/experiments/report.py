@@ -25,10 +25,12 @@ from xsyn.experiments.cells import DONE, cell_state
 from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
 from xsyn.experiments.selection import Selection, select
 from xsyn.experiments.spec import Cell, Experiment, _slug
+from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
 from xsyn.report.render import _format_delta, _format_stat, _markdown_table, _number, _signed
+from xsyn.training.folder import RunFolder
 from xsyn.utils.io import atomic_write_json, atomic_write_text
 
 
@@ -85,7 +87,7 @@ def _task_report(experiment: Experiment, section: TaskSection, folder: Path, boo
     for cell in shown:
         for split in evaluation.reported:
             (baselines if cell.variant == experiment.baseline else runs).append(
-                experiment.cell_dir(cell) / f"eval-{split}")
+                RunFolder(experiment.cell_dir(cell)).eval_dir(split))
     try:
         section.report = build_report(runs or baselines, baselines if runs else (), bootstrap)
         write_report(section.report, folder)
@@ -197,7 +199,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
     try:
-        return json.loads((experiment.cell_dir(cell) / "config.json").read_text(encoding="utf-8")).get("max_steps")
+        return json.loads(RunFolder(experiment.cell_dir(cell)).config.read_text(encoding="utf-8")).get("max_steps")
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
@@ -238,7 +240,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
     lines = []
     for comparison in reported.comparisons:
         system = next(s for s in reported.systems if s.label == comparison.system)
-        if not comparison.pairs or system.variant not in paper.system_names or system.variant == "none":
+        if (not comparison.pairs or system.variant not in paper.system_names
+                or get_variant(system.variant).is_baseline):
             continue
         axes = tuple(system.runs[0].results.get("pair_axes") or ())
         flip = axes == published.axes[::-1]

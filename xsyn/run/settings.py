@@ -19,7 +19,14 @@ from typing import Any
 
 from xsyn.data.cards import MODEL_HYPERPARAMETERS, PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.syntax.parsers import DOWNLOAD_POLICIES, STANZA_BATCH_DOCS, parse_parser_spec
+from xsyn.models.variants import get_variant
+from xsyn.syntax.parsing.registry import (
+    BATCH_SIZE,
+    DOWNLOAD,
+    PARSER_OPTIONS,
+    ParserChoiceError,
+    resolve_parser_choice,
+)
 from xsyn.utils.errors import XsynError
 from xsyn.utils.typecheck import type_mismatch
 
@@ -61,23 +68,26 @@ class RunConfig:
     n_best: int = 20
     max_train_examples: int | None = None  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = None  # use only the first N validation examples during training
+    max_eval_examples: int | None = None  # first N dev examples in training; an experiment caps its test sets too
     dev_fraction: float | None = None  # tasks without a dev set: share of train held out (default: the card's)
     dev_seed: int = 0  # ... and the seed that draws it (fixed, so runs of every seed share one dev set)
     skip_bad_rows: bool = False
     num_proc: int | None = None
     eval_batch_size: int = 64  # examples per prediction batch, over all processes
     # parsing
-    parser: str = "stanza"  # stanza | chain | conllu:PATH | udpipe:MODEL
+    parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
+    # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = None
-    parser_download: str = "reuse"
-    parser_device: str | None = None  # Stanza's device (cpu, cuda, cuda:1); default: a GPU when there is one
-    parser_batch_size: int = STANZA_BATCH_DOCS  # documents per Stanza call
+    parser_download: str = DOWNLOAD.default
+    parser_device: str | None = None
+    parser_batch_size: int = BATCH_SIZE.default
     parse_workers: int | None = None  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
-    save_every: int | None = None  # steps between resumable states (default: at every evaluation)
+    checkpointing_steps: int | str | None = None  # N steps or "epoch" between resumable states (default: at
+    # every evaluation)
+    save_total_limit: int | None = None  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
     log_every: int = 10
     trackers: list[str] = field(default_factory=list)  # tensorboard, wandb (accelerate trackers)
     # model variant
@@ -108,14 +118,16 @@ class RunConfig:
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 # Settings renamed in 0.2 (one name per concept on every command): config files and --set still take
 # the old names for one release, with a warning.
-RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples"}
+RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples",
+                    "save_every": "checkpointing_steps"}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
 DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
-BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
-                      "parser_download", "parser_device", "parser_batch_size", "parse_workers", "save_every",
-                      "log_every", "trackers", "hyperparameter_source", "hyperparameter_grid")
+BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
+                      "save_total_limit", "log_every",
+                      "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
 
@@ -134,7 +146,7 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
         if isinstance(value, list) and value and key not in LIST_SETTINGS:
             grids[key], value = value, value[0]
         if key in MODEL_HYPERPARAMETERS:
-            if variant != "none":
+            if not get_variant(variant).is_baseline:
                 syntax[key] = value
         elif key in FIELD_NAMES and key != "seed":
             values[key] = value
@@ -274,11 +286,12 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 _AT_LEAST = {
     "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
     "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1, "save_every": 1,
+    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1,
+    "save_total_limit": 1,
     "warmup_steps": 0, "weight_decay": 0,
 }
 _POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
-_CHOICES = {"mixed_precision": MIXED_PRECISIONS, "parser_download": DOWNLOAD_POLICIES}
+_CHOICES = {"mixed_precision": MIXED_PRECISIONS, DOWNLOAD.setting: DOWNLOAD.choices}
 
 
 def _check(config: RunConfig, card: TaskCard) -> None:
@@ -292,9 +305,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number, got {value} (--set {name}=...)")
     if config.gat_init and config.model == TINY:
-        from xsyn.pretraining.trainer import TINY_MODEL_DIR
+        from xsyn.training.folder import RunFolder
 
-        own = Path(config.gat_init) / TINY_MODEL_DIR
+        own = RunFolder(config.gat_init).tiny_model
         if own.is_dir():
             raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
                               "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
@@ -306,11 +319,11 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if getattr(config, name) not in choices:
             raise ConfigError(f"{name} {getattr(config, name)!r}: choose one of {', '.join(choices)}")
     try:
-        kind, source = parse_parser_spec(config.parser)
-    except ValueError as err:
+        missing = resolve_parser_choice(config.parser).missing_path()
+    except ParserChoiceError as err:
         raise ConfigError(f"{err} (--parser or --set parser=...)") from None
-    if source is not None and not Path(source).exists():
-        raise ConfigError(f"parser {config.parser!r}: {source} does not exist (a {kind} parser reads it)")
+    if missing:
+        raise ConfigError(missing)
     unknown = [name for name in config.trackers if name not in TRACKERS]
     if unknown:
         raise ConfigError(f"trackers: {unknown[0]!r} is not a tracker; choose from {', '.join(TRACKERS)}")
@@ -318,6 +331,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         value = getattr(config, name)
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
+    from xsyn.training.checkpoint import check_checkpointing_steps
+
+    check_checkpointing_steps(config.checkpointing_steps)
     for name in _POSITIVE:
         if not getattr(config, name) > 0:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
@@ -341,7 +357,7 @@ def model_positions(config: RunConfig) -> int | None:
     where its config cannot be read here (a hub model not downloaded: loading it will say so)."""
     if "max_position_embeddings" in config.syntax:
         return config.syntax["max_position_embeddings"]
-    from xsyn.models.presets import TINY, TINY_SHAPE
+    from xsyn.models.defaults import TINY_SHAPE
 
     if config.model == TINY:
         return TINY_SHAPE["max_position_embeddings"]
@@ -359,7 +375,7 @@ HEAD_SIZES = ("num_intents", "num_slot_labels")  # model fields a run sets from 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
     """Every key `--set` takes, with its type and default: the run settings, then the model settings
     (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings  # (their dataclasses: no transformers, no torch)
 
     hints = typing.get_type_hints(RunConfig)
     table: dict[str, dict[str, Any]] = {}
@@ -368,10 +384,9 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": _type_name(hints[f.name]), "default": default}
-    model = XsynBertConfig(variant=variant)
-    for name, hint in syntax_setting_types().items():
+    for name, (hint, default) in model_settings().items():
         if name not in (*HEAD_SIZES, "variant"):
-            table[name] = {"type": _type_name(hint), "default": getattr(model, name)}
+            table[name] = {"type": _type_name(hint), "default": default}
     return table
 
 
@@ -382,20 +397,27 @@ def _type_name(hint: Any) -> str:
 def check_model_settings(syntax: dict[str, Any]) -> None:
     """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
     misspelt one would otherwise be carried along unused."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings
 
-    types = {**syntax_setting_types(), "syntax_layers": list[int] | int | None}  # a card may give a count
-    known = {f.name for f in fields(XsynBertConfig)}
+    types = {name: hint for name, (hint, _) in model_settings().items()}
+    types["syntax_layers"] = list[int] | int | None  # a card may give a count
     for name, value in syntax.items():
-        if name not in known:
+        if name not in types and name not in _bert_setting_names():
             close = [PAPER_NAMES[name]] if name in PAPER_NAMES else difflib.get_close_matches(
-                name, sorted(known | FIELD_NAMES), n=1)  # a card's name for it (delta, alpha, m), or a typo
+                name, sorted(set(types) | _bert_setting_names() | FIELD_NAMES), n=1)  # a paper's name, or a typo
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
                               "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")
         expected = type_mismatch(value, types[name]) if name in types else _bert_mismatch(name, value)
         if expected:
             raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
+
+
+def _bert_setting_names() -> set[str]:
+    """BERT's own config fields (transformers is imported only for a setting that is not xsyn's)."""
+    from xsyn.models.configuration import XsynBertConfig
+
+    return {f.name for f in fields(XsynBertConfig)}
 
 
 def _bert_mismatch(name: str, value: Any) -> str | None:

@@ -9,8 +9,10 @@ share a file (Accelerate ranks, several nodes on a shared file system). A line i
 `key <TAB> crc32 <TAB> record-json`, the key 64 hex digits. A line whose key or checksum is wrong,
 or that is not a valid record, is skipped and counted once; its segment is simply parsed again. A
 shard's unfinished last line (a writer killed mid-line, or one still busy) counts as corrupt until
-its newline arrives. A write that fails (full disk, no permission) is undone and named with the
-fix (`--cache-dir`), so no partial line is left for the next run. No pickle anywhere.
+its newline arrives; the unfinished line of a writer that is gone (killed on this host) is cut off
+its shard by the first process that meets it, and counted there once. A write that fails (full
+disk, no permission) is undone and named with the fix (`--cache-dir`), so no partial line is left
+for the next run. No pickle anywhere.
 
 At corpus scale (a million entries) the index is what a run holds: per entry its key and one
 integer packing (shard, offset, length). Appends are flushed to the file at once (a killed process
@@ -123,6 +125,9 @@ class ParseCache:
                 self._bad += 1
             pos += len(line) + 1
         self._scanned[shard] = pos
+        if unfinished and _writer_gone(shard) and _cut(shard, pos):  # killed mid-line: the part line goes
+            self._bad += 1
+            unfinished = b""
         if unfinished:  # an unfinished last line: a writer is busy, or was killed mid-line
             self._unfinished.add(shard)
         else:
@@ -264,6 +269,31 @@ class ParseCache:
             os.ftruncate(fd, size)
         except OSError:
             self._shard = None
+
+
+def _writer_gone(shard: Path) -> bool:
+    """Whether the process that wrote `shard` (named HOST-PID-ID by `put_many`) has ended: it ran on
+    this host and no process has its id now. Unknown (another host, another naming) is not gone."""
+    host, pid, _ = (shard.stem.rsplit("-", 2) + ["", ""])[:3]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process has the id: alive
+        return False
+    return False
+
+
+def _cut(shard: Path, size: int) -> bool:
+    """Cut a dead writer's unfinished last line off its shard (so that no later run meets it);
+    False where the shard cannot be written (a read-only cache keeps counting it)."""
+    try:
+        os.truncate(shard, size)
+    except OSError:
+        return False
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:
