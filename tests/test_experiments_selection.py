@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from xsyn.experiments.cells import cell_state
 from xsyn.experiments.selection import read_dev_score, select
 from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment
 
@@ -47,8 +48,7 @@ def test_a_search_makes_cells_for_every_variant_and_evaluates_dev_for_the_choice
     assert {c.searched for c in gat} == {("learning_rate", "epochs")}
     assert {c.system for c in gat} == {(("gat_delta", 1),), (("gat_delta", 2),)}
     assert "synth/gat-gat_delta=2-learning_rate=0.0003-epochs=1-seed2" in [c.name for c in gat]
-    evaluation = experiment.evaluation_of("synth")
-    assert evaluation.splits == ("validation", "test") and evaluation.reported == ("test",)
+    assert experiment.evaluation_of("synth").splits == ("test",)  # dev is scored by each fine-tune itself
     cell = next(c for c in gat if dict(c.grid) == {"gat_delta": 2, "learning_rate": 3e-4, "epochs": 2})
     config = experiment.config(cell)
     assert (config.learning_rate, config.epochs, config.syntax["gat_delta"]) == (3e-4, 2, 2)
@@ -70,7 +70,7 @@ def test_the_best_mean_dev_point_is_chosen_per_system_and_only_complete_points_c
         dev[cell.name] = score
     finished = [c for c in experiment.cells if dev[c.name] is not None]
     shown, selections = select(experiment, "synth", finished,
-                               dev_score=lambda folder, lang: dev[str(folder.relative_to(experiment.runs_dir))])
+                               dev_score=lambda folder: dev[str(folder.relative_to(experiment.runs_dir))])
     chosen = {(s.variant, s.system): (dict(s.chosen), round(s.dev_score, 6), s.incomplete) for s in selections}
     assert chosen[("none", ())] == ({"learning_rate": 3e-4}, 61.5, 0)  # means 51.5 vs 61.5
     assert chosen[("gat", (("gat_delta", 1),))] == ({"learning_rate": 3e-4, "epochs": 2}, 63.5, 1)
@@ -82,21 +82,22 @@ def test_the_best_mean_dev_point_is_chosen_per_system_and_only_complete_points_c
 def test_ties_go_to_the_point_listed_first(tmp_path):
     experiment = _experiment(tmp_path)
     none = [c for c in experiment.cells if c.variant == "none"]
-    shown, (selection,) = select(experiment, "synth", none, dev_score=lambda folder, lang: 70.0)
+    shown, (selection,) = select(experiment, "synth", none, dev_score=lambda folder: 70.0)
     assert dict(selection.chosen) == {"learning_rate": 1e-4}
 
 
-def test_the_dev_score_is_the_training_languages_primary_score_on_validation(tmp_path):
+def test_the_dev_score_is_the_one_the_fine_tune_kept_its_best_checkpoint_on(tmp_path):
     folder = tmp_path / "cell"
-    (folder / "eval-validation").mkdir(parents=True)
-    (folder / "eval-validation" / "results.json").write_text(json.dumps({"per_language": {"svo": 81.25, "sov": 40}}))
-    assert read_dev_score(folder, "svo") == 81.25
-    assert read_dev_score(folder, "vso") is None and read_dev_score(tmp_path / "none", "svo") is None
+    folder.mkdir()
+    (folder / "validation_results.json").write_text(json.dumps({"step": 40, "metric": "accuracy", "primary": 81.25,
+                                                                "scores": {"accuracy": 81.25}}))
+    assert read_dev_score(folder) == 81.25
+    (folder / "validation_results.json").write_text('{"step": 40, "primary": NaN}')
+    assert read_dev_score(folder) is None and read_dev_score(tmp_path / "none") is None
 
 
 def test_without_a_search_every_finished_cell_is_shown(tmp_path):
     experiment = _experiment(tmp_path, SEARCH_FILE.split("[search]")[0] + "[evaluation]\nlangs = [\"svo\"]\n")
-    assert experiment.evaluation_of("synth").splits == ("test",)
     shown, selections = select(experiment, "synth", experiment.cells[:3])
     assert shown == experiment.cells[:3] and selections == []
 
@@ -231,6 +232,22 @@ def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path
 def test_a_bad_pretrain_table_is_refused_before_anything_runs(tmp_path, table, message):
     from xsyn.experiments import pretrain
 
-    text = PRETRAIN_FILE.replace("max_steps = 3\n", "max_steps = 3\n" + table)
+    text = PRETRAIN_FILE.replace('variants = ["gat"]\n', table) if table.startswith("variants") else (
+        PRETRAIN_FILE.replace("max_steps = 3\n", "max_steps = 3\n" + table))
     with pytest.raises(ExperimentError, match=message):
         pretrain.pretrain_settings(_experiment(tmp_path, text), "tiny")
+
+
+def test_a_missing_parser_model_lists_the_cells_and_run_refuses_to_start(tmp_path):
+    """A recipe names a UDPipe folder the user must supply: status still lists every cell; run says what is
+    missing before anything runs."""
+    from xsyn.experiments.launch import run_local
+
+    text = SEARCH_FILE.replace('parser = "chain"', f'parser = "udpipe:{tmp_path / "no-models"}"')
+    experiment = _experiment(tmp_path, text)
+    ((message, cells),) = experiment.missing_inputs.items()
+    assert "no-models does not exist" in message and len(cells) == len(experiment.cells)
+    assert cell_state(experiment, experiment.cells[0]).detail.startswith("needs parser 'udpipe:")
+    with pytest.raises(ExperimentError, match="no-models does not exist.* cells need it"):
+        run_local(experiment, gpus=[])
+    assert not (tmp_path / "runs").exists()  # nothing started

@@ -85,7 +85,7 @@ def _task_report(experiment: Experiment, section: TaskSection, folder: Path, boo
         return
     runs, baselines = [], []
     for cell in shown:
-        for split in evaluation.reported:
+        for split in evaluation.splits:
             (baselines if cell.variant == experiment.baseline else runs).append(
                 RunFolder(experiment.cell_dir(cell)).eval_dir(split))
     try:

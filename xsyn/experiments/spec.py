@@ -25,7 +25,8 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
 A grid point is a system of its own in the report (gat_delta=1 beside gat_delta=2). A search point is
 not: the papers tune learning rate, epochs or a threshold on dev, so for each task, model, variant and
 grid point the report keeps the search point with the best mean dev score over the seeds
-(`xsyn.experiments.selection`) and reports that point's runs; the validation split is evaluated for it.
+(`xsyn.experiments.selection`; the dev score each fine-tune kept its best checkpoint on) and reports that
+point's runs.
 
 Cells are ordered task, seed, model, variant, grid point: a run that stops early has the first
 seed of every system of the first task, which already makes a table.
@@ -48,6 +49,8 @@ from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.defaults import GAT_CONFIG, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import FIELD_NAMES, ConfigError, RunConfig, current_setting_name, resolve
+from xsyn.syntax.parsing.base import ParserChoiceError
+from xsyn.syntax.parsing.registry import resolve_parser_choice
 from xsyn.utils.errors import XsynError
 
 RECIPE_PACKAGE = "xsyn.experiments"
@@ -85,10 +88,9 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Evaluation:
-    splits: tuple[str, ...]  # every split evaluated
+    splits: tuple[str, ...]
     generalized: bool
     langs: tuple[str, ...]  # resolved: the task's languages when the file names none
-    reported: tuple[str, ...] = ()  # the splits the report shows (the others only choose search points)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Experiment:
     overrides: Overrides
     cards: dict[str, TaskCard]
     pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the GAT pre-training before fine-tuning
+    missing_inputs: dict[str, list[str]] = field(default_factory=dict)  # what is missing -> the cells that need it
     cells: list[Cell] = field(default_factory=list)
 
     def pretrained_variants(self) -> list[str]:
@@ -174,19 +177,28 @@ class Experiment:
         return any(self.variant_search.get(task, {}).values())
 
     def evaluation_of(self, task: str) -> Evaluation:
-        """The splits reported for the task (`reported`), and every split evaluated: with a search, the
-        validation split as well, on which the search point is chosen."""
         options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
                                          if k in _EVALUATION_KEYS}}
         split = options.get("split", "test")
-        reported = (split,) if isinstance(split, str) else tuple(split)
-        splits = reported if not self.searched(task) or "validation" in reported else ("validation", *reported)
+        splits = (split,) if isinstance(split, str) else tuple(split)
         langs = tuple(options.get("langs") or self.cards[task].languages)
-        return Evaluation(splits, bool(options.get("generalized", False)), langs, reported)
+        return Evaluation(splits, bool(options.get("generalized", False)), langs)
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell))
+
+    def missing_parser_model(self, cell: Cell) -> str | None:
+        """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
+        folder a recipe names): the experiment can still be listed; `run` refuses to start without it."""
+        parser = self._flags(cell).get("parser", RunConfig.parser)
+        try:
+            return resolve_parser_choice(parser).missing_path()
+        except ParserChoiceError:
+            return None  # not a valid choice at all: `config` says so
+
+    def _flags(self, cell: Cell) -> dict[str, Any]:
         card = self.cards[cell.task]
         task_options = self.task_options.get(cell.task, {})
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
@@ -205,7 +217,14 @@ class Experiment:
         pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
         if cell.variant in self.pretrained_variants() and pretrained.is_file():
             flags["gat_init"] = str(pretrained.parent)  # before the pre-training ran, the cell is listed without it
-        return resolve(cell.task, cell.variant, card, {}, flags)
+        return flags
+
+    def require_inputs(self) -> None:
+        """Refuse to run while a parser model the cells need is missing (listed, with the fix)."""
+        if self.missing_inputs:
+            message, cells = next(iter(self.missing_inputs.items()))
+            raise ExperimentError(f"{self.path}: {message} ({len(cells)} cells need it, e.g. {cells[0]}); "
+                                  "or choose another parser for every cell with --set parser=...")
 
 
 def split_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +348,10 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         try:
             experiment.config(cell)
         except ConfigError as err:
-            raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            missing = experiment.missing_parser_model(cell)
+            if missing is None or str(err) != missing:
+                raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            experiment.missing_inputs.setdefault(missing, []).append(cell.name)
     return experiment
 
 
