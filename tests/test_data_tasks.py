@@ -75,6 +75,12 @@ def test_udpos_fine_tunes_on_english_ewt_and_scores_words_zero_shot_on_other_tre
         tags = [t for sentence in predictions for t in sentence.split()]
         assert len(tags) == words[lang, "test"]  # one tag per syntactic word, none dropped
         assert set(tags) <= set(card.tags)
+    from xsyn.run.predict import predict
+
+    predicted = predict(out / "best", [{"text": "Der Hund schläft ."}], lang="de", tokens="whitespace",
+                        overrides={"cache_dir": str(tmp_path / "cache")})
+    assert [t["text"] for t in predicted[0]["tokens"]] == ["Der", "Hund", "schläft", "."]
+    assert {t["tag"] for t in predicted[0]["tokens"]} <= set(card.tags) and "entities" not in predicted[0]
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

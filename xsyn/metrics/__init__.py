@@ -41,8 +41,8 @@ from xsyn.metrics.intent_slot import IntentSlot
 from xsyn.metrics.qa import MlqaQA, Squad2QA, SquadQA
 
 _METRICS: dict[str, type[Metric]] = {
-    cls.id: cls for cls in (Accuracy, WordAccuracy, SubsetAccuracy, Mcc, AccuracyF1, Correlation, EntityF1, SquadQA,
-                            Squad2QA, MlqaQA, IntentSlot, Cged, ErrorDetection)
+    cls.id: cls for cls in (Accuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged, WordAccuracy, Mcc, AccuracyF1,
+                            Correlation, ErrorDetection, Squad2QA, SubsetAccuracy)
 }
 METRIC_IDS = tuple(_METRICS)
 
