@@ -66,11 +66,11 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
     assert Path(config.output_dir) == tmp_path / "runs" / names[2]
     assert "gat_delta" not in experiment.config(experiment.cells[0]).syntax  # the baseline is never varied
     assert experiment.evaluation_of("synth").langs == ("svo", "sov")
-    assert recipe_names() == ["ahmad2021", "li2021", "sgnet", "synth"]
+    assert recipe_names() == ["ahmad2021", "li2021", "parses", "sgnet", "synth"]
     other_model = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(model="my/bert"))
     assert other_model.cells[0].name == "synth/none-my_bert-seed1"  # never the folder of the file's model
     bundled = load_experiment("ahmad2021")
-    assert len(bundled.cells) == 6 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
+    assert len(bundled.cells) == 9 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
     assert not bundled.evaluation_of("panx").generalized
 
 

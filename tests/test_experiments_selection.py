@@ -251,3 +251,27 @@ def test_a_missing_parser_model_lists_the_cells_and_run_refuses_to_start(tmp_pat
     with pytest.raises(ExperimentError, match="no-models does not exist.* cells need it"):
         run_local(experiment, gpus=[])
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_the_papers_recipes_list_every_cell_of_their_tables():
+    """li2021: Table 1 (4 tasks x base/large x BERT/WLA/SLA), Table 2 (4 tasks, base, BERT/SLA), Table 3
+    (3 Chinese tasks x 3 systems); each system over the paper's grid (lr 2 x epochs 3, CoNLL lr 3 x epochs 2;
+    m 2 for SLA, k 3 for WLA) and 5 seeds. sgnet: SQuAD 2.0 and RACE over lr 4 x batch 3, MLQA and XQuAD."""
+    from collections import Counter
+
+    from xsyn.experiments.spec import load_experiment as load
+
+    li = load("li2021")
+    per_system = {"none": 6, "wla": 6 * 3, "sla": 6 * 2}  # search points
+    expected = {task: 2 * 5 * sum(per_system.values()) for task in ("cola", "sst2", "conll_ner", "fce")}
+    expected.update({task: 5 * (per_system["none"] + per_system["sla"]) for task in ("qnli", "rte", "mrpc", "stsb")})
+    expected.update({task: 5 * sum(per_system.values()) for task in ("chnsenticorp", "msra_ner", "cged")})
+    assert Counter(cell.task for cell in li.cells) == expected and len(li.cells) == 2340
+    assert {c.model for c in li.cells if c.task == "fce"} == {"bert-base-cased", "bert-large-cased"}
+    cola = li.config(next(c for c in li.cells if c.task == "cola" and c.variant == "sla"))
+    assert (cola.eval_every, cola.batch_size, cola.max_length, cola.parser) == (500, 32, 128, "spacy:en_core_web_sm")
+    assert li.evaluation_of("cola").splits == ("validation",) and li.evaluation_of("fce").splits == ("test",)
+    sgnet = load("sgnet")
+    assert Counter(cell.task for cell in sgnet.cells) == {"squad_v2": 4 * 3 * 2 * 3, "race": 4 * 3 * 2 * 3,
+                                                         "mlqa": 2 * 3, "xquad": 2 * 3}
+    assert sgnet.config(next(c for c in sgnet.cells if c.task == "race")).max_length == 384
