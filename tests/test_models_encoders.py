@@ -173,20 +173,21 @@ def test_a_model_of_another_architecture_names_the_families_it_could_be(tmp_path
     from transformers import DistilBertConfig
 
     DistilBertConfig(vocab_size=10, dim=8, n_layers=1, n_heads=2, hidden_dim=16).save_pretrained(tmp_path)
-    with pytest.raises(InputError, match="'distilbert' model.*bert, xlm-roberta, roberta"):
+    with pytest.raises(InputError, match="'distilbert' model.*bert, xlm-roberta, roberta, camembert"):
         build_model(str(tmp_path), "gat", "sequence", num_labels=2)
 
 
-def test_roberta_shares_the_code_bit_for_bit(tmp_path, batch):
-    from transformers import RobertaConfig, RobertaForMaskedLM
+@pytest.mark.parametrize("family", ["roberta", "camembert"])
+def test_other_roberta_family_encoders_share_the_code_bit_for_bit(tmp_path, batch, family):
+    from transformers import AutoConfig, AutoModelForMaskedLM
 
     torch.manual_seed(1)
-    RobertaForMaskedLM(RobertaConfig(vocab_size=3000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=514, type_vocab_size=1)
-                       ).save_pretrained(tmp_path)
+    config = AutoConfig.for_model(family, vocab_size=3000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=514, type_vocab_size=1)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(tmp_path)
     ours = build_model(str(tmp_path), "none", "sequence", num_labels=2).eval()
-    assert type(ours).__name__ == "XsynRobertaForSequenceClassification"
-    plain = plain_model(family_of("roberta"), "sequence", tmp_path, ours)
+    assert type(ours).__name__ == f"Xsyn{family_of(family).stem}ForSequenceClassification"
+    plain = plain_model(family_of(family), "sequence", tmp_path, ours)
     with torch.no_grad():
         assert torch.equal(ours(**batch).logits, plain(**inputs(batch)).logits)
 
@@ -198,3 +199,37 @@ def test_every_family_has_its_classes_and_a_distinct_xsyn_model_type():
         classes = family_classes(family)
         assert classes.config.model_type == family.xsyn_type
         assert all(cls.base_model_prefix == family.prefix for cls in classes.all())
+
+
+def test_an_xlmr_run_finetunes_gets_a_card_citing_xlmr_and_predicts_on_text_in_three_scripts(
+        xlmr_checkpoint, shared_data, tmp_path):
+    """`--model` is a plain XLM-R checkpoint like any other: finetune (PAN-X, pre-tokenised), its card,
+    `xsyn predict` on raw Latin, Han and Devanagari text (the offsets point into each input)."""
+    from click.testing import CliRunner
+    from huggingface_hub import ModelCard
+
+    from xsyn.cli import main
+
+    if not (shared_data / "panx" / "train-en.tsv").is_file():
+        pytest.skip("PAN-X not found in ../shared/data")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, [
+        "finetune", "--task", "panx", "--data-dir", str(shared_data / "panx"), "--model", str(xlmr_checkpoint),
+        "--train-lang", "en", "--parser", "chain", "--quiet", "--max-train-examples", "16", "--set",
+        "max_eval_examples=8", "--batch-size", "8", "--max-length", "48", "--max-steps", "1", "--eval-every", "1",
+        "--variant", "gat", "--set", "gat_layers=1", "--cache-dir", str(tmp_path / "cache"),
+        "--output-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "best" / "config.json").read_text())
+    assert saved["architectures"] == ["XsynXLMRobertaForTokenClassification"]
+    card = ModelCard.load(out / "best" / "README.md").text
+    assert "@inproceedings{conneau-etal-2020-unsupervised" in card and "devlin-etal-2019-bert" not in card
+    texts = ["Angela Merkel visited Paris.", "他说，我回家了。", "उसने कहा, मैं घर आया हूं।"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    result = CliRunner().invoke(main, ["predict", "--model-dir", str(out), "--input", str(tmp_path / "in.jsonl"),
+                                       "--parser", "chain", "--output", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 3
+    for text, row in zip(texts, rows):
+        assert row["tokens"] and all(text[t["start"]:t["end"]] == t["text"] for t in row["tokens"])

@@ -89,16 +89,22 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The device's peak rate for --dtype, for FLOP utilisation [default: the data sheet's dense "
                    "bf16/fp16 peak for H100/H200/A100; none otherwise].")
-@click.option("--skip-plain-bert", is_flag=True, help="Leave out the plain_bert row (transformers' own BERT).")
+@click.option("--skip-plain-bert", is_flag=True,
+              help="Leave out the plain row (transformers' own model: plain_bert, plain_xlm-roberta).")
+@click.option("--encoders", default=None, metavar="NAMES",
+              help="Comma-separated published shapes measured one after the other, each with its own vocabulary, "
+                   "family and plain row, plus what its embedding matrix costs (step with it trained and frozen, "
+                   "AdamW update and state): mbert, xlmr-base, xlmr-large. Replaces --layers, --hidden, --heads "
+                   "and --vocab-size.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
-                   "one row per variant and plain_bert.")
+                   'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
 def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, as_json: bool) -> None:
-    """Time forward + backward of every syntax variant and of plain BERT against `none`; peak memory, tokens
-    per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import PLAIN_BERT, measure
+                skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
+    """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
+    tokens per second and FLOP utilisation."""
+    from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
     from xsyn.benchmarks.model import peak_tflops as known_peak
 
     chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
@@ -116,6 +122,30 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
              "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
              "max_position_embeddings": max(512, seq_len)}
     peak = peak_tflops or known_peak(device, dtype)
+    if encoders is not None:
+        names = [name for name in encoders.split(",") if name]
+        unknown = [name for name in names if name not in ENCODER_SHAPES]
+        if unknown or not names:
+            raise click.BadParameter(f"unknown encoder(s) {', '.join(unknown)}; choose from "
+                                     f"{', '.join(ENCODER_SHAPES)}", param_hint="--encoders")
+        figures = {}
+        for name in names:
+            encoder = ENCODER_SHAPES[name]
+            shape = {**encoder.config, "max_position_embeddings": max(encoder.config["max_position_embeddings"],
+                                                                       seq_len + 2)}
+            figures[name] = {
+                "rows": measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
+                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family),
+                "embedding": embedding_costs(shape, encoder.family, batch_size, seq_len, repeats, seed, device, dtype)}
+        if as_json:
+            click.echo(json.dumps(figures))
+            return
+        for name, figure in figures.items():
+            click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, batch {batch_size} x {seq_len} "
+                       f"pieces, {device} {dtype}, fastest (and median) of {repeats} interleaved rounds")
+            _print_rows(figure["rows"], peak)
+        _print_embedding_costs({name: figure["embedding"] for name, figure in figures.items()})
+        return
     results = measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
                       warmup=3 if gpu else 1, plain_bert=not skip_plain_bert)
     if as_json:
@@ -126,12 +156,16 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         return
     click.echo(f"forward + backward, {layers} layers, hidden {hidden}, batch {batch_size} x {seq_len} pieces, "
                f"{device} {dtype}, fastest (and median) of {repeats} interleaved rounds; "
-               f"{PLAIN_BERT}: transformers' BertForSequenceClassification (sdpa)")
-    click.echo(f"{'row':<10} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
+               "plain_bert: transformers' BertForSequenceClassification (sdpa)")
+    _print_rows(results, peak)
+
+
+def _print_rows(results: dict[str, dict], peak: float | None) -> None:
+    click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
                f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'syntax params':>14}")
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        click.echo(f"{row:<10} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
+        click.echo(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
                    f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
                    f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
                    f"{mfu:>6} {r['syntax_parameters']:>14,}")
@@ -139,6 +173,20 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         click.echo("MFU: give --peak-tflops (the device's peak for this dtype) to compute it")
     else:
         click.echo(f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
+
+
+def _print_embedding_costs(costs: dict[str, dict]) -> None:
+    """The `none` model's embedding matrix, encoder by encoder (`embedding_costs`)."""
+    mib = 2 ** 20
+    click.echo("\nthe embedding matrix (none): parameters, the step with it trained / frozen, AdamW")
+    click.echo(f"{'encoder':<11} {'params M':>9} {'embedding':>10} {'ms/step':>9} {'frozen':>9} {'peak MB':>9} "
+               f"{'frozen':>9} {'word emb MB':>11} {'AdamW ms':>9} {'Adam state MB':>13}")
+    for name, c in costs.items():
+        click.echo(f"{name:<11} {c['parameters'] / 1e6:>9.1f} {c['embedding_share']:>10.1%} "
+                   f"{1000 * c['step_seconds']:>9.1f} {1000 * c['step_seconds_frozen_embeddings']:>9.1f} "
+                   f"{c['peak_bytes'] / mib:>9.1f} {c['peak_bytes_frozen_embeddings'] / mib:>9.1f} "
+                   f"{c['word_embedding_bytes'] / mib:>11.1f} {1000 * c['optimizer_step_seconds']:>9.1f} "
+                   f"{c['optimizer_state_bytes'] / mib:>13.1f}")
 
 
 @bench.command(name="eval")
@@ -154,17 +202,15 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,
               help="Device time of one training step for the simulated data wait (e.g. a GPU's) [default: the "
                    "step measured here, less its data wait].")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Worker processes that collate ahead in the worker-process simulation.")
 @click.option("--simulated-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Training batches the simulation draws (the first of the run's first epoch).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, workers, simulated_batches,
+def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches,
                as_json) -> None:
     """Per-pair cost of generalized evaluation, and the data-wait share of training (measured, and simulated at a
-    given step time with and without prefetching)."""
+    given step time)."""
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
-                            train_steps, step_seconds=None if step_ms is None else step_ms / 1000, workers=workers,
+                            train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
                             simulated_batches=simulated_batches)
     if as_json:
         click.echo(json.dumps(result))
@@ -174,9 +220,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
                f"(step {1000 * result['step_seconds_compute']:.1f} ms without it)")
     click.echo(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
     click.echo(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
-               f"{result['data_wait_fraction_inline']:.2%} collating in the loop, "
-               f"{result['data_wait_fraction_prefetched']:.2%} prefetched by a thread, "
-               f"{result['data_wait_fraction_worker_processes']:.2%} by {result['prefetch_workers']} worker processes")
+               f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
 
 
 @bench.command(name="parse")

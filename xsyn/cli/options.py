@@ -59,10 +59,26 @@ def _new_value(option: str, old: str, values: Mapping[str, Mapping[str, str]]) -
     return new
 
 
+LOUDNESS = {"-v": logging.INFO, "--verbose": logging.INFO, "-q": logging.ERROR}  # `xsyn`'s own options
+
+
+def take_loudness(args: list[str]) -> tuple[list[str], set[int]]:
+    """`args` without `xsyn`'s -v/--verbose/-q (given after the command name), and the levels they ask for."""
+    end = args.index("--") if "--" in args else len(args)
+    levels = {LOUDNESS[arg] for arg in args[:end] if arg in LOUDNESS}
+    return [arg for arg in args[:end] if arg not in LOUDNESS] + args[end:], levels
+
+
 class XsynCommand(click.Command):
-    """A command that accepts the old option names its callback declares with `renamed`."""
+    """A command that accepts the old option names its callback declares with `renamed`, and `xsyn`'s
+    -v/-q after its name as well as before it (`xsyn finetune ... -v`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args, levels = take_loudness(args)
+        if len(levels) > 1:
+            raise click.UsageError("-v and -q contradict each other; give one")
+        if levels:
+            logging.getLogger("xsyn").setLevel(levels.pop())
         options, values = getattr(self.callback, _RENAMES, ({}, {}))
         if options or values:
             args = rewrite_renamed(args, options, values)

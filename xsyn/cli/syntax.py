@@ -129,7 +129,9 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
     click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
     click.echo(f"parsed:          {report.parsed}")
-    click.echo(f"parse time:      {report.seconds:.2f}s")
+    click.echo(f"parse time:      {report.seconds:.2f}s"
+               + (f" ({report.parsed / report.parse_seconds:,.0f} sentences/s parsed)"
+                  if report.parsed and report.parse_seconds else ""))
     if report.corrupt_cache_entries:
         click.echo(f"corrupt cache entries skipped (parsed again): {report.corrupt_cache_entries}")
     for key, value in extra.items():

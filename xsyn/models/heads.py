@@ -4,15 +4,18 @@
 |-------------------------------------|---------------|-----------------------|---------------------------------|
 | `XsynBertForSequenceClassification` | `sequence`    | pooled `[CLS]`        | `labels` (B,)                   |
 | `XsynBertForTokenClassification`    | `token`       | every piece           | `labels` (B, T) on first pieces |
+| `XsynBertForMultipleChoice`         | `multiple_`   | pooled `[CLS]` of     | `labels` (B,): the answer's     |
+|                                     | `choice`      | each option's input   | option (B x options inputs)     |
 | `XsynBertForQuestionAnswering`      | `qa`          | every piece           | `start_positions`,              |
 |                                     |               |                       | `end_positions` (B,)            |
 | `XsynBertForIntentSlot`             | `intent_slot` | pooled `[CLS]`, and   | `intent_labels` (B,),           |
 |                                     |               | every piece for slots | `slot_labels` (B, T)            |
 
-`forward(**batch, <labels>)` takes a collated batch (`xsyn.trees.batch.collate_trees`) plus the head's
-labels. With labels it returns `loss = task_loss + weight * (its parts)` for each auxiliary loss of
-the variant (`SyntaxVariant.losses`; gat: `structural_loss_weight * (distance_loss + depth_loss)`),
-just `task_loss` when there are none, and every term separately for logging (`out.distance_loss`).
+`forward(input_ids, ..., tree_segment, <labels>)` takes the fields of a collated batch
+(`xsyn.trees.batch.collate_trees`) plus the head's labels. With labels it returns
+`loss = task_loss + weight * (its parts)` for each auxiliary loss of the variant (`SyntaxVariant.losses`;
+gat: `structural_loss_weight * (distance_loss + depth_loss)`), just `task_loss` when there are none,
+and every term separately for logging (`out.distance_loss`).
 The sequence and intent heads use BERT's pretrained pooler (dense + tanh on `[CLS]`).
 
 The per-piece losses (token labels, slots) average over the batch's labelled pieces, or, given
@@ -93,6 +96,16 @@ class XsynHeadModel(XsynBertPreTrainedModel):
         """Config fields that size this head and name its outputs, from a task's labels and tags."""
         return {}
 
+    def _encode(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                token_type_ids: torch.Tensor | None, tree_parent: torch.Tensor | None, tree_upos: torch.Tensor | None,
+                tree_deprel: torch.Tensor | None, tree_word: torch.Tensor | None, tree_segment: torch.Tensor | None,
+                labelled: bool, **kwargs) -> XsynModelOutput:
+        """The encoder's output; with the variant's auxiliary losses when the head has labels."""
+        return self.base_model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               tree_parent=tree_parent, tree_upos=tree_upos, tree_deprel=tree_deprel,
+                               tree_word=tree_word, tree_segment=tree_segment, compute_structural_loss=labelled,
+                               **kwargs)
+
     def _losses(self, task_loss: torch.Tensor | None, encoded: XsynModelOutput) -> dict:
         """`loss`, `task_loss`, the variant's loss parts, and the encoder's optional outputs for the head's
         output."""
@@ -140,17 +153,27 @@ class _LabelClassifier(XsynHeadModel):
                            else nn.Linear(config.hidden_size, num_labels))
         self.post_init()
 
-    def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
-                **batch) -> XsynClassifierOutput:
-        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
+                **kwargs) -> XsynClassifierOutput:
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labels is not None, **kwargs)
         features = getattr(encoded, self.features)
         logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
-        task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
+        task_loss = None
+        if labels is not None and self.config.problem_type == "regression":  # one output: MSE, as transformers
+            task_loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
+        elif labels is not None:
+            task_loss = cross_entropy(logits, labels, labelled_tokens)
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
 
 class XsynBertForSequenceClassification(_LabelClassifier):
-    """A label per input, from the pooled `[CLS]`."""
+    """A label per input, from the pooled `[CLS]`; with `problem_type="regression"` (one label) a score
+    per input, trained with mean squared error (STS-B), as transformers' sequence classifiers do."""
 
     uses_pooler = True
     features = "pooler_output"
@@ -168,6 +191,27 @@ class XsynBertForTokenClassification(_LabelClassifier):
         return _id2label(tags)
 
 
+class XsynBertForMultipleChoice(XsynHeadModel):
+    """A score per option from its own sequence's pooled `[CLS]`; cross-entropy of the softmax over an
+    example's options against the answer's index. The batch holds each option as an input of its own,
+    an example's `num_choices` options consecutive (`xsyn.data.features.collate_features`)."""
+
+    uses_pooler = True
+
+    def __init__(self, config: XsynBertConfig):
+        super().__init__(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, num_choices: torch.Tensor, labels: torch.Tensor | None = None, **batch) -> XsynClassifierOutput:
+        if num_choices.numel() and bool((num_choices != num_choices[0]).any()):
+            raise ValueError(f"every example of a batch needs the same number of options, got {num_choices.tolist()}")
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        logits = self.classifier(self.dropout(encoded.pooler_output)).view(-1, int(num_choices[0]))
+        task_loss = cross_entropy(logits, labels) if labels is not None else None
+        return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
+
+
 class XsynBertForQuestionAnswering(XsynHeadModel):
     """Start/end logits over pieces. A window without the answer should point both at `[CLS]` (0)."""
 
@@ -176,10 +220,15 @@ class XsynBertForQuestionAnswering(XsynHeadModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    def forward(self, start_positions: torch.Tensor | None = None, end_positions: torch.Tensor | None = None,
-                **batch) -> XsynQuestionAnsweringOutput:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                start_positions: torch.Tensor | None = None,
+                end_positions: torch.Tensor | None = None, **kwargs) -> XsynQuestionAnsweringOutput:
         labelled = _all_or_none(start_positions=start_positions, end_positions=end_positions)
-        encoded = self.base_model(**batch, compute_structural_loss=labelled)
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labelled, **kwargs)
         start_logits, end_logits = self.qa_outputs(encoded.last_hidden_state).unbind(-1)
         task_loss = None
         if labelled:
@@ -204,10 +253,16 @@ class XsynBertForIntentSlot(XsynHeadModel):
         self.slot_classifier = nn.Linear(config.hidden_size, _require(config, "num_slot_labels"))
         self.post_init()
 
-    def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
-                labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                intent_labels: torch.Tensor | None = None,
+                slot_labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
+                **kwargs) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
-        encoded = self.base_model(**batch, compute_structural_loss=labelled)
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labelled, **kwargs)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
         slot_logits = self.slot_classifier(self.dropout(encoded.last_hidden_state))
         intent_loss = slot_loss = task_loss = None
@@ -223,5 +278,6 @@ HEAD_CLASSES: dict[str, type[XsynHeadModel]] = {
     "sequence": XsynBertForSequenceClassification,
     "token": XsynBertForTokenClassification,
     "qa": XsynBertForQuestionAnswering,
+    "multiple_choice": XsynBertForMultipleChoice,
     "intent_slot": XsynBertForIntentSlot,
 }

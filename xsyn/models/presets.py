@@ -16,11 +16,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
 
-from xsyn.models.defaults import DEFAULT_MODEL, TINY  # noqa: F401  (TINY: re-exported for older imports)
+from xsyn.models.defaults import DEFAULT_MODEL, TINY, TINY_SHAPE  # noqa: F401  (TINY*: re-exported)
 from xsyn.utils.errors import InputError, MissingInputError, first_line
 
-TINY_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 512, "max_position_embeddings": 512}
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 

@@ -35,13 +35,13 @@ from typing import Any
 from xsyn import versions
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
-from xsyn.run.inference import predict, score
+from xsyn.run.inference import decode_and_score, model_outputs
 from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import RunConfig, read_config_file
-from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
-from xsyn.run.train import TASK_FILE
+from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
+from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
@@ -71,11 +71,11 @@ def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise RunNotFoundError(f"--model-dir {model_dir} does not exist")
-    if (model_dir / TASK_FILE).is_file():
+    if task_file(model_dir).is_file():
         run_dir, path = model_dir.parent, model_dir
     else:
-        best = existing_dir(model_dir / "best")
-        if best is None or not (best / TASK_FILE).is_file():
+        best = existing_dir(RunFolder(model_dir).best)
+        if best is None or not task_file(best).is_file():
             raise RunNotFoundError(f"{model_dir} holds no checkpoint: expected best/ with {TASK_FILE} (written by "
                                    "xsyn finetune), or a checkpoint folder itself; is the run finished?")
         run_dir, path = model_dir, best
@@ -85,7 +85,7 @@ def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
 
 def read_task_info(checkpoint: Path) -> dict[str, Any]:
     """The checkpoint's task, label and tag names (`xsyn_task.json`), checked."""
-    file = checkpoint / TASK_FILE
+    file = task_file(checkpoint)
     try:
         info = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -102,7 +102,7 @@ def read_task_info(checkpoint: Path) -> dict[str, Any]:
 def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) -> RunConfig:
     """The settings a checkpoint was trained with (the run's config.json; for a checkpoint copied out
     of its run, the defaults for its task), with the given overrides that are not None."""
-    config_file = checkpoint.run_dir / "config.json"
+    config_file = RunFolder(checkpoint.run_dir).config
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
@@ -185,9 +185,9 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     split = split or default_split(card)
     holdout = None
     if split == "validation" and "validation" not in card.splits and card.dev_fraction is not None:
-        holdout = dev_holdout(card, config, run_dir / "data_report.json")
+        holdout = dev_holdout(card, config, RunFolder(run_dir).data_report)
         if holdout.ids is None:
-            raise MissingInputError(f"{run_dir / 'data_report.json'} records no validation hold-out: task "
+            raise MissingInputError(f"{RunFolder(run_dir).data_report} records no validation hold-out: task "
                                     f"{card.name!r} has no dev set of its own, and its validation split is the "
                                     "share of the training data a run held out; evaluate a run folder that has one")
         if langs and list(langs) != [config.train_lang]:
@@ -199,17 +199,18 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     langs = list(langs or card.languages)
     for lang in langs:
         card.check_lang(lang)
-    out = Path(output_dir) if output_dir else run_dir / (f"eval-{card.name}-{split}" if other_task else f"eval-{split}")
+    named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
+    out = Path(output_dir) if output_dir else RunFolder(run_dir).eval_dir(named)
     preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     main = accelerator.is_main_process
 
     tokenizer = load_tokenizer(checkpoint.path)
     model = accelerator.prepare(load_model(checkpoint.path))
-    vocab = Vocab(labels=checkpoint.labels, tags=checkpoint.tags)
+    names = LabelNames(labels=checkpoint.labels, tags=checkpoint.tags)
     parser = make_parser(config)
     fingerprint = _fingerprint(checkpoint.path, config, split, parser, max_examples)
-    partial = out / "partial"
+    partial = eval_partial(out)
     loaded: dict[str, list] = {}  # language -> its parsed examples, reused by the pairs
     bar = progress_bar(len(langs) * (len(langs) if generalized else 1), 0, main and progress,
                        f"{card.name} {split}")
@@ -225,16 +226,17 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
                 return cached
         started = time.perf_counter()
         try:
-            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab, parser=parser,
-                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples)
+            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, names=names, parser=parser,
+                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples,
+                                     progress=progress)
         except DataNotFoundError as err:
             if skip_missing:
                 return None
             raise DataNotFoundError(f"{err}\n(pass --langs to choose languages, or --skip-missing to "
                                     "evaluate those that have data)") from None
-        outputs = predict(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
-        result = score(card, data.examples, data.features, outputs, vocab.labels, vocab.tags,
-                       config.n_best, config.max_answer_length)
+        outputs = model_outputs(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
+        result = decode_and_score(card, data.examples, data.features, outputs, names.labels, names.tags,
+                                  config.n_best, config.max_answer_length)
         record = {"fingerprint": fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
                   "predicted_nothing": _predicts_nothing(result["predictions"]),
@@ -278,8 +280,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         summary["max_eval_examples"] = max_examples
     if main:
         _write_tables(out, card, summary, pairs)
-        atomic_write_json(out / "results.json", summary)
-        write_model_card(checkpoint.path, run_dir, extra_results=[out / "results.json"])
+        atomic_write_json(eval_results(out), summary)
+        write_model_card(checkpoint.path, run_dir, extra_results=[eval_results(out)])
     accelerator.wait_for_everyone()
     return summary
 
@@ -325,8 +327,8 @@ def _write_examples(out: Path, card: TaskCard, split: str, key: str, examples, r
     lines = [json.dumps({"id": e.id, "prediction": _jsonable(p), "reference": _jsonable(r)}, ensure_ascii=False)
              for e, p, r in zip(examples, result["predictions"], result["references"])]
     atomic_write_text(out / "per_example" / f"{split}-{key}.jsonl", "".join(line + "\n" for line in lines))
-    card.spec.write_predictions(out / "predictions" / card.name / f"{split}-{key}", examples, result["predictions"],
-                                card.metric)
+    card.task_kind.write_predictions(out / "predictions" / card.name / f"{split}-{key}", examples,
+                                     result["predictions"], card.metric)
 
 
 def _copy_examples(out: Path, split: str, lang: str, key: str) -> None:

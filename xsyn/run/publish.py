@@ -23,7 +23,9 @@ from typing import Any
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
+from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.variants import get_variant
+from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
@@ -31,16 +33,6 @@ CARD_FILE = "README.md"
 TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warmup_steps", "weight_decay",
                      "max_length", "doc_stride", "max_query_length", "mixed_precision", "parser")
 
-BERT = """@inproceedings{devlin-etal-2019-bert,
-  title = "{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding",
-  author = "Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina",
-  booktitle = "Proceedings of the 2019 Conference of the North {A}merican Chapter of the Association for
-               Computational Linguistics: Human Language Technologies, Volume 1 (Long and Short Papers)",
-  year = "2019",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/N19-1423",
-  pages = "4171--4186"
-}"""
 
 
 # -- the card --------------------------------------------------------------------------------------
@@ -57,7 +49,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def _evaluations(checkpoint: Path, run_dir: Path, extra: Sequence[Path]) -> list[dict[str, Any]]:
     """The results.json files of this checkpoint's evaluations, one per split (the newest wins)."""
     found: dict[str, dict[str, Any]] = {}
-    paths = sorted(run_dir.glob("eval-*/results.json"), key=lambda p: p.stat().st_mtime) + list(extra)
+    paths = RunFolder(run_dir).eval_results() + list(extra)
     for path in paths:
         result = _read_json(path)
         if result and Path(result.get("checkpoint", "")).resolve() == checkpoint.resolve():
@@ -75,10 +67,13 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     checkpoint, run_dir = Path(checkpoint), Path(run_dir)
-    task_info = _read_json(checkpoint / "xsyn_task.json") or {}
-    model_config = _read_json(checkpoint / "config.json") or {}
-    run = _read_json(run_dir / "config.json") or {}
-    dev = _read_json(run_dir / "validation_results.json") or _read_json(run_dir / "dev_results.json")  # pre-0.2
+    from transformers.utils import CONFIG_NAME
+
+    folder = RunFolder(run_dir)
+    task_info = _read_json(task_file(checkpoint)) or {}
+    model_config = _read_json(checkpoint / CONFIG_NAME) or {}
+    run = _read_json(folder.config) or {}
+    dev = _read_json(folder.validation_results) or _read_json(run_dir / "dev_results.json")  # pre-0.2
     card = load_card(task_info.get("task") or run["task"])
     variant = model_config.get("variant", run.get("variant", "none"))
     base = run.get("model", "?")
@@ -86,9 +81,10 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     evaluations = _evaluations(checkpoint, run_dir, [Path(p) for p in extra_results])
     # No pipeline_tag: the hub would offer `pipeline(...)` and a widget on raw text, which cannot work
     # (the model needs a dependency parse of its input); the task type stays on the results.
-    task_type = card.spec.pipeline_tag
+    task_type = card.task_kind.pipeline_tag
 
-    eval_results = [EvalResult(task_type=task_type, dataset_type=card.name, dataset_name=card.title,
+    eval_results = [EvalResult(task_type=task_type, dataset_type=result.get("task", card.name),
+                               dataset_name=_dataset_name(card, result),
                                dataset_config=lang, dataset_split=result["split"], metric_type=result["primary"],
                                metric_value=round(score, 4))
                     for result in evaluations for lang, score in result["per_language"].items()]
@@ -106,9 +102,15 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
         _training_section(card, run, task_info, train_lang),
         _results_section(dev, evaluations),
         _usage_section(card, checkpoint),
-        _citation_section(card, variant),
+        _citation_section(card, variant, model_config.get("model_type")),
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(s for s in sections if s) + "\n")
+
+
+def _dataset_name(card: TaskCard, result: dict[str, Any]) -> str:
+    """The evaluated task's title: the card's, or the other task's name (`xsyn evaluate --task`)."""
+    task = result.get("task", card.name)
+    return card.title if task == card.name else task
 
 
 def write_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results: Sequence[str | Path] = ()) -> Path:
@@ -161,7 +163,8 @@ def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any
                 for lang, score in result["per_language"].items()]
         if result.get("average") is not None:
             rows.append(("average", f"{result['average']:.2f}", ""))
-        parts.append(f"Zero-shot, {result['split']} split ({result['primary']}):\n\n"
+        parts.append(f"Zero-shot on {result.get('task', 'the task')}, {result['split']} split "
+                     f"({result['primary']}):\n\n"
                      + _table(rows, ("language", result["primary"], "examples")))
     if not evaluations:
         parts.append("Not evaluated yet: `xsyn evaluate --model-dir RUN` adds the table here.")
@@ -177,10 +180,10 @@ def _portable(value: Any) -> Any:
 
 
 def _usage_section(card: TaskCard, checkpoint: Path) -> str:
-    if card.spec.auto_class:
+    if card.task_kind.auto_class:
         load = (f"import xsyn  # registers xsyn's classes with the Auto classes\n"
-                f"from transformers import {card.spec.auto_class}\n\n"
-                f"model = {card.spec.auto_class}.from_pretrained(\"{checkpoint.name}\")")
+                f"from transformers import {card.task_kind.auto_class}\n\n"
+                f"model = {card.task_kind.auto_class}.from_pretrained(\"{checkpoint.name}\")")
     else:
         load = ("from xsyn.models import load_model  # the joint intent-slot head has no Auto class\n\n"
                 f"model = load_model(\"{checkpoint.name}\")  # AutoModel gives its encoder alone")
@@ -192,9 +195,10 @@ def _usage_section(card: TaskCard, checkpoint: Path) -> str:
             f"xsyn predict --model-dir {checkpoint.name} --input input.jsonl --lang de --output predictions.jsonl\n```")
 
 
-def _citation_section(card: TaskCard, variant: str) -> str:
+def _citation_section(card: TaskCard, variant: str, model_type: str | None) -> str:
     paper = get_variant(variant).paper
-    entries = [*([paper] if paper else []), BERT]
+    encoder = family_of(model_type or XSYN_BERT)  # a card of a pre-0.2 checkpoint: BERT
+    entries = [*([paper] if paper else []), encoder.paper]
     text = "## Citation\n\n```bibtex\n" + "\n\n".join(entries) + "\n```"
     if card.citation:
         text += f"\n\nThe data: {card.citation}"

@@ -85,7 +85,9 @@ class RunConfig:
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
-    save_every: int | None = None  # steps between resumable states (default: at every evaluation)
+    checkpointing_steps: int | str | None = None  # N steps or "epoch" between resumable states (default: at
+    # every evaluation)
+    save_total_limit: int | None = None  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
     log_every: int = 10
     trackers: list[str] = field(default_factory=list)  # tensorboard, wandb (accelerate trackers)
     # model variant
@@ -116,13 +118,15 @@ class RunConfig:
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 # Settings renamed in 0.2 (one name per concept on every command): config files and --set still take
 # the old names for one release, with a warning.
-RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples"}
+RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples",
+                    "save_every": "checkpointing_steps"}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
 DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
-                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "save_every", "log_every",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
+                      "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 
@@ -282,7 +286,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 _AT_LEAST = {
     "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
     "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1, "save_every": 1,
+    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1,
+    "save_total_limit": 1,
     "warmup_steps": 0, "weight_decay": 0,
 }
 _POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
@@ -300,9 +305,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number, got {value} (--set {name}=...)")
     if config.gat_init and config.model == TINY:
-        from xsyn.pretraining.trainer import TINY_MODEL_DIR
+        from xsyn.training.folder import RunFolder
 
-        own = Path(config.gat_init) / TINY_MODEL_DIR
+        own = RunFolder(config.gat_init).tiny_model
         if own.is_dir():
             raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
                               "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
@@ -326,6 +331,9 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         value = getattr(config, name)
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
+    from xsyn.training.checkpoint import check_checkpointing_steps
+
+    check_checkpointing_steps(config.checkpointing_steps)
     for name in _POSITIVE:
         if not getattr(config, name) > 0:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
@@ -349,7 +357,7 @@ def model_positions(config: RunConfig) -> int | None:
     where its config cannot be read here (a hub model not downloaded: loading it will say so)."""
     if "max_position_embeddings" in config.syntax:
         return config.syntax["max_position_embeddings"]
-    from xsyn.models.presets import TINY, TINY_SHAPE
+    from xsyn.models.defaults import TINY_SHAPE
 
     if config.model == TINY:
         return TINY_SHAPE["max_position_embeddings"]
@@ -367,7 +375,7 @@ HEAD_SIZES = ("num_intents", "num_slot_labels")  # model fields a run sets from 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
     """Every key `--set` takes, with its type and default: the run settings, then the model settings
     (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings  # (their dataclasses: no transformers, no torch)
 
     hints = typing.get_type_hints(RunConfig)
     table: dict[str, dict[str, Any]] = {}
@@ -376,10 +384,9 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": _type_name(hints[f.name]), "default": default}
-    model = XsynBertConfig(variant=variant)
-    for name, hint in syntax_setting_types().items():
+    for name, (hint, default) in model_settings().items():
         if name not in (*HEAD_SIZES, "variant"):
-            table[name] = {"type": _type_name(hint), "default": getattr(model, name)}
+            table[name] = {"type": _type_name(hint), "default": default}
     return table
 
 
@@ -390,20 +397,27 @@ def _type_name(hint: Any) -> str:
 def check_model_settings(syntax: dict[str, Any]) -> None:
     """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
     misspelt one would otherwise be carried along unused."""
-    from xsyn.models.configuration import XsynBertConfig, syntax_setting_types
+    from xsyn.models.variants import model_settings
 
-    types = {**syntax_setting_types(), "syntax_layers": list[int] | int | None}  # a card may give a count
-    known = {f.name for f in fields(XsynBertConfig)}
+    types = {name: hint for name, (hint, _) in model_settings().items()}
+    types["syntax_layers"] = list[int] | int | None  # a card may give a count
     for name, value in syntax.items():
-        if name not in known:
+        if name not in types and name not in _bert_setting_names():
             close = [PAPER_NAMES[name]] if name in PAPER_NAMES else difflib.get_close_matches(
-                name, sorted(known | FIELD_NAMES), n=1)  # a card's name for it (delta, alpha, m), or a typo
+                name, sorted(set(types) | _bert_setting_names() | FIELD_NAMES), n=1)  # a paper's name, or a typo
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
                               "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")
         expected = type_mismatch(value, types[name]) if name in types else _bert_mismatch(name, value)
         if expected:
             raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
+
+
+def _bert_setting_names() -> set[str]:
+    """BERT's own config fields (transformers is imported only for a setting that is not xsyn's)."""
+    from xsyn.models.configuration import XsynBertConfig
+
+    return {f.name for f in fields(XsynBertConfig)}
 
 
 def _bert_mismatch(name: str, value: Any) -> str | None:
