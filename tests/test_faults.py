@@ -226,7 +226,6 @@ def test_evaluate_on_a_full_disk_names_the_file_and_keeps_earlier_results(traine
     assert all(p.read_bytes() == data for p, data in before.items())  # nothing written before is lost
 
 
-@pytest.mark.xfail(strict=False, reason="SafetensorError traceback while best/ is written (the `training` branch's)")
 def test_finetune_on_a_full_disk_names_the_checkpoint_and_can_continue(trained, tmp_path, file_size_limit):
     vocab = trained.parent / "vocab.txt"
     out = tmp_path / "run"
