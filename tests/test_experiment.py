@@ -20,17 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
-from xsyn.experiments import cells
-from xsyn.experiments.cells import (
-    LOCK_FILE,
-    LOCK_TTL_S,
-    CellBusy,
-    acquire_lock,
-    cell_state,
-    lock_holder,
-    process_start_time,
-)
+from xsyn.experiments import cells, locks
+from xsyn.experiments.cells import cell_state
 from xsyn.experiments.launch import record_run
+from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, lock_holder, process_start_time
 from xsyn.experiments.papers import load_paper
 from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.models.variants import VARIANTS
@@ -73,11 +66,11 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
     assert Path(config.output_dir) == tmp_path / "runs" / names[2]
     assert "gat_delta" not in experiment.config(experiment.cells[0]).syntax  # the baseline is never varied
     assert experiment.evaluation_of("synth").langs == ("svo", "sov")
-    assert recipe_names() == ["ahmad2021", "li2021", "sgnet", "synth"]
+    assert recipe_names() == ["ahmad2021", "li2021", "parses", "sgnet", "synth"]
     other_model = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(model="my/bert"))
     assert other_model.cells[0].name == "synth/none-my_bert-seed1"  # never the folder of the file's model
     bundled = load_experiment("ahmad2021")
-    assert len(bundled.cells) == 6 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
+    assert len(bundled.cells) == 9 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
     assert not bundled.evaluation_of("panx").generalized
 
 
@@ -170,7 +163,7 @@ def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(
 
 
 def test_the_owner_keeps_its_lock_fresh_with_a_heartbeat(tmp_path, monkeypatch):
-    monkeypatch.setattr(cells, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
     lock = acquire_lock(tmp_path / "cell")
     os.utime(lock.path, (time.time() - 3600,) * 2)
     deadline = time.time() + 5

@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.errors import CardError
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
+from xsyn.data.rows import FROM_TRAIN
 from xsyn.models.variants import VARIANTS, card_setting_types, paper_names
-from xsyn.utils.errors import XsynError
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
-FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy", "mcc", "accuracy_f1",
+           "correlation", "detection", "squad_v2", "subset_accuracy")
 
 
 # Run settings a card may state per variant, named as the run settings (`xsyn settings`); a list is the
@@ -51,16 +52,11 @@ HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for
 
 _CARD_KEYS = {
     "name", "title", "description", "kind", "languages", "train_languages", "splits", "segments",
-    "labels", "tags", "label_map", "label_names", "unlabelled_splits", "dev_fraction", "metric", "homepage",
-    "citation", "download",
-    "local", "hub", "hyperparameters",
+    "labels", "tags", "label_map", "label_names", "score_range", "unlabelled_splits", "dev_fraction", "metric",
+    "homepage", "citation", "download", "local", "hub", "hyperparameters",
 }
 _LOCAL_KEYS = {"layout", "format", "path", "splits", "languages", "lang_codes", "options"}
 _HUB_KEYS = {"dataset", "config", "splits", "languages", "lang_codes", "columns", "filter", "revision"}
-
-
-class CardError(XsynError, ValueError):
-    """A task card is malformed, or a task, language or split does not exist."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +127,7 @@ class TaskCard:
     hyperparameters: Mapping[str, Mapping[str, Any]]
     label_map: Mapping[str, str] = field(default_factory=dict)
     label_names: Mapping[str, str] = field(default_factory=dict)  # a label as the data writes it -> a readable name
+    score_range: tuple[float, float] | None = None  # regression kinds: the scores a row may hold
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
     description: str = ""
@@ -140,7 +137,7 @@ class TaskCard:
     path: str = ""
 
     @property
-    def spec(self) -> TaskKind:
+    def task_kind(self) -> TaskKind:
         return KINDS[self.kind]
 
     @property
@@ -202,7 +199,7 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
     kind = _get(data, "kind", str, where)
     if kind not in KINDS:
         raise CardError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    spec = KINDS[kind]
+    task_kind = KINDS[kind]
     languages = _strings(data, "languages", where)
     splits = _strings(data, "splits", where)
     for split in splits:
@@ -216,10 +213,11 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
     metric = _get(data, "metric", str, where)
     if metric not in METRICS:
         raise CardError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
-    segments = _segments(data, spec, where)
-    labels = _label_set(data, "labels", spec.label, where)
-    tags = _label_set(data, "tags", spec.tags, where)
-    roles = _roles(kind, segments)
+    segments = _segments(data, task_kind, where)
+    labels = _label_set(data, "labels", task_kind, where)
+    tags = _label_set(data, "tags", task_kind, where)
+    score_range = _score_range(data, task_kind, where)
+    roles = ("id", *segments, *task_kind.gold.roles)  # what a row may carry: the column roles a card can map
     local = tuple(_local(entry, i, segments, roles, languages, splits, where)
                   for i, entry in enumerate(_tables(data, "local", where)))
     hub = tuple(_hub(entry, i, roles, languages, splits, where)
@@ -247,7 +245,7 @@ def parse_card(data: Mapping[str, Any], where: str) -> TaskCard:
         name=name, title=_get(data, "title", str, where, default=name), kind=kind, languages=languages,
         train_languages=train_languages, splits=splits, segments=segments, labels=labels, tags=tags,
         metric=metric, local=local, hub=hub, hyperparameters=hyper, label_map=label_map,
-        label_names=label_names,
+        label_names=label_names, score_range=score_range,
         unlabelled_splits=unlabelled, dev_fraction=dev_fraction,
         description=_get(data, "description", str, where, default=""),
         homepage=_get(data, "homepage", str, where, default=""),
@@ -315,19 +313,20 @@ def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, 
     return value
 
 
-def _segments(data: Mapping[str, Any], spec: TaskKind, where: str) -> tuple[str, ...]:
-    if spec.segments is not None:
-        if "segments" in data and tuple(data["segments"]) != spec.segments:
-            raise CardError(f"{where}: this kind's segments are fixed: {', '.join(spec.segments)}")
-        return spec.segments
+def _segments(data: Mapping[str, Any], task_kind: TaskKind, where: str) -> tuple[str, ...]:
+    if task_kind.segments is not None:
+        if "segments" in data and tuple(data["segments"]) != task_kind.segments:
+            raise CardError(f"{where}: this kind's segments are fixed: {', '.join(task_kind.segments)}")
+        return task_kind.segments
     segments = _strings(data, "segments", where)
-    if len(segments) != spec.n_segments:
-        raise CardError(f"{where}: this kind has {spec.n_segments} segment(s); segments lists {len(segments)}")
+    if len(segments) != task_kind.n_segments:
+        raise CardError(f"{where}: this kind has {task_kind.n_segments} segment(s); segments lists {len(segments)}")
     return segments
 
 
-def _label_set(data: Mapping[str, Any], key: str, needed: bool, where: str) -> tuple[str, ...] | str | None:
-    if not needed:
+def _label_set(data: Mapping[str, Any], key: str, task_kind: TaskKind, where: str
+               ) -> tuple[str, ...] | str | None:
+    if key not in task_kind.gold.label_sets:
         if key in data:
             raise CardError(f"{where}: this kind has no {key}")
         return None
@@ -341,11 +340,17 @@ def _label_set(data: Mapping[str, Any], key: str, needed: bool, where: str) -> t
     return tuple(value)
 
 
-def _roles(kind: str, segments: tuple[str, ...]) -> tuple[str, ...]:
-    """What a row of this kind may carry (`xsyn.data.rows`): the column roles a card can map."""
-    spec = KINDS[kind]
-    return ("id", *segments, *(("label",) if spec.label else ()), *(("tags",) if spec.tags else ()),
-            *(("answers",) if spec.answers else ()))
+def _score_range(data: Mapping[str, Any], task_kind: TaskKind, where: str) -> tuple[float, float] | None:
+    """A regression's [low, high]: scores outside it are bad rows (STS-B: 0 to 5)."""
+    if "score_range" not in task_kind.gold.label_sets:
+        if "score_range" in data:
+            raise CardError(f"{where}: this kind has no score_range")
+        return None
+    value = data.get("score_range")
+    if (not isinstance(value, list) or len(value) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                                              for v in value) or value[0] >= value[1]):
+        raise CardError(f"{where}: score_range must be [low, high], two numbers with low < high, got {value!r}")
+    return float(value[0]), float(value[1])
 
 
 def _check_roles(columns: Mapping[str, Any], key: str, roles: tuple[str, ...], where: str) -> None:

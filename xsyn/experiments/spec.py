@@ -15,14 +15,18 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
     [search]                            # lists searched for EVERY variant, the best point chosen on dev
     [search.sla]                        # ... for one variant only, e.g. sla_threshold = [3, 4]
+    [pretrain]                          # pre-train the GAT on UD first (once per model): variants = ["gat"],
+                                        #   recipe, and `xsyn pretrain-gat` settings (treebanks, treebank_dir, ...)
     [evaluation]                        # split ("test" or a list), generalized, langs
     [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs,
-                                        #   models = [...], search = {...} (replaces [search] for the task)
+                                        #   models = [...], variants = [...] (some of the file's),
+                                        #   search = {...} (replaces [search] for the task)
 
 A grid point is a system of its own in the report (gat_delta=1 beside gat_delta=2). A search point is
 not: the papers tune learning rate, epochs or a threshold on dev, so for each task, model, variant and
 grid point the report keeps the search point with the best mean dev score over the seeds
-(`xsyn.experiments.selection`) and reports that point's runs; the validation split is evaluated for it.
+(`xsyn.experiments.selection`; the dev score each fine-tune kept its best checkpoint on) and reports that
+point's runs.
 
 Cells are ordered task, seed, model, variant, grid point: a run that stops early has the first
 seed of every system of the first task, which already makes a table.
@@ -42,17 +46,20 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
-from xsyn.models.defaults import TINY
+from xsyn.models.defaults import GAT_CONFIG, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import FIELD_NAMES, ConfigError, RunConfig, current_setting_name, resolve
+from xsyn.syntax.parsing.base import ParserChoiceError
+from xsyn.syntax.parsing.registry import resolve_parser_choice
 from xsyn.utils.errors import XsynError
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
 _TOP_KEYS = {"title", "description", "tasks", "variants", "seeds", "models", "baseline", "runs_dir", "paper",
-             "settings", "grid", "search", "evaluation", "task"}
+             "settings", "grid", "search", "pretrain", "evaluation", "task"}
+PRETRAIN_FOLDER = "pretrain"  # under runs_dir: one GAT pre-training per model ([pretrain])
 _EVALUATION_KEYS = {"split", "generalized", "langs"}
-_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "search"}
+_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "variants", "search"}
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
@@ -81,10 +88,9 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Evaluation:
-    splits: tuple[str, ...]  # every split evaluated
+    splits: tuple[str, ...]
     generalized: bool
     langs: tuple[str, ...]  # resolved: the task's languages when the file names none
-    reported: tuple[str, ...] = ()  # the splits the report shows (the others only choose search points)
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,15 @@ class Experiment:
     task_options: dict[str, dict[str, Any]]
     overrides: Overrides
     cards: dict[str, TaskCard]
+    pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the GAT pre-training before fine-tuning
+    missing_inputs: dict[str, list[str]] = field(default_factory=dict)  # what is missing -> the cells that need it
     cells: list[Cell] = field(default_factory=list)
+
+    def pretrained_variants(self) -> list[str]:
+        return list(self.pretrain.get("variants", ["gat"])) if self.pretrain else []
+
+    def pretrain_dir(self, model: str) -> Path:
+        return self.runs_dir / PRETRAIN_FOLDER / _slug(model)
 
     def cell(self, name: str) -> Cell:
         for cell in self.cells:
@@ -155,23 +169,36 @@ class Experiment:
             return [self.overrides.model]
         return list(self.task_options.get(task, {}).get("models") or self.models)
 
+    def variants_of(self, task: str) -> list[str]:
+        """The task's variants: its own `variants` (a paper's table without a row), else the file's."""
+        return list(self.task_options.get(task, {}).get("variants") or self.variants)
+
     def searched(self, task: str) -> bool:
         return any(self.variant_search.get(task, {}).values())
 
     def evaluation_of(self, task: str) -> Evaluation:
-        """The splits reported for the task (`reported`), and every split evaluated: with a search, the
-        validation split as well, on which the search point is chosen."""
         options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
                                          if k in _EVALUATION_KEYS}}
         split = options.get("split", "test")
-        reported = (split,) if isinstance(split, str) else tuple(split)
-        splits = reported if not self.searched(task) or "validation" in reported else ("validation", *reported)
+        splits = (split,) if isinstance(split, str) else tuple(split)
         langs = tuple(options.get("langs") or self.cards[task].languages)
-        return Evaluation(splits, bool(options.get("generalized", False)), langs, reported)
+        return Evaluation(splits, bool(options.get("generalized", False)), langs)
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell))
+
+    def missing_parser_model(self, cell: Cell) -> str | None:
+        """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
+        folder a recipe names): the experiment can still be listed; `run` refuses to start without it."""
+        parser = self._flags(cell).get("parser", RunConfig.parser)
+        try:
+            return resolve_parser_choice(parser).missing_path()
+        except ParserChoiceError:
+            return None  # not a valid choice at all: `config` says so
+
+    def _flags(self, cell: Cell) -> dict[str, Any]:
         card = self.cards[cell.task]
         task_options = self.task_options.get(cell.task, {})
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
@@ -187,7 +214,17 @@ class Experiment:
             flags["max_steps"] = self.overrides.max_steps
         if cell.task == "synth" and cell.model == TINY and "tokenizer" not in flags:
             flags["tokenizer"] = str(self.runs_dir / SYNTH_VOCAB)
-        return resolve(cell.task, cell.variant, card, {}, flags)
+        pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
+        if cell.variant in self.pretrained_variants() and pretrained.is_file():
+            flags["gat_init"] = str(pretrained.parent)  # before the pre-training ran, the cell is listed without it
+        return flags
+
+    def require_inputs(self) -> None:
+        """Refuse to run while a parser model the cells need is missing (listed, with the fix)."""
+        if self.missing_inputs:
+            message, cells = next(iter(self.missing_inputs.items()))
+            raise ExperimentError(f"{self.path}: {message} ({len(cells)} cells need it, e.g. {cells[0]}); "
+                                  "or choose another parser for every cell with --set parser=...")
 
 
 def split_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +311,11 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         _known(_table(task_options, task, where), _TASK_KEYS, f"{where} [task.{task}]")
         if "models" in task_options[task]:
             _strings(task_options[task], "models", f"{where} [task.{task}]")
+        if "variants" in task_options[task]:
+            own = _strings(task_options[task], "variants", f"{where} [task.{task}]")
+            if baseline not in own or not set(own) <= set(variants):
+                raise ExperimentError(f"{where} [task.{task}]: variants must be some of the file's variants "
+                                      f"({', '.join(variants)}), the baseline {baseline!r} among them")
     search = _table(data, "search", where)
     variant_search = {task: _search(task_options.get(task, {}).get("search", search), variants, variant_grid,
                                     f"{where} [task.{task}] search" if "search" in task_options.get(task, {})
@@ -296,6 +338,7 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         title=str(data.get("title", name)),
         description=str(data.get("description", "")), tasks=tasks, variants=variants, seeds=seeds, models=models,
         baseline=baseline, runs_dir=runs_dir, paper=data.get("paper"), settings=_table(data, "settings", where),
+        pretrain=_pretrain(_table(data, "pretrain", where), variants, where),
         variant_grid=variant_grid, variant_search=variant_search, evaluation=evaluation, task_options=task_options,
         overrides=overrides, cards=cards)
     for task in tasks:
@@ -305,7 +348,10 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         try:
             experiment.config(cell)
         except ConfigError as err:
-            raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            missing = experiment.missing_parser_model(cell)
+            if missing is None or str(err) != missing:
+                raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            experiment.missing_inputs.setdefault(missing, []).append(cell.name)
     return experiment
 
 
@@ -315,7 +361,7 @@ def _cells(experiment: Experiment) -> list[Cell]:
     several_models = (experiment.overrides.model is not None
                       or any(len(experiment.models_of(task)) > 1 for task in experiment.tasks))
     for task, seed in itertools.product(experiment.tasks, experiment.seeds):
-        for model, variant in itertools.product(experiment.models_of(task), experiment.variants):
+        for model, variant in itertools.product(experiment.models_of(task), experiment.variants_of(task)):
             searched = experiment.variant_search[task].get(variant, {})
             grid = {**experiment.variant_grid.get(variant, {}), **searched}
             for values in itertools.product(*grid.values()):
@@ -380,6 +426,22 @@ def _search(table: Any, variants: list[str], variant_grid: dict[str, dict[str, l
             raise ExperimentError(f"{where}: {', '.join(both)} is both in [grid] (systems compared) and searched "
                                   f"(tuned on dev) for {variant}; keep it in one of them")
     return {variant: settings for variant, settings in searched.items() if settings}
+
+
+def _pretrain(table: dict[str, Any], variants: list[str], where: str) -> dict[str, Any]:
+    """[pretrain]: which variants start from the pre-trained GAT, and the pre-training's settings (checked
+    by `xsyn.experiments.pretrain` against `xsyn pretrain-gat`'s, before any pre-training runs)."""
+    if not table:
+        return {}
+    own = table.get("variants", ["gat"])
+    if not isinstance(own, list) or not own or not set(own) <= set(variants):
+        raise ExperimentError(f"{where} [pretrain]: variants must be a list of the file's variants that start from "
+                              f"the pre-trained GAT, e.g. variants = [\"gat\"] (the file's: {', '.join(variants)})")
+    for key in ("model", "output_dir"):
+        if key in table:
+            raise ExperimentError(f"{where} [pretrain]: {key} is set per model by the experiment "
+                                  f"(<runs dir>/{PRETRAIN_FOLDER}/<model>); remove it")
+    return dict(table)
 
 
 def _values(value: Any, what: str, where: str) -> list:
