@@ -19,6 +19,7 @@ from typing import Any
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
 from xsyn.experiments.spec import Experiment, ExperimentError
 from xsyn.models.defaults import GAT_CONFIG
+from xsyn.training.folder import RunFolder
 
 log = logging.getLogger("xsyn")
 WAIT_S = 30.0  # how often a worker that waits for another's pre-training looks again
@@ -84,7 +85,7 @@ def ensure_pretrained(experiment: Experiment, model: str, progress: bool = False
                 from xsyn.pretraining.trainer import run_pretraining
 
                 log.info("pre-training the GAT for %s in %s before its fine-tunes", model, folder)
-                run_pretraining(settings, progress=progress, resume=(folder / "state").is_dir())
+                run_pretraining(settings, progress=progress, resume=RunFolder(folder).has_progress())
         finally:
             lock.release()
     return folder
@@ -105,6 +106,7 @@ def pretrain_states(experiment: Experiment) -> list[PretrainState]:
         elif holder is not None and not holder.stale:
             states.append(PretrainState(model, folder, "running", f"locked by {holder.describe()}"))
         else:
-            states.append(PretrainState(model, folder, "to do", "saved state, resumes" if (folder / "state").is_dir()
-                                        else "runs before the first cell that needs it"))
+            states.append(PretrainState(model, folder, "to do", "saved state, resumes"
+                                        if RunFolder(folder).has_progress() else
+                                        "runs before the first cell that needs it"))
     return states
