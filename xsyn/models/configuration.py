@@ -124,6 +124,12 @@ class XsynBertConfig(BertConfig):
         settings.update(syntax)
         return cls(**settings)
 
+    def validate_attention_heads(self) -> None:
+        """BertSelfAttention splits the hidden size into the heads: caught here, before a model is built."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
+                             f"{self.num_attention_heads}: choose a head count that divides it")
+
     @property
     def syntax_layer_ids(self) -> list[int]:
         """The layers whose self-attention sees syntax (all of them unless `syntax_layers` says)."""

@@ -228,7 +228,7 @@ def _model_and_optimizer(config: RunConfig, card, tokenizer, vocab: Vocab):
 
     head = card.spec.head
     model = build_model(config.model, config.variant, head, tokenizer=tokenizer,
-                        **label_settings(head, vocab.labels, vocab.tags), **config.syntax)
+                        **label_settings(head, vocab.labels, vocab.tags), **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
