@@ -9,6 +9,7 @@ import math
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +20,17 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
-from xsyn.experiments.cells import LOCK_FILE, CellBusy, acquire_lock, cell_state
+from xsyn.experiments import cells
+from xsyn.experiments.cells import (
+    LOCK_FILE,
+    LOCK_TTL_S,
+    CellBusy,
+    acquire_lock,
+    cell_state,
+    lock_holder,
+    process_start_time,
+)
+from xsyn.experiments.launch import record_run
 from xsyn.experiments.papers import load_paper
 from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
 
@@ -93,15 +104,94 @@ def test_a_live_lock_makes_a_cell_running_and_a_dead_ones_lock_is_taken_over(tmp
     folder = experiment.cell_dir(cell)
     lock = acquire_lock(folder)
     running = cell_state(experiment, cell)
-    assert running.state == "running" and f"pid {os.getpid()}" in running.detail
+    assert running.state == "running" and f"pid {os.getpid()}" in running.detail and "heartbeat" in running.detail
     with pytest.raises(CellBusy):
         acquire_lock(folder)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    holder = json.loads(lock.read_text())
-    lock.write_text(json.dumps({**holder, "pid": int(dead.stdout)}))  # a process that has exited
+    holder = json.loads(lock.path.read_text())
+    lock.path.write_text(json.dumps({**holder, "pid": int(dead.stdout)}))  # a process that has exited
     assert cell_state(experiment, cell).state == "to do"
-    assert acquire_lock(folder) == folder / LOCK_FILE
-    assert json.loads((folder / LOCK_FILE).read_text())["pid"] == os.getpid()
+    taken = acquire_lock(folder)
+    assert json.loads(taken.path.read_text())["pid"] == os.getpid()
+    lock.release()  # the old owner's release must not remove the lock it lost
+    assert taken.path.is_file()
+    taken.release()
+    assert not taken.path.exists()
+
+
+def _lock_of(experiment, **owner) -> Path:
+    folder = experiment.cell_dir(experiment.cells[0])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    path.write_text(json.dumps({"started": "2026-01-01 00:00:00", **owner}))
+    return path
+
+
+@pytest.mark.parametrize("case", ["pid reused", "other host, no heartbeat", "damaged", "empty", "not a dict"])
+def test_a_stale_lock_never_keeps_a_cell_waiting(tmp_path, case):
+    """A lock whose owner cannot be there any more is stale: the cell is 'to do' and the next run takes it."""
+    experiment = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    if case == "pid reused":  # our pid is alive, but it started long after the recorded owner
+        path = _lock_of(experiment, **me, process_start=time.time() - 10 * 86400)
+    elif case == "other host, no heartbeat":
+        path = _lock_of(experiment, pid=1234, host="node-17.cluster", process_start=1.0)
+        os.utime(path, (time.time() - LOCK_TTL_S - 5,) * 2)
+    else:
+        path = _lock_of(experiment, **me)
+        path.write_bytes({"damaged": b"\x00\xffpid=12", "empty": b"", "not a dict": b"[1, 2]"}[case])
+    holder = lock_holder(path)
+    assert holder is not None and holder.stale
+    assert cell_state(experiment, experiment.cells[0]).state == "to do"
+    acquire_lock(path.parent).release()
+
+
+def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(tmp_path):
+    experiment = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+    path = _lock_of(experiment, pid=4242, host="node-17.cluster", process_start=1.0, slurm_job="991")
+    state = cell_state(experiment, experiment.cells[0])
+    assert state.state == "running"
+    assert "pid 4242 on node-17.cluster, SLURM job 991" in state.detail and "heartbeat 0 s ago" in state.detail
+    with pytest.raises(CellBusy, match="node-17.cluster"):
+        acquire_lock(path.parent)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # a live process on this host, the lock's recorded owner: held
+        path.write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "now",
+                                    "process_start": process_start_time(sleeper.pid)}))
+        assert not lock_holder(path).stale
+        result = CliRunner().invoke(main, ["experiment", "run", str(tmp_path / "grid.toml"), "--output-dir",
+                                           str(tmp_path / "r"), "--cell", experiment.cells[0].name])
+        assert result.exit_code != 0  # never "finished" while a cell was left to someone else
+        assert "held by other live processes" in result.output and f"pid {sleeper.pid}" in result.output
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert lock_holder(path).stale  # its owner is gone now
+
+
+def test_the_owner_keeps_its_lock_fresh_with_a_heartbeat(tmp_path, monkeypatch):
+    monkeypatch.setattr(cells, "HEARTBEAT_S", 0.05)
+    lock = acquire_lock(tmp_path / "cell")
+    os.utime(lock.path, (time.time() - 3600,) * 2)
+    deadline = time.time() + 5
+    while time.time() - lock.path.stat().st_mtime > 60 and time.time() < deadline:
+        time.sleep(0.05)
+    assert time.time() - lock.path.stat().st_mtime < 60
+    lock.release()
+
+
+def test_status_and_report_remember_how_the_experiment_was_run(tmp_path):
+    """`run --max-steps 7` then plain `status`: the capped cells, not the uncapped ones that never ran."""
+    source = write(tmp_path / "grid.toml", GRID_FILE)
+    experiment = load_experiment(source, Overrides(max_steps=7, runs_dir=str(tmp_path / "r")))
+    record_run(experiment)
+    result = CliRunner().invoke(main, ["experiment", "status", str(source), "--output-dir", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert "as last run: --max-steps 7" in result.output
+    assert "synth/none-max_steps=7-seed1" in result.output and "synth/none-seed1 " not in result.output
+    explicit = CliRunner().invoke(main, ["experiment", "status", str(source), "--output-dir", str(tmp_path / "r"),
+                                         "--max-steps", "9"])
+    assert "max_steps=9" in explicit.output and "as last run" not in explicit.output
 
 
 def _numbers(text: str) -> list[float]:
@@ -327,3 +417,21 @@ def test_report_puts_the_papers_rows_and_our_difference_beside_ours(tmp_path):
     rows = (tmp_path / "report" / "pawsx" / "paper.csv").read_text().splitlines()
     assert "test,gat,difference,de,accuracy,-15.9000" in rows
     assert (tmp_path / "report" / "pawsx" / "report.md").is_file()
+
+
+def test_a_failed_cell_shows_xsyns_message_whole_not_a_librarys_last_line(tmp_path, monkeypatch):
+    from xsyn.utils.errors import MissingInputError
+
+    experiment = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+
+    def offline(*args, **kwargs):
+        raise MissingInputError("cannot load the tokenizer 'nosuch/model': pass a vocab.txt (--tokenizer). "
+                                "Cause: no connection.\nCheck your internet connection.")
+
+    monkeypatch.setattr(cells, "train_and_evaluate", offline)
+    outcome = cells.run_cell(experiment, experiment.cells[0])
+    assert outcome.state == "failed"
+    assert outcome.detail.startswith("cannot load the tokenizer 'nosuch/model'")
+    assert outcome.detail.endswith("Check your internet connection.")
+    error = (experiment.cell_dir(experiment.cells[0]) / "error.txt").read_text()
+    assert "Traceback" in error and not (experiment.cell_dir(experiment.cells[0]) / LOCK_FILE).exists()

@@ -13,12 +13,24 @@ LAUNCHERS = ("local", "slurm")
 
 
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
-          output_dir: str | None = None, sets: tuple[str, ...] = ()):
+          output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False):
     """The experiment with the command line's overrides; a file or setting that cannot run is an `XsynError`,
-    which the `xsyn` group shows as a message."""
+    which the `xsyn` group shows as a message. With `as_last_run` (status, report) and no cell-selecting
+    option given, the settings the last `experiment run` recorded select the cells."""
     from xsyn.experiments.spec import Overrides, load_experiment
     from xsyn.run.settings import parse_overrides
 
+    if as_last_run and data_dir is None and model is None and max_steps is None and not sets:
+        from xsyn.experiments.launch import load_as_last_run
+
+        experiment, recorded = load_as_last_run(source, output_dir)
+        if recorded is not None and (recorded.model or recorded.max_steps or recorded.settings):
+            shown = [f"--model {recorded.model}" if recorded.model else "",
+                     f"--max-steps {recorded.max_steps}" if recorded.max_steps else "",
+                     *(f"--set {key}={value}" for key, value in recorded.settings.items())]
+            click.echo(f"as last run: {' '.join(filter(None, shown))} (give options to look at other cells)",
+                       err=True)
+        return experiment
     overrides = Overrides(data_dir=data_dir, model=model, max_steps=max_steps, runs_dir=output_dir,
                           settings=parse_overrides(sets))
     return load_experiment(source, overrides)
@@ -87,13 +99,14 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
     from xsyn.cli.run import quiet_libraries
-    from xsyn.experiments.cells import FAILED
-    from xsyn.experiments.launch import ClusterOptions, run_local, submit, visible_gpus
+    from xsyn.experiments.cells import FAILED, RUNNING
+    from xsyn.experiments.launch import ClusterOptions, record_run, run_local, submit, visible_gpus
 
     if not progress:
         quiet_libraries()
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
     cells = spec.select(cell_patterns)
+    record_run(spec)
     if launcher == "slurm":
         options = ClusterOptions(partition=partition, gpus_per_node=gpus_per_node, time_min=time_min,
                                  cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
@@ -125,9 +138,14 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
         devices = devices[:gpus]
     outcomes = run_local(spec, devices, cells, echo=click.echo, progress=progress)
     failed = [o for o in outcomes if o.state == FAILED]
+    held = [o for o in outcomes if o.state == RUNNING]
     if failed:
         raise click.ClickException(f"{len(failed)} of {len(outcomes)} cells failed (the others ran); "
                                    f"`xsyn experiment status {source}` shows why, each cell's error.txt the traceback")
+    if held:
+        raise click.ClickException(
+            f"{len(held)} cells are held by other live processes and were not run here (first: {held[0].cell.name}, "
+            f"{held[0].detail}); run again when they finish, or `xsyn experiment status {source}` to follow them")
     click.echo(f"finished; `xsyn experiment report {source}` writes the report")
 
 
@@ -137,7 +155,7 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None
     """A table of the cells: done / running / failed / to do, with a failure's last line."""
     from xsyn.experiments.cells import cell_state
 
-    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     states = [cell_state(spec, cell) for cell in spec.cells]
     width = max(len(s.cell.name) for s in states)
     click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
@@ -159,7 +177,7 @@ def report_command(source, output_dir, model, max_steps, data_dir, sets, report_
     from xsyn.experiments.report import write_experiment_report
     from xsyn.report import BootstrapSettings
 
-    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     target = report_dir or spec.runs_dir / "report"
     index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples))
     click.echo(f"report: {index}")

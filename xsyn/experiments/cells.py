@@ -4,7 +4,8 @@ A cell is a normal run folder, made by the code `xsyn finetune` and `xsyn evalua
 (`xsyn.run.train.finetune`, `xsyn.run.evaluation.evaluate_run`). Beside the run's own files the
 experiment keeps, in the same folder:
 
-    lock.json    while a process works on the cell: its pid, host and start (stale once that pid is gone)
+    lock.json    while a process works on the cell: its host, pid, process start time and a heartbeat
+                 (the file's mtime); the stale rule is at `lock_holder`
     error.txt    the full traceback of the cell's last failure (removed when the cell succeeds)
     cell.log     the output of a cell run as a subprocess (several GPUs: `accelerate launch`)
     queued.json  the cluster job the cell was submitted as
@@ -19,18 +20,22 @@ languages (`partial/`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.spec import SYNTH_VOCAB, Cell, Experiment
 from xsyn.run.settings import BOOKKEEPING_FIELDS
+from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
 LOCK_FILE = "lock.json"
@@ -38,6 +43,8 @@ ERROR_FILE = "error.txt"
 LOG_FILE = "cell.log"
 QUEUED_FILE = "queued.json"
 DONE, RUNNING, FAILED, TODO = "done", "running", "failed", "to do"
+
+log = logging.getLogger("xsyn")
 
 
 class CellBusy(RuntimeError):
@@ -52,65 +59,153 @@ class CellState:
 
 
 # --------------------------------------------------------------------------- the lock
+#
+# A lock names its owner by host, pid and the process's start time (a pid alone is reused), and the
+# owner touches the file every HEARTBEAT_S seconds. The rule that makes a lock stale:
+#   - on this host: its process is gone, or the pid now belongs to a process started at another time;
+#   - on another host (a shared filesystem), where no process can be checked: no heartbeat for LOCK_TTL_S;
+#   - a file that is not a lock xsyn wrote (damaged, truncated, edited): stale at once, and said so.
+# So no lock can keep a cell waiting forever, and a live owner is never overtaken.
+
+HEARTBEAT_S = 30.0
+LOCK_TTL_S = 10 * 60.0
 
 
-def _lock_holder(path: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a cell's lock, and whether that owner is still there (`stale_reason` empty when it is)."""
+
+    owner: dict[str, Any]
+    heartbeat_age_s: float
+    stale_reason: str = ""
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.stale_reason)
+
+    def describe(self) -> str:
+        where = f"pid {self.owner.get('pid')} on {self.owner.get('host')}"
+        if self.owner.get("slurm_job"):
+            where += f", SLURM job {self.owner['slurm_job']}"
+        return f"{where}, since {self.owner.get('started')}, heartbeat {_age(self.heartbeat_age_s)} ago"
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), or None when there is no such process."""
+    import psutil
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return float("nan")  # it exists; its start time is not ours to read
+
+
+def lock_holder(path: Path) -> LockHolder | None:
+    """The lock at `path` (None when there is none), judged by the stale rule above."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        age = max(0.0, time.time() - path.stat().st_mtime)
     except FileNotFoundError:
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}  # not ours to judge: treated as held (written whole by os.link, so never half-written)
-
-
-def holder_alive(holder: dict[str, Any]) -> bool | None:
-    """True/False for a lock taken on this host (is its pid still there?); None when taken elsewhere."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return None
+    except (OSError, UnicodeDecodeError) as err:
+        return LockHolder({}, 0.0, f"unreadable lock file ({err})")
     try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        owner = json.loads(text)
+    except json.JSONDecodeError:
+        owner = None
+    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or not isinstance(owner.get("host"), str):
+        return LockHolder({}, age, "damaged lock file (not a lock xsyn wrote)")
+    if owner["host"] != socket.gethostname():
+        stale = f"no heartbeat for {_age(age)} (over {_age(LOCK_TTL_S)})" if age > LOCK_TTL_S else ""
+        return LockHolder(owner, age, stale)
+    started = process_start_time(owner["pid"])
+    if started is None:
+        return LockHolder(owner, age, f"process {owner['pid']} is gone")
+    recorded = owner.get("process_start")
+    if not isinstance(recorded, (int, float)):
+        # A lock without a start time (written by an older xsyn): only its heartbeat can tell.
+        return LockHolder(owner, age, f"no heartbeat for {_age(age)}" if age > LOCK_TTL_S else "")
+    if started == started and abs(started - recorded) > 1.0:  # NaN (access denied) counts as the same process
+        return LockHolder(owner, age, f"pid {owner['pid']} now belongs to another process")
+    return LockHolder(owner, age)
 
 
-def acquire_lock(folder: Path) -> Path:
-    """Take the cell's lock, or raise CellBusy; a lock whose process is gone (same host) is taken over."""
+class _Heartbeat:
+    """Touches the lock file every HEARTBEAT_S seconds while its owner works on the cell."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"xsyn-lock-{path.parent.name}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                os.utime(self.path)
+            except OSError:  # the lock was taken away or the disk is gone: the owner's own work will say so
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class CellLock:
+    """A held cell lock; `release()` stops its heartbeat and removes it (only if it is still ours)."""
+
+    path: Path
+    token: str
+    heartbeat: _Heartbeat
+
+    def release(self) -> None:
+        self.heartbeat.stop()
+        try:
+            if json.loads(self.path.read_text(encoding="utf-8")).get("token") == self.token:
+                self.path.unlink(missing_ok=True)
+        except (OSError, ValueError):
+            pass  # gone, or replaced by someone who judged ours stale: not ours to remove
+
+
+def acquire_lock(folder: Path) -> CellLock:
+    """Take the cell's lock, or raise CellBusy naming its live owner; a stale lock is taken over."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
-    staged = folder / f".{LOCK_FILE}.{os.getpid()}"
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "slurm_job": os.environ.get("SLURM_JOB_ID")}
-    staged.write_text(json.dumps(holder) + "\n", encoding="utf-8")
+    token = uuid.uuid4().hex
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": process_start_time(os.getpid()),
+             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+             "token": token}
+    staged = folder / f".{LOCK_FILE}.{token}"
+    staged.write_text(json.dumps(owner) + "\n", encoding="utf-8")
     try:
         for _ in range(3):
             try:
                 os.link(staged, path)  # atomic, and fails when the lock exists
-                return path
+                return CellLock(path, token, _Heartbeat(path))
             except FileExistsError:
-                current = _lock_holder(path)
-                if current is not None and holder_alive(current) is not False:
-                    raise CellBusy(_describe_holder(current)) from None
-                path.unlink(missing_ok=True)  # stale: its process is gone
+                current = lock_holder(path)
+                if current is not None and not current.stale:
+                    raise CellBusy(current.describe()) from None
+                if current is not None:
+                    log.warning("%s: taking over a stale lock (%s)", path, current.stale_reason)
+                path.unlink(missing_ok=True)
         raise CellBusy(f"{path} keeps changing hands")
     finally:
         staged.unlink(missing_ok=True)
 
 
 def clear_stale_lock(folder: Path) -> None:
-    """Remove the lock of a process that is gone (killed after its cell finished, or mid-cell)."""
-    holder = _lock_holder(folder / LOCK_FILE)
-    if holder is not None and holder_alive(holder) is False:
+    """Remove a stale lock (its owner killed after or during the cell, a damaged file)."""
+    holder = lock_holder(folder / LOCK_FILE)
+    if holder is not None and holder.stale:
+        log.warning("%s: removing a stale lock (%s)", folder / LOCK_FILE, holder.stale_reason)
         (folder / LOCK_FILE).unlink(missing_ok=True)
-
-
-def _describe_holder(holder: dict[str, Any]) -> str:
-    where = f"pid {holder.get('pid')} on {holder.get('host')}"
-    if holder.get("slurm_job"):
-        where += f", SLURM job {holder['slurm_job']}"
-    return f"{where}, since {holder.get('started')}"
 
 
 # --------------------------------------------------------------------------- state
@@ -130,12 +225,11 @@ def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalize
 def cell_state(experiment: Experiment, cell: Cell) -> CellState:
     folder = experiment.cell_dir(cell)
     evaluation = experiment.evaluation_of(cell.task)
-    holder = _lock_holder(folder / LOCK_FILE)
-    if holder is not None and holder_alive(holder) is not False:
-        alive = holder_alive(holder)
-        note = "" if alive else " (on another host: cannot check it from here; if its job is gone, delete " \
-                                f"{folder / LOCK_FILE})"
-        return CellState(cell, RUNNING, f"{_describe_holder(holder)}; {_progress(folder)}{note}")
+    holder = lock_holder(folder / LOCK_FILE)
+    if holder is not None and not holder.stale:
+        note = "" if holder.owner.get("host") == socket.gethostname() else (
+            f" (another host: stale after {_age(LOCK_TTL_S)} without a heartbeat)")
+        return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
     try:
         check_same_run(folder, experiment.config(cell).to_dict())
     except ValueError as conflict:
@@ -163,6 +257,12 @@ def _progress(folder: Path) -> str:
     return f"trained, {step} steps" if trained else f"saved at step {step}"
 
 
+def one_line(err: BaseException) -> str:
+    """An exception as one line: xsyn's own errors by their message, others with their type."""
+    message = " ".join(str(err).split())
+    return message if isinstance(err, XsynError) else f"{type(err).__name__}: {message}"
+
+
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no message)"
@@ -186,11 +286,13 @@ def run_cell(experiment: Experiment, cell: Cell, processes: int = 1, progress: b
             _run_in_processes(experiment, cell, processes)
         else:
             train_and_evaluate(experiment, cell, progress=progress)
-    except Exception:  # noqa: BLE001 - kept in the folder and shown by `status`; the other cells go on
-        atomic_write_text(folder / ERROR_FILE, traceback.format_exc())
+    except Exception as err:  # noqa: BLE001 - kept in the folder and shown by `status`; the other cells go on
+        # The traceback, then the error on one line: the line `status` and the terminal show (a message
+        # may span lines, and its last line alone is often a library's generic advice).
+        atomic_write_text(folder / ERROR_FILE, traceback.format_exc() + "\n" + one_line(err) + "\n")
         failed = True
     finally:
-        lock.unlink(missing_ok=True)
+        lock.release()
     if not failed:
         (folder / ERROR_FILE).unlink(missing_ok=True)
     return cell_state(experiment, cell)

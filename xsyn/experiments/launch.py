@@ -13,6 +13,8 @@ one is kept in its folder without stopping the others.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -35,7 +37,37 @@ from xsyn.experiments.spec import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.worker import EXIT_BUSY
 from xsyn.utils.io import atomic_write_json
 
+log = logging.getLogger("xsyn")
+
 SUBMITIT_FOLDER = "submitit"  # under runs_dir: submitit's job scripts, logs and its own job transport
+LAST_RUN_FILE = "last_run.json"  # under runs_dir: the command line's settings of the last `experiment run`
+
+
+def record_run(experiment: Experiment) -> None:
+    """Remember the command line's settings (--max-steps, --model, --set, --data-dir) beside the cells, so that
+    `status` and `report` find the same cells without the user typing them again."""
+    atomic_write_json(experiment.runs_dir / LAST_RUN_FILE, json.loads(experiment.overrides.to_json()))
+
+
+def load_as_last_run(source: str, runs_dir: str | None) -> tuple[Experiment, Overrides | None]:
+    """The experiment as its last `experiment run` ran it (its recorded settings, if any), and those settings."""
+    experiment = load_experiment(source, Overrides(runs_dir=runs_dir))
+    try:
+        recorded = json.loads((experiment.runs_dir / LAST_RUN_FILE).read_text(encoding="utf-8"))
+        overrides = Overrides(**{**recorded, "runs_dir": str(experiment.runs_dir)})
+    except FileNotFoundError:
+        return experiment, None
+    except (ValueError, TypeError) as err:  # damaged or from another version: the plain file is still right
+        log.warning("%s: ignored (%s); showing the experiment as its file states it",
+                    experiment.runs_dir / LAST_RUN_FILE, err)
+        return experiment, None
+    return load_experiment(source, overrides), overrides
+
+
+def held_elsewhere(experiment: Experiment, cells: list[Cell]) -> list[CellState]:
+    """The cells of `cells` whose lock a live process holds (after stale locks are cleared)."""
+    states = [cell_state(experiment, cell) for cell in cells]
+    return [state for state in states if state.state == RUNNING]
 
 
 def pending(experiment: Experiment, cells: list[Cell] | None = None) -> list[Cell]:
@@ -61,11 +93,14 @@ def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None 
     """Every pending cell (of `cells`, default all); with two or more GPUs, one worker process per GPU."""
     chosen = experiment.cells if cells is None else cells
     cells = pending(experiment, chosen)
+    busy = held_elsewhere(experiment, chosen)
     echo(f"{len(cells)} of {len(chosen)} cells to run" + (f" on GPUs {','.join(gpus)}" if len(gpus) > 1
                                                                       else ""))
+    for state in busy:
+        echo(f"{state.cell.name}: held by another process, not run here ({state.detail})")
     if len(gpus) > 1:
-        return _run_on_gpus(experiment, cells, gpus, echo)
-    outcomes = []
+        return busy + _run_on_gpus(experiment, cells, gpus, echo)
+    outcomes = list(busy)
     for number, cell in enumerate(cells, start=1):
         echo(f"[{number}/{len(cells)}] {cell.name}")
         outcome = run_cell(experiment, cell, progress=progress)

@@ -14,6 +14,11 @@ labels. With labels it returns `loss = task_loss + structural_loss_weight * (dis
 depth_loss)` for `gat`, `task_loss + sep_distance_loss_weight * seprem_loss` for `sep` in training
 (where that weight is > 0), just `task_loss` otherwise, and every term separately for logging.
 The sequence and intent heads use BERT's pretrained pooler (dense + tanh on `[CLS]`).
+
+The per-piece losses (token labels, slots) average over the batch's labelled pieces, or, given
+`labelled_tokens`, sum over them divided by it: training passes the optimiser step's count of
+labelled tokens in this batch's share of rows, so every split of a step averages over the same tokens
+(`xsyn.training.loop`).
 """
 
 from __future__ import annotations
@@ -60,11 +65,12 @@ class XsynIntentSlotOutput(XsynHeadOutput):
     slot_loss: torch.FloatTensor | None = None
 
 
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the labels that are not -100 (0, not NaN, when there are none)."""
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, labelled: float | None = None) -> torch.Tensor:
+    """Cross-entropy summed over the labels that are not -100 and divided by `labelled`, by default
+    their number (the mean; 0, not NaN, when there are none)."""
     flat = labels.reshape(-1)
     total = F.cross_entropy(logits.reshape(flat.numel(), -1), flat, ignore_index=IGNORE_INDEX, reduction="sum")
-    return total / (flat != IGNORE_INDEX).sum().clamp(min=1)
+    return total / (labelled if labelled is not None else (flat != IGNORE_INDEX).sum().clamp(min=1))
 
 
 class XsynHeadModel(XsynBertPreTrainedModel):
@@ -116,10 +122,11 @@ class _LabelClassifier(XsynHeadModel):
         self.classifier = nn.Linear(config.hidden_size, _require(config, "num_labels"))
         self.post_init()
 
-    def forward(self, labels: torch.Tensor | None = None, **batch) -> XsynClassifierOutput:
+    def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
+                **batch) -> XsynClassifierOutput:
         encoded = self.bert(**batch, compute_structural_loss=labels is not None)
         logits = self.classifier(self.dropout(getattr(encoded, self.features)))
-        task_loss = cross_entropy(logits, labels) if labels is not None else None
+        task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
 
@@ -167,7 +174,7 @@ class XsynBertForIntentSlot(XsynHeadModel):
         self.post_init()
 
     def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
-                **batch) -> XsynIntentSlotOutput:
+                labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
         encoded = self.bert(**batch, compute_structural_loss=labelled)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
@@ -175,7 +182,7 @@ class XsynBertForIntentSlot(XsynHeadModel):
         intent_loss = slot_loss = task_loss = None
         if labelled:
             intent_loss = cross_entropy(intent_logits, intent_labels)
-            slot_loss = cross_entropy(slot_logits, slot_labels)
+            slot_loss = cross_entropy(slot_logits, slot_labels, labelled_tokens)
             task_loss = intent_loss + slot_loss
         return XsynIntentSlotOutput(intent_logits=intent_logits, slot_logits=slot_logits, intent_loss=intent_loss,
                                     slot_loss=slot_loss, **self._losses(task_loss, encoded))

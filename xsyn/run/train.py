@@ -48,6 +48,7 @@ from xsyn.training.loop import (
     NonFiniteError,
     Stepper,
     global_batches,
+    labelled_pieces,
     parameters_finite,
     progress_bar,
     remaining_batches,
@@ -142,7 +143,8 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     total_steps = config.max_steps or math.ceil(config.epochs * steps_per_epoch)
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(config.learning_rate, config.warmup_steps,
                                                                     total_steps),
-                      config.max_grad_norm, config.seed, config.grad_accum, hint=_numeric_hint(config))
+                      config.max_grad_norm, config.seed, config.grad_accum, hint=_numeric_hint(config),
+                      count_items=labelled_pieces(train_rows, card.spec.piece_label_columns))
     eval_every = config.eval_every or steps_per_epoch
     save_every = config.save_every or eval_every
     state_dir = out / "state"

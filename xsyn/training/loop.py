@@ -14,6 +14,14 @@ independent of how it is split:
   `grad_accum` 2 draws exactly what two processes with `grad_accum` 1 draw;
 - the losses logged are the global batch's (averaged over processes), on every process alike, so a
   non-finite value stops every process at the same step.
+
+A token task's loss is a mean over labelled tokens, not rows, and shares of equal rows hold unequal
+numbers of labelled tokens. Every process knows the whole step's rows, so the step's number of
+labelled tokens is counted before any share runs (`count_items`), and each share's token loss is
+divided by that count in the share's proportion of rows (`labelled_tokens`, handed to the model)
+instead of by its own count: weighted by rows as above, the shares then sum to the step's mean per
+labelled token however the step is split (transformers' `num_items_in_batch`). A sentence task
+passes no counter and takes exactly the row-weighted path.
 """
 
 from __future__ import annotations
@@ -21,13 +29,15 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
+from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.utils.errors import XsynError
 
 
@@ -94,6 +104,16 @@ def share_seed(seed: int, step: int, share: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{step}/{share}".encode()).digest()[:8], "little") >> 1
 
 
+def labelled_pieces(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
+                    ) -> Callable[[list[int]], int] | None:
+    """The `count_items` of a task whose loss averages over pieces: the labelled values (not
+    IGNORE_INDEX) of the rows' per-piece label `columns`; None for a task without any (one label per row)."""
+    if not columns:
+        return None
+    counts = [sum(int((np.asarray(row[c]) != IGNORE_INDEX).sum()) for c in columns if c in row) for row in rows]
+    return lambda indices: sum(counts[i] for i in indices)
+
+
 class NonFiniteError(XsynError, ValueError):
     """The loss or the gradient became NaN or infinite; the message names the step and what to change."""
 
@@ -116,6 +136,8 @@ class Stepper:
 
     `forward(batch)` returns the model's losses: `loss` is back-propagated, every entry is logged.
     `hint` names the settings a non-finite loss most likely comes from, for the error message.
+    `count_items(rows)` counts the labelled tokens of a token task's rows (`labelled_pieces`); the
+    model is then given `labelled_tokens` with each share (see the module docstring).
     """
 
     accelerator: Any
@@ -126,6 +148,7 @@ class Stepper:
     seed: int
     grad_accum: int = 1
     hint: str = "lower the learning rate"
+    count_items: Callable[[list[int]], int] | None = None
     parameters: list[torch.nn.Parameter] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,12 +164,15 @@ class Stepper:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         micros = micro_batches(batch, self.grad_accum, processes)
+        step_items = max(1, self.count_items(batch)) if self.count_items is not None else None
         totals: dict[str, torch.Tensor] = {}
         for k, indices in enumerate(micros):
             share, weight = process_share(indices, processes, rank)
             fetched = time.perf_counter()
             inputs = {key: value.to(accelerator.device) for key, value in collate(share).items()}
             data_seconds += time.perf_counter() - fetched
+            if step_items is not None:  # the share's rows' part of the step's labelled tokens
+                inputs["labelled_tokens"] = step_items * len(share) / (len(indices) * len(micros))
             torch.manual_seed(share_seed(self.seed, done, k * processes + rank))
             last = k == len(micros) - 1
             with nullcontext() if last else accelerator.no_sync(self.model):

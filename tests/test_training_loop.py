@@ -1,0 +1,121 @@
+"""A token task's step is the mean per labelled token of the whole step, however it is split.
+
+Rows hold 1 to 12 labelled tokens, so shares of equal rows hold unequal numbers of them: averaged per
+share (the old way), one process with batch 32, two with 16 each, and one with --grad-accum 2 end
+with weights about 1e-3 apart after a few Adam steps. Normalised by the step's labelled tokens they
+agree to float reassociation. The two processes are real ones (torchrun, gloo on the CPU, as the
+README launches them); this file is also the script they run. Dropout is off: a forward pass over 32
+rows draws other masks than two over 16.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.training.loop import LinearSchedule, Stepper, labelled_pieces
+
+BATCH, STEPS, BOUND = 32, 3, 1e-6
+SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+HEADS = {"token": ("token", ("labels",)), "sentence": ("sequence", ())}
+
+
+def rows(task: str) -> list[dict[str, np.ndarray]]:
+    """STEPS batches of rows 12 pieces long; a token row labels 1 to 12 of its pieces."""
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(STEPS * BATCH):
+        row = {"input_ids": rng.integers(5, 60, 12), "attention_mask": np.ones(12, dtype=np.int64)}
+        if task == "token":
+            labels = np.full(12, IGNORE_INDEX)
+            labelled = rng.choice(12, size=rng.integers(1, 13), replace=False)
+            labels[labelled] = rng.integers(0, 3, len(labelled))
+            row["labels"] = labels
+        else:
+            row["labels"] = np.asarray(rng.integers(0, 3))
+        out.append(row)
+    return out
+
+
+def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Tensor]:
+    """STEPS Adam steps of a tiny model on `rows(task)` on this process's Accelerator; the weights."""
+    from accelerate import Accelerator
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.heads import HEAD_CLASSES
+
+    accelerator = Accelerator(cpu=True)
+    head, columns = HEADS[task]
+    torch.manual_seed(0)
+    model = HEAD_CLASSES[head](XsynBertConfig(vocab_size=64, variant="none", num_labels=3, **SHAPE))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    data = rows(task)
+    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, STEPS), 1.0, seed=1,
+                      grad_accum=grad_accum, count_items=labelled_pieces(data, columns) if exact else None)
+
+    def collate(indices: list[int]) -> dict[str, torch.Tensor]:
+        return {key: torch.as_tensor(np.stack([data[i][key] for i in indices])) for key in data[0]}
+
+    for step in range(STEPS):
+        stepper.step(step, list(range(step * BATCH, (step + 1) * BATCH)), collate,
+                     lambda inputs: {"loss": model(**inputs).loss})
+    return {name: p.detach().clone() for name, p in accelerator.unwrap_model(model).state_dict().items()}
+
+
+def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max((a[name] - b[name]).abs().max().item() for name in a)
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> dict[str, dict[str, torch.Tensor]]:
+    """Both tasks trained by two processes, batch 16 each."""
+    out = tmp_path_factory.mktemp("two")
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           "29561", __file__, str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {task: load_file(out / f"{task}.safetensors") for task in HEADS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(HEADS))
+def test_one_process_two_processes_and_accumulation_train_the_same_weights(task, two_processes):
+    one, accumulated = train(task, grad_accum=1), train(task, grad_accum=2)
+    assert largest_difference(one, two_processes[task]) <= BOUND
+    assert largest_difference(one, accumulated) <= BOUND
+    assert largest_difference(accumulated, two_processes[task]) <= BOUND
+
+
+@pytest.mark.slow
+def test_averaging_a_token_loss_per_share_would_not_be_the_same():
+    """What the count guards against: each half of the batch averaged over its own tokens."""
+    assert largest_difference(train("token", 1), train("token", 2, exact=False)) > 100 * BOUND
+
+
+def test_labelled_pieces_counts_the_per_piece_labels_of_the_rows_asked_for():
+    data = [{"labels": np.array([1, IGNORE_INDEX, 0])}, {"labels": np.array([IGNORE_INDEX] * 3)},
+            {"labels": np.array([2, 2, 2])}]
+    count = labelled_pieces(data, ("labels",))
+    assert count([0, 1, 2]) == 5 and count([1]) == 0 and count([2, 0]) == 5
+    assert labelled_pieces(data, ()) is None  # a sentence task: the row-weighted path
+
+
+if __name__ == "__main__":  # one of the processes of `two_processes`
+    from accelerate import PartialState
+
+    folder = Path(sys.argv[1])
+    for name in HEADS:
+        weights = train(name, grad_accum=1)
+        if PartialState().is_main_process:
+            save_file(weights, folder / f"{name}.safetensors")
