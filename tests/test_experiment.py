@@ -30,9 +30,9 @@ from xsyn.experiments.cells import (
     lock_holder,
     process_start_time,
 )
+from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.experiments.launch import record_run
 from xsyn.experiments.papers import load_paper
-from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
 
 PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
 VARIANTS = ["none", "gat", "sla", "wla", "sdoi", "sep"]
@@ -68,10 +68,10 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
                      "synth/gat-gat_delta=1-max_steps=7-seed2", "synth/gat-gat_delta=2-max_steps=7-seed2"]
     config = experiment.config(experiment.cells[2])
     assert (config.variant, config.seed, config.max_steps, config.train_lang) == ("gat", 1, 7, "svo")
-    assert config.syntax["gat_delta"] == 2 and config.learning_rate == 1e-4 and config.warmup_steps == 3
-    assert config.syntax["gat_layers"] == 2  # the card's, under the file's settings
+    assert config.model_settings["gat_delta"] == 2 and config.learning_rate == 1e-4 and config.warmup_steps == 3
+    assert config.model_settings["gat_layers"] == 2  # the card's, under the file's settings
     assert Path(config.output_dir) == tmp_path / "runs" / names[2]
-    assert "gat_delta" not in experiment.config(experiment.cells[0]).syntax  # the baseline is never varied
+    assert "gat_delta" not in experiment.config(experiment.cells[0]).model_settings  # the baseline is never varied
     assert experiment.evaluation_of("synth").langs == ("svo", "sov")
     assert recipe_names() == ["ahmad2021", "li2021", "sgnet", "synth"]
     other_model = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(model="my/bert"))
@@ -82,14 +82,23 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'), "baseline 'sla' is not one of the variants"),
-    (lambda t: t.replace("[grid.gat]", "[grid.none]"), "[grid.none] varies the baseline"),
-    (lambda t: t + "\nlearning_rates = [1]\n", "unknown key 'learning_rates'"),
-    (lambda t: t.replace('"gat"]', '"gatt"]'), "unknown variant 'gatt'"),
-    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"), "learning_rate must be > 0"),
-    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"), "did you mean gat_delta"),
+    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'),
+     ": baseline: 'sla' is not one of the variants (none, gat)"),
+    (lambda t: t.replace("[grid.gat]", "[grid.none]"), ": grid.none: varies the baseline"),
+    (lambda t: t + "\nlearning_rates = [1]\n", ": evaluation.learning_rates: unknown key (known keys: generalized, "),
+    (lambda t: t.replace('"gat"]', '"gatt"]'), ": variants: 'gatt' is not one of none, gat, sla, wla, sdoi, sep; did "
+                                              "you mean 'gat'?"),
+    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"),
+     ": settings.learning_rate: must be a finite number > 0, got -1.0"),
+    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"),
+     ": settings.gat_dleta: neither a run setting nor a model setting; did you mean 'gat_delta'?"),
+    (lambda t: t.replace("learning_rate = 1e-4", "seed = 3"),
+     ": settings.seed: each cell sets it from the file's seeds, models, variants and runs_dir; delete it here"),
     (lambda t: t.replace('langs = ["svo", "sov"]', 'langs = ["en"]'), "en not in the task's languages"),
-    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), "distinct integers"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), ": seeds: names one entry twice: [1, 1]"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [-1, 2]"), ": seeds: must be >= 0, got -1"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 2]\n[model]\nname = 'x'"),
+     ": model: unknown key; did you mean 'models'?"),
 ])
 def test_a_bad_experiment_file_is_refused_naming_the_key(tmp_path, edit, message):
     path = write(tmp_path / "bad.toml", edit(GRID_FILE))

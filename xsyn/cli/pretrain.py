@@ -18,7 +18,6 @@ from xsyn.cli.main import main
 from xsyn.cli.options import renamed
 from xsyn.cli.run import is_main_process
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, GAT_CONFIG, TINY
-from xsyn.utils.errors import XsynError
 
 # Named pre-training settings. A --config file, the options given and --set win over a recipe's values.
 PRETRAIN_RECIPES: dict[str, dict] = {
@@ -121,17 +120,13 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
-    from xsyn.run.settings import check_model_settings, parse_overrides
+    from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
 
     chosen = PRETRAIN_RECIPES[recipe]
-    try:
-        values = {name: chosen[name] for name in ("delta", "gat_attention", "learning_rate")}
-        file_values = read_pretrain_config(config_file) if config_file else {}
-        gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get("syntax", {})}
-        values.update(file_values)
-        check_model_settings(gat)
-    except XsynError as err:
-        raise click.UsageError(str(err)) from None
+    values = {name: chosen[name] for name in ("delta", "gat_attention", "learning_rate")}
+    file_values = read_pretrain_config(config_file) if config_file else {}
+    gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
+    values.update(file_values)
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
     values.update({k: v if not isinstance(v, Path) else str(v) for k, v in flags.items() if v is not None})
@@ -148,26 +143,21 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     if (output_dir / "state").is_dir() and not resume:
         raise click.ClickException(f"{output_dir} holds a pre-training in progress (state/): continue it with "
                                    "--resume, choose another --output-dir, or delete the folder")
-    try:
-        run_pretraining(PretrainSettings(**values, gat=gat), echo=click.echo, progress=not quiet, resume=resume)
-    except XsynError as err:
-        raise click.ClickException(str(err)) from None
+    run_pretraining(PretrainSettings(**values, gat=gat), echo=click.echo, progress=not quiet, resume=resume)
     if is_main_process():
         click.echo(f"GAT checkpoint and probe_metrics.json -> {output_dir}")
 
 
 def read_pretrain_config(path: Path) -> dict:
     """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
-    a run's pretrain_config.json)."""
-    from dataclasses import fields
-
+    a run's pretrain_config.json), each checked against its field; `gat` holds model settings."""
     from xsyn.pretraining.trainer import PretrainSettings
-    from xsyn.run.settings import ConfigError, read_settings_file
+    from xsyn.run.settings import ConfigError, check_model_settings, read_settings_file
+    from xsyn.utils.schema import check_values
 
     data = read_settings_file(path)
     data = data.get("settings", data) if isinstance(data.get("settings"), dict) else data
-    known = {f.name for f in fields(PretrainSettings)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
-    return dict(data)
+    values = check_values(PretrainSettings, data, str(path), required=False, error=ConfigError)
+    if "gat" in values:
+        values["gat"] = check_model_settings(values["gat"], str(path), "gat")
+    return values

@@ -14,18 +14,8 @@ from xsyn.cli.syntax import PARSER_HELP, ParserChoice
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
-from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
+from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
 from xsyn.syntax.parsers import STANZA_BATCH_DOCS
-from xsyn.utils.errors import XsynError
-
-
-def _run(fn, *args, **kwargs):
-    """Call into the library: xsyn's own errors (bad settings, files, data; `XsynError`) become a message,
-    anything else is a bug and keeps its traceback."""
-    try:
-        return fn(*args, **kwargs)
-    except XsynError as err:
-        raise click.ClickException(str(err)) from None
 
 
 def quiet_libraries() -> None:
@@ -139,28 +129,29 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
 
     if quiet:
         quiet_libraries()
-    file_values = _run(read_config_file, config_file) if config_file else {}
+    file_values = read_config_file(config_file) if config_file else {}
     task = task or file_values.get("task")
     if task is None:
         raise click.UsageError("Missing option '--task' (or a --config file that names it).")
-    card = _run(load_card, task)
+    card = load_card(task)
     flags["trackers"] = list(flags.pop("trackers")) or None
     model_flags = {name: flags.pop(name) for name in ("gat_delta", "gat_attention")}
-    overrides = _run(parse_overrides, sets)
-    overrides["syntax"] = {**{k: v for k, v in model_flags.items() if v is not None}, **overrides.get("syntax", {})}
+    overrides = parse_overrides(sets)
+    overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
+                                 **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
-    config = _run(resolve, task, variant, card, file_values, flags)
+    config = resolve(task, variant, card, file_values, flags)
     out = config.resolved_output_dir()
     if not resume and has_progress(out):
         raise click.ClickException(f"{out} already holds a run that saved progress (state/ or train_results.json): "
                                    "continue it with --resume, choose another --output-dir (or --seed), or delete "
                                    "the folder")
-    token = _run(check_hub_push, push_to_hub) if push_to_hub else None
-    summary = _run(run_finetune, config, resume=resume, progress=not quiet)
+    token = check_hub_push(push_to_hub) if push_to_hub else None
+    summary = run_finetune(config, resume=resume, progress=not quiet)
     if is_main_process():
         click.echo(json.dumps(summary, indent=2))
     if push_to_hub and is_main_process():
-        url = _run(push_checkpoint, out / "best", push_to_hub, token)
+        url = push_checkpoint(out / "best", push_to_hub, token)
         click.echo(f"pushed {out / 'best'} to {url}", err=True)
 
 
@@ -188,12 +179,12 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
 
     if quiet:
         quiet_libraries()
-    checkpoint = _run(locate_checkpoint, model_dir)
+    checkpoint = locate_checkpoint(model_dir)
     if task is not None and task != checkpoint.task:
         raise click.ClickException(f"{model_dir} was fine-tuned on {checkpoint.task!r}, not {task!r}")
-    summary = _run(evaluate_run, checkpoint, split=split, langs=langs.split(",") if langs else None,
-                   generalized=generalized, output_dir=output_dir, overrides=overrides,
-                   skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet)
+    summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
+                           generalized=generalized, output_dir=output_dir, overrides=overrides,
+                           skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet)
     if not is_main_process():
         return
     for lang, value in summary["per_language"].items():

@@ -33,7 +33,7 @@ from xsyn.experiments.cells import (
     clear_stale_lock,
     run_cell,
 )
-from xsyn.experiments.spec import Cell, Experiment, Overrides, load_experiment
+from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.worker import EXIT_BUSY
 from xsyn.utils.io import atomic_write_json
 

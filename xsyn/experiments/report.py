@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.cells import DONE, cell_state
+from xsyn.experiments.experiment_file import Cell, Experiment, _slug
 from xsyn.experiments.papers import Paper, PaperPairDeltas, load_paper
-from xsyn.experiments.spec import Cell, Experiment, _slug
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System

@@ -20,9 +20,19 @@ from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.syntax.parsers import DOWNLOAD_POLICIES, STANZA_BATCH_DOCS, parse_parser_spec
-from xsyn.utils.errors import XsynError
-from xsyn.utils.schema import (SchemaError, at_least, check_value, check_values, construct, did_you_mean,
-                               describe, one_of, strict, validated_field)
+from xsyn.utils.schema import (
+    SchemaError,
+    at_least,
+    between,
+    check_value,
+    check_values,
+    construct,
+    describe,
+    did_you_mean,
+    one_of,
+    strict,
+    validated_field,
+)
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
@@ -32,8 +42,8 @@ MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
 
 
-class ConfigError(XsynError, ValueError):
-    """A configuration value that cannot work; the message names the key and the fix."""
+class ConfigError(SchemaError):
+    """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
 def _finite_above_zero(value: Any) -> None:
@@ -76,7 +86,8 @@ class RunConfig:
     max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
     max_eval_examples: int | None = _count(None)  # use only the first N validation examples during training
-    dev_fraction: float | None = None  # tasks without a dev set: share of train held out (default: the card's)
+    dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
+    # the share of train held out as one (default: the card's)
     dev_seed: int = validated_field(at_least(0), default=0)  # ... its seed (fixed: every seed shares one dev set)
     skip_bad_rows: bool = False
     num_proc: int | None = _count(None)
@@ -152,10 +163,10 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
     for name, value in card.hyperparameters[section].items():
         if name in CARD_NOTES:
             if not isinstance(value, str):
-                raise SchemaError(where, f"{key}.{name}", f"expected a string, got {value!r}")
+                raise ConfigError(where, f"{key}.{name}", f"expected a string, got {value!r}")
             continue
         if name == "seed":
-            raise SchemaError(where, f"{key}.seed", "a card states the papers' hyperparameters; the seed is each "
+            raise ConfigError(where, f"{key}.seed", "a card states the papers' hyperparameters; the seed is each "
                               "run's own (--seed): delete it from the card")
         if isinstance(value, list) and value and name not in LIST_SETTINGS:
             grids[name] = [_check_setting(name, v, where, f"{key}.{name}[{i}]") for i, v in enumerate(value)]
@@ -174,12 +185,18 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A JSON (e.g. a saved config.json) or TOML file of RunConfig keys, each checked against its field."""
-    data = read_settings_file(path)
-    if OLD_MODEL_SETTINGS in data and MODEL_SETTINGS not in data:  # a run folder saved before the rename
-        data[MODEL_SETTINGS] = data.pop(OLD_MODEL_SETTINGS)
-    values = check_values(RunConfig, data, str(path), required=False)
+    data = current_names(read_settings_file(path))
+    values = check_values(RunConfig, data, str(path), required=False, error=ConfigError)
     values[MODEL_SETTINGS] = check_model_settings(values.get(MODEL_SETTINGS, {}), str(path), MODEL_SETTINGS)
     return values
+
+
+def current_names(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config's keys as RunConfig names them now (run folders saved before MODEL_SETTINGS was renamed)."""
+    if OLD_MODEL_SETTINGS in saved and MODEL_SETTINGS not in saved:
+        saved = {**saved, MODEL_SETTINGS: saved[OLD_MODEL_SETTINGS]}
+        del saved[OLD_MODEL_SETTINGS]
+    return saved
 
 
 def read_settings_file(path: str | Path) -> dict[str, Any]:
@@ -244,24 +261,25 @@ def _check_setting(name: str, value: Any, where: str, key: str) -> Any:
     if name == MODEL_SETTINGS and isinstance(value, dict):
         return check_model_settings(value, where, key)
     if name in FIELD_NAMES and name not in DERIVED_FIELDS:
-        return check_value(RunConfig, name, _run_hints()[name], value, where, key)
+        return check_value(RunConfig, name, _run_hints()[name], value, where, key, error=ConfigError)
     if name in _model_hints():
-        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key)
+        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key,
+                           error=ConfigError)
     known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
-    raise SchemaError(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
+    raise ConfigError(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
                       + " (`xsyn settings` lists them)")
 
 
 def check_model_settings(values: Any, where: str, key: str) -> dict[str, Any]:
     """Model settings (XsynBertConfig fields, BERT's included): each name known, each value of its type."""
     if not isinstance(values, dict):
-        raise SchemaError(where, key, f"expected a table of model settings, got {values!r}")
+        raise ConfigError(where, key, f"expected a table of model settings, got {values!r}")
     for name, value in values.items():
         if name not in _model_hints():
-            raise SchemaError(where, f"{key}.{name}", "not a model setting"
+            raise ConfigError(where, f"{key}.{name}", "not a model setting"
                               + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
         values = {**values, name: check_value(_model_config_class(), name, _model_hints()[name], value, where,
-                                              f"{key}.{name}")}
+                                              f"{key}.{name}", error=ConfigError)}
     return values
 
 
@@ -341,7 +359,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_source"] = source
     chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
-    config = construct(RunConfig, merged, "settings")
+    config = construct(RunConfig, merged, "settings", error=ConfigError)
     config.card = card
     _check(config, card)
     for name, values in config.hyperparameter_grid.items():
@@ -370,8 +388,6 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if "validation" in card.splits:
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
-        if not 0 < config.dev_fraction < 1:
-            raise ConfigError(f"dev_fraction must lie strictly between 0 and 1, got {config.dev_fraction}")
     model = model_config(config)
     if model is not None and config.max_length > model.max_position_embeddings:
         positions = model.max_position_embeddings

@@ -200,8 +200,9 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     bar.close()
 
     # -- finish ----------------------------------------------------------------------------------
-    summary = {"task": config.task, "variant": config.variant, "model": config.model, "seed": config.seed,
-               "metric": card.metric, "best_dev_score": state.best_score, "best_step": state.best_step,
+    summary = {"task": config.task, "card": card.stamp, "variant": config.variant, "model": config.model,
+               "seed": config.seed, "metric": card.metric, "best_dev_score": state.best_score,
+               "best_step": state.best_step,
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train.examples),
                "train_features": len(train_rows), "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
@@ -310,7 +311,8 @@ def _save_best(accelerator, model, tokenizer, out: Path, config: RunConfig, voca
             shutil.rmtree(staged, ignore_errors=True)
             raise OutputError(getattr(err, "errno", None) or 0, f"cannot write the checkpoint {staged} ({err}); "
                               "free some space or make the folder writable, then continue with --resume") from err
-        atomic_write_json(out / "validation_results.json", {"step": state.step, "metric": card.metric,
-                                                     "primary": result["primary"], "scores": result["scores"]})
+        atomic_write_json(out / "validation_results.json", {"step": state.step, "card": card.stamp,
+                                                            "metric": card.metric, "primary": result["primary"],
+                                                            "scores": result["scores"]})
         write_model_card(out / "best", out)
     accelerator.wait_for_everyone()

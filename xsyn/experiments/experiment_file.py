@@ -33,23 +33,89 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
+from xsyn.data.cards import TaskCard, list_tasks, load_card
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
-from xsyn.run.settings import FIELD_NAMES, ConfigError, RunConfig, current_setting_name, resolve
+from xsyn.run.settings import MODEL_SETTINGS, RunConfig, resolve, split_settings
 from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import Invalid, SchemaError, at_least, load, one_of, strict, validated_field
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
-_TOP_KEYS = {"title", "description", "tasks", "variants", "seeds", "models", "baseline", "runs_dir", "paper",
-             "settings", "grid", "evaluation", "task"}
-_EVALUATION_KEYS = {"split", "generalized", "langs"}
-_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir"}
+CELL_SETTINGS = ("seed", "model", "variant", "output_dir")  # what each cell sets for itself
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
-class ExperimentError(XsynError, ValueError):
+class ExperimentError(SchemaError):
     """An experiment file that cannot run as written; the message names the file, the key and the fix."""
+
+
+def _distinct(values: list) -> None:
+    if not values:
+        raise ValueError("must name at least one, e.g. [1, 2, 3]")
+    if len(set(values)) != len(values):
+        raise ValueError(f"names one entry twice: {values!r}")
+
+
+@strict
+@dataclass
+class EvaluationTable:
+    """`[evaluation]` (every task) or the evaluation keys of `[task.<name>]` (that task); unset keys inherit."""
+
+    split: str | list[str] | None = None  # "test" (the default), "validation", or both
+    generalized: bool | None = None
+    langs: list[str] | None = None  # default: the task's languages
+
+
+@strict
+@dataclass
+class TaskTable(EvaluationTable):
+    """`[task.<name>]`: one task's own settings, data folder and evaluation."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+
+
+@strict
+@dataclass
+class ExperimentFile:
+    """The schema of an experiment file (the module docstring shows one)."""
+
+    tasks: list[str] = validated_field([_distinct, one_of(list_tasks)])
+    variants: list[str] = validated_field([_distinct, one_of(VARIANTS)])
+    seeds: list[int] = validated_field([_distinct, at_least(0)])
+    title: str | None = None
+    description: str = ""
+    models: list[str] | None = validated_field(lambda v: v is None or _distinct(v), default=None)
+    baseline: str | None = None  # default: the first variant
+    runs_dir: str | None = None
+    paper: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list | dict[str, list]] = field(default_factory=dict)
+    evaluation: EvaluationTable = field(default_factory=EvaluationTable)
+    task: dict[str, TaskTable] = field(default_factory=dict)
+
+    def validate_baseline(self) -> None:
+        baseline = self.baseline or self.variants[0]
+        if baseline not in self.variants:
+            raise Invalid("baseline", f"{baseline!r} is not one of the variants ({', '.join(self.variants)})")
+        if isinstance(self.grid.get(baseline), dict):
+            raise Invalid(f"grid.{baseline}", "varies the baseline, and every system is compared with one "
+                          "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
+
+    def validate_grid(self) -> None:
+        for key, value in self.grid.items():
+            if isinstance(value, dict) and key not in self.variants:
+                raise Invalid(f"grid.{key}", f"{key!r} is not one of the variants ({', '.join(self.variants)})")
+            for name, values in (value if isinstance(value, dict) else {key: value}).items():
+                where = f"grid.{key}.{name}" if isinstance(value, dict) else f"grid.{key}"
+                if not isinstance(values, list) or not values:
+                    raise Invalid(where, "expected a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
+
+    def validate_task_tables(self) -> None:
+        for name in self.task:
+            if name not in self.tasks:
+                raise Invalid(f"task.{name}", f"names a task that is not in tasks ({', '.join(self.tasks)})")
 
 
 @dataclass(frozen=True)
@@ -104,10 +170,10 @@ class Experiment:
     baseline: str
     runs_dir: Path
     paper: str | None
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # checked, model settings under MODEL_SETTINGS (as `--set` gives them)
     variant_grid: dict[str, dict[str, list]]  # variant -> setting -> values (the baseline is never varied)
-    evaluation: dict[str, Any]
-    task_options: dict[str, dict[str, Any]]
+    evaluation: EvaluationTable
+    task_options: dict[str, TaskTable]
     overrides: Overrides
     cards: dict[str, TaskCard]
     cells: list[Cell] = field(default_factory=list)
@@ -134,24 +200,24 @@ class Experiment:
         return self.runs_dir / cell.name
 
     def evaluation_of(self, task: str) -> Evaluation:
-        options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
-                                         if k in _EVALUATION_KEYS}}
-        split = options.get("split", "test")
-        splits = (split,) if isinstance(split, str) else tuple(split)
-        langs = tuple(options.get("langs") or self.cards[task].languages)
-        return Evaluation(splits, bool(options.get("generalized", False)), langs)
+        own = self.task_options.get(task, EvaluationTable())
+        split = own.split if own.split is not None else self.evaluation.split
+        generalized = own.generalized if own.generalized is not None else self.evaluation.generalized
+        langs = own.langs if own.langs is not None else self.evaluation.langs
+        splits = ("test",) if split is None else (split,) if isinstance(split, str) else tuple(split)
+        return Evaluation(splits, bool(generalized), tuple(langs or self.cards[task].languages))
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks."""
         card = self.cards[cell.task]
-        task_options = self.task_options.get(cell.task, {})
+        task_options = self.task_options.get(cell.task, TaskTable())
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
-        for layer in (self.settings, task_options.get("settings", {}), dict(cell.grid)):
-            _merge(flags, split_settings(layer))
-        _merge(flags, self.overrides.settings)
+        for layer in (self.settings, split_settings(task_options.settings, str(self.path), f"task.{cell.task}"),
+                      split_settings(dict(cell.grid), str(self.path), "grid"), self.overrides.settings):
+            _merge(flags, layer)
         data_dir = (str(Path(self.overrides.data_dir) / cell.task) if self.overrides.data_dir
-                    else task_options.get("data_dir"))
+                    else task_options.data_dir)
         flags.update({"model": cell.model, "seed": cell.seed, "output_dir": str(self.cell_dir(cell))})
         if data_dir:
             flags["data_dir"] = data_dir
@@ -162,24 +228,10 @@ class Experiment:
         return resolve(cell.task, cell.variant, card, {}, flags)
 
 
-def split_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Run settings (RunConfig fields) stay; the others are model settings, under `syntax` (as `--set`)."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        key = current_setting_name(key, "experiment settings")
-        if key == "syntax" and isinstance(value, dict):
-            out.setdefault("syntax", {}).update(value)
-        elif key in FIELD_NAMES:
-            out[key] = value
-        else:
-            out.setdefault("syntax", {})[key] = value
-    return out
-
-
 def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
     for key, value in layer.items():
-        if key == "syntax":
-            into.setdefault("syntax", {}).update(value)
+        if key == MODEL_SETTINGS:
+            into.setdefault(MODEL_SETTINGS, {}).update(value)
         else:
             into[key] = value
 
@@ -216,62 +268,49 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     except OSError as err:
         raise ExperimentError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
     where = str(path)
-    _known(data, _TOP_KEYS, where)
-    tasks = _strings(data, "tasks", where)
-    for task in tasks:
-        if task not in list_tasks():
-            raise ExperimentError(f"{where}: tasks: unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
-    variants = _strings(data, "variants", where)
-    for variant in variants:
-        if variant not in VARIANTS:
-            raise ExperimentError(f"{where}: variants: unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    seeds = data.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                           for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ExperimentError(f"{where}: seeds must be a non-empty list of distinct integers, e.g. seeds = [1, 2, 3]")
-    models = [overrides.model] if overrides.model else _strings(data, "models", where, [RunConfig.model])
-    baseline = data.get("baseline", variants[0])
-    if baseline not in variants:
-        raise ExperimentError(f"{where}: baseline {baseline!r} is not one of the variants ({', '.join(variants)})")
-    grid, variant_grid = _grid(data.get("grid", {}), variants, where)
-    if baseline in variant_grid:
-        raise ExperimentError(f"{where}: [grid.{baseline}] varies the baseline, and every system is compared with one "
-                              "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
-    variant_grid = {variant: {**grid, **variant_grid.get(variant, {})} for variant in variants
-                    if variant != baseline and (grid or variant in variant_grid)}
-    task_options = _table(data, "task", where)
-    for task in task_options:
-        if task not in tasks:
-            raise ExperimentError(f"{where}: [task.{task}] names a task that is not in tasks ({', '.join(tasks)})")
-        _known(_table(task_options, task, where), _TASK_KEYS, f"{where} [task.{task}]")
-    evaluation = _table(data, "evaluation", where)
-    _known(evaluation, _EVALUATION_KEYS, f"{where} [evaluation]")
-    try:
-        cards = {task: load_card(task) for task in tasks}
-    except CardError as err:
-        raise ExperimentError(str(err)) from None
+    written = load(ExperimentFile, data, where, error=ExperimentError)
+    settings = _file_settings(written.settings, where, "settings")
+    for name, table in written.task.items():
+        _file_settings(table.settings, where, f"task.{name}.settings")
+    baseline = written.baseline or written.variants[0]
+    grid = {key: values for key, values in written.grid.items() if not isinstance(values, dict)}
+    per_variant = {key: table for key, table in written.grid.items() if isinstance(table, dict)}
+    for key, table in [("grid", grid), *((f"grid.{v}", t) for v, t in per_variant.items())]:
+        for name, values in table.items():
+            split_settings({name: values[0]}, where, key)  # the name and the first value; cells check the rest
+    variant_grid = {variant: {**grid, **per_variant.get(variant, {})} for variant in written.variants
+                    if variant != baseline and (grid or variant in per_variant)}
+    cards = {task: load_card(task) for task in written.tasks}
     name = path.stem
-    runs_dir = Path(overrides.runs_dir or data.get("runs_dir") or f"experiments/{name}").absolute()
+    runs_dir = Path(overrides.runs_dir or written.runs_dir or f"experiments/{name}").absolute()
     if overrides.data_dir:
         overrides = replace(overrides, data_dir=str(Path(overrides.data_dir).absolute()))
     overrides = replace(overrides, runs_dir=str(runs_dir))  # workers and cluster jobs may start elsewhere
     bundled = not Path(source).is_file()
     experiment = Experiment(
-        source=str(source) if bundled else str(path.absolute()), path=path, name=name,
-        title=str(data.get("title", name)),
-        description=str(data.get("description", "")), tasks=tasks, variants=variants, seeds=seeds, models=models,
-        baseline=baseline, runs_dir=runs_dir, paper=data.get("paper"), settings=_table(data, "settings", where),
-        variant_grid=variant_grid, evaluation=evaluation, task_options=task_options,
-        overrides=overrides, cards=cards)
-    for task in tasks:
+        source=str(source) if bundled else str(path.absolute()), path=path, name=name, title=written.title or name,
+        description=written.description, tasks=written.tasks, variants=written.variants, seeds=written.seeds,
+        models=[overrides.model] if overrides.model else written.models or [RunConfig.model],
+        baseline=baseline, runs_dir=runs_dir, paper=written.paper, settings=settings, variant_grid=variant_grid,
+        evaluation=written.evaluation, task_options=written.task, overrides=overrides, cards=cards)
+    for task in written.tasks:
         _check_evaluation(experiment, task, where)
     experiment.cells = _cells(experiment)
     for cell in experiment.cells:
         try:
             experiment.config(cell)
-        except ConfigError as err:
+        except XsynError as err:
             raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
     return experiment
+
+
+def _file_settings(table: dict[str, Any], where: str, key: str) -> dict[str, Any]:
+    """A settings table of the file, checked; what each cell sets itself is refused (it would be overridden)."""
+    for name in table:
+        if name in CELL_SETTINGS:
+            raise ExperimentError(where, f"{key}.{name}", "each cell sets it from the file's seeds, models, "
+                                  "variants and runs_dir; delete it here")
+    return split_settings(table, where, key)
 
 
 def _cells(experiment: Experiment) -> list[Cell]:
@@ -310,51 +349,3 @@ def _check_evaluation(experiment: Experiment, task: str, where: str) -> None:
     if evaluation.generalized and len(card.segments) < 2:
         raise ExperimentError(f"{where}: generalized evaluation for {task}: it has one segment "
                               f"({card.segments[0]}), so there are no language pairs; set generalized = false")
-
-
-def _grid(table: Any, variants: list[str], where: str) -> tuple[dict[str, list], dict[str, dict[str, list]]]:
-    if not isinstance(table, dict):
-        raise ExperimentError(f"{where}: [grid] must be a table of lists")
-    grid: dict[str, list] = {}
-    per_variant: dict[str, dict[str, list]] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            if key not in variants:
-                raise ExperimentError(f"{where}: [grid.{key}]: {key!r} is not one of the variants "
-                                      f"({', '.join(variants)})")
-            per_variant[key] = {k: _values(v, f"[grid.{key}] {k}", where) for k, v in value.items()}
-        else:
-            grid[key] = _values(value, f"[grid] {key}", where)
-    return grid, per_variant
-
-
-def _values(value: Any, what: str, where: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise ExperimentError(f"{where}: {what} must be a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
-    return value
-
-
-def _known(table: dict[str, Any], known: set[str], where: str) -> None:
-    for key in table:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            raise ExperimentError(f"{where}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-                                  + f" (valid keys: {', '.join(sorted(known))})")
-
-
-def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ExperimentError(f"{where}: {key} must be a table ([{key}]), got {value!r}")
-    return value
-
-
-def _strings(data: dict[str, Any], key: str, where: str, default: list[str] | None = None) -> list[str]:
-    value = data.get(key, default)
-    if value is None:
-        raise ExperimentError(f"{where}: {key} is missing (a list, e.g. {key} = [...])")
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise ExperimentError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
-    if len(set(value)) != len(value):
-        raise ExperimentError(f"{where}: {key} names one entry twice: {value!r}")
-    return list(value)
