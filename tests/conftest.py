@@ -107,6 +107,18 @@ def small_tokenizer(tmp_path_factory):
     return BertTokenizerFast(vocab=str(path), do_lower_case=True)
 
 
+XLMR_TOKENIZER = REPO / "tests" / "fixtures" / "xlmr_tokenizer"
+
+
+@pytest.fixture(scope="session")
+def xlmr_tokenizer():
+    """An XLM-R-style SentencePiece tokenizer (Unigram, 3,000 pieces, NFKC, `▁` word starts,
+    `<s> A </s></s> B </s>`) trained on shared text by scripts/make_xlmr_tokenizer.py."""
+    from xsyn.models.presets import load_tokenizer
+
+    return load_tokenizer(XLMR_TOKENIZER)
+
+
 @pytest.fixture(scope="session")
 def example_conllu() -> Path:
     return REPO / "xsyn" / "examples" / "example.conllu"

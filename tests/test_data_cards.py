@@ -8,7 +8,7 @@ from xsyn.data.cards import CardError, load_card, parse_card
 from xsyn.data.loading import load_examples
 
 ALL_TASKS = ["cged", "chnsenticorp", "conll_ner", "matis", "mlqa", "msra_ner", "mtop", "panx", "pawsx",
-             "synth", "xnli", "xquad"]
+             "synth", "udpos", "xnli", "xquad"]
 
 
 def test_every_task_has_a_card_that_loads():
@@ -33,6 +33,7 @@ def test_every_task_has_a_card_that_loads():
     ("chnsenticorp", "single-classification", 1, "accuracy"),
     ("msra_ner", "token-classification", 1, "seqeval"),
     ("cged", "token-classification", 1, "cged"),
+    ("udpos", "pos-tagging", 17, "word_accuracy"),  # the 17 treebanks of ../shared/data/ud
 ])
 def test_cards_define_kind_languages_and_metric_as_the_benchmarks_do(name, kind, n_langs, metric):
     card = load_card(name)

@@ -31,6 +31,8 @@ def first_request(task, split, **langs):
                                           "revision='refs/convert/parquet')"),
     ("msra_ner", "test", {"lang": "zh"}, "datasets.load_dataset('levow/msra_ner', 'msra_ner', split='test', "
                                          "revision='refs/convert/parquet')"),
+    # XTREME names its UD-POS configs by the language's English name (the card's hub lang_codes)
+    ("udpos", "test", {"lang": "zh"}, "datasets.load_dataset('google/xtreme', 'udpos.Chinese', split='test')"),
 ])
 def test_each_card_requests_the_documented_dataset_config_and_split(task, split, langs, expected):
     assert first_request(task, split, **langs).describe() == expected

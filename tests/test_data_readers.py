@@ -335,3 +335,21 @@ def test_a_tagged_sentence_of_invisible_tokens_is_empty(tmp_path):
                                      allow_hub=False)
     assert [e.segments[0].tokens for e in examples] == [["Paris"], ["Bob"]]
     assert len(report.skipped) == 1 and "only invisible characters" in report.skipped[0]
+
+
+def test_conllu_rows_are_the_syntactic_words_with_their_upos_and_a_bad_sentence_names_its_line(tmp_path):
+    from xsyn.data.readers import READERS, BadRows, DataFormatError, ReadRequest
+
+    path = tmp_path / "x-ud-train.conllu"
+    path.write_text("# sent_id = s1\n# text = Zum Haus.\n1-2\tZum\t_\t_\t_\t_\t_\t_\t_\t_\n"
+                    "1\tZu\tzu\tADP\t_\t_\t3\tcase\t_\t_\n2\tdem\tder\tDET\t_\t_\t3\tdet\t_\t_\n"
+                    "3\tHaus\tHaus\tNOUN\t_\t_\t0\troot\t_\tSpaceAfter=No\n3.1\tx\t_\t_\t_\t_\t_\t_\t_\t_\n"
+                    "4\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_\n\n"
+                    "# sent_id = s2\n1\tA\ta\tDET\t_\t_\t5\tdet\t_\t_\n\n", encoding="utf-8")
+    skipping = ReadRequest([path], "de", "train", {}, BadRows(skip=True))
+    rows = list(READERS["conllu"].read(skipping))
+    assert [r.values for r in rows] == [{"id": "s1", "tokens": ["Zu", "dem", "Haus", "."],
+                                         "tags": ["ADP", "DET", "NOUN", "PUNCT"]}]
+    assert len(skipping.bad.skipped) == 1 and skipping.bad.skipped[0].startswith(f"{path}:10: ")
+    with pytest.raises(DataFormatError, match=f"^{path}:10: .*never skipped"):
+        list(READERS["conllu"].read(ReadRequest([path], "de", "test", {}, BadRows(skip=True, test=True))))

@@ -6,7 +6,10 @@ from __future__ import annotations
 import errno
 import multiprocessing as mp
 import os
+import signal
+import time
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -165,6 +168,7 @@ def test_each_distinct_segment_is_parsed_once_then_served_from_the_cache(tmp_pat
     parser = CountingParser()
     report = parse_segments(segs, parser, ParseCache(tmp_path))
     assert (report.segments, report.unique, report.cache_hits, report.parsed) == (5, 4, 0, 4)
+    assert report.duplicates == 1
     assert parser.calls == 4
     assert segs[0].record is segs[1].record and segs[3].record.token_index == [0, 1]
     again = [Segment("en", text="a dog"), Segment("en", text="a bird")]
@@ -333,3 +337,98 @@ def _owner_of(text: str) -> int:
 
     parser = ChainParser()
     return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.settings()).encode()) % 2
+
+
+# -- parse workers, progress, resume --------------------------------------------------------------
+
+class WorkerParser(ChainParser):
+    """The chain parser as one that holds a model: the "model" is loaded at its first parse in a process,
+    which appends that process's id to `loads` and waits (up to 60 s) until `meet` processes have (so
+    that every worker gets work however fast the first one starts); every chunk it parses appends
+    its size to `chunks` after `delay` seconds."""
+
+    max_workers = None
+
+    def __init__(self, loads, chunks, delay: float = 0.0, meet: int = 1):
+        self.loads, self.chunks, self.delay, self.meet, self.loaded = str(loads), str(chunks), delay, meet, False
+
+    def parse_texts(self, texts, lang):
+        if not self.loaded:
+            self.loaded = True
+            with open(self.loads, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+            deadline = time.monotonic() + 60
+            while len(Path(self.loads).read_text().split()) < self.meet and time.monotonic() < deadline:
+                time.sleep(0.01)
+        time.sleep(self.delay)
+        with open(self.chunks, "a") as fh:
+            fh.write(f"{len(texts)}\n")
+        return super().parse_texts(texts, lang)
+
+
+def _sentences(n: int) -> list[str]:
+    return [f"sentence number {i} is here ." for i in range(n)]
+
+
+def test_workers_parse_each_unique_sentence_once_loading_the_model_once_per_worker(tmp_path):
+    texts = _sentences(300)
+    segments = [Segment("en", text=t) for t in texts + texts[:50]]  # 50 repeats, as pairs repeat premises
+    parser = WorkerParser(tmp_path / "loads", tmp_path / "chunks", meet=2)
+    report = parse_segments(segments, parser, ParseCache(tmp_path / "cache"), workers=2)
+    loads = (tmp_path / "loads").read_text().split()
+    assert len(loads) == 2 == len(set(loads)) and str(os.getpid()) not in loads  # two workers, one load each
+    assert sum(map(int, (tmp_path / "chunks").read_text().split())) == 300  # each unique sentence once
+    assert (report.segments, report.unique, report.duplicates, report.parsed) == (350, 300, 50, 300)
+    alone = [Segment("en", text=t) for t in texts]
+    parse_segments(alone, ChainParser(), None)
+    assert [s.record.to_dict() for s in segments[:300]] == [s.record.to_dict() for s in alone]
+    assert segments[300].record is segments[0].record
+
+
+def _parse_slowly(folder: str) -> None:  # the process that is killed
+    folder_path = Path(folder)
+    segments = [Segment("en", text=t) for t in _sentences(640)]
+    parser = WorkerParser(folder_path / "loads", folder_path / "chunks", delay=0.3)
+    parse_segments(segments, parser, ParseCache(folder_path / "cache"), workers=2, batch_size=64)
+
+
+def test_a_parse_killed_mid_run_resumes_parsing_only_what_the_cache_lacks(tmp_path):
+    process = mp.get_context("spawn").Process(target=_parse_slowly, args=(str(tmp_path),))
+    process.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until some chunks are in the cache, then kill -9
+        shards = list((tmp_path / "cache").glob("*.jsonl")) if (tmp_path / "cache").is_dir() else []
+        if sum(s.read_bytes().count(b"\n") for s in shards) >= 128:
+            break
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.join()
+    kept = len(ParseCache(tmp_path / "cache"))
+    assert 128 <= kept < 640
+    workers = [int(pid) for pid in (tmp_path / "loads").read_text().split()]
+    time.sleep(1.0)
+    assert not [pid for pid in workers if _alive(pid)]  # the workers end with the process that started them
+    segments = [Segment("en", text=t) for t in _sentences(640)]
+    parser = CountingParser()
+    report = parse_segments(segments, parser, ParseCache(tmp_path / "cache"))
+    assert (report.cache_hits, report.parsed, parser.calls) == (kept, 640 - kept, 640 - kept)
+    assert report.corrupt_cache_entries <= 1  # at most the line being written at the kill
+    fresh = [Segment("en", text=t) for t in _sentences(640)]
+    parse_segments(fresh, ChainParser(), None)
+    assert [s.record.to_dict() for s in segments] == [s.record.to_dict() for s in fresh]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.is_file() and status.read_text().split(")")[-1].split()[0] == "Z")  # a zombie has ended
+
+
+def test_a_parser_that_runs_alone_is_not_given_workers(tmp_path):
+    parser = WorkerParser(tmp_path / "loads", tmp_path / "chunks")
+    parser.max_workers = 1
+    parse_segments([Segment("en", text=t) for t in _sentences(300)], parser, None, workers=4)
+    assert (tmp_path / "loads").read_text().split() == [str(os.getpid())]

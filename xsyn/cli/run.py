@@ -47,6 +47,8 @@ def data_options(fn):
                      "is one]."),
         click.option("--parser-batch-size", type=click.IntRange(min=1), help="Documents per Stanza call "
                      f"[default: {STANZA_BATCH_DOCS}]."),
+        click.option("--parse-workers", type=click.IntRange(min=1), help="Processes that parse side by side "
+                     "[default: the cores; 1 for chain and for Stanza on a GPU]."),
         click.option("--cache-dir", type=click.Path(file_okay=False), help="xsyn's cache folder: parses/ and "
                      "features/ (default: $XSYN_CACHE or ~/.cache/xsyn)."),
         click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),

@@ -84,15 +84,18 @@ def build_parser(spec: str, parser_model_dir: str | None, download: str, device:
                    "--parser conllu:PATH).")
 @click.option("--skip-invalid", is_flag=True,
               help="Skip (and count) malformed sentences instead of stopping at the first one.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes that parse side by side [default: the cores; 1 for chain and for Stanza on a GPU].")
+@click.option("--quiet", is_flag=True, help="No progress (sentences/s and ETA) while parsing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_name: str,
                   parser_model_dir: str | None, download: str, parser_device: str | None, parser_batch_size: int,
-                  cache_dir: Path | None, import_as: str, skip_invalid: bool,
+                  cache_dir: Path | None, import_as: str, skip_invalid: bool, workers: int | None, quiet: bool,
                   as_json: bool) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
     from xsyn.syntax.cache import ParseCache, cache_key
     from xsyn.syntax.conllu import ConlluError, ConlluStats, NotUtf8Error, not_utf8_error, read_conllu
-    from xsyn.syntax.parse import ParseReport, parse_segments
+    from xsyn.syntax.parse import ParseReport, default_workers, parse_segments
     from xsyn.syntax.parsers import ParserUnavailable
     from xsyn.syntax.record import write_jsonl
     from xsyn.syntax.segment import Segment, is_blank
@@ -113,7 +116,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
         keys = [cache_key(r.text, lang, import_as, "", {}) for r in records]
         new = {k: r for k, r in zip(keys, records) if k not in cache}
         cache.put_many(new.items())
-        report = ParseReport(segments=len(records), unique=len(set(keys)),
+        report = ParseReport(segments=len(records), unique=len(set(keys)), duplicates=len(keys) - len(set(keys)),
                              cache_hits=len(set(keys)) - len(new), parsed=len(new),
                              corrupt_cache_entries=cache.unreported_corrupt())
         extra = {"skipped_invalid": len(stats.skipped), "skipped_reasons": stats.skipped}
@@ -127,7 +130,8 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
                     for line in lines if not is_blank(line)]
         parser = build_parser(parser_name, parser_model_dir, download, parser_device, parser_batch_size)
         try:
-            report = parse_segments(segments, parser, cache)
+            report = parse_segments(segments, parser, cache, workers=workers or default_workers(),
+                                    progress=not quiet)
         except (ParserUnavailable, ValueError) as err:
             raise click.ClickException(str(err)) from None
         records = [s.record for s in segments]
@@ -139,7 +143,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
         click.echo(json.dumps(result))
         return
     click.echo(f"segments:        {report.segments}")
-    click.echo(f"unique segments: {report.unique}")
+    click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
     click.echo(f"parsed:          {report.parsed}")
     click.echo(f"parse time:      {report.seconds:.2f}s")

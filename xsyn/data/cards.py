@@ -34,7 +34,7 @@ from xsyn.utils.schema import Invalid, SchemaError, check_values, construct, one
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for the plain model
 # The papers' names for settings, which cards once used: named in the error that asks for the setting's name.
@@ -89,7 +89,8 @@ class LocalSource:
 @strict
 @dataclass(frozen=True)
 class HubSource:
-    """One Hugging Face hub dataset: id, config pattern, split names and column roles."""
+    """One Hugging Face hub dataset: id, config pattern, split names and column roles. The config's
+    `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
 
     dataset: str
     splits: dict[str, str]
@@ -98,6 +99,7 @@ class HubSource:
     languages: tuple[str, ...] | None = None
     filter: dict[str, str] = field(default_factory=dict)
     revision: str | None = None
+    lang_codes: dict[str, str] = field(default_factory=dict)
 
     def serves(self, lang: str, split: str) -> bool:
         return split in self.splits and (self.languages is None or lang in self.languages)
@@ -183,7 +185,6 @@ class TaskCard:
                                       + ", ".join("{" + a + "}" for a in sorted(allowed)))
             READERS[source.format].check_options(source.options, f"{here}.options")
             _check_roles(source.options.get("columns", {}), f"{here}.options.columns", roles)
-            _subset(tuple(source.lang_codes), self.languages, f"{here}.lang_codes", "the card's languages")
             self._check_entry(source, here)
         for i, hub in enumerate(self.hub):
             _check_roles(hub.columns, f"hub[{i}].columns", roles)
@@ -192,6 +193,7 @@ class TaskCard:
     def _check_entry(self, source: LocalSource | HubSource, here: str) -> None:
         _subset(tuple(source.splits), self.splits, f"{here}.splits", "the card's splits")
         _subset(source.languages or (), self.languages, f"{here}.languages", "the card's languages")
+        _subset(tuple(source.lang_codes), self.languages, f"{here}.lang_codes", "the card's languages")
 
     def validate_hyperparameter_sections(self) -> None:
         for section in self.hyperparameters:

@@ -297,7 +297,7 @@ def featurize_batch(batch: Mapping[str, list], tokenizer, settings: FeatureSetti
 def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], aligner: WordpieceAligner,
                       settings: FeatureSettings, label_ids: Mapping[str, int],
                       tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
-    stride = _overlap(segments, settings) if settings.spec.windowed else None
+    stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if settings.spec.windowed else None
     trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
     query_cut = sum(len(s.ids) for s in segments[:-1]) - _kept_query_pieces(segments, settings)
     unknown = 0
@@ -323,9 +323,10 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
     return rows
 
 
-def _overlap(segments: list[SegmentPieces], settings: FeatureSettings) -> int:
-    """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`."""
-    room = settings.max_length - len(segments) - 1 - _kept_query_pieces(segments, settings)
+def _overlap(segments: list[SegmentPieces], settings: FeatureSettings, specials: int) -> int:
+    """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`,
+    in inputs holding `specials` special tokens."""
+    room = settings.max_length - specials - _kept_query_pieces(segments, settings)
     if room <= 1:
         return 0
     step = settings.doc_stride if settings.doc_stride is not None else max(1, room // 2)

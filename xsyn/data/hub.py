@@ -54,7 +54,7 @@ def hub_requests(card: TaskCard, split: str, segment_langs: Mapping[str, str]) -
     for source in card.hub:
         if not all(source.serves(lg, split) for lg in langs):
             continue
-        values = {"lang": lang, **segment_langs}
+        values = {name: source.lang_codes.get(lg, lg) for name, lg in {"lang": lang, **segment_langs}.items()}
         if len(langs) > 1 and not any("{" + name + "}" in (source.config or "") for name in segment_langs):
             continue  # a same-language config cannot give a cross-language pair
         config = source.config.format(**values) if source.config else None

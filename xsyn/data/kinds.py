@@ -228,14 +228,20 @@ def _classification(name: str, n_segments: int) -> TaskKind:
                     auto_class="AutoModelForSequenceClassification")
 
 
+def _tagging(name: str) -> TaskKind:
+    """A tag per gold token, predicted on its first piece (XTREME's labelling)."""
+    return TaskKind(name, ("tokens",), 1, label=False, tags=True, answers=False, head="token",
+                    label_columns=("labels",), piece_label_columns=("labels",), output_keys=("logits",),
+                    windowed=True, window_labels=_tag_labels, decode=_decode_tags, reference=_tag_reference,
+                    write_predictions=_write_tags, pipeline_tag="token-classification",
+                    auto_class="AutoModelForTokenClassification")
+
+
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     _classification("single-classification", 1),
     _classification("pair-classification", 2),
-    TaskKind("token-classification", ("tokens",), 1, label=False, tags=True, answers=False, head="token",
-             label_columns=("labels",), piece_label_columns=("labels",), output_keys=("logits",), windowed=True,
-             window_labels=_tag_labels, decode=_decode_tags, reference=_tag_reference,
-             write_predictions=_write_tags, pipeline_tag="token-classification",
-             auto_class="AutoModelForTokenClassification"),
+    _tagging("token-classification"),
+    _tagging("pos-tagging"),
     TaskKind("extractive-qa", ("question", "context"), 2, label=False, tags=False, answers=True, head="qa",
              label_columns=("start_positions", "end_positions"), piece_label_columns=(),
              output_keys=("start_logits", "end_logits"), windowed=True, caps_query=True,

@@ -16,6 +16,7 @@ never skipped. Nothing is dropped silently.
 | `mtop`        | MTOP's 8-column TSV; BIO slot tags from character offsets                     |
 | `cged_sgml`   | NLPTEA CGED `<DOC><TEXT>..<ERROR ..>` files; character-level BIO over R/M/S/W |
 | `cged_truth`  | NLPTEA CGED test release: `(sid=ID)<TAB>text` input plus `ID, start, end, type`|
+| `conllu`      | Universal Dependencies CoNLL-U: the syntactic words and their UPOS tags       |
 | `synth`       | no files: xsyn's synthetic typology benchmark (`xsyn.data.synth.generate_split`)   |
 """
 
@@ -618,6 +619,27 @@ class CgedTruthReader(Reader):
         return truth
 
 
+# -- CoNLL-U ---------------------------------------------------------------------------------------
+
+
+class ConlluReader(Reader):
+    """UD treebanks: one row per sentence, its syntactic words (multiword-token ranges and empty nodes
+    left out, as XTREME's UD-POS preprocessing does) with their UPOS tags; the id is `# sent_id`."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        from xsyn.syntax.conllu import ConlluStats, parse_conllu
+
+        for path in request.files:
+            stats = ConlluStats()
+            text = read_text(path, request.notes)
+            for record in parse_conllu(text, source=str(path), lang=request.lang, skip_invalid=True, stats=stats):
+                yield Row(f"{path}: sentence {record.sent_id}", {"id": record.sent_id, "tokens": list(record.words),
+                                                                 "tags": list(record.upos)})
+            for problem in stats.skipped:  # each names its file and line
+                where, _, reason = problem.partition(": ")
+                request.bad(where, reason)
+
+
 # -- synthetic ------------------------------------------------------------------------------------
 
 
@@ -640,5 +662,6 @@ class SynthReader(Reader):
 
 READERS: dict[str, Reader] = {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
-    "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "synth": SynthReader(),
+    "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
+    "synth": SynthReader(),
 }

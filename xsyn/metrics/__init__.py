@@ -7,6 +7,7 @@
 | id            | prediction / reference per example          | options                    | primary        |
 |---------------|---------------------------------------------|----------------------------|----------------|
 | `accuracy`    | label / label                               |                            | accuracy       |
+| `word_accuracy` | tags / tags (one list per sentence)       |                            | accuracy (words) |
 | `seqeval`     | tags / tags (BIO, one list per sentence)    | `mode`: default or strict  | f1 (entity)    |
 | `squad`       | answer text / list of gold answer texts     |                            | f1             |
 | `mlqa`        | answer text / list of gold answer texts     | `lang`: context language   | f1             |
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from xsyn.metrics.accuracy import Accuracy
+from xsyn.metrics.accuracy import Accuracy, WordAccuracy
 from xsyn.metrics.base import CountTable, Metric, MetricInputError
 from xsyn.metrics.cged import Cged
 from xsyn.metrics.entities import EntityF1
@@ -32,7 +33,7 @@ from xsyn.metrics.intent_slot import IntentSlot
 from xsyn.metrics.qa import MlqaQA, SquadQA
 
 _METRICS: dict[str, type[Metric]] = {
-    cls.id: cls for cls in (Accuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged)
+    cls.id: cls for cls in (Accuracy, WordAccuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged)
 }
 METRIC_IDS = tuple(_METRICS)
 

@@ -1,4 +1,4 @@
-"""Accuracy of single labels (XNLI, PAWS-X, ChnSentiCorp, the synthetic benchmark)."""
+"""Accuracy of single labels (XNLI, PAWS-X, ChnSentiCorp, the synthetic benchmark) and of words' tags (UD-POS)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,25 @@ class Accuracy(Metric):
             raise TypeError("accuracy compares single labels; got a list or mapping "
                             "(tag sequences are scored with 'seqeval')")
         return {"correct": float(prediction == reference), "total": 1.0}
+
+    def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"accuracy": percent(totals["correct"], totals["total"])}
+
+
+@dataclass(frozen=True)
+class WordAccuracy(Metric):
+    """Share of words whose predicted tag equals the gold tag, over every word of the corpus (XTREME's
+    UD-POS score: a long sentence weighs as many words as it has)."""
+
+    id = "word_accuracy"
+    primary = "accuracy"
+
+    def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
+        if not isinstance(prediction, (list, tuple)) or not isinstance(reference, (list, tuple)):
+            raise TypeError("word accuracy compares one tag list per sentence")
+        if len(prediction) != len(reference):
+            raise ValueError(f"{len(prediction)} predicted tags for {len(reference)} gold words")
+        return {"correct": float(sum(p == g for p, g in zip(prediction, reference))), "total": float(len(reference))}
 
     def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"accuracy": percent(totals["correct"], totals["total"])}

@@ -364,7 +364,7 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     """A function that parses examples' segments through the parse cache (`raw_only`: only those
     given as raw text), one language at a time, so that a language the parser cannot parse is named
     with the first line that has it."""
-    from xsyn.run.task_data import cache_root, make_parser
+    from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
     from xsyn.syntax.parsers import ParserUnavailable
@@ -381,7 +381,8 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
                     by_lang.setdefault(segment.lang, []).append((example.id, segment))
         for lang, group in by_lang.items():
             try:
-                done = parse_segments([segment for _, segment in group], parser, cache)
+                done = parse_segments([segment for _, segment in group], parser, cache,
+                                      workers=parse_workers(config))
             except (ParserUnavailable, ValueError) as err:
                 raise PredictInputError(f"{source}: line {group[0][0]}: cannot parse language {lang!r} with "
                                         f"parser {config.parser!r} ({len(group)} segments in this language, "

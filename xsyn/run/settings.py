@@ -98,6 +98,7 @@ class RunConfig:
     parser_download: str = validated_field(one_of(DOWNLOAD_POLICIES), default="reuse")
     parser_device: str | None = None  # Stanza's device (cpu, cuda, cuda:1); default: a GPU when there is one
     parser_batch_size: int = _count(STANZA_BATCH_DOCS)  # documents per Stanza call
+    parse_workers: int | None = _count(None)  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = _count(None)  # optimiser steps between dev evaluations (default: once an epoch)
@@ -139,8 +140,8 @@ DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
-                      "parser_download", "parser_device", "parser_batch_size", "save_every", "log_every",
-                      "trackers", "hyperparameter_source", "hyperparameter_grid")
+                      "parser_download", "parser_device", "parser_batch_size", "parse_workers", "save_every",
+                      "log_every", "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 CARD_NOTES = ("selection", "source")  # what a card's hyperparameter section documents, beside its settings
 # Model fields a run sets itself (from the task's label sets, or the variant), never a setting.

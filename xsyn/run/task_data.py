@@ -31,7 +31,7 @@ from xsyn.data.loading import label_names, load_examples, tag_names
 from xsyn.data.pairs import load_pair_examples
 from xsyn.run.settings import RunConfig
 from xsyn.syntax.cache import default_cache_dir, shared_cache
-from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parse import default_workers, parse_segments
 from xsyn.syntax.parsers import Parser, get_parser
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,11 @@ def make_parser(config: RunConfig) -> Parser:
                       device=config.parser_device, batch_docs=config.parser_batch_size)
 
 
+def parse_workers(config: RunConfig) -> int:
+    """The run's parse processes (`parse_workers`), by default one per core."""
+    return config.parse_workers or default_workers()
+
+
 def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None = None) -> DevHoldout | None:
     """The validation hold-out of a task without a dev set (None for the others). `recorded_report`
     is a resumed run's `data_report.json`: the hold-out it recorded is reused, not drawn again."""
@@ -101,7 +106,7 @@ def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
                    vocab: Vocab | None = None, parser: Parser | None = None, distributed=None,
                    limit: int | None = None, loaded: dict[str, list[Example]] | None = None,
-                   holdout: DevHoldout | None = None) -> tuple[TaskData, Vocab]:
+                   holdout: DevHoldout | None = None, progress: bool = False) -> tuple[TaskData, Vocab]:
     """Load, parse and featurise one split. `vocab` None: take it from these (training) examples.
 
     `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
@@ -109,6 +114,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     `loaded` (language -> parsed examples of this split) is filled by single-language loads and
     reused by language pairs joined by id (generalized evaluation reads and parses nothing twice).
     `holdout` (see `dev_holdout`): the train and validation splits are both cut from the training data.
+    `progress`: show the parsing's sentences/s and ETA (on the main process).
     """
     langs = dict(langs)
     held = holdout is not None and split in ("train", "validation")
@@ -136,7 +142,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     barrier = distributed.wait_for_everyone if distributed else None
     parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
                             shared_cache(cache_root(config) / "parses"), rank=rank, world_size=world,
-                            barrier=barrier)
+                            barrier=barrier, workers=parse_workers(config), progress=progress and rank == 0)
     from contextlib import nullcontext
 
     from xsyn.data.features import prepare_features

@@ -130,9 +130,10 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     parser = make_parser(config)
     holdout = dev_holdout(card, config, out / "data_report.json" if resume else None)
     train, vocab = load_task_data(card, config, tokenizer, "train", langs, parser=parser, distributed=accelerator,
-                                  limit=config.max_train_examples, holdout=holdout)
+                                  limit=config.max_train_examples, holdout=holdout, progress=progress)
     dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, parser=parser,
-                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout)
+                            distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
+                            progress=progress)
     train_rows, dev_rows = train.rows(), dev.rows()
     if main:
         atomic_write_json(out / "data_report.json", {"train": train.report, "validation": dev.report})

@@ -1,16 +1,24 @@
 """Attach syntax records to text segments: each distinct segment is parsed once, ever.
 
-Segments are deduplicated by content (text or gold tokens, language, parser), looked up in the
-parse cache, and only the misses are parsed, in batches per language. Under Accelerate every
-rank parses its own share of the misses (`rank`, `world_size`), writes them to the shared cache,
-and after the barrier reads the others' from it.
+Segments are deduplicated by content (text or gold tokens, language, parser) before anything is
+dispatched (XNLI and PAWS-X repeat sentences across pairs; the repeats are counted), looked up in
+the parse cache, and only the misses are parsed, in chunks of one language. `workers` processes
+parse the chunks side by side; each builds the parser once from a copy sent over multiprocessing's
+pipe (a parser that holds a model loads it once per worker, at its first chunk) and nothing is
+written to disk but the cache. Each chunk is appended to the cache as soon as it is back, so a run
+killed at any moment re-parses at most the chunks that were in flight. Under Accelerate every rank
+parses its own share of the misses (`rank`, `world_size`), writes them to the shared cache, and
+after the barrier reads the others' from it.
 """
 
 from __future__ import annotations
 
+import math
+import multiprocessing
+import os
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from xsyn.syntax.cache import ParseCache, cache_key
@@ -18,6 +26,7 @@ from xsyn.syntax.parsers import Parser
 from xsyn.syntax.preparsed import ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
+from xsyn.utils.progress import Progress
 
 
 @dataclass
@@ -25,27 +34,39 @@ class ParseReport:
     segments: int = 0  # segments seen
     gold: int = 0  # segments that came with a gold tree
     unique: int = 0  # distinct segments among the rest
+    duplicates: int = 0  # segments that repeat an earlier one (parsed once, for the first)
     cache_hits: int = 0  # distinct segments found in the cache
     parsed: int = 0  # distinct segments parsed by this process
     corrupt_cache_entries: int = 0  # unreadable cache entries met, each in one report (their segments parsed again)
     seconds: float = 0.0  # wall time of this call
+    parse_seconds: float = 0.0  # of which parsing the misses (cache writes included)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def __str__(self) -> str:
-        text = (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique, "
-                f"{self.cache_hits} cache hits, {self.parsed} parsed in {self.seconds:.2f}s")
+        text = (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique "
+                f"({self.duplicates} repeats), {self.cache_hits} cache hits, {self.parsed} parsed in "
+                f"{self.seconds:.2f}s")
+        if self.parsed:
+            text += f" ({self.parsed / max(self.parse_seconds, 1e-9):.0f} sentences/s)"
         if self.corrupt_cache_entries:
             text += f"; {self.corrupt_cache_entries} unreadable cache entries skipped"
         return text
 
 
+def default_workers() -> int:
+    """The cores this process may run on (`--workers`' default)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCache | None = None,
                    rank: int = 0, world_size: int = 1, barrier: Callable[[], None] | None = None,
-                   batch_size: int = 1024) -> ParseReport:
+                   batch_size: int = 1024, workers: int = 1, progress: bool = False) -> ParseReport:
     """Fill `segment.record` for every segment that has none. Returns what it did.
 
+    `workers` processes parse (fewer where there are fewer chunks; one for a pre-parsed source or a
+    parser that says it runs alone, `max_workers`); `progress` shows sentences/s and an ETA.
     A pre-parsed source (`parser.preparsed`, e.g. `conllu:PATH`) is keyed by each segment's sent_id
     too, and every process looks up all its segments itself (a lookup is cheap), so a segment without
     a parse stops every rank alike instead of leaving the others waiting at the barrier."""
@@ -63,6 +84,7 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
                         sent_id=seg.sent_id if preparsed else None)
         groups.setdefault(key, []).append(seg)
     report.unique = len(groups)
+    report.duplicates = report.segments - report.gold - report.unique
     found: dict[str, SyntaxRecord] = {}
     if cache is not None:
         for key in groups:
@@ -73,11 +95,12 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     missing = [k for k in groups if k not in found]
     shared = world_size > 1 and not preparsed  # the ranks divide the work and share it through the cache
     mine = [k for k in missing if not shared or _owner(k, world_size) == rank]
-    parsed = _parse(parser, [groups[k][0] for k in mine], batch_size)
-    found.update(zip(mine, parsed))
-    report.parsed = len(parsed)
-    if cache is not None and parsed and (shared or rank == 0):
-        cache.put_many(zip(mine, parsed))
+    writes = cache if cache is not None and (shared or rank == 0) else None
+    if preparsed or getattr(parser, "max_workers", None) == 1:
+        workers = 1
+    parse_start = time.perf_counter()
+    _parse(parser, {k: groups[k][0] for k in mine}, found, writes, batch_size, workers, progress)
+    report.parsed = len(mine)
     if shared:
         if barrier is not None:
             barrier()
@@ -89,8 +112,9 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
             if record is not None:
                 found[key] = record
         late = [k for k in others if k not in found]  # another rank failed to share it: parse here
-        found.update(zip(late, _parse(parser, [groups[k][0] for k in late], batch_size)))
+        _parse(parser, {k: groups[k][0] for k in late}, found, None, batch_size, 1, False)
         report.parsed += len(late)
+    report.parse_seconds = time.perf_counter() - parse_start
     for key, segs in groups.items():
         for seg in segs:
             seg.record = found[key]
@@ -103,32 +127,91 @@ def _owner(key: str, world_size: int) -> int:
     return zlib.crc32(key.encode("ascii")) % world_size
 
 
-def _parse(parser: Parser, segments: list[Segment], batch_size: int) -> list[SyntaxRecord]:
-    """Parse segments in batches of one language and one input kind, keeping their order.
+# A chunk: the cache keys of segments of one language and one input kind, and what the parser reads.
+Chunk = tuple[list[str], str, bool, list, list[str | None] | None]  # keys, lang, pretokenized, inputs, sent ids
 
-    A pre-parsed source is given the segments' ids; the segments it has no parse for are gathered
-    over all batches into one error."""
-    out: list[SyntaxRecord | None] = [None] * len(segments)
-    buckets: dict[tuple[str, bool], list[int]] = {}
-    for i, seg in enumerate(segments):
-        buckets.setdefault((seg.lang, seg.tokens is not None), []).append(i)
+CHUNKS_PER_WORKER = 8  # at least, where there is work enough: a slow chunk then leaves no worker idle long
+MIN_CHUNK = 64  # segments: below this, dispatching costs more than it spreads
+
+
+def _chunks(todo: dict[str, Segment], batch_size: int, workers: int, preparsed: bool) -> list[Chunk]:
+    """The segments to parse, by (language, input kind), cut into chunks of at most `batch_size`."""
+    size = max(MIN_CHUNK, min(batch_size, math.ceil(len(todo) / (workers * CHUNKS_PER_WORKER))))
+    buckets: dict[tuple[str, bool], list[str]] = {}
+    for key, seg in todo.items():
+        buckets.setdefault((seg.lang, seg.tokens is not None), []).append(key)
+    chunks = []
+    for (lang, pretokenized), keys in buckets.items():
+        for lo in range(0, len(keys), size):
+            part = keys[lo:lo + size]
+            segs = [todo[k] for k in part]
+            inputs = [s.tokens if pretokenized else s.text for s in segs]
+            chunks.append((part, lang, pretokenized, inputs, [s.sent_id for s in segs] if preparsed else None))
+    return chunks
+
+
+def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxRecord], cache: ParseCache | None,
+           batch_size: int, workers: int, progress: bool) -> None:
+    """Parse `todo` (cache key -> segment) into `found`, appending each chunk to `cache` as it comes
+    back. A pre-parsed source's segments without a parse
+    are gathered over all chunks into one error."""
     preparsed = getattr(parser, "preparsed", False)
+    chunks = _chunks(todo, batch_size, workers, preparsed)
+    workers = max(1, min(workers, len(chunks)))
+    bar = Progress(len(todo), "parsing", "sentences", enabled=progress)
     not_found: list[ParsesNotFound] = []
-    for (lang, pretokenized), idx in buckets.items():
-        for lo in range(0, len(idx), batch_size):
-            chunk = idx[lo:lo + batch_size]
-            ids = {"sent_ids": [segments[i].sent_id for i in chunk]} if preparsed else {}
-            try:
-                if pretokenized:
-                    records = parser.parse_tokens([segments[i].tokens for i in chunk], lang, **ids)
-                else:
-                    records = parser.parse_texts([segments[i].text for i in chunk], lang, **ids)
-            except ParsesNotFound as err:
-                not_found.append(err)
+    try:
+        for keys, records in _run_chunks(parser, chunks, workers):
+            if isinstance(records, ParsesNotFound):
+                not_found.append(records)
                 continue
-            for i, record in zip(chunk, records):
-                record.validate()
-                out[i] = record
+            found.update(zip(keys, records))
+            if cache is not None:
+                cache.put_many(zip(keys, records))
+            bar.update(len(keys))
+    finally:
+        bar.close()
     if not_found:
         raise ParsesNotFound.merge(not_found)
-    return out  # type: ignore[return-value]
+
+
+def _run_chunks(parser: Parser, chunks: list[Chunk], workers: int
+                ) -> Iterator[tuple[list[str], list[SyntaxRecord] | ParsesNotFound]]:
+    """Each chunk's keys and records, in this process or, with `workers` > 1, from a pool in the
+    order they finish. The pool's processes are spawned, not forked: a fork would copy a parent's
+    threads' locks (torch, tokenizers) mid-use and a CUDA context that cannot be shared."""
+    if workers == 1:
+        for chunk in chunks:
+            yield chunk[0], _parse_chunk(parser, chunk)
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_start_worker, initargs=(parser,)) as pool:
+        yield from pool.imap_unordered(_worker_chunk, chunks)
+
+
+_WORKER_PARSER: Parser | None = None  # the parser of this worker process
+
+
+def _start_worker(parser: Parser) -> None:
+    global _WORKER_PARSER
+    _WORKER_PARSER = parser
+
+
+def _worker_chunk(chunk: Chunk) -> tuple[list[str], list[SyntaxRecord] | ParsesNotFound]:
+    assert _WORKER_PARSER is not None
+    return chunk[0], _parse_chunk(_WORKER_PARSER, chunk)
+
+
+def _parse_chunk(parser: Parser, chunk: Chunk) -> list[SyntaxRecord] | ParsesNotFound:
+    """One chunk's records, validated; a pre-parsed source's missing parses are returned, not raised,
+    so that every chunk's are gathered into one error."""
+    _, lang, pretokenized, inputs, sent_ids = chunk
+    ids = {"sent_ids": sent_ids} if sent_ids is not None else {}
+    try:
+        records = (parser.parse_tokens(inputs, lang, **ids) if pretokenized else
+                   parser.parse_texts(inputs, lang, **ids))
+    except ParsesNotFound as err:
+        return err
+    for record in records:
+        record.validate()
+    return records

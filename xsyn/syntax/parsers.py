@@ -55,6 +55,7 @@ class ChainParser:
 
     name = "chain"
     version = "1"
+    max_workers = 1  # model-free and fast: a worker process would take longer to start than the parse
 
     def settings(self) -> dict[str, Any]:
         return {"pattern": _WORD.pattern}
@@ -129,6 +130,19 @@ class StanzaParser:
 
     def settings(self) -> dict[str, Any]:
         return {"processors": self.processors, "package": self.package, "unspaced_characters": "joined"}
+
+    @property
+    def max_workers(self) -> int | None:
+        """1 on a GPU (parse workers would each load the models onto it), else no limit."""
+        if self.device is not None:
+            return None if self.device == "cpu" else 1
+        import torch
+
+        return 1 if torch.cuda.is_available() else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a parse worker is sent: the settings, not the loaded pipelines (each worker builds its own)."""
+        return {**self.__dict__, "_pipelines": {}}
 
     def _build_pipeline(self, lang: str, pretokenized: bool) -> Any:
         import stanza

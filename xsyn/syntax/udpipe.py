@@ -60,6 +60,15 @@ class UDPipeParser:
     def settings(self) -> dict[str, Any]:
         return {"model_sha256": self.checksum}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a parse worker is sent: the model paths, not the loaded models (each worker loads its own)."""
+        return {**self.__dict__, "_udpipe": None, "_loaded": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import ufal.udpipe as udpipe
+
+        self.__dict__.update(state, _udpipe=udpipe)
+
     def model_for(self, lang: str) -> Path:
         """The model file for a language: the only one, or the folder's model named for the language."""
         if self.path.is_file():

@@ -6,6 +6,18 @@ Conventions (Ahmad et al. 2021, section 2.2):
 - every sentence root, every `[SEP]` and every piece that maps to no word attach to `[CLS]`,
   the root of the whole input (pairs and multi-sentence contexts included).
 
+The special tokens are placed as the tokenizer's own post-processor places them (BERT:
+`[CLS] A [SEP] B [SEP]` with token types 0/1; RoBERTa and XLM-R: `<s> A </s></s> B </s>`, all type 0):
+`SpecialTokens.of` reads the layout from the tokenizer, so no model family is named here.
+
+SentencePiece tokenizers (XLM-R) mark a word's first piece with `▁` instead of marking the later
+pieces with `##`. Their offsets may include the space before a word (`▁world` over " world"), a
+piece may be the marker alone (`▁` before `他` when `▁他` is not in the vocabulary), and the text is
+normalised (NFKC: `ﬁ` -> `fi`, full-width -> ASCII) before it is cut. Pieces are aligned on their
+offsets into the original text with leading spaces dropped; a marker-only piece is an empty span at
+the start of the next piece, so it is the first piece of that piece's word (where XTREME and
+transformers' `word_ids` put a word's label), never a piece of no word.
+
 Words and pieces are aligned through character spans (or gold-token indices for pre-tokenised
 input), never through word order, so a parser that normalises or splits text cannot shift
 anything. The words of a multiword token share one surface span: its pieces go to the word of
@@ -20,6 +32,7 @@ arrays are O(n); nothing n x n is ever stored.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,6 +121,49 @@ SYNTAX_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Where a tokenizer puts its special tokens around one or more segments:
+    `first + A + between + B + between + ... + last`, the first of `first` being the tree's root."""
+
+    first: tuple[int, ...]
+    between: tuple[int, ...]
+    last: tuple[int, ...]
+    segment_types: tuple[int, int]  # token type of the first segment, and of every later one (and its specials)
+
+    @classmethod
+    def of(cls, backend) -> SpecialTokens:
+        """The layout of a `tokenizers.Tokenizer`'s post-processor, read off a probe pair."""
+        pair = backend.encode("a", "b")
+        seq = pair.sequence_ids
+        a = [p for p, s in enumerate(seq) if s == 0]
+        b = [p for p, s in enumerate(seq) if s == 1]
+        ids = pair.ids
+        layout = cls(first=tuple(ids[:a[0]]), between=tuple(ids[a[-1] + 1:b[0]]), last=tuple(ids[b[-1] + 1:]),
+                     segment_types=(pair.type_ids[a[0]], pair.type_ids[b[0]]))
+        single = backend.encode("a")
+        a_ids = [ids[p] for p in a]
+        expected = ([*layout.first, *a_ids, *layout.between, *(ids[p] for p in b), *layout.last],
+                    [*layout.first, *a_ids, *layout.last])
+        if not layout.first or (ids, single.ids) != expected or pair.type_ids != layout.types([len(a), len(b)]):
+            raise ValueError("the tokenizer's special tokens do not follow `[CLS] A [SEP] B [SEP]` (or "
+                             "`<s> A </s></s> B </s>`); xsyn needs a BERT- or RoBERTa-family tokenizer")
+        return layout
+
+    def count(self, segments: int) -> int:
+        """Special tokens in an input of `segments` segments."""
+        return len(self.first) + len(self.between) * (segments - 1) + len(self.last)
+
+    def types(self, lengths: Sequence[int]) -> list[int]:
+        """Token types of an input whose segments have `lengths` pieces: a segment's pieces and the
+        specials after it take its type (BERT: 0 for the first segment, 1 after)."""
+        types = [self.segment_types[0]] * len(self.first)
+        for k, n in enumerate(lengths):
+            after = self.between if k < len(lengths) - 1 else self.last
+            types += [self.segment_types[min(k, 1)]] * (n + len(after))
+        return types
+
+
 class WordpieceAligner:
     """Tokenises segments with a Hugging Face fast tokenizer and maps their trees onto pieces.
 
@@ -126,13 +182,12 @@ class WordpieceAligner:
         # may carry (MiniLM's pads every input to 128): xsyn pads batches and windows inputs itself.
         from tokenizers import Tokenizer
 
-        self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        serialised = tokenizer.backend_tokenizer.to_str()
+        self.backend = Tokenizer.from_str(serialised)
         self.backend.no_padding()
         self.backend.no_truncation()
-        self.cls_id = tokenizer.cls_token_id
-        self.sep_id = tokenizer.sep_token_id
-        if self.cls_id is None or self.sep_id is None:
-            raise ValueError("the tokenizer has no [CLS]/[SEP] tokens; xsyn needs a BERT-family tokenizer")
+        self.specials = SpecialTokens.of(self.backend)
+        self.word_start_marker = _word_start_marker(json.loads(serialised).get("pre_tokenizer"))
 
     # -- segments ---------------------------------------------------------------------------------
 
@@ -145,8 +200,8 @@ class WordpieceAligner:
         if raw:
             texts = [records[i].text if records[i].text is not None else " ".join(records[i].words)
                      for i in raw]
-            for i, enc in zip(raw, backend.encode_batch(texts, add_special_tokens=False)):
-                out[i] = align(records[i], enc.ids, enc.offsets)
+            for i, text, enc in zip(raw, texts, backend.encode_batch(texts, add_special_tokens=False)):
+                out[i] = align(records[i], enc.ids, text_units(text, enc.tokens, enc.offsets, self.word_start_marker))
         if pre:
             tokens = [_gold_tokens(records[i]) for i in pre]
             encs = backend.encode_batch(tokens, is_pretokenized=True, add_special_tokens=False)
@@ -171,7 +226,7 @@ class WordpieceAligner:
                  window_segment: int = -1, max_other_length: int | None = None) -> list[WordpieceTree]:
         """`encode` from segment pieces; `max_other_length` first cuts every segment but
         `window_segment` to that many pieces (a QA question to `max_query_length`)."""
-        budget = self.max_length - len(segments) - 1
+        budget = self.max_length - self.specials.count(len(segments))
         w = window_segment % len(segments)
         lengths = [len(s.ids) if max_other_length is None or k == w else min(len(s.ids), max_other_length)
                    for k, s in enumerate(segments)]
@@ -200,10 +255,13 @@ class WordpieceAligner:
 
     def _build(self, segments: Sequence[SegmentPieces], ranges: list[tuple[int, int]],
                window_segment: int) -> WordpieceTree:
-        n = 1 + sum(hi - lo for lo, hi in ranges) + len(segments)  # sequence length with specials
-        ids, types, upos, deprel = [self.cls_id], [0], [UPOS_SPECIAL_ID], [DEPREL_SPECIAL_ID]
-        word, seg, source = [-1], [-1], [(NO_SOURCE, NO_SOURCE)]
-        parent = [ROOT]
+        specials = self.specials
+        n = sum(hi - lo for lo, hi in ranges) + specials.count(len(segments))  # sequence length
+        first = len(specials.first)
+        ids = list(specials.first)
+        upos, deprel = [UPOS_SPECIAL_ID] * first, [DEPREL_SPECIAL_ID] * first
+        word, seg, source = [-1] * first, [-1] * first, [(NO_SOURCE, NO_SOURCE)] * first
+        parent = [ROOT] + [0] * (first - 1)
         extra: list[int] = []  # tree nodes after the sequence: removed ancestors of kept pieces
         unaligned = wordless = truncated = 0
         for s, (piece, (lo, hi)) in enumerate(zip(segments, ranges)):
@@ -219,7 +277,6 @@ class WordpieceAligner:
                 parent.append(_node(node_of, piece.parent[p]))
             extra += [_node(node_of, piece.parent[q]) for q in removed]
             ids += piece.ids[lo:hi]
-            types += [min(s, 1)] * (hi - lo)
             upos += piece.upos[lo:hi]
             deprel += piece.deprel[lo:hi]
             word += piece.word_index[lo:hi]
@@ -228,21 +285,21 @@ class WordpieceAligner:
             unaligned += sum(1 for w in piece.word_index[lo:hi] if w < 0)
             wordless += piece.wordless
             truncated += len(piece.ids) - (hi - lo)
-            ids.append(self.sep_id)
-            types.append(min(s, 1))
-            upos.append(UPOS_SPECIAL_ID)
-            deprel.append(DEPREL_SPECIAL_ID)
-            word.append(-1)
-            seg.append(-1)
-            source.append((NO_SOURCE, NO_SOURCE))
-            parent.append(0)
+            after = specials.between if s < len(segments) - 1 else specials.last
+            ids += after
+            upos += [UPOS_SPECIAL_ID] * len(after)
+            deprel += [DEPREL_SPECIAL_ID] * len(after)
+            word += [-1] * len(after)
+            seg += [-1] * len(after)
+            source += [(NO_SOURCE, NO_SOURCE)] * len(after)
+            parent += [0] * len(after)
         tree = parent + extra
         if len(tree) > _MAX_INT16:
             raise ValueError(f"an input of {len(tree)} tree nodes exceeds int16; lower --max-length")
         wseg = window_segment % len(segments)
         return WordpieceTree(
             input_ids=np.asarray(ids, dtype=np.int32),
-            token_type_ids=np.asarray(types, dtype=np.int8),
+            token_type_ids=np.asarray(specials.types([hi - lo for lo, hi in ranges]), dtype=np.int8),
             parent=np.asarray(tree, dtype=np.int16),
             upos=np.asarray(upos, dtype=np.uint8),
             deprel=np.asarray(deprel, dtype=np.uint8),
@@ -265,6 +322,35 @@ def _longest_first(lengths: list[int], budget: int) -> list[int]:
         longest = max(range(len(keep)), key=lambda i: keep[i])
         keep[longest] -= 1
     return keep
+
+
+def _word_start_marker(pre_tokenizer: dict | None) -> str | None:
+    """The character a SentencePiece pre-tokenizer (Metaspace) puts at word starts, `▁` in XLM-R;
+    None for tokenizers without one (BERT's WordPiece marks continuations instead)."""
+    if not isinstance(pre_tokenizer, dict):
+        return None
+    if pre_tokenizer.get("type") == "Metaspace":
+        return pre_tokenizer.get("replacement")
+    return next(filter(None, map(_word_start_marker, pre_tokenizer.get("pretokenizers") or [])), None)
+
+
+def text_units(text: str, tokens: Sequence[str], offsets: Sequence[tuple[int, int]],
+               marker: str | None = None) -> list[tuple[int, int] | None]:
+    """Where each piece of raw `text` came from: its offsets without leading spaces (SentencePiece's
+    `▁world` may cover " world"); a piece that is only the word-start `marker`, or only spaces, is
+    the empty span at the start of the next piece with text (None when no piece follows)."""
+    units: list[tuple[int, int] | None] = []
+    for token, (start, end) in zip(tokens, offsets):
+        while start < end and text[start].isspace():
+            start += 1
+        units.append((start, end) if start < end and token != marker else None)
+    following = None
+    for p in range(len(units) - 1, -1, -1):
+        if units[p] is None:
+            units[p] = None if following is None else (following, following)
+        else:
+            following = units[p][0]
+    return units
 
 
 def _gold_tokens(record: SyntaxRecord) -> list[str]:

@@ -1,0 +1,72 @@
+"""Progress of a long count (sentences parsed, ...) with its rate and an ETA.
+
+On a terminal it is a tqdm bar on stderr; elsewhere (a log file, a batch job, CI) a bar's redraws would
+fill the log with carriage returns, so a plain line goes to the stream instead at most every
+`interval` seconds, and one at the end if any was written (a count over within the first
+interval leaves the log alone): `parsing: 12000/786000 sentences (1.5%), 850 sentences/s,
+ETA 15m0s`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+def duration(seconds: float) -> str:
+    """`3h02m`, `15m00s`, `42s`: an ETA a person reads at a glance."""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+class Progress:
+    """Counts `done` of `total` `unit`s; `update(n)` after each piece of work, `close()` at the end."""
+
+    def __init__(self, total: int, description: str, unit: str, enabled: bool = True, interval: float = 30.0,
+                 stream: TextIO | None = None, clock=time.monotonic):
+        self.total, self.description, self.unit, self.interval = total, description, unit, interval
+        self.done, self._clock, self._lines = 0, clock, 0
+        self._start = self._last_line = clock()
+        self._stream = stream if stream is not None else sys.stderr
+        self._bar = None
+        self.enabled = enabled and total > 0
+        if self.enabled and self._stream.isatty():
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=description, unit=f" {unit}", file=self._stream,
+                             dynamic_ncols=True)
+
+    def rate(self) -> float:
+        """Units per second since the start."""
+        return self.done / max(self._clock() - self._start, 1e-9)
+
+    def line(self) -> str:
+        rate = self.rate()
+        eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
+        return (f"{self.description}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.1f}%), "
+                f"{rate:.0f} {self.unit}/s, ETA {eta}")
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self._clock() - self._last_line >= self.interval:
+            self._last_line = self._clock()
+            self._say()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self._lines:
+            self._say()
+
+    def _say(self) -> None:
+        print(self.line(), file=self._stream, flush=True)
+        self._lines += 1
