@@ -165,9 +165,9 @@ def test_rewriting_keeps_values_and_arguments_after_a_double_dash():
 def test_settings_lists_every_set_key_with_type_default_and_the_cards_value():
     res = CliRunner().invoke(main, ["settings", "--task", "pawsx", "--variant", "gat", "--json"])
     table = json.loads(res.output)
-    assert table["gat_delta"] == {"type": "int", "default": 4, "card": 4}  # pawsx.toml: delta = 4
-    assert table["epochs"] == {"type": "float", "default": 3.0, "card": 5}
-    assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "int | None"
+    assert table["gat_delta"] == {"type": "an integer", "default": 4, "card": 4}  # pawsx's (the included table)
+    assert table["epochs"] == {"type": "a number", "default": 3.0, "card": 5.0}
+    assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "an integer"
     zh = json.loads(CliRunner().invoke(main, ["settings", "--task", "chnsenticorp", "--json"]).output)
     assert zh["train_lang"]["card"] == "zh"  # the card's first training language, not en
 
