@@ -143,3 +143,21 @@ def test_a_model_setting_the_model_cannot_take_is_one_line_before_any_data(overr
 def test_a_negative_seed_option_is_refused_naming_the_option():
     with pytest.raises(ConfigError, match=r"^--seed: must be >= 0, got -3$"):
         resolve("pawsx", "gat", load_card("pawsx"), {}, {"seed": -3})
+
+
+def test_a_card_given_as_a_file_is_the_runs_task_and_is_read_again_from_its_file(tmp_path):
+    import shutil
+
+    from xsyn.utils.shipped import TASKS, shipped_folder
+
+    own = tmp_path / "cards" / "my_pawsx.toml"
+    own.parent.mkdir()
+    for name in ("pawsx.toml", "_xtreme_pair_classification.toml"):  # its include travels with it
+        shutil.copy(shipped_folder(TASKS) / name, own.parent / ("my_pawsx.toml" if name == "pawsx.toml" else name))
+    own.write_text(own.read_text(encoding="utf-8").replace('name = "pawsx"', 'name = "my_pawsx"'), encoding="utf-8")
+    config = resolve(str(own), "gat", load_card(own), {}, {})
+    assert (config.task, config.task_card) == ("my_pawsx", str(own.absolute()))
+    assert str(config.resolved_output_dir()) == "runs/my_pawsx/gat-seed1111"
+    config.save(tmp_path / "config.json")
+    again = resolve("my_pawsx", None, load_card(own), read_config_file(tmp_path / "config.json"), {})
+    assert again.card.content_hash == load_card(own).content_hash and again.card.file == str(own.absolute())

@@ -9,7 +9,6 @@ import click
 
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
-from xsyn.cli.options import renamed
 from xsyn.cli.syntax import PARSER_HELP, ParserChoice
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
@@ -142,7 +141,6 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
 
 
 @bench.command(name="eval")
-@renamed({"--train-steps": "--max-steps"})
 @click.option("--task", default="synth", show_default=True, help="The task card to train and evaluate.")
 @click.option("--model", default=TINY, show_default=True, help="The model to fine-tune.")
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")

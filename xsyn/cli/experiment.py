@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import XsynCommand
 
 LAUNCHERS = ("local", "slurm")
 
@@ -67,8 +66,6 @@ def experiment() -> None:
       xsyn experiment run ahmad2021 --launcher slurm --partition gpu --gpus-per-node 1 --time 720
     """
 
-
-experiment.command_class = XsynCommand  # as every xsyn command: old option names can be declared with `renamed`
 
 
 @experiment.command(name="run")

@@ -7,7 +7,6 @@ import logging
 import click
 
 from xsyn import __version__
-from xsyn.cli.options import XsynCommand
 from xsyn.utils.errors import XsynError
 
 
@@ -61,12 +60,8 @@ def main(verbose: bool, quiet: bool) -> None:
     configure_logging(verbose, quiet)
 
 
-main.command_class = XsynCommand
-
 
 @main.group()
 def bench() -> None:
     """Benchmarks (speed and memory); each prints figures, `--json` prints one JSON object."""
 
-
-bench.command_class = XsynCommand

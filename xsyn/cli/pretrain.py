@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.cli.run import is_main_process
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, GAT_CONFIG, TINY
 
@@ -47,8 +46,6 @@ def _list(value: str | None) -> list[str] | None:
 
 
 @main.command(name="pretrain-gat")
-@renamed({"--steps": "--max-steps", "--delta": "--gat-delta", "--max-train-sentences": "--max-train-examples",
-          "--max-eval-sentences": "--max-eval-examples"})
 @click.option("--treebanks", default=None,
               help="Training treebanks: comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
 @click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

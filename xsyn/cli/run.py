@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.cli.syntax import PARSER_HELP, ParserChoice
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
@@ -34,6 +33,20 @@ def is_main_process() -> bool:
     fix Accelerate's state without ACCELERATE_USE_CPU's cpu flag and split a CPU launch into
     independent single processes."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+class TaskChoice(click.ParamType):
+    """A shipped task card's name (see `xsyn tasks`) or a card file of one's own (`PATH.toml`)."""
+
+    name = "TASK|PATH.toml"
+
+    def convert(self, value, param, ctx):
+        if str(value).endswith(".toml") or value in list_tasks():
+            return value
+        self.fail(f"{value!r} is neither a task ({', '.join(list_tasks())}) nor a card file (PATH.toml)", param, ctx)
+
+    def shell_complete(self, ctx, param, incomplete):
+        return [click.shell_completion.CompletionItem(name) for name in list_tasks() if name.startswith(incomplete)]
 
 
 def data_options(fn):
@@ -61,9 +74,8 @@ def data_options(fn):
 
 
 @main.command()
-@renamed({"--train-examples": "--max-train-examples"})
-@click.option("--task", type=click.Choice(list_tasks()), default=None,
-              help="A task card name (see `xsyn tasks`) [default: the --config file's].")
+@click.option("--task", type=TaskChoice(), default=None,
+              help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=click.Choice(VARIANTS), default=None,
               help="The model variant (see the README) [default: the --config file's, else gat].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
@@ -132,7 +144,7 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
     if quiet:
         quiet_libraries()
     file_values = read_config_file(config_file) if config_file else {}
-    task = task or file_values.get("task")
+    task = task or file_values.get("task_card") or file_values.get("task")
     if task is None:
         raise click.UsageError("Missing option '--task' (or a --config file that names it).")
     card = load_card(task)
@@ -160,7 +172,8 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
 @main.command()
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
-@click.option("--task", type=click.Choice(list_tasks()), default=None, help="Checked against the run's own task.")
+@click.option("--task", type=TaskChoice(), default=None,
+              help="A task name or card file, checked against the run's own task.")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
@@ -177,12 +190,13 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
+    from xsyn.data.cards import load_card
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
 
     if quiet:
         quiet_libraries()
     checkpoint = locate_checkpoint(model_dir)
-    if task is not None and task != checkpoint.task:
+    if task is not None and load_card(task).name != checkpoint.task:
         raise click.ClickException(f"{model_dir} was fine-tuned on {checkpoint.task!r}, not {task!r}")
     summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
                            generalized=generalized, output_dir=output_dir, overrides=overrides,

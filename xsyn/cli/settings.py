@@ -7,12 +7,12 @@ import json
 import click
 
 from xsyn.cli.main import main
-from xsyn.data.cards import list_tasks
+from xsyn.cli.run import TaskChoice
 from xsyn.models.variants import VARIANTS
 
 
 @main.command(name="settings")
-@click.option("--task", type=click.Choice(list_tasks()), default=None,
+@click.option("--task", type=TaskChoice(), default=None,
               help="Also show this task card's value of each setting (its papers' hyperparameters).")
 @click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True,
               help="The variant whose card section (--task) and model settings are shown.")

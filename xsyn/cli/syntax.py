@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.syntax.parsers import STANZA_BATCH_DOCS, parse_parser_spec
 from xsyn.syntax.quality import as_tokens, attachment_scores
 
@@ -48,7 +47,7 @@ def stanza_options(command):
                      help="Documents per Stanza call."),
     ]):
         command = option(command)
-    return renamed({"--device": "--parser-device"})(command)
+    return command
 
 
 def build_parser(spec: str, parser_model_dir: str | None, download: str, device: str | None, batch_size: int):
@@ -63,7 +62,6 @@ def build_parser(spec: str, parser_model_dir: str | None, download: str, device:
 
 
 @main.command(name="parse")
-@renamed({"--out": "--output"})
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="File to parse or convert.")
 @click.option("--format", "fmt", type=click.Choice(["conllu", "text", "tokens"]), required=True,
@@ -158,7 +156,6 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
 
 
 @main.command(name="parser-quality")
-@renamed({"--limit": "--max-eval-examples"}, values={"--split": {"dev": "validation"}})
 @click.option("--parser", "parser_name", type=ParserChoice(), default="stanza", show_default=True,
               help=f"The parser to score: {PARSER_HELP}.")
 @click.option("--treebanks", required=True,

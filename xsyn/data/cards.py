@@ -23,7 +23,7 @@ import hashlib
 import json
 import string
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,8 @@ class TaskCard:
     homepage: str = ""
     download: str = ""
     citation: str = ""
-    path: str = ""  # where the card was read from (set by the loader)
+    path: str = ""  # where the card was read from, for messages (set by the loader)
+    file: str = ""  # the absolute path of a card given as a file (--task PATH.toml); "" for a shipped card
     content_hash: str = ""  # of the card's resolved table (set by the loader)
 
     def validate_languages(self) -> None:
@@ -261,7 +262,8 @@ def load_card(name_or_path: str | Path) -> TaskCard:
         if name not in list_tasks():
             raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}")
         path, where = shipped_folder(TASKS) / f"{name}.toml", f"{TASKS}/{name}.toml"
-    return parse_card(read_card_table(path, where), where)
+    card = parse_card(read_card_table(path, where), where)
+    return replace(card, file=str(path.absolute())) if where == str(path) else card
 
 
 def read_card_table(path: Path, where: str, depth: int = 0) -> dict[str, Any]:
@@ -296,7 +298,7 @@ def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def parse_card(data: dict[str, Any], where: str) -> TaskCard:
     """A card from its table (`include`s resolved); every error names `where` and the key."""
-    for derived in ("path", "content_hash"):
+    for derived in ("path", "file", "content_hash"):
         if derived in data:
             raise CardError(where, derived, "unknown key (the loader records it)")
     values = check_values(TaskCard, data, where, error=CardError)

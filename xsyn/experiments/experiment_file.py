@@ -213,8 +213,9 @@ class Experiment:
         card = self.cards[cell.task]
         task_options = self.task_options.get(cell.task, TaskTable())
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
-        for layer in (self.settings, split_settings(task_options.settings, str(self.path), f"task.{cell.task}"),
-                      split_settings(dict(cell.grid), str(self.path), "grid"), self.overrides.settings):
+        where = str(self.path)
+        for layer in (self.settings, split_settings(task_options.settings, where, f"task.{cell.task}", ExperimentError),
+                      split_settings(dict(cell.grid), where, "grid", ExperimentError), self.overrides.settings):
             _merge(flags, layer)
         data_dir = (str(Path(self.overrides.data_dir) / cell.task) if self.overrides.data_dir
                     else task_options.data_dir)
@@ -277,7 +278,7 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     per_variant = {key: table for key, table in written.grid.items() if isinstance(table, dict)}
     for key, table in [("grid", grid), *((f"grid.{v}", t) for v, t in per_variant.items())]:
         for name, values in table.items():
-            split_settings({name: values[0]}, where, key)  # the name and the first value; cells check the rest
+            split_settings({name: values[0]}, where, key, ExperimentError)  # cells check the other values
     variant_grid = {variant: {**grid, **per_variant.get(variant, {})} for variant in written.variants
                     if variant != baseline and (grid or variant in per_variant)}
     cards = {task: load_card(task) for task in written.tasks}
@@ -310,7 +311,7 @@ def _file_settings(table: dict[str, Any], where: str, key: str) -> dict[str, Any
         if name in CELL_SETTINGS:
             raise ExperimentError(where, f"{key}.{name}", "each cell sets it from the file's seeds, models, "
                                   "variants and runs_dir; delete it here")
-    return split_settings(table, where, key)
+    return split_settings(table, where, key, ExperimentError)
 
 
 def _cells(experiment: Experiment) -> list[Cell]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
 
-from xsyn.models.defaults import DEFAULT_MODEL, TINY  # noqa: F401  (TINY: re-exported for older imports)
+from xsyn.models.defaults import DEFAULT_MODEL
 from xsyn.utils.errors import InputError, MissingInputError
 
 TINY_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,

@@ -132,8 +132,8 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     task_info = _read_json(checkpoint / "xsyn_task.json") or {}
     model_config = _read_json(checkpoint / "config.json") or {}
     run = _read_json(run_dir / "config.json") or {}
-    dev = _read_json(run_dir / "validation_results.json") or _read_json(run_dir / "dev_results.json")  # pre-0.2
-    card = load_card(task_info.get("task") or run["task"])
+    dev = _read_json(run_dir / "validation_results.json")
+    card = load_card(run.get("task_card") or task_info.get("task") or run["task"])
     variant = model_config.get("variant", run.get("variant", "none"))
     base = run.get("model", "?")
     train_lang = task_info.get("train_lang") or run.get("train_lang", "en")
@@ -189,7 +189,7 @@ def _model_section(base: str, variant: str, model_config: dict[str, Any], task_i
 
 def _training_section(card: TaskCard, run: dict[str, Any], task_info: dict[str, Any], train_lang: str) -> str:
     data = run.get("data_dir") or ", ".join(f"`{h.dataset}`" for h in card.hub) or "the task's files"
-    subset = run.get("max_train_examples", run.get("train_examples"))  # (the name before 0.2)
+    subset = run.get("max_train_examples")
     rows = [("task", f"`{card.name}` ({card.title}; {card.kind})"), ("training language", train_lang),
             ("training data", f"{data} (train split" + (f", first {subset} examples)" if subset else ")")),
             ("seed", run.get("seed", "?")), ("best checkpoint at step", task_info.get("step", "?"))]

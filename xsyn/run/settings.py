@@ -59,7 +59,8 @@ def _count(default: int | None) -> Any:
 @strict
 @dataclass
 class RunConfig:
-    task: str
+    task: str  # the card's name
+    task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
     variant: str = validated_field(one_of(VARIANTS), default="gat")
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
@@ -120,7 +121,7 @@ class RunConfig:
     def card(self) -> TaskCard:
         """The run's task card, loaded once per run (`resolve` hands over the card it checked the
         settings against); not a setting, so not saved."""
-        return load_card(self.task)
+        return load_card(self.task_card or self.task)
 
     def resolved_output_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.task}/{self.variant}-seed{self.seed}")
@@ -136,7 +137,7 @@ class RunConfig:
 
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
-DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
+DERIVED_FIELDS = ("task", "task_card", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
@@ -244,12 +245,13 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
-def split_settings(settings: dict[str, Any], where: str, key: str) -> dict[str, Any]:
+def split_settings(settings: dict[str, Any], where: str, key: str, error: type[SchemaError] = ConfigError
+                   ) -> dict[str, Any]:
     """A table of settings as a file writes them (run and model settings side by side, as `--set` takes them),
     checked: run settings stay, model settings go under MODEL_SETTINGS."""
     out: dict[str, Any] = {}
     for name, value in settings.items():
-        value = _check_setting(name, value, where, f"{key}.{name}" if key else name)
+        value = _check_setting(name, value, where, f"{key}.{name}" if key else name, error)
         if name in FIELD_NAMES:
             out[name] = value
         else:
@@ -257,30 +259,30 @@ def split_settings(settings: dict[str, Any], where: str, key: str) -> dict[str, 
     return out
 
 
-def _check_setting(name: str, value: Any, where: str, key: str) -> Any:
+def _check_setting(name: str, value: Any, where: str, key: str, error: type[SchemaError] = ConfigError) -> Any:
     """One run or model setting, by name; a name that is neither is an error with a did-you-mean."""
     if name == MODEL_SETTINGS and isinstance(value, dict):
-        return check_model_settings(value, where, key)
+        return check_model_settings(value, where, key, error)
     if name in FIELD_NAMES and name not in DERIVED_FIELDS:
-        return check_value(RunConfig, name, _run_hints()[name], value, where, key, error=ConfigError)
+        return check_value(RunConfig, name, _run_hints()[name], value, where, key, error=error)
     if name in _model_hints():
-        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key,
-                           error=ConfigError)
+        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key, error=error)
     known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
-    raise ConfigError(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
+    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
                       + " (`xsyn settings` lists them)")
 
 
-def check_model_settings(values: Any, where: str, key: str) -> dict[str, Any]:
+def check_model_settings(values: Any, where: str, key: str, error: type[SchemaError] = ConfigError
+                         ) -> dict[str, Any]:
     """Model settings (XsynBertConfig fields, BERT's included): each name known, each value of its type."""
     if not isinstance(values, dict):
-        raise ConfigError(where, key, f"expected a table of model settings, got {values!r}")
+        raise error(where, key, f"expected a table of model settings, got {values!r}")
     for name, value in values.items():
         if name not in _model_hints():
-            raise ConfigError(where, f"{key}.{name}", "not a model setting"
+            raise error(where, f"{key}.{name}", "not a model setting"
                               + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
         values = {**values, name: check_value(_model_config_class(), name, _model_hints()[name], value, where,
-                                              f"{key}.{name}", error=ConfigError)}
+                                              f"{key}.{name}", error=error)}
     return values
 
 
@@ -335,6 +337,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
     can be checked without reading data is checked here, the model's configuration included.
     """
+    task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
         raise ConfigError(f"the --config file is a run of task {file_values['task']!r}, not {task!r}: "
                           f"pass --task {file_values['task']}, or delete `task` from the file")
@@ -346,7 +349,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     gat_init = flags.get("gat_init") or file_values.get("gat_init")
     if gat_init:
         defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **gat_shape(gat_init)}}
-    merged: dict[str, Any] = {"task": task, "variant": variant}
+    merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
     model: dict[str, Any] = {}
     for layer in (defaults, file_values, flags):
         for key, value in layer.items():

@@ -101,8 +101,8 @@ def did_you_mean(name: Any, known: Iterable[str], renamed: Mapping[str, str] | N
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def check_values(cls: type, table: Any, where: str, key: str = "", *, renamed: Mapping[str, str] | None = None,
-                 required: bool = True, error: type[SchemaError] = SchemaError) -> dict[str, Any]:
+def check_values(cls: type, table: Any, where: str, key: str = "", *, required: bool = True,
+                 error: type[SchemaError] = SchemaError) -> dict[str, Any]:
     """`table`'s values checked against `cls`'s fields (unknown keys, types, field rules, nested tables read
     into their dataclasses); the values, ready for `cls(**values)`. `required=False` checks a partial table
     (a `--config` file whose values are merged with others before the object is made). Errors are `error`s."""
@@ -112,7 +112,7 @@ def check_values(cls: type, table: Any, where: str, key: str = "", *, renamed: M
     known = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for name in table:
         if name not in known:
-            raise error(where, _join(key, name), "unknown key" + did_you_mean(name, known, renamed)
+            raise error(where, _join(key, name), "unknown key" + did_you_mean(name, known)
                               + f" (known keys: {', '.join(sorted(known))})")
     values: dict[str, Any] = {}
     for name, f in known.items():
@@ -144,10 +144,9 @@ def check_value(cls: type, name: str, hint: Any, value: Any, where: str, here: s
     return value
 
 
-def load(cls: type[T], table: Any, where: str, key: str = "", *, renamed: Mapping[str, str] | None = None,
-         error: type[SchemaError] = SchemaError) -> T:
+def load(cls: type[T], table: Any, where: str, key: str = "", *, error: type[SchemaError] = SchemaError) -> T:
     """A `cls` from a parsed TOML/JSON table; any mistake is an `error` naming `where` and the key."""
-    values = check_values(cls, table, where, key, renamed=renamed, error=error)
+    values = check_values(cls, table, where, key, error=error)
     return construct(cls, values, where, key, error=error)
 
 
