@@ -20,7 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
-from xsyn.syntax.udpipe import QUICK_PARSER, QUICK_TAGGER, QUICK_TOKENIZER, train_model
+from xsyn.syntax.parsing.udpipe import QUICK_PARSER, QUICK_TAGGER, QUICK_TOKENIZER, train_model
 
 
 def main() -> None:

@@ -120,6 +120,23 @@ def xlmr_tokenizer():
 
 
 @pytest.fixture(scope="session")
+def xlmr_checkpoint(tmp_path_factory, xlmr_tokenizer) -> Path:
+    """A plain XLM-R checkpoint as the hub has xlm-roberta-base (`XLMRobertaForMaskedLM`, its config and
+    tokenizer), but tiny and random: 2 layers, hidden 32, 4 heads, on `xlmr_tokenizer`'s vocabulary."""
+    import torch
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    torch.manual_seed(0)
+    config = XLMRobertaConfig(vocab_size=len(xlmr_tokenizer), hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=64, max_position_embeddings=514,
+                              type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=xlmr_tokenizer.pad_token_id)
+    path = tmp_path_factory.mktemp("xlm-roberta-tiny")
+    XLMRobertaForMaskedLM(config).save_pretrained(path)
+    xlmr_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def example_conllu() -> Path:
     return REPO / "xsyn" / "examples" / "example.conllu"
 

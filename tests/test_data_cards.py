@@ -104,6 +104,12 @@ def with_change(path: list, value) -> dict:
     return card
 
 
+def test_cards_name_their_raw_labels_where_the_data_writes_numbers():
+    assert load_card("chnsenticorp").label_names == {"0": "negative", "1": "positive"}
+    assert load_card("pawsx").label_names == {"0": "not paraphrase", "1": "paraphrase"}
+    assert load_card("xnli").label_names == {}  # its labels are names already
+
+
 def test_a_minimal_card_parses():
     card = parse_card(MINIMAL, "toy.toml")
     assert card.local[0].resolve("en", "test") == ["test.tsv"]
@@ -143,6 +149,8 @@ def test_a_minimal_card_parses():
     (["local", 0, "options", "token_columns"], ["tokens"], r"options.token_columns tokens not in options.columns"),
     (["local", 0, "lang_codes"], {"en": 5}, r"local\[0\].lang_codes.en: expected a string, got 5"),
     (["local", 0, "lang_codes"], {"de": "deu"}, r"local\[0\].lang_codes: de not in the card's languages .en."),
+    (["label_names"], {"pos": "positive"}, "toy.toml: label_names: names pos, which are not among labels"),
+    (["label_names"], {"1": 1}, r"toy.toml: label_names.1: expected a string, got 1"),
 ])
 def test_card_mistakes_name_the_file_key_and_valid_values(path, value, message):
     with pytest.raises(CardError, match=message):

@@ -14,7 +14,7 @@ from xsyn.data.features import IGNORE, prepare_features
 from xsyn.data.loading import load_examples, tag_names
 from xsyn.metrics import compute
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsers import get_parser
+from xsyn.syntax.parsing import build_parser
 from xsyn.syntax.segment import Segment
 
 
@@ -125,7 +125,7 @@ def test_oracle_outputs_on_real_panx_windows_score_100(shared_data, mbert_tokeni
     card = load_card("panx")
     examples, _ = load_examples(card, "de", "validation", data_dir=shared_data / "panx", allow_hub=False)
     examples = examples[:300]
-    parse_segments([s for e in examples for s in e.segments], get_parser("chain"))
+    parse_segments([s for e in examples for s in e.segments], build_parser("chain"))
     features, report = prepare_features(card, examples, mbert_tokenizer, 16, tags=tag_names(card))
     assert report.windowed_examples > 0  # max_length 16 forces windows
     predicted, decoded = decode(card, examples, features, {"logits": oracle_tag_logits(features, 7)},
@@ -138,7 +138,7 @@ def test_oracle_outputs_on_real_mlqa_recover_every_chinese_answer(shared_data, m
     card = load_card("mlqa")
     examples, _ = load_examples(card, "zh", "validation", data_dir=shared_data / "mlqa", allow_hub=False)
     examples = examples[:60]
-    parse_segments([s for e in examples for s in e.segments], get_parser("chain"))
+    parse_segments([s for e in examples for s in e.segments], build_parser("chain"))
     # windows of ~110 context pieces advance 16, so every piece sits within 8 pieces of some window's
     # middle; in that window (the only one where a span may start there) the whole answer fits
     features, report = prepare_features(card, examples, mbert_tokenizer, 128, doc_stride=16)

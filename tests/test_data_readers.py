@@ -348,8 +348,11 @@ def test_conllu_rows_are_the_syntactic_words_with_their_upos_and_a_bad_sentence_
                     "# sent_id = s2\n1\tA\ta\tDET\t_\t_\t5\tdet\t_\t_\n\n", encoding="utf-8")
     skipping = ReadRequest([path], "de", "train", {}, BadRows(skip=True))
     rows = list(READERS["conllu"].read(skipping))
+    tree = rows[0].values.pop("tree")  # the sentence's tree on its words, for --parser gold
     assert [r.values for r in rows] == [{"id": "s1", "tokens": ["Zu", "dem", "Haus", "."],
                                          "tags": ["ADP", "DET", "NOUN", "PUNCT"]}]
+    assert (tree.heads, tree.deprels, tree.token_index) == ([3, 3, 0, 3], ["case", "det", "root", "punct"],
+                                                            [0, 1, 2, 3])
     assert len(skipping.bad.skipped) == 1 and skipping.bad.skipped[0].startswith(f"{path}:10: ")
     with pytest.raises(DataFormatError, match=f"^{path}:10: .*never skipped"):
         list(READERS["conllu"].read(ReadRequest([path], "de", "test", {}, BadRows(skip=True, test=True))))

@@ -33,9 +33,9 @@ from xsyn.experiments.cells import (
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.experiments.launch import record_run
 from xsyn.experiments.papers import load_paper
+from xsyn.models.variants import VARIANTS
 
 PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
-VARIANTS = ["none", "gat", "sla", "wla", "sdoi", "sep"]
 
 
 def write(path: Path, text: str) -> Path:
@@ -266,6 +266,8 @@ def test_synth_recipe_survives_a_kill_and_a_failing_cell_and_reports_every_syste
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert (first / "eval-test" / "results.json").is_file()
+    scored = json.loads((first / "eval-test" / "results.json").read_text())  # max_eval_examples caps the test too
+    assert scored["max_eval_examples"] == 32 and set(scored["n_examples"].values()) == {32}
     finished_at = (first / "train_results.json").stat().st_mtime_ns
     status = CliRunner().invoke(main, ["experiment", "status", "synth", *common])
     assert re.search(r"none-max_steps=1-seed1\s+done", status.output), status.output
@@ -301,6 +303,7 @@ def test_synth_recipe_survives_a_kill_and_a_failing_cell_and_reports_every_syste
         assert f"| {label} | 1 |" in index
     report = (runs / "report" / "synth" / "report.md").read_text()
     assert "## synth · test · accuracy" in report and "Δ against none (baseline)" in report
+    assert "all systems: scored on at most 32 examples per language or pair" in report
     assert len(list((runs / "report" / "synth").rglob("pairs-*.png"))) == 6 + 5  # each system, each delta
 
 

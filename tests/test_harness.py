@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
@@ -377,7 +378,9 @@ def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
         results = json.loads((run / "eval-test" / "results.json").read_text())
         assert set(results["pairs"]) == {"svo", "sov", "vso", "ovs"} and results["variant"] == variant
     pngs = list((tmp_path / "report").rglob("*.png"))
-    assert len(pngs) == 3 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # two matrices, one delta
+    assert len(pngs) == 4 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)  # bars, 2 matrices, 1 delta
+    again = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+    assert again.exit_code != 0 and "already holds a demo" in again.output  # not silently retrained
 
 
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
@@ -390,3 +393,20 @@ def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_pat
     _write_examples(tmp_path, load_card("cged"), "test", "zh", examples, result)
     written = (tmp_path / "predictions" / "cged" / "test-zh.txt").read_text(encoding="utf-8")
     assert written == "A1, 2, 3, S\nA1, 8, 8, R\nB2, correct\n"
+
+
+def test_evaluate_prints_each_score_with_its_metric_and_bootstrap_sd(run, tmp_path):
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo", "--quiet",
+                                    "--output-dir", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    line = next(line for line in res.output.splitlines() if line.startswith("svo\t"))
+    name, score, plus_minus, sd = line.split("\t")[1].split()
+    assert name == "accuracy" and plus_minus == "±"
+    p = float(score) / 100
+    assert float(sd) == pytest.approx(100 * math.sqrt(p * (1 - p) / 400), rel=0.2, abs=0.05)  # binomial s.e.
+
+
+def test_evaluate_on_another_task_is_refused_with_the_reason_when_it_is_not_compatible(run):
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--task", "xnli", "--quiet"])
+    assert res.exit_code != 0
+    assert "cannot be evaluated on xnli: its labels contradiction, entailment, neutral" in res.output

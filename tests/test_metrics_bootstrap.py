@@ -72,3 +72,14 @@ def test_seed_groups_are_compared_by_their_mean_score():
     assert result.delta == pytest.approx((50 + 100) / 2 - 25)
     with pytest.raises(ValueError, match="same examples"):
         paired_bootstrap(metric, [seed_a], [seed_a.take([0, 1])])
+
+
+def test_bootstrap_sd_of_accuracy_is_the_binomial_standard_error():
+    from xsyn.metrics import get_metric
+    from xsyn.metrics.bootstrap import bootstrap_sd
+
+    metric = get_metric("accuracy")
+    table = metric.count_table(["a"] * 700 + ["b"] * 300, ["a"] * 1000)  # p = 0.7 on n = 1000
+    expected = 100 * (0.7 * 0.3 / 1000) ** 0.5  # 1.449 points
+    assert bootstrap_sd(metric, table, resamples=2000) == pytest.approx(expected, rel=0.08)
+    assert bootstrap_sd(metric, table, seed=1) == bootstrap_sd(metric, table, seed=1)  # seeded

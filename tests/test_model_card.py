@@ -37,7 +37,9 @@ def test_the_best_checkpoint_has_a_card_saying_what_it_is_and_how_it_was_made(ru
 
     card = ModelCard.load(run / "best" / "README.md")
     dev = json.loads((run / "validation_results.json").read_text())
-    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "text-classification"
+    # no pipeline tag: a transformers pipeline on raw text cannot parse it; the card says what to use instead
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag is None
+    assert "text-classification" in card.data.tags and "`xsyn predict`" in card.text
     assert card.data.base_model is None  # `tiny` is no hub model
     assert "xsyn-gat" in card.data.tags and card.data.language == ["svo"]
     text = card.text
@@ -49,6 +51,15 @@ def test_the_best_checkpoint_has_a_card_saying_what_it_is_and_how_it_was_made(ru
     assert "@inproceedings{ahmad-etal-2021-syntax" in text and "@inproceedings{devlin-etal-2019-bert" in text
     assert "Not evaluated yet" in text
     assert "AutoModelForSequenceClassification" in text
+    assert str(run.parent) not in (run / "best" / "README.md").read_text()  # no local folder named
+
+
+def test_local_paths_in_the_card_are_reduced_to_their_last_part():
+    from xsyn.run.publish import _portable
+
+    assert _portable("/home/me/data/pawsx") == "pawsx" and _portable("bert-base-multilingual-cased") == \
+        "bert-base-multilingual-cased"
+    assert _portable("runs/x") == "runs/x" and _portable(3e-5) == 3e-5  # relative paths and values stay
 
 
 def test_evaluate_adds_its_table_to_the_card(run):
@@ -123,8 +134,13 @@ def test_push_to_hub_uploads_best_with_its_card_when_training_ends(tmp_path, mon
 
 
 def test_every_variant_has_its_settings_and_papers_for_the_card():
-    from xsyn.models.variants import VARIANTS
-    from xsyn.run.publish import VARIANT_PAPERS, VARIANT_SETTINGS
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.variants import all_variants, get_variant
 
-    assert set(VARIANT_SETTINGS) == set(VARIANT_PAPERS) == set(VARIANTS)
-    assert "Syntax-Enhanced Pre-trained Model" in VARIANT_PAPERS["sep"][0]
+    fields = set(XsynBertConfig.__dataclass_fields__)
+    for variant in all_variants():
+        assert set(variant.setting_names()) <= fields
+        assert (variant.paper is None) == variant.is_baseline  # every syntax variant cites its paper
+    assert "Syntax-Enhanced Pre-trained Model" in get_variant("sep").paper
+    assert get_variant("gat").setting_names()[:3] == ("syntax_layers", "syntax_heads", "bias_targets")
+    assert get_variant("sdoi").setting_names() == ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer")

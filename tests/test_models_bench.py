@@ -102,3 +102,32 @@ def test_peak_memory_grows_with_the_batch():
     assert 0 < small < large
     activations = 8 * 32 * 32 * 4  # one (8, 32, 32) float32 hidden state: the peak holds many of these
     assert large > activations
+
+
+def test_bench_model_measures_each_encoder_shape_with_its_own_plain_row_and_embedding_costs(monkeypatch):
+    from xsyn.benchmarks import model as bench
+
+    tiny = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(bench, "ENCODER_SHAPES", {  # mBERT's and XLM-R's shapes, shrunk: a large vocabulary each
+        "mbert": bench.EncoderShape("bert", {**tiny, "vocab_size": 12000, "max_position_embeddings": 512,
+                                             "type_vocab_size": 2}),
+        "xlmr-base": bench.EncoderShape("xlm-roberta", {**tiny, "vocab_size": 25000, "max_position_embeddings": 514,
+                                                        "type_vocab_size": 1, "pad_token_id": 1})})
+    result = CliRunner().invoke(main, ["bench", "model", "--encoders", "mbert,xlmr-base", "--variants", "none,gat",
+                                       "--seq-len", "16", "--batch-size", "2", "--repeats", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert list(figures["mbert"]["rows"]) == ["none", "gat", "plain_bert"]
+    assert list(figures["xlmr-base"]["rows"]) == ["none", "gat", "plain_xlm-roberta"]
+    for name, positions, types in (("mbert", 512, 2), ("xlmr-base", 514, 1)):
+        rows, costs = figures[name]["rows"], figures[name]["embedding"]
+        vocab = bench.ENCODER_SHAPES[name].config["vocab_size"]
+        assert rows[next(r for r in rows if r.startswith("plain_"))]["flops_per_step"] == rows["none"]["flops_per_step"]
+        # word, position and token-type tables plus the LayerNorm, by hand
+        assert costs["embedding_parameters"] == (vocab + positions + types) * 32 + 2 * 32
+        assert costs["optimizer_state_bytes"] == 8 * costs["parameters"]
+        assert costs["word_embedding_bytes"] == vocab * 32 * 4
+        # the dense gradient of the word embeddings is what freezing them saves
+        assert costs["peak_bytes"] - costs["peak_bytes_frozen_embeddings"] >= 0.9 * costs["word_embedding_bytes"]
+    result = CliRunner().invoke(main, ["bench", "model", "--encoders", "gpt2"])
+    assert result.exit_code == 2 and "choose from mbert, xlmr-base" in result.output

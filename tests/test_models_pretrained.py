@@ -14,11 +14,10 @@ from transformers import BertModel
 
 from xsyn.models.factory import build_model
 from xsyn.models.presets import load_tokenizer
+from xsyn.models.variants import VARIANTS
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.wordpiece import WordpieceAligner
-
-VARIANTS = ("none", "gat", "sla", "wla", "sdoi", "sep")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from transformers import BertConfig, BertModel
 from xsyn.models.configuration import SyntaxConfigError, XsynBertConfig
 from xsyn.models.factory import build_model, load_model
 from xsyn.models.gat import RELATION_BIAS_SCALE, structural_loss
-from xsyn.models.modeling import REQUIRED_FIELDS, XsynBertModel
+from xsyn.models.modeling import XsynBertModel
+from xsyn.models.variants import VARIANTS, get_variant
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import UPOS_SPECIAL_ID
 from xsyn.trees.batch import collate_trees
@@ -23,7 +24,7 @@ from xsyn.trees.wordpiece import WordpieceAligner
 SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 SMALL_GAT = {"gat_layers": 2, "gat_heads": 2, "gat_head_size": 8, "probe_rank": 8}
-SYNTAX_VARIANTS = ("gat", "sla", "wla", "sdoi", "sep")
+SYNTAX_VARIANTS = tuple(name for name in VARIANTS if not get_variant(name).is_baseline)  # the registry's
 
 CHASED = SyntaxRecord.from_words(["the", "dog", "chased", "a", "cat", "."], [2, 3, 0, 5, 3, 3],
                                  ["DET", "NOUN", "VERB", "DET", "NOUN", "PUNCT"],
@@ -116,7 +117,7 @@ def test_a_config_changed_after_creation_is_checked_again_when_a_model_is_built(
 @pytest.mark.parametrize("variant", SYNTAX_VARIANTS)
 def test_a_batch_without_a_needed_syntax_field_is_refused_by_name(plain, batch, variant):
     model = lifted(plain, variant)
-    for field in REQUIRED_FIELDS[variant]:
+    for field in get_variant(variant).batch_fields(model.config):
         partial = {k: v for k, v in batch.items() if k != field}
         with pytest.raises(ValueError, match=f"needs the batch field\\(s\\) {field}"):
             model(**partial)
@@ -125,7 +126,7 @@ def test_a_batch_without_a_needed_syntax_field_is_refused_by_name(plain, batch, 
 # -- syntax switched off is plain BERT; switched on, it is not ------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ("none",) + SYNTAX_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_with_syntax_switched_off_outputs_equal_plain_bert(plain, batch, variant):
     reference = plain(**bert_inputs(batch))
     model = lifted(plain, variant)
@@ -236,7 +237,7 @@ def test_sep_mixes_each_layer_input_with_its_inverse_distance_view(plain, batch)
     model = lifted(plain, "sep", sep_alpha=0.3)
     mix = model.encoder.layer[0].seprem
     tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
-    weights = tree.seprem_weights()
+    weights = tree.sep_weights()
     hidden = torch.randn(*batch["input_ids"].shape, SHAPE["hidden_size"])
     with torch.no_grad():
         out = mix(hidden, weights)
@@ -372,7 +373,7 @@ def test_structural_loss_by_hand():
 # -- saving and loading ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ("none",) + SYNTAX_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_save_and_load_round_trip_to_identical_outputs(small_tokenizer, batch, tmp_path, variant):
     torch.manual_seed(1)
     model = build_model("tiny", variant, "token", tokenizer=small_tokenizer, num_labels=3, **SHAPE,
@@ -443,7 +444,7 @@ def step(model, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     return out.logits.detach().cpu(), {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("variant", ("none",) + SYNTAX_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_forward_and_backward_on_the_device_equal_the_cpu_within_1e_4(small_tokenizer, batch, device, variant):
     cpu_model = labelled_classifier(small_tokenizer, variant).train()  # dropout is 0 in SHAPE
     device_model = labelled_classifier(small_tokenizer, variant).to(device).train()
@@ -457,7 +458,7 @@ def test_forward_and_backward_on_the_device_equal_the_cpu_within_1e_4(small_toke
         torch.testing.assert_close(device_grads[name], grad, rtol=1e-4, atol=1e-4, msg=name)
 
 
-@pytest.mark.parametrize("variant", ("none",) + SYNTAX_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_save_and_load_round_trip_on_the_device(small_tokenizer, batch, tmp_path, device, variant):
     model = labelled_classifier(small_tokenizer, variant).to(device).eval()
     model.save_pretrained(tmp_path)
@@ -468,7 +469,7 @@ def test_save_and_load_round_trip_on_the_device(small_tokenizer, batch, tmp_path
         torch.testing.assert_close(on_cpu(**batch).logits, expected.cpu(), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("variant", ("none",) + SYNTAX_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_every_tensor_of_a_step_is_made_on_the_inputs_device(small_tokenizer, batch, variant):
     """Runs on CPU: under a `meta` default device, a tensor made without `device=` (an arange, a mask,
     a constant) is a meta tensor, and a step that mixes it with the CPU batch fails."""

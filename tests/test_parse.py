@@ -16,7 +16,9 @@ import pytest
 from xsyn.syntax.cache import ParseCache, shared_cache
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsers import ChainParser, ParserUnavailable, StanzaParser
+from xsyn.syntax.parsing import ParserUnavailable
+from xsyn.syntax.parsing.chain import ChainParser
+from xsyn.syntax.parsing.stanza import StanzaParser
 from xsyn.syntax.segment import Segment
 from xsyn.trees.wordpiece import ROOT, WordpieceAligner
 from xsyn.utils.io import OutputError
@@ -28,11 +30,11 @@ class CountingParser(ChainParser):
     def __init__(self):
         self.calls = 0
 
-    def parse_texts(self, texts, lang):
+    def parse_texts(self, texts, lang, *, sent_ids=None):
         self.calls += len(texts)
         return super().parse_texts(texts, lang)
 
-    def parse_tokens(self, token_lists, lang):
+    def parse_tokens(self, token_lists, lang, *, sent_ids=None):
         self.calls += len(token_lists)
         return super().parse_tokens(token_lists, lang)
 
@@ -238,6 +240,24 @@ def test_a_cut_short_last_line_counts_once_until_its_writer_finishes_it(tmp_path
     assert (len(cache), cache.corrupt) == (2, 0)
 
 
+def test_the_cut_short_last_line_of_a_killed_writer_is_cut_off_and_counted_once(tmp_path):
+    writer = mp.get_context("spawn").Process(target=_write_two, args=(str(tmp_path),))
+    writer.start()
+    writer.join()
+    shard = next(tmp_path.glob("*.jsonl"))
+    assert shard.stem.split("-")[-2] == str(writer.pid)  # the shard names its writer, now gone
+    whole = shard.read_bytes()
+    first = whole.index(b"\n") + 1
+    shard.write_bytes(whole[:first + 30])  # killed 30 bytes into its second line
+    cache = ParseCache(tmp_path)
+    assert (len(cache), cache.corrupt, shard.read_bytes()) == (1, 1, whole[:first])
+    assert ParseCache(tmp_path).corrupt == 0  # the next run meets a clean shard
+
+
+def _write_two(directory: str) -> None:
+    parse_segments([Segment("en", text=t) for t in ("one", "two")], ChainParser(), ParseCache(directory))
+
+
 def test_loads_sharing_a_cache_report_each_corrupt_entry_once(tmp_path):
     """A run loads train, dev and (evaluating) every language and pair through one cache per process."""
     parse_segments([Segment("en", text=t) for t in ("one", "two")], ChainParser(), ParseCache(tmp_path))
@@ -336,7 +356,7 @@ def _owner_of(text: str) -> int:
     from xsyn.syntax.cache import cache_key
 
     parser = ChainParser()
-    return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.settings()).encode()) % 2
+    return zlib.crc32(cache_key(text, "en", parser.name, parser.version, parser.cache_identity()).encode()) % 2
 
 
 # -- parse workers, progress, resume --------------------------------------------------------------
@@ -352,7 +372,7 @@ class WorkerParser(ChainParser):
     def __init__(self, loads, chunks, delay: float = 0.0, meet: int = 1):
         self.loads, self.chunks, self.delay, self.meet, self.loaded = str(loads), str(chunks), delay, meet, False
 
-    def parse_texts(self, texts, lang):
+    def parse_texts(self, texts, lang, *, sent_ids=None):
         if not self.loaded:
             self.loaded = True
             with open(self.loads, "a") as fh:
@@ -406,7 +426,9 @@ def test_a_parse_killed_mid_run_resumes_parsing_only_what_the_cache_lacks(tmp_pa
     kept = len(ParseCache(tmp_path / "cache"))
     assert 128 <= kept < 640
     workers = [int(pid) for pid in (tmp_path / "loads").read_text().split()]
-    time.sleep(1.0)
+    deadline = time.monotonic() + 10
+    while [pid for pid in workers if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not [pid for pid in workers if _alive(pid)]  # the workers end with the process that started them
     segments = [Segment("en", text=t) for t in _sentences(640)]
     parser = CountingParser()

@@ -116,15 +116,24 @@ def test_pair_classification_gives_evaluations_labels_with_probabilities(pawsx_m
     report: dict = {}
     got = predict(pawsx_model, rows, parser="chain", overrides={"cache_dir": str(cache)}, report=report)
     expected, outputs = evaluation_predictions(pawsx_model, "pawsx", shared_data / "pawsx", cache)
-    assert [g["label"] for g in got] == expected
+    names = {"0": "not paraphrase", "1": "paraphrase"}  # the card's label_names replace the raw labels
+    assert [g["label"] for g in got] == [names[label] for label in expected]
     for g, logits in zip(got, outputs["logits"]):  # one feature per pair, in order
         softmax = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
-        assert list(g["probabilities"]) == ["0", "1"]
+        assert list(g["probabilities"]) == ["not paraphrase", "paraphrase"]
         assert np.allclose(list(g["probabilities"].values()), softmax, atol=1e-5)
         assert g["label"] == max(g["probabilities"], key=g["probabilities"].get)
-    assert len({g["probabilities"]["0"] for g in got}) > N // 2  # not one answer for all pairs
+    assert len({g["probabilities"]["not paraphrase"] for g in got}) > N // 2  # not one answer for all pairs
     assert [(g["line"], g["id"], g["lang"]) for g in got[:2]] == [(1, "p0", "en"), (2, "p1", "en")]
     assert report["rows"] == N and report["features"]["features"] == N
+
+
+def test_lang_is_always_a_string_and_each_segments_language_an_object(pawsx_model, cache):
+    rows = [{"sentence1": "A dog.", "sentence2": "A cat."},
+            {"sentence1": "Ein Hund.", "sentence2": "A cat.", "sentence1_lang": "de"}]
+    got = predict(pawsx_model, rows, parser="chain", overrides={"cache_dir": str(cache)})
+    assert [(g["lang"], g["segment_langs"]) for g in got] == [
+        ("en", {"sentence1": "en", "sentence2": "en"}), ("de-en", {"sentence1": "de", "sentence2": "en"})]
 
 
 def test_the_command_reads_json_lines_and_tsv_and_writes_json_lines(pawsx_model, first_examples, cache, tmp_path):
@@ -262,10 +271,11 @@ def test_a_language_the_parser_lacks_is_named_with_its_first_line(pawsx_model, c
 
 def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache, monkeypatch):
     import xsyn.run.task_data
-    from xsyn.syntax.parsers import ChainParser, ParserUnavailable
+    from xsyn.syntax.parsing import ParserUnavailable
+    from xsyn.syntax.parsing.chain import ChainParser
 
     class EnglishOnly(ChainParser):
-        def parse_texts(self, texts, lang):
+        def parse_texts(self, texts, lang, *, sent_ids=None):
             if lang != "en":
                 raise ParserUnavailable(f"no model for {lang!r}")
             return super().parse_texts(texts, lang)

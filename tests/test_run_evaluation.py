@@ -1,18 +1,59 @@
-"""The evaluation's result fingerprint: an edited task card never reuses `partial/` results of the old one."""
-
-from __future__ import annotations
+"""Evaluating on another task of the same kind, the bootstrap ± and the warnings `xsyn evaluate` prints;
+the result fingerprint (an edited task card never reuses `partial/` results of the old one)."""
 
 from pathlib import Path
 
+import pytest
+
+from xsyn.cli.run import _echo_scores
 from xsyn.data.cards import load_card, parse_card
-from xsyn.run.evaluation import _fingerprint
+from xsyn.run.evaluation import _fingerprint, _predicts_nothing, check_transferable
 from xsyn.run.settings import RunConfig
+from xsyn.utils.errors import InputError
+
+
+def test_a_model_for_mlqa_may_be_scored_on_xquad_but_not_on_another_kind_or_label_set():
+    check_transferable(load_card("mlqa"), load_card("xquad"))  # both extractive QA: accepted
+    check_transferable(load_card("pawsx"), load_card("synth"))  # pair classification, labels 0/1 in both
+    with pytest.raises(InputError, match="mlqa .extractive-qa. cannot be evaluated on pawsx .pair-classification"):
+        check_transferable(load_card("mlqa"), load_card("pawsx"))
+    with pytest.raises(InputError, match="its labels contradiction, entailment, neutral are not among the model's"):
+        check_transferable(load_card("pawsx"), load_card("xnli"))
+
+
+def test_a_model_that_predicts_no_error_anywhere_is_recognised():
+    assert _predicts_nothing([set(), frozenset(), set()])
+    assert not _predicts_nothing([set(), {(1, 2, "R")}])
+    assert not _predicts_nothing(["0", "1"]) and not _predicts_nothing([])
+
+
+def summary(**fields):
+    return {"task": "chnsenticorp", "split": "test", "primary": "accuracy", "per_language": {"zh": 91.25},
+            "average": 91.25, "bootstrap_sd": {"zh": 1.3}, **fields}
+
+
+def test_evaluate_prints_the_metric_and_its_bootstrap_sd_and_says_why_validation(capsys):
+    _echo_scores(summary(), split_chosen=False)
+    out = capsys.readouterr()
+    assert "zh\taccuracy 91.25 ± 1.30" in out.out.splitlines() and "note:" not in out.out
+    _echo_scores(summary(split="validation"), split_chosen=False)
+    assert "note: scoring the validation split: chnsenticorp's test split is missing or has no labels" \
+        in capsys.readouterr().out
+    _echo_scores(summary(split="validation"), split_chosen=True)  # asked for: nothing to explain
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(capsys):
+    _echo_scores(summary(task="cged", primary="position_f1", predicted_nothing=["zh"]), split_chosen=True)
+    assert "warning: the model predicted nothing (no span or error in any example) for zh" in capsys.readouterr().err
+
+
 
 
 class _Parser:
     name, version = "chain", "1"
 
-    def settings(self) -> dict:
+    def cache_identity(self) -> dict:
         return {}
 
 

@@ -162,7 +162,8 @@ def _in_own_process(*args: str) -> None:
 def test_a_bf16_run_trains_and_its_loss_falls(common, tmp_path):
     out = tmp_path / "bf16"
     _in_own_process(*common, "--output-dir", str(out), "--mixed-precision", "bf16", "--max-steps", "30",
-                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3")
+                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3",
+                    "--set", "warmup_steps=0")
     assert json.loads((out / "config.json").read_text())["mixed_precision"] == "bf16"
     losses = _losses(out)
     assert len(losses) == 30 and all(map(torch.isfinite, torch.tensor(losses)))
@@ -174,7 +175,8 @@ def test_a_bf16_run_trains_and_its_loss_falls(common, tmp_path):
 def test_an_fp16_run_trains_and_its_loss_falls(common, tmp_path):
     out = tmp_path / "fp16"
     _in_own_process(*common, "--output-dir", str(out), "--mixed-precision", "fp16", "--max-steps", "30",
-                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3")
+                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3",
+                    "--set", "warmup_steps=0")
     losses = _losses(out)
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
 

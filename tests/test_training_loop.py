@@ -3,8 +3,10 @@
 Rows hold 1 to 12 labelled tokens, so shares of equal rows hold unequal numbers of them: averaged per
 share (the old way), one process with batch 32, two with 16 each, and one with --grad-accum 2 end
 with weights about 1e-3 apart after a few Adam steps. Normalised by the step's labelled tokens they
-agree to float reassociation. The two processes are real ones (torchrun, gloo on the CPU, as the
-README launches them); this file is also the script they run. Dropout is off: a forward pass over 32
+agree to float reassociation: for a token head, for a sentence head (rows, as before), and for the
+intent-and-slots head, whose loss is a mean per row plus a mean per token. The two processes are
+real ones (torchrun, gloo on the CPU, as the README launches them); this file is also the script
+they run. Dropout is off: a forward pass over 32
 rows draws other masks than two over 16.
 """
 
@@ -26,20 +28,23 @@ from xsyn.training.loop import LinearSchedule, Stepper, labelled_pieces
 BATCH, STEPS, BOUND = 32, 3, 1e-6
 SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-HEADS = {"token": ("token", ("labels",)), "sentence": ("sequence", ())}
+HEADS = {"token": ("token", ("labels",)), "sentence": ("sequence", ()), "slots": ("intent_slot", ("slot_labels",))}
 
 
 def rows(task: str) -> list[dict[str, np.ndarray]]:
-    """STEPS batches of rows 12 pieces long; a token row labels 1 to 12 of its pieces."""
+    """STEPS batches of rows 12 pieces long; a token row labels 1 to 12 of its pieces, a slot row too
+    and has an intent (a loss per row and one per token in one step)."""
     rng = np.random.default_rng(0)
     out = []
     for _ in range(STEPS * BATCH):
         row = {"input_ids": rng.integers(5, 60, 12), "attention_mask": np.ones(12, dtype=np.int64)}
+        labels = np.full(12, IGNORE_INDEX)
+        labelled = rng.choice(12, size=rng.integers(1, 13), replace=False)
+        labels[labelled] = rng.integers(0, 3, len(labelled))
         if task == "token":
-            labels = np.full(12, IGNORE_INDEX)
-            labelled = rng.choice(12, size=rng.integers(1, 13), replace=False)
-            labels[labelled] = rng.integers(0, 3, len(labelled))
             row["labels"] = labels
+        elif task == "slots":
+            row["slot_labels"], row["intent_labels"] = labels, np.asarray(rng.integers(0, 3))
         else:
             row["labels"] = np.asarray(rng.integers(0, 3))
         out.append(row)
@@ -56,7 +61,8 @@ def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Ten
     accelerator = Accelerator(cpu=True)
     head, columns = HEADS[task]
     torch.manual_seed(0)
-    model = HEAD_CLASSES[head](XsynBertConfig(vocab_size=64, variant="none", num_labels=3, **SHAPE))
+    model = HEAD_CLASSES[head](XsynBertConfig(vocab_size=64, variant="none", num_labels=3, num_intents=3,
+                                              num_slot_labels=3, **SHAPE))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model, optimizer = accelerator.prepare(model, optimizer)
     data = rows(task)

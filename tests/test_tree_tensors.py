@@ -28,7 +28,7 @@ from xsyn.trees.tensors import (
     cpu_kernel_built,
     edge_relations,
     gat_mask,
-    seprem_weights,
+    sep_weights,
     tree_depth,
     tree_distances,
 )
@@ -146,8 +146,8 @@ def test_sdoi_follows_true_ancestors_in_a_non_projective_tree(small_tokenizer, e
     # A subtree-span mask (SG-Net's released code) would put "hearing" (span a..issue) above "is".
 
 
-def test_seprem_weights_by_hand(chased):
-    w = chased.seprem_weights()[0]
+def test_sep_weights_by_hand(chased):
+    w = chased.sep_weights()[0]
     inv = [0, 1 / 3, 1 / 2, 1, 1 / 2, 1 / 3, 1 / 2, 1 / 2, 1]
     assert torch.allclose(w[0], torch.tensor(inv) / sum(inv))
     assert torch.allclose(w.sum(-1), torch.ones(9))
@@ -165,20 +165,20 @@ def test_padding_keeps_every_row_nonempty_and_softmax_finite(small_tokenizer, ex
         assert not mask[1, :n, n:].any()  # real pieces never see padding
         probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
         assert torch.isfinite(probs).all()
-    assert seprem_weights(tt.distances)[1, n:].eq(0).all()
+    assert sep_weights(tt.distances)[1, n:].eq(0).all()
 
 
-def test_seprem_weights_of_a_padded_batch_ignore_padding_and_leave_distances_intact(
+def test_sep_weights_of_a_padded_batch_ignore_padding_and_leave_distances_intact(
         small_tokenizer, example_conllu, cpu_kernel):
     recs = list(read_conllu(example_conllu))
     dog = SyntaxRecord.from_words(["dog"], [0], ["NOUN"], ["root"])
     tt, trees = tensors(small_tokenizer, [recs[1]], [dog], cpu_kernel=cpu_kernel)
     n = len(trees[1])  # [CLS] dog [SEP], both dog and [SEP] attached to [CLS]
-    w = tt.seprem_weights()  # computed before the int16 distances, from the same cached floats
+    w = tt.sep_weights()  # computed before the int16 distances, from the same cached floats
     assert torch.allclose(w[1, :n, :n], torch.tensor([[0, 1 / 2, 1 / 2], [2 / 3, 0, 1 / 3], [2 / 3, 1 / 3, 0]]))
     assert w[1, :, n:].eq(0).all() and w[1, n:].eq(0).all()  # exactly zero: no weight leaks onto padding
     assert tt.distances[1, :n, :n].tolist() == [[0, 1, 1], [1, 0, 2], [1, 2, 0]]
-    assert torch.equal(w, seprem_weights(tt.distances))
+    assert torch.equal(w, sep_weights(tt.distances))
 
 
 def _reference_distances(parent: np.ndarray) -> np.ndarray:
@@ -198,7 +198,7 @@ def _word_distances(rec: SyntaxRecord) -> np.ndarray:
 def all_tensors(tt):
     return {"distances": tt.distances, "depth": tt.depth, "ancestors": tt.ancestors, "gat 1": tt.gat_mask(1),
             "gat 3": tt.gat_mask(3), "sla 3": tt.sla_mask(3), "sla 1 punct": tt.sla_mask(1, punct_visible=True),
-            "wla 1": tt.wla_mask(1), "wla 4": tt.wla_mask(4), "sdoi": tt.sdoi_mask(), "seprem": tt.seprem_weights()}
+            "wla 1": tt.wla_mask(1), "wla 4": tt.wla_mask(4), "sdoi": tt.sdoi_mask(), "seprem": tt.sep_weights()}
 
 
 def assert_same_tensors(kernel, torch_ops):

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +67,29 @@ def synthetic_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int) -
 # contained in `torch.cuda.get_device_name()` counts (so the longer names come first).
 PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0))
 HALF_DTYPES = ("bfloat16", "float16")
-PLAIN_BERT = "plain_bert"
+PLAIN = "plain_"  # + family name: the row of transformers' own model of the family
+PLAIN_BERT = PLAIN + "bert"
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    """A named encoder shape of `--encoders`: its family (`xsyn.models.families`) and its config at that size."""
+
+    family: str
+    config: dict[str, Any]
+
+
+_BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}
+_XLMR = {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1,
+         "layer_norm_eps": 1e-5}
+# The published checkpoints' configs (config.json of bert-base-multilingual-cased, xlm-roberta-base/-large)
+ENCODER_SHAPES = {
+    "mbert": EncoderShape("bert", {**_BASE, "vocab_size": 119547, "max_position_embeddings": 512,
+                                   "type_vocab_size": 2}),
+    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}),
+    "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
+                                               "intermediate_size": 4096, **_XLMR}),
+}
 
 
 def peak_tflops(device: str, dtype: str) -> float | None:
@@ -94,26 +117,29 @@ def bert_step_flops(layers: int, hidden: int, intermediate: int, seq_len: int, b
     return 3 * forward
 
 
-def build(variant: str, shape: dict, seed: int, device: str):
-    """A sequence classifier of `variant` at `shape`, or transformers' plain BERT for `PLAIN_BERT`."""
+def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert"):
+    """A sequence classifier of `variant` at `shape` on the `family`'s encoder, or for its plain row
+    (`plain_bert`, `plain_xlm-roberta`) transformers' own model of the family."""
     import torch
 
+    from xsyn.models.encoders import family_classes
+    from xsyn.models.families import family_of, resolve
+
+    encoder = family_of(family)
     torch.manual_seed(seed)
     with torch.device(device):  # initialised where it runs: a GPU draws bert-base's weights in moments
-        if variant == PLAIN_BERT:
-            from transformers import AutoModelForSequenceClassification, BertConfig
+        if variant == PLAIN + encoder.name:
+            from transformers import AutoModelForSequenceClassification
 
             return AutoModelForSequenceClassification.from_config(
-                BertConfig(num_labels=2, **shape), attn_implementation="sdpa").train()
-        from xsyn.models.configuration import XsynBertConfig
-        from xsyn.models.heads import XsynBertForSequenceClassification
-
-        return XsynBertForSequenceClassification(XsynBertConfig(variant=variant, num_labels=2, **shape)).train()
+                resolve(encoder.config)(num_labels=2, **shape), attn_implementation="sdpa").train()
+        classes = family_classes(encoder)
+        return classes.heads["sequence"](classes.config(variant=variant, num_labels=2, **shape)).train()
 
 
 def model_batch(variant: str, batch: dict) -> dict:
-    """Plain BERT takes only BERT's inputs."""
-    if variant != PLAIN_BERT:
+    """A plain row takes only the encoder's own inputs."""
+    if not variant.startswith(PLAIN):
         return batch
     return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
 
@@ -183,12 +209,13 @@ def step_flops(model, batch: dict, dtype: str = "float32") -> int:
 
 def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, repeats: int, seed: int,
             device: str, dtype: str = "float32", peak: float | None = None, warmup: int = 1,
-            plain_bert: bool = True) -> dict[str, dict[str, float]]:
-    """Per row (the variants, then `plain_bert`): fastest and median step seconds, peak bytes, tokens per
-    second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, syntax parameters, ratios to `none`."""
+            plain_bert: bool = True, family: str = "bert") -> dict[str, dict[str, float]]:
+    """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
+    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, syntax
+    parameters, ratios to `none`."""
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
-    rows = list(variants) + ([PLAIN_BERT] if plain_bert else [])
-    models = {v: build(v, shape, seed, device) for v in rows}
+    rows = list(variants) + ([PLAIN + family] if plain_bert else [])
+    models = {v: build(v, shape, seed, device, family) for v in rows}
     for _ in range(warmup):  # first-call allocations, kernel selection
         for row, model in models.items():
             train_step(model, model_batch(row, batch), dtype)
@@ -205,10 +232,53 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
                         "peak_bytes": peak_bytes(model, inputs, device, dtype),
                         "tokens_per_second": batch_size * seq_len / seconds, "flops_per_step": flops,
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
-                        "syntax_parameters": (0 if row == PLAIN_BERT else
-                                              sum(p.numel() for _, p in model.bert.syntax_parameters()))}
+                        "syntax_parameters": (0 if row.startswith(PLAIN) else
+                                              sum(p.numel() for _, p in model.base_model.syntax_parameters()))}
     base = results["none"]
     for result in results.values():
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
     return results
+
+
+def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, repeats: int, seed: int,
+                    device: str, dtype: str = "float32") -> dict[str, float]:
+    """What the embedding matrix costs the `none` model at `shape`: its parameters and share, the step
+    with it trained and frozen (fastest of `repeats` interleaved rounds; peak step bytes, its gradient
+    included), AdamW's update of all parameters (fastest of `repeats`) and its state (two float32 moments
+    per parameter)."""
+    import torch
+
+    model = build("none", shape, seed, device, family)
+    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    embeddings = model.base_model.embeddings
+    words = embeddings.word_embeddings.weight
+    total = sum(p.numel() for p in model.parameters())
+    embedding = sum(p.numel() for p in embeddings.parameters())
+    peaks, times = {}, {True: [], False: []}
+    for trained in (True, False):  # a warm-up step, then the peak of one
+        words.requires_grad_(trained)
+        train_step(model, batch, dtype)
+        peaks[trained] = peak_bytes(model, batch, device, dtype)
+    for _ in range(repeats):
+        for trained in (True, False):
+            words.requires_grad_(trained)
+            times[trained].append(step_seconds(model, batch, device, dtype))
+    words.requires_grad_(True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    train_step(model, batch, dtype)
+    updates = []
+    for _ in range(repeats + 1):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        optimizer.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        updates.append(time.perf_counter() - start)
+    return {"parameters": total, "embedding_parameters": embedding, "embedding_share": embedding / total,
+            "word_embedding_bytes": words.numel() * words.element_size(),
+            "step_seconds": min(times[True]), "step_seconds_frozen_embeddings": min(times[False]),
+            "peak_bytes": peaks[True], "peak_bytes_frozen_embeddings": peaks[False],
+            "optimizer_step_seconds": min(updates[1:]),
+            "optimizer_state_bytes": 2 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)}

@@ -34,7 +34,7 @@ def build_all_tensors(batch: dict[str, torch.Tensor], cpu_kernel: bool = True) -
     """Every tree tensor the variants use, at their default settings."""
     tt = TreeTensors.from_batch(batch, cpu_kernel=cpu_kernel)
     return [tt.distances, tt.depth, tt.ancestors, tt.gat_mask(1), tt.sla_mask(3), tt.wla_mask(4),
-            tt.sdoi_mask(), tt.seprem_weights()]
+            tt.sdoi_mask(), tt.sep_weights()]
 
 
 def _synchronize(device: torch.device | None) -> None:

@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
 
@@ -88,16 +88,22 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The device's peak rate for --dtype, for FLOP utilisation [default: the data sheet's dense "
                    "bf16/fp16 peak for H100/H200/A100; none otherwise].")
-@click.option("--skip-plain-bert", is_flag=True, help="Leave out the plain_bert row (transformers' own BERT).")
+@click.option("--skip-plain-bert", is_flag=True,
+              help="Leave out the plain row (transformers' own model: plain_bert, plain_xlm-roberta).")
+@click.option("--encoders", default=None, metavar="NAMES",
+              help="Comma-separated published shapes measured one after the other, each with its own vocabulary, "
+                   "family and plain row, plus what its embedding matrix costs (step with it trained and frozen, "
+                   "AdamW update and state): mbert, xlmr-base, xlmr-large. Replaces --layers, --hidden, --heads "
+                   "and --vocab-size.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
-                   "one row per variant and plain_bert.")
+                   'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
 def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, as_json: bool) -> None:
-    """Time forward + backward of every syntax variant and of plain BERT against `none`; peak memory, tokens
-    per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import PLAIN_BERT, measure
+                skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
+    """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
+    tokens per second and FLOP utilisation."""
+    from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
     from xsyn.benchmarks.model import peak_tflops as known_peak
 
     chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
@@ -115,6 +121,30 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
              "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
              "max_position_embeddings": max(512, seq_len)}
     peak = peak_tflops or known_peak(device, dtype)
+    if encoders is not None:
+        names = [name for name in encoders.split(",") if name]
+        unknown = [name for name in names if name not in ENCODER_SHAPES]
+        if unknown or not names:
+            raise click.BadParameter(f"unknown encoder(s) {', '.join(unknown)}; choose from "
+                                     f"{', '.join(ENCODER_SHAPES)}", param_hint="--encoders")
+        figures = {}
+        for name in names:
+            encoder = ENCODER_SHAPES[name]
+            shape = {**encoder.config, "max_position_embeddings": max(encoder.config["max_position_embeddings"],
+                                                                       seq_len + 2)}
+            figures[name] = {
+                "rows": measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
+                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family),
+                "embedding": embedding_costs(shape, encoder.family, batch_size, seq_len, repeats, seed, device, dtype)}
+        if as_json:
+            click.echo(json.dumps(figures))
+            return
+        for name, figure in figures.items():
+            click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, batch {batch_size} x {seq_len} "
+                       f"pieces, {device} {dtype}, fastest (and median) of {repeats} interleaved rounds")
+            _print_rows(figure["rows"], peak)
+        _print_embedding_costs({name: figure["embedding"] for name, figure in figures.items()})
+        return
     results = measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
                       warmup=3 if gpu else 1, plain_bert=not skip_plain_bert)
     if as_json:
@@ -125,12 +155,16 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         return
     click.echo(f"forward + backward, {layers} layers, hidden {hidden}, batch {batch_size} x {seq_len} pieces, "
                f"{device} {dtype}, fastest (and median) of {repeats} interleaved rounds; "
-               f"{PLAIN_BERT}: transformers' BertForSequenceClassification (sdpa)")
-    click.echo(f"{'row':<10} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
+               "plain_bert: transformers' BertForSequenceClassification (sdpa)")
+    _print_rows(results, peak)
+
+
+def _print_rows(results: dict[str, dict], peak: float | None) -> None:
+    click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
                f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'syntax params':>14}")
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        click.echo(f"{row:<10} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
+        click.echo(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
                    f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
                    f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
                    f"{mfu:>6} {r['syntax_parameters']:>14,}")
@@ -140,13 +174,27 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         click.echo(f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
 
 
+def _print_embedding_costs(costs: dict[str, dict]) -> None:
+    """The `none` model's embedding matrix, encoder by encoder (`embedding_costs`)."""
+    mib = 2 ** 20
+    click.echo("\nthe embedding matrix (none): parameters, the step with it trained / frozen, AdamW")
+    click.echo(f"{'encoder':<11} {'params M':>9} {'embedding':>10} {'ms/step':>9} {'frozen':>9} {'peak MB':>9} "
+               f"{'frozen':>9} {'word emb MB':>11} {'AdamW ms':>9} {'Adam state MB':>13}")
+    for name, c in costs.items():
+        click.echo(f"{name:<11} {c['parameters'] / 1e6:>9.1f} {c['embedding_share']:>10.1%} "
+                   f"{1000 * c['step_seconds']:>9.1f} {1000 * c['step_seconds_frozen_embeddings']:>9.1f} "
+                   f"{c['peak_bytes'] / mib:>9.1f} {c['peak_bytes_frozen_embeddings'] / mib:>9.1f} "
+                   f"{c['word_embedding_bytes'] / mib:>11.1f} {1000 * c['optimizer_step_seconds']:>9.1f} "
+                   f"{c['optimizer_state_bytes'] / mib:>13.1f}")
+
+
 @bench.command(name="eval")
 @click.option("--task", default="synth", show_default=True, help="The task card to train and evaluate.")
 @click.option("--model", default=TINY, show_default=True, help="The model to fine-tune.")
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all].")
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
-@click.option("--parser", type=ParserChoice(), default="chain", show_default=True, help=PARSER_HELP + ".")
+@parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--max-steps", "train_steps", type=int, default=60, show_default=True,
               help="Optimiser steps of the training whose data wait is measured.")
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,
@@ -175,3 +223,69 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
                f"{result['data_wait_fraction_inline']:.2%} collating in the loop, "
                f"{result['data_wait_fraction_prefetched']:.2%} prefetched by a thread, "
                f"{result['data_wait_fraction_worker_processes']:.2%} by {result['prefetch_workers']} worker processes")
+
+
+@bench.command(name="parse")
+@click.option("--parser", "parser_name", type=ParserChoiceType(), required=True,
+              help="The parser to time (the README's figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Raw sentences, one per line; each distinct line is parsed once per worker count.")
+@click.option("--lang", default="en", show_default=True, help="Language of the sentences.")
+@click.option("--workers", default=None, help="Comma-separated worker counts [default: 1,2,N with N the cores].")
+@click.option("--max-sentences", type=click.IntRange(min=1), default=None, help="Use the first N distinct lines.")
+@click.option("--cache-entries", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Entries of the parse cache whose write, open and lookup rates are measured.")
+@click.option("--cache-lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Random lookups timed in that cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
+                cache_entries: int, cache_lookups: int, as_json: bool) -> None:
+    """Sentences/s of corpus parsing at 1, 2 and N worker processes, and the parse cache's rates at scale."""
+    from xsyn.benchmarks.parse import cache_rates, load_average, parse_throughput
+    from xsyn.syntax.parse import default_workers
+    from xsyn.syntax.parsing import build_parser
+
+    try:
+        counts = ([int(w) for w in workers.split(",")] if workers else
+                  sorted({1, 2, default_workers()}))
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"{workers!r}: worker counts are 1 or more", param_hint="--workers")
+    lines = input_path.read_text(encoding="utf-8-sig").splitlines()
+    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
+    if not sentences:
+        raise click.ClickException(f"{input_path}: no sentences (one per line)")
+    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
+    before = load_average()
+    try:
+        rows = parse_throughput(parser, sentences, lang, counts)
+    except ValueError as err:
+        raise click.ClickException(f"{input_path}: {err}") from None
+    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
+    result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
+              "load_average_after": load_average(), "parse": rows, "cache": cache}
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
+               f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
+               f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s")
+    for row in rows:
+        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
+        click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
+                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}")
+    click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
+               f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
+               f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
+               f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
+
+
+def _parsed(parser, sentences: list[str], lang: str):
+    from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.segment import Segment
+
+    segments = [Segment(lang, text=text) for text in sentences]
+    parse_segments(segments, parser, None)
+    return segments

@@ -10,8 +10,7 @@ import click
 
 from xsyn.cli.main import main
 from xsyn.cli.run import quiet_libraries
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
-from xsyn.syntax.parsers import STANZA_BATCH_DOCS
+from xsyn.cli.syntax import parser_options, parser_settings
 
 
 @main.command()
@@ -25,13 +24,7 @@ from xsyn.syntax.parsers import STANZA_BATCH_DOCS
               help="JSON Lines file for the predictions [default: standard output].")
 @click.option("--lang", default=None, help="Language of rows that name none [default: the model's training "
               "language].")
-@click.option("--parser", type=ParserChoice(), default=None, help=f"{PARSER_HELP} [default: the one the model was "
-              "trained with].")
-@click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None, help="Folder of Stanza models.")
-@click.option("--parser-device", default=None, help="Device for Stanza (cpu, cuda, cuda:1) [default: a GPU when "
-              "there is one].")
-@click.option("--parser-batch-size", type=click.IntRange(min=1), default=None,
-              help=f"Documents per Stanza call [default: {STANZA_BATCH_DOCS}].")
+@parser_options(default_note="the one the model was trained with")
 @click.option("--tokens", type=click.Choice(["parser", "whitespace"]), default="parser", show_default=True,
               help="Tagging tasks: tokenise raw text with the parser, or at whitespace.")
 @click.option("--batch-size", type=int, default=None, help="Examples per batch [default: the run's "
@@ -39,8 +32,7 @@ from xsyn.syntax.parsers import STANZA_BATCH_DOCS
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Parse and feature caches (default: $XSYN_CACHE or ~/.cache/xsyn).")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary.")
-def predict(model_dir, input_file, output, lang, parser, parser_model_dir, parser_device, parser_batch_size, tokens,
-            batch_size, cache_dir, quiet) -> None:
+def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cache_dir, quiet, **flags) -> None:
     """Predict on new text: labels and probabilities, entity spans, answers, or intents and slots.
 
     Parses the input (through the parse cache), runs the model in length-bucketed batches and
@@ -54,8 +46,7 @@ def predict(model_dir, input_file, output, lang, parser, parser_model_dir, parse
     if batch_size is not None and batch_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--batch-size")
     report: dict = {}
-    overrides = {"parser_model_dir": parser_model_dir, "parser_device": parser_device,
-                 "parser_batch_size": parser_batch_size, "cache_dir": cache_dir}
+    overrides = {**parser_settings(flags), "cache_dir": cache_dir}
     predictions = run_predict(model_dir, input_file, lang=lang, parser=parser, tokens=tokens,
                               batch_size=batch_size, overrides=overrides, progress=not quiet, report=report)
     if output is None:

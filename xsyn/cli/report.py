@@ -33,8 +33,10 @@ from xsyn.utils.io import OutputError
               help="Seeds the bootstrap resamples.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=DEFAULT_ALPHA,
               show_default=True, help="Significance level of the marks.")
+@click.option("--latex", is_flag=True, help="Also write report.tex: one booktabs table per experiment (languages, "
+              "average, mean ± sd over seeds, deltas with their significance marks) for a paper.")
 def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], output_dir: Path,
-                   resamples: int, bootstrap_seed: int, alpha: float) -> None:
+                   resamples: int, bootstrap_seed: int, alpha: float, latex: bool) -> None:
     """Tables over runs and seeds, deltas against a baseline with significance, and heatmaps.
 
     \b
@@ -44,7 +46,7 @@ def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], 
     """
     try:
         report = build_report(run_dirs, baseline_dirs, BootstrapSettings(resamples, bootstrap_seed, alpha))
-        written = write_report(report, output_dir)
+        written = write_report(report, output_dir, latex=latex)
     except (ReportError, OutputError) as err:
         raise click.ClickException(str(err)) from None
     click.echo(f"wrote {len(written)} files to {output_dir}; start with {output_dir / 'report.md'}")

@@ -9,12 +9,11 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.syntax import PARSER_HELP, ParserChoice
+from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
-from xsyn.syntax.parsers import STANZA_BATCH_DOCS
 
 
 def quiet_libraries() -> None:
@@ -53,13 +52,6 @@ def data_options(fn):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
                      "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
-        click.option("--parser", type=ParserChoice(), help=f"{PARSER_HELP} [finetune default: stanza; evaluate "
-                     "default: the run's parser]."),
-        click.option("--parser-model-dir", type=click.Path(file_okay=False), help="Folder of Stanza models."),
-        click.option("--parser-device", help="Device for Stanza (cpu, cuda, cuda:1) [default: a GPU when there "
-                     "is one]."),
-        click.option("--parser-batch-size", type=click.IntRange(min=1), help="Documents per Stanza call "
-                     f"[default: {STANZA_BATCH_DOCS}]."),
         click.option("--parse-workers", type=click.IntRange(min=1), help="Processes that parse side by side "
                      "[default: the cores; 1 for chain and for Stanza on a GPU]."),
         click.option("--cache-dir", type=click.Path(file_okay=False), help="xsyn's cache folder: parses/ and "
@@ -68,6 +60,7 @@ def data_options(fn):
         click.option("--skip-bad-rows", is_flag=True, default=None,
                      help="Skip (and count) unreadable training and validation rows instead of stopping at the first "
                      "(test rows are never skipped)."),
+        parser_options(default_note="finetune: stanza; evaluate: the run's parser"),
     ]):
         fn = option(fn)
     return fn
@@ -169,11 +162,31 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
         click.echo(f"pushed {out / 'best'} to {url}", err=True)
 
 
+def _echo_scores(summary: dict, split_chosen: bool) -> None:
+    """Each language's score with the metric's name and its bootstrap sd; what the numbers rest on."""
+    if not split_chosen and summary["split"] != "test":
+        click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
+                   "no labels (pass --split to choose)")
+    spread = summary.get("bootstrap_sd") or {}
+    click.echo(f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
+               "examples)")
+    for lang, value in summary["per_language"].items():
+        sd = spread.get(lang)
+        click.echo(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
+    if summary["average"] is not None:
+        click.echo(f"average\t{summary['primary']} {summary['average']:.2f}")
+    if summary.get("predicted_nothing"):
+        click.echo(f"warning: the model predicted nothing (no span or error in any example) for "
+                   f"{', '.join(summary['predicted_nothing'])}; scores that count correct silence (e.g. CGED's "
+                   "detection accuracy) are high for that reason alone", err=True)
+
+
 @main.command()
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
 @click.option("--task", type=TaskChoice(), default=None,
-              help="A task name or card file, checked against the run's own task.")
+              help="Evaluate on this task (a name or a card file PATH.toml) [default: the run's own]; another task "
+                   "must be of the same kind and labels (a model fine-tuned for MLQA on XQuAD).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
@@ -190,23 +203,17 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.data.cards import load_card
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
 
     if quiet:
         quiet_libraries()
     checkpoint = locate_checkpoint(model_dir)
-    if task is not None and load_card(task).name != checkpoint.task:
-        raise click.ClickException(f"{model_dir} was fine-tuned on {checkpoint.task!r}, not {task!r}")
     summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
                            generalized=generalized, output_dir=output_dir, overrides=overrides,
-                           skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet)
+                           skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
     if not is_main_process():
         return
-    for lang, value in summary["per_language"].items():
-        click.echo(f"{lang}\t{value:.2f}")
-    if summary["average"] is not None:
-        click.echo(f"average\t{summary['average']:.2f}")
+    _echo_scores(summary, split_chosen=split is not None)
     if summary.get("pairs"):
         click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
                    "output folder)")

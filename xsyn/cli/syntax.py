@@ -1,64 +1,74 @@
-"""`xsyn parse`, `xsyn parser-quality`, and the Stanza options every parsing command shares."""
+"""`xsyn parse`, `xsyn parser-quality`, and the parser options every command that parses shares.
+
+The options are made from the parser registry (`xsyn.syntax.parsing.registry`): `--parser` with the
+registered parsers' help, and one flag per parser option, defined once for every command.
+"""
 
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from xsyn.cli.main import main
-from xsyn.syntax.parsers import STANZA_BATCH_DOCS, parse_parser_spec
-from xsyn.syntax.quality import as_tokens, attachment_scores
+from xsyn.syntax.parsing.registry import (
+    PARSER_OPTIONS,
+    ParserChoiceError,
+    ParserOption,
+    parsers_help,
+    resolve_parser_choice,
+)
 
-_TREEBANK_SPLITS = {"validation": "dev"}  # xsyn's split names -> UD's file names
 
-
-class ParserChoice(click.ParamType):
-    """A parser choice (stanza, chain, conllu:PATH, udpipe:MODEL), checked by `parse_parser_spec`."""
+class ParserChoiceType(click.ParamType):
+    """A parser choice (`stanza`, `udpipe:MODEL`, ...), checked against the registry."""
 
     name = "PARSER"
 
     def convert(self, value, param, ctx):
         try:
-            parse_parser_spec(value)
-        except ValueError as err:
+            resolve_parser_choice(value)
+        except ParserChoiceError as err:
             self.fail(str(err), param, ctx)
         return value
 
 
-PARSER_HELP = ("stanza (Stanza's neural pipeline), chain (a model-free linear-order control tree), "
-               "conllu:PATH (the trees of a pre-parsed CoNLL-U file or folder, looked up by each segment's "
-               "text) or udpipe:MODEL (UDPipe 1 with a .udpipe model file, or a folder of them, one per language)")
+def parser_option(default: str | None = None, purpose: str = "The parser", default_note: str = "") -> Callable:
+    """`--parser`, with the registered parsers in its help."""
+    shown = f" [default: {default}]" if default else (f" [default: {default_note}]" if default_note else "")
+    return click.option("--parser", type=ParserChoiceType(), default=default,
+                        help=f"{purpose}: {parsers_help()}.{shown}")
 
 
-def stanza_options(command):
-    """The Stanza settings every parsing command takes: model folder, download policy, device, batch size (`--device`
-    is the old name of `--parser-device`)."""
-    for option in reversed([
-        click.option("--parser-model-dir", type=click.Path(file_okay=False), default=None,
-                     help="Folder of Stanza models (default: Stanza's own)."),
-        click.option("--download", type=click.Choice(["none", "reuse", "download"]), default="reuse",
-                     show_default=True, help="Stanza model download policy."),
-        click.option("--parser-device", default=None,
-                     help="Device for Stanza (cpu, cuda, cuda:1) [default: a GPU when there is one]."),
-        click.option("--parser-batch-size", type=click.IntRange(min=1), default=STANZA_BATCH_DOCS, show_default=True,
-                     help="Documents per Stanza call."),
-    ]):
-        command = option(command)
-    return command
+def _flag(option: ParserOption) -> Callable:
+    if option.folder:
+        kind: Any = click.Path(file_okay=False)
+    elif option.choices:
+        kind = click.Choice(option.choices)
+    elif option.minimum is not None:
+        kind = click.IntRange(min=option.minimum)
+    else:
+        kind = option.type
+    shown = f" [default: {option.default}]" if option.default is not None else ""
+    return click.option(option.flag, option.setting, type=kind, default=None, help=option.help + shown)
 
 
-def build_parser(spec: str, parser_model_dir: str | None, download: str, device: str | None, batch_size: int):
-    """The parser a command was given, with its Stanza settings; bad paths and models are usage errors."""
-    from xsyn.syntax.parsers import ParserUnavailable, get_parser
+def parser_options(default: str | None = None, purpose: str = "The parser", default_note: str = "") -> Callable:
+    """`--parser` and every parser option's flag (unset: None, so a run's saved settings or the
+    option's default apply)."""
+    def add(command: Callable) -> Callable:
+        for decorate in reversed([parser_option(default, purpose, default_note), *map(_flag, PARSER_OPTIONS)]):
+            command = decorate(command)
+        return command
+    return add
 
-    try:
-        return get_parser(spec, model_dir=parser_model_dir, download=download, device=device,
-                          batch_docs=batch_size)
-    except (ParserUnavailable, OSError) as err:
-        raise click.ClickException(str(err)) from None
+
+def parser_settings(flags: dict[str, Any]) -> dict[str, Any]:
+    """The parser options' values, taken out of a command's keyword arguments."""
+    return {option.setting: flags.pop(option.setting) for option in PARSER_OPTIONS}
 
 
 @main.command(name="parse")
@@ -70,9 +80,7 @@ def build_parser(spec: str, parser_model_dir: str | None, download: str, device:
 @click.option("--lang", required=True, help="Language code of the input (e.g. en, de, zh).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the syntax records (JSON Lines).")
-@click.option("--parser", "parser_name", type=ParserChoice(), default="stanza", show_default=True,
-              help=f"Parser for text/tokens input: {PARSER_HELP}.")
-@stanza_options
+@parser_options(default="stanza", purpose="Parser for text/tokens input")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="xsyn's cache folder, the same as finetune's: the parses go to its parses/ "
                    "(default: $XSYN_CACHE or ~/.cache/xsyn).")
@@ -86,55 +94,28 @@ def build_parser(spec: str, parser_model_dir: str | None, download: str, device:
               help="Processes that parse side by side [default: the cores; 1 for chain and for Stanza on a GPU].")
 @click.option("--quiet", is_flag=True, help="No progress (sentences/s and ETA) while parsing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_name: str,
-                  parser_model_dir: str | None, download: str, parser_device: str | None, parser_batch_size: int,
-                  cache_dir: Path | None, import_as: str, skip_invalid: bool, workers: int | None, quiet: bool,
-                  as_json: bool) -> None:
+def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: str, cache_dir: Path | None,
+                  import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
+                  **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
-    from xsyn.syntax.cache import ParseCache, cache_key
-    from xsyn.syntax.conllu import ConlluError, ConlluStats, NotUtf8Error, not_utf8_error, read_conllu
-    from xsyn.syntax.parse import ParseReport, default_workers, parse_segments
-    from xsyn.syntax.parsers import ParserUnavailable
+    from xsyn.syntax.cache import ParseCache
+    from xsyn.syntax.inputs import import_conllu, read_segments
+    from xsyn.syntax.parse import default_workers, parse_segments
+    from xsyn.syntax.parsing import build_parser
     from xsyn.syntax.record import write_jsonl
-    from xsyn.syntax.segment import Segment, is_blank
     from xsyn.utils.io import ensure_dir
 
     ensure_dir(output.parent, option="--output")  # before parsing: a folder that cannot be made is named now
     cache = ParseCache(cache_dir / "parses" if cache_dir is not None else None)
-    start = time.perf_counter()
-    extra: dict = {}
     if fmt == "conllu":
-        stats = ConlluStats()
-        try:
-            records = list(read_conllu(input_path, lang=lang, skip_invalid=skip_invalid, stats=stats))
-        except NotUtf8Error as err:
-            raise click.ClickException(str(err)) from None
-        except ConlluError as err:
-            raise click.ClickException(f"{err}\n(use --skip-invalid to skip and count bad sentences)") from None
-        keys = [cache_key(r.text, lang, import_as, "", {}) for r in records]
-        new = {k: r for k, r in zip(keys, records) if k not in cache}
-        cache.put_many(new.items())
-        report = ParseReport(segments=len(records), unique=len(set(keys)), duplicates=len(keys) - len(set(keys)),
-                             cache_hits=len(set(keys)) - len(new), parsed=len(new),
-                             corrupt_cache_entries=cache.unreported_corrupt())
-        extra = {"skipped_invalid": len(stats.skipped), "skipped_reasons": stats.skipped}
+        imported = import_conllu(input_path, lang, cache, import_as=import_as, skip_invalid=skip_invalid)
+        records, report = imported.records, imported.report
+        extra: dict[str, Any] = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
     else:
-        try:
-            lines = input_path.read_text(encoding="utf-8-sig").splitlines()
-        except UnicodeDecodeError:
-            raise click.ClickException(str(not_utf8_error(input_path))) from None
-        blank = sum(1 for line in lines if is_blank(line))
-        segments = [Segment(lang, text=line) if fmt == "text" else Segment(lang, tokens=line.split())
-                    for line in lines if not is_blank(line)]
-        parser = build_parser(parser_name, parser_model_dir, download, parser_device, parser_batch_size)
-        try:
-            report = parse_segments(segments, parser, cache, workers=workers or default_workers(),
-                                    progress=not quiet)
-        except (ParserUnavailable, ValueError) as err:
-            raise click.ClickException(str(err)) from None
-        records = [s.record for s in segments]
-        extra = {"blank_lines_skipped": blank}
-    report.seconds = time.perf_counter() - start
+        segments, blank = read_segments(input_path, fmt, lang)
+        report = parse_segments(segments, build_parser(parser, **parser_settings(flags)), cache,
+                                workers=workers or default_workers(), progress=not quiet)
+        records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}
     write_jsonl(records, output)
     result = {**report.as_dict(), **extra, "out": str(output), "cache_dir": str(cache.directory)}
     if as_json:
@@ -144,7 +125,9 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
     click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
     click.echo(f"parsed:          {report.parsed}")
-    click.echo(f"parse time:      {report.seconds:.2f}s")
+    click.echo(f"parse time:      {report.seconds:.2f}s"
+               + (f" ({report.parsed / report.parse_seconds:,.0f} sentences/s parsed)"
+                  if report.parsed and report.parse_seconds else ""))
     if report.corrupt_cache_entries:
         click.echo(f"corrupt cache entries skipped (parsed again): {report.corrupt_cache_entries}")
     for key, value in extra.items():
@@ -156,8 +139,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
 
 
 @main.command(name="parser-quality")
-@click.option("--parser", "parser_name", type=ParserChoice(), default="stanza", show_default=True,
-              help=f"The parser to score: {PARSER_HELP}.")
+@parser_options(default="stanza", purpose="The parser to score")
 @click.option("--treebanks", required=True,
               help="Comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
 @click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -171,7 +153,6 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
                    "words: parse the gold words pre-tokenised (tagging and parsing only).")
 @click.option("--max-eval-examples", "limit", type=click.IntRange(min=1), default=None,
               help="Score the first N sentences of each treebank.")
-@stanza_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {lang: {uas, las, words_f1, ...}} here as JSON.")
 @click.option("--probe-metrics", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -179,14 +160,12 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser_na
                    "each language's UAS and LAS.")
 @click.option("--plot-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a PNG chart of UAS and LAS per language (with --probe-metrics: and probe UUAS).")
-def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path, split: str | None,
-                           parser_input: str, limit: int | None, parser_model_dir: str | None, download: str,
-                           parser_device: str | None, parser_batch_size: int, output: Path | None,
-                           probe_metrics: Path | None, plot_output: Path | None) -> None:
+def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, split: str | None, parser_input: str,
+                           limit: int | None, output: Path | None, probe_metrics: Path | None,
+                           plot_output: Path | None, **flags: Any) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
-    from xsyn.syntax.conllu import ConlluError, read_conllu
-    from xsyn.syntax.parsers import ParserUnavailable
-    from xsyn.syntax.treebanks import TreebankError, locate
+    from xsyn.syntax.parsing import build_parser
+    from xsyn.syntax.quality import read_probe_metrics, score_parser
     from xsyn.utils.io import atomic_write_bytes, atomic_write_text, ensure_dir
 
     if output is not None:
@@ -194,35 +173,14 @@ def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path,
     if plot_output is not None:
         ensure_dir(plot_output.parent, option="--plot-output")
     probes = read_probe_metrics(probe_metrics) if probe_metrics is not None else {}
-    parser = build_parser(parser_name, parser_model_dir, download, parser_device, parser_batch_size)
+    built = build_parser(parser, **parser_settings(flags))
     results = {}
-    for spec in [s.strip() for s in treebanks.split(",") if s.strip()]:
-        try:
-            found = locate(spec, treebank_dir)
-            chosen = _TREEBANK_SPLITS.get(split, split) or found.evaluation_split()
-            path = found.path(chosen)
-        except TreebankError as err:
-            raise click.ClickException(str(err)) from err
-        lang = found.treebank.lang
-        try:
-            gold = list(read_conllu(path, lang=lang))[:limit]
-        except ConlluError as err:
-            raise click.ClickException(str(err)) from None
-        if not gold:
-            raise click.ClickException(f"{path}: no sentences to score (the file has no CoNLL-U sentences); "
-                                       "pass a treebank file with at least one sentence")
-        try:
-            if parser_input == "text":
-                parsed = parser.parse_texts([g.text for g in gold], lang)
-            else:
-                parsed = parser.parse_tokens([g.words for g in gold], lang)
-                gold = [as_tokens(g) for g in gold]
-        except (ParserUnavailable, ValueError) as err:
-            raise click.ClickException(str(err)) from None
-        scores = attachment_scores(parsed, gold)
-        results[lang] = {"treebank": found.treebank.name, "split": chosen, **scores.as_dict()}
+    for done in score_parser(built, [s.strip() for s in treebanks.split(",") if s.strip()], treebank_dir,
+                             split=split, limit=limit, parser_input=parser_input):
+        scores, lang = done.scores, done.lang
+        results[lang] = done.as_dict()
         probe = f"  probe UUAS {probes[lang]['uuas']:.3f}" if "uuas" in probes.get(lang, {}) else ""
-        click.echo(f"{lang:>3} {found.treebank.name:<24} {chosen:<5} UAS {scores.uas:.3f}  "
+        click.echo(f"{lang:>3} {done.treebank:<24} {done.split:<5} UAS {scores.uas:.3f}  "
                    f"LAS {scores.las:.3f}  words F1 {scores.words_f1:.3f}{probe}  ({scores.sentences} sentences, "
                    f"{scores.mismatched_sentences} tokenised differently)")
         for line in scores.mismatches:
@@ -236,27 +194,7 @@ def parser_quality_command(parser_name: str, treebanks: str, treebank_dir: Path,
         series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
         if probes:
             series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}
-        kind, source = parse_parser_spec(parser_name)
-        label = f"{kind}:{Path(source).name}" if source else kind
-        title = f"{label} vs gold UD trees" + (" | probe UUAS" if probes else "")
+        title = f"{resolve_parser_choice(parser).label} vs gold UD trees" + (" | probe UUAS" if probes else "")
         atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
                            option="--plot-output")
         click.echo(f"chart -> {plot_output}")
-
-
-def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
-    """{lang: {uuas, dist_spearman, ...}} from a probe_metrics.json; a bad file is a usage error naming it."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise click.ClickException(f"{path}: not a JSON file ({err}); pass the probe_metrics.json that "
-                                   "`xsyn pretrain-gat` wrote") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise click.ClickException(f"{path}: expected {{lang: {{uuas, dist_spearman, ...}}}} as written by "
-                                   "`xsyn pretrain-gat`")
-    bad = [f"{lang}.{key}" for lang, metrics in data.items() for key, value in metrics.items()
-           if not isinstance(value, (int, float))]
-    if bad:
-        raise click.ClickException(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
-                                   "`xsyn pretrain-gat`")
-    return data

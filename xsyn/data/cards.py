@@ -29,17 +29,16 @@ from typing import Any
 
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import paper_names, variant_names
 from xsyn.utils.schema import Invalid, SchemaError, check_values, construct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
 METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
 FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
-HYPERPARAMETER_SECTIONS = (*VARIANTS, "mbert")  # the variants, plus `mbert` for the plain model
-# The papers' names for settings, which cards once used: named in the error that asks for the setting's name.
-PAPER_NAMES = {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
-               "m": "sla_distance", "k": "wla_window", "punct_visible": "sla_punct_visible"}
+# The papers' names for settings (the variants', e.g. gat's `delta`), which cards once used: named in the error
+# that asks for the setting's name.
+PAPER_NAMES = paper_names()
 INCLUDE = "include"  # a card's key naming the files (beside it) whose tables it shares, as lm-eval's `include`
 _MAX_INCLUDE_DEPTH = 8
 
@@ -125,6 +124,7 @@ class TaskCard:
     hub: tuple[HubSource, ...] = ()
     hyperparameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by the run settings
     label_map: dict[str, str] = field(default_factory=dict)
+    label_names: dict[str, str] = field(default_factory=dict)  # a label as the data writes it -> a readable name
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
     description: str = ""
@@ -169,6 +169,9 @@ class TaskCard:
                 raise Invalid(key, f"must be a non-empty list of strings or {FROM_TRAIN!r}")
             elif isinstance(value, tuple) and len(set(value)) != len(value):
                 raise Invalid(key, "lists a value twice")
+        unknown = sorted(set(self.label_names) - set(self.labels)) if isinstance(self.labels, tuple) else []
+        if unknown:
+            raise Invalid("label_names", f"names {', '.join(unknown)}, which are not among labels")
 
     def validate_sources(self) -> None:
         if not self.local and not self.hub:
@@ -198,9 +201,10 @@ class TaskCard:
 
     def validate_hyperparameter_sections(self) -> None:
         for section in self.hyperparameters:
-            if section not in HYPERPARAMETER_SECTIONS:
+            sections = (*variant_names(), "mbert")  # the variants, plus `mbert` for the plain model
+            if section not in sections:
                 raise Invalid(f"hyperparameters.{section}", "is not a model variant; sections: "
-                              f"{', '.join(HYPERPARAMETER_SECTIONS)}")
+                              f"{', '.join(sections)}")
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -624,7 +624,8 @@ class CgedTruthReader(Reader):
 
 class ConlluReader(Reader):
     """UD treebanks: one row per sentence, its syntactic words (multiword-token ranges and empty nodes
-    left out, as XTREME's UD-POS preprocessing does) with their UPOS tags; the id is `# sent_id`."""
+    left out, as XTREME's UD-POS preprocessing does) with their UPOS tags; the id is `# sent_id`. The
+    sentence's tree goes along as the row's `tree` (served by `--parser gold`, ignored by the others)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
         from xsyn.syntax.conllu import ConlluStats, parse_conllu
@@ -634,7 +635,8 @@ class ConlluReader(Reader):
             text = read_text(path, request.notes)
             for record in parse_conllu(text, source=str(path), lang=request.lang, skip_invalid=True, stats=stats):
                 yield Row(f"{path}: sentence {record.sent_id}", {"id": record.sent_id, "tokens": list(record.words),
-                                                                 "tags": list(record.upos)})
+                                                                 "tags": list(record.upos),
+                                                                 "tree": record.on_word_tokens()})
             for problem in stats.skipped:  # each names its file and line
                 where, _, reason = problem.partition(": ")
                 request.bad(where, reason)

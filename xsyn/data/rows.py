@@ -10,9 +10,10 @@ A row is a dict keyed by role. Per task kind:
 | intent-slot             | `tokens`, `tags`, `label` (the intent)                   |
 
 plus an optional `id` (rows without one are numbered `#0`, `#1`, ... in file order, so parallel
-files pair up line by line and never with files that carry real ids). Labels go through the card's
-`label_map` and must be in its label set; tags must be one per token; answers must sit at their
-offsets in the context.
+files pair up line by line and never with files that carry real ids), and where the format carries
+trees (UD CoNLL-U) a tagging row's `tree`: its segment's gold tree, served by `--parser gold`.
+Labels go through the card's `label_map` and must be in its label set; tags must be one per token;
+answers must sit at their offsets in the context.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def build_example(card: TaskCard, values: Mapping[str, Any], segment_langs: Sequ
         tags = _tags(card, values.get("tags"), len(tokens), labelled)
         label = _label(card, values.get("label"), labelled) if spec.label else None
         errors = values.get("errors")
-        return Example(uid, [Segment(segment_langs[0], tokens=tokens, sent_id=uid)], label=label, tags=tags,
+        segment = Segment(segment_langs[0], tokens=tokens, sent_id=uid, gold_tree=values.get("tree"))
+        return Example(uid, [segment], label=label, tags=tags,
                        errors=None if errors is None else [tuple(e) for e in errors])
     segments = _text_segments(card, values, segment_langs, uid)
     return Example(uid, segments, label=_label(card, values.get("label"), labelled))

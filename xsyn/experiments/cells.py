@@ -211,13 +211,16 @@ def clear_stale_lock(folder: Path) -> None:
 # --------------------------------------------------------------------------- state
 
 
-def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool) -> bool:
+def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool,
+                    max_examples: int | None = None) -> bool:
     file = folder / f"eval-{split}" / "results.json"
     try:
         results = json.loads(file.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return False
     if not set(langs) <= set(results.get("per_language") or {}):
+        return False
+    if results.get("max_eval_examples") != max_examples:  # scored under another cap
         return False
     return not generalized or bool(results.get("pairs"))
 
@@ -230,11 +233,13 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         note = "" if holder.owner.get("host") == socket.gethostname() else (
             f" (another host: stale after {_age(LOCK_TTL_S)} without a heartbeat)")
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
+    config = experiment.config(cell)
     try:
-        check_same_run(folder, experiment.config(cell).to_dict())
+        check_same_run(folder, config.to_dict())
     except ExperimentError as conflict:
         return CellState(cell, FAILED, str(conflict))
-    if all(evaluation_done(folder, split, evaluation.langs, evaluation.generalized) for split in evaluation.splits):
+    if all(evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples)
+           for split in evaluation.splits):
         return CellState(cell, DONE, _progress(folder))
     error = folder / ERROR_FILE
     if error.is_file():
@@ -245,7 +250,22 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         job = json.loads(queued.read_text(encoding="utf-8"))
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
                                                  f"at {job.get('submitted')}"]))
-    return CellState(cell, TODO, detail)
+    missing = missing_data(experiment.cards[cell.task], config.data_dir)
+    return CellState(cell, TODO, "; ".join(filter(None, [detail, missing])))
+
+
+def missing_data(card, data_dir: str | None) -> str:
+    """What to do when a cell's task reads only files xsyn cannot download (no hub copy: MTOP, MultiATIS++)
+    and its data folder is not there; empty otherwise."""
+    from xsyn.data.loading import default_data_dir
+
+    if card.hub or not all(source.paths for source in card.local):  # downloadable, or generated (synth)
+        return ""
+    folder = Path(data_dir) if data_dir else default_data_dir(card)
+    if folder.is_dir():
+        return ""
+    return (f"needs {card.title} data, which is not on the hub ({card.download or card.homepage}); put it in "
+            f"{folder} or pass --data-dir DIR with DIR/{card.name}")
 
 
 def _progress(folder: Path) -> str:
@@ -315,10 +335,10 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
         finetune(config, resume=(folder / "state" / "trainer_state.json").is_file(), progress=progress)
     evaluation = experiment.evaluation_of(cell.task)
     current = {key: getattr(config, key) for key in ("data_dir", "cache_dir", "parser_model_dir", "num_proc")}
-    for split in evaluation.splits:
-        if not evaluation_done(folder, split, evaluation.langs, evaluation.generalized):
+    for split in evaluation.splits:  # max_eval_examples caps the test languages and pairs as it caps the dev set
+        if not evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples):
             evaluate_run(folder, split=split, langs=list(evaluation.langs), generalized=evaluation.generalized,
-                         overrides=current, progress=progress)
+                         overrides=current, progress=progress, max_examples=config.max_eval_examples)
 
 
 def check_same_run(folder: Path, config: dict[str, Any]) -> None:

@@ -13,8 +13,16 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     [settings]                          # every cell: run or model settings, as `--set`
     [grid]                              # lists: a cell per combination, every variant but the baseline
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
+    [search]                            # lists searched for EVERY variant, the best point chosen on dev
+    [search.sla]                        # ... for one variant only, e.g. sla_threshold = [3, 4]
     [evaluation]                        # split ("test" or a list), generalized, langs
-    [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs
+    [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs,
+                                        #   models = [...], search = {...} (replaces [search] for the task)
+
+A grid point is a system of its own in the report (gat_delta=1 beside gat_delta=2). A search point is
+not: the papers tune learning rate, epochs or a threshold on dev, so for each task, model, variant and
+grid point the report keeps the search point with the best mean dev score over the seeds
+(`xsyn.experiments.selection`) and reports that point's runs; the validation split is evaluated for it.
 
 Cells are ordered task, seed, model, variant, grid point: a run that stops early has the first
 seed of every system of the first task, which already makes a table.
@@ -57,6 +65,17 @@ def _distinct(values: list) -> None:
         raise ValueError(f"names one entry twice: {values!r}")
 
 
+def _check_lists(table: dict[str, Any], key: str, variants: list[str]) -> None:
+    """A [grid] or [search] table: lists of values, for every variant or in a sub-table per variant."""
+    for name, value in table.items():
+        if isinstance(value, dict) and name not in variants:
+            raise Invalid(f"{key}.{name}", f"{name!r} is not one of the variants ({', '.join(variants)})")
+        for setting, values in (value if isinstance(value, dict) else {name: value}).items():
+            here = f"{key}.{name}.{setting}" if isinstance(value, dict) else f"{key}.{name}"
+            if not isinstance(values, list) or not values:
+                raise Invalid(here, "expected a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
+
+
 @strict
 @dataclass
 class EvaluationTable:
@@ -74,6 +93,8 @@ class TaskTable(EvaluationTable):
 
     settings: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
+    models: list[str] | None = validated_field(lambda v: v is None or _distinct(v), default=None)
+    search: dict[str, list | dict[str, list]] | None = None  # replaces the file's [search] for this task
 
 
 @strict
@@ -91,7 +112,8 @@ class ExperimentFile:
     runs_dir: str | None = None
     paper: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
-    grid: dict[str, list | dict[str, list]] = field(default_factory=dict)
+    grid: dict[str, list | dict[str, list]] = field(default_factory=dict)  # systems compared
+    search: dict[str, list | dict[str, list]] = field(default_factory=dict)  # tuned on dev, for every variant
     evaluation: EvaluationTable = field(default_factory=EvaluationTable)
     task: dict[str, TaskTable] = field(default_factory=dict)
 
@@ -103,14 +125,11 @@ class ExperimentFile:
             raise Invalid(f"grid.{baseline}", "varies the baseline, and every system is compared with one "
                           "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
 
-    def validate_grid(self) -> None:
-        for key, value in self.grid.items():
-            if isinstance(value, dict) and key not in self.variants:
-                raise Invalid(f"grid.{key}", f"{key!r} is not one of the variants ({', '.join(self.variants)})")
-            for name, values in (value if isinstance(value, dict) else {key: value}).items():
-                where = f"grid.{key}.{name}" if isinstance(value, dict) else f"grid.{key}"
-                if not isinstance(values, list) or not values:
-                    raise Invalid(where, "expected a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
+    def validate_grid_and_search(self) -> None:
+        tables = [("grid", self.grid), ("search", self.search),
+                  *((f"task.{name}.search", table.search) for name, table in self.task.items() if table.search)]
+        for key, table in tables:
+            _check_lists(table, key, self.variants)
 
     def validate_task_tables(self) -> None:
         for name in self.task:
@@ -139,9 +158,10 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Evaluation:
-    splits: tuple[str, ...]
+    splits: tuple[str, ...]  # every split evaluated
     generalized: bool
     langs: tuple[str, ...]  # resolved: the task's languages when the file names none
+    reported: tuple[str, ...] = ()  # the splits the report shows (the others only choose search points)
 
 
 @dataclass(frozen=True)
@@ -152,8 +172,14 @@ class Cell:
     variant: str
     model: str
     seed: int
-    grid: tuple[tuple[str, Any], ...]  # the grid point: (setting, value), in the file's order
+    grid: tuple[tuple[str, Any], ...]  # the grid and search point: (setting, value), in the file's order
     name: str  # task/<variant>[-model][-setting=value...][-max_steps=N]-seed<seed> (model: several, or --model)
+    searched: tuple[str, ...] = ()  # the settings of `grid` that are tuned on dev, not systems of their own
+
+    @property
+    def system(self) -> tuple[tuple[str, Any], ...]:
+        """The grid point without the searched settings: what tells one system from another."""
+        return tuple((key, value) for key, value in self.grid if key not in self.searched)
 
 
 @dataclass
@@ -172,6 +198,7 @@ class Experiment:
     paper: str | None
     settings: dict[str, Any]  # checked, model settings under MODEL_SETTINGS (as `--set` gives them)
     variant_grid: dict[str, dict[str, list]]  # variant -> setting -> values (the baseline is never varied)
+    variant_search: dict[str, dict[str, dict[str, list]]]  # task -> variant -> setting -> values (tuned on dev)
     evaluation: EvaluationTable
     task_options: dict[str, TaskTable]
     overrides: Overrides
@@ -199,13 +226,25 @@ class Experiment:
     def cell_dir(self, cell: Cell) -> Path:
         return self.runs_dir / cell.name
 
+    def models_of(self, task: str) -> list[str]:
+        """The task's models: its own `models`, else the file's (the command line's --model wins over both)."""
+        if self.overrides.model:
+            return [self.overrides.model]
+        return list(self.task_options.get(task, TaskTable()).models or self.models)
+
+    def searched(self, task: str) -> bool:
+        return any(self.variant_search.get(task, {}).values())
+
     def evaluation_of(self, task: str) -> Evaluation:
-        own = self.task_options.get(task, EvaluationTable())
+        """The splits reported for the task (`reported`), and every split evaluated: with a search, the
+        validation split as well, on which the search point is chosen."""
+        own = self.task_options.get(task, TaskTable())
         split = own.split if own.split is not None else self.evaluation.split
         generalized = own.generalized if own.generalized is not None else self.evaluation.generalized
         langs = own.langs if own.langs is not None else self.evaluation.langs
-        splits = ("test",) if split is None else (split,) if isinstance(split, str) else tuple(split)
-        return Evaluation(splits, bool(generalized), tuple(langs or self.cards[task].languages))
+        reported = ("test",) if split is None else (split,) if isinstance(split, str) else tuple(split)
+        splits = reported if not self.searched(task) or "validation" in reported else ("validation", *reported)
+        return Evaluation(splits, bool(generalized), tuple(langs or self.cards[task].languages), reported)
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
@@ -282,6 +321,12 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     variant_grid = {variant: {**grid, **per_variant.get(variant, {})} for variant in written.variants
                     if variant != baseline and (grid or variant in per_variant)}
     cards = {task: load_card(task) for task in written.tasks}
+    variant_search = {task: _search(written.task[task].search if task in written.task and
+                                    written.task[task].search is not None else written.search,
+                                    written.variants, variant_grid, where,
+                                    f"task.{task}.search" if task in written.task and
+                                    written.task[task].search is not None else "search")
+                      for task in written.tasks}
     name = path.stem
     runs_dir = Path(overrides.runs_dir or written.runs_dir or f"experiments/{name}").absolute()
     if overrides.data_dir:
@@ -293,7 +338,8 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
         description=written.description, tasks=written.tasks, variants=written.variants, seeds=written.seeds,
         models=[overrides.model] if overrides.model else written.models or [RunConfig.model],
         baseline=baseline, runs_dir=runs_dir, paper=written.paper, settings=settings, variant_grid=variant_grid,
-        evaluation=written.evaluation, task_options=written.task, overrides=overrides, cards=cards)
+        variant_search=variant_search, evaluation=written.evaluation, task_options=written.task, overrides=overrides,
+        cards=cards)
     for task in written.tasks:
         _check_evaluation(experiment, task, where)
     experiment.cells = _cells(experiment)
@@ -316,19 +362,22 @@ def _file_settings(table: dict[str, Any], where: str, key: str) -> dict[str, Any
 
 def _cells(experiment: Experiment) -> list[Cell]:
     cells = []
-    # the model is in the name when there are several, or when the command line chose it (not the file's runs)
-    several_models = len(experiment.models) > 1 or experiment.overrides.model is not None
-    for task, seed, model, variant in itertools.product(experiment.tasks, experiment.seeds, experiment.models,
-                                                        experiment.variants):
-        grid = experiment.variant_grid.get(variant, {})
-        for values in itertools.product(*grid.values()):
-            point = tuple(zip(grid, values))
-            parts = [variant, *([_slug(model)] if several_models else []),
-                     *(f"{key}={_slug(json.dumps(value) if not isinstance(value, str) else value)}"
-                       for key, value in point)]
-            if experiment.overrides.max_steps:
-                parts.append(f"max_steps={experiment.overrides.max_steps}")
-            cells.append(Cell(task, variant, model, seed, point, f"{task}/{'-'.join(parts)}-seed{seed}"))
+    # the model is in the name when a task has several, or when the command line chose it (not the file's runs)
+    several_models = (experiment.overrides.model is not None
+                      or any(len(experiment.models_of(task)) > 1 for task in experiment.tasks))
+    for task, seed in itertools.product(experiment.tasks, experiment.seeds):
+        for model, variant in itertools.product(experiment.models_of(task), experiment.variants):
+            searched = experiment.variant_search[task].get(variant, {})
+            grid = {**experiment.variant_grid.get(variant, {}), **searched}
+            for values in itertools.product(*grid.values()):
+                point = tuple(zip(grid, values))
+                parts = [variant, *([_slug(model)] if several_models else []),
+                         *(f"{key}={_slug(json.dumps(value) if not isinstance(value, str) else value)}"
+                           for key, value in point)]
+                if experiment.overrides.max_steps:
+                    parts.append(f"max_steps={experiment.overrides.max_steps}")
+                cells.append(Cell(task, variant, model, seed, point, f"{task}/{'-'.join(parts)}-seed{seed}",
+                                  tuple(searched)))
     return cells
 
 
@@ -350,3 +399,19 @@ def _check_evaluation(experiment: Experiment, task: str, where: str) -> None:
     if evaluation.generalized and len(card.segments) < 2:
         raise ExperimentError(f"{where}: generalized evaluation for {task}: it has one segment "
                               f"({card.segments[0]}), so there are no language pairs; set generalized = false")
+
+
+def _search(table: dict[str, Any], variants: list[str], variant_grid: dict[str, dict[str, list]], where: str,
+            key: str) -> dict[str, dict[str, list]]:
+    """Variant -> setting -> values searched on dev: the table's lists for every variant (the baseline
+    included: the papers tune its learning rate too), its sub-tables for one variant each."""
+    shared = {name: values for name, values in table.items() if not isinstance(values, dict)}
+    searched = {variant: {**shared, **table.get(variant, {})} for variant in variants}
+    for variant, settings in searched.items():
+        for name, values in settings.items():
+            split_settings({name: values[0]}, where, key, ExperimentError)  # cells check the other values
+        both = sorted(set(settings) & set(variant_grid.get(variant, {})))
+        if both:
+            raise ExperimentError(where, key, f"{', '.join(both)} is both in [grid] (systems compared) and searched "
+                                  f"(tuned on dev) for {variant}; keep it in one of them")
+    return {variant: settings for variant, settings in searched.items() if settings}

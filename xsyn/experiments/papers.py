@@ -4,7 +4,8 @@ Each file names the paper's rows for xsyn's variants (`systems`), then tables of
 (`[[scores]]`: languages, one list per variant, the printed averages) and of generalized-transfer
 differences (`[[pair_deltas]]`: a variant minus the baseline over language pairs). Every table keeps
 its place in the paper (`table`, and `page` or `section`) and the score it is (`score`, a key of
-xsyn's metric, e.g. `f1`, `exact_match`, `detection_f1`).
+xsyn's metric, e.g. `f1`, `exact_match`, `detection_f1`). A task may have several score tables (one per
+score, or per model size: `models` lists the checkpoints a table is about, `split` the split it reports).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class PaperScores:
     languages: tuple[str, ...]
     systems: dict[str, dict[str, float]]  # variant -> language -> score
     average: dict[str, float]  # variant -> the printed average
+    models: tuple[str, ...] = ()  # the checkpoints this table reports (empty: any)
+    split: str | None = None  # the split it reports (None: any)
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,21 @@ class Paper:
     name: str
     citation: str
     system_names: dict[str, str]  # variant -> the paper's row name
-    scores: dict[str, PaperScores]  # task -> its table
+    tables: tuple[PaperScores, ...]
     pair_deltas: dict[str, PaperPairDeltas]
+
+    @property
+    def scores(self) -> dict[str, PaperScores]:
+        """Task -> its first score table."""
+        first: dict[str, PaperScores] = {}
+        for table in self.tables:
+            first.setdefault(table.task, table)
+        return first
+
+    def scores_for(self, task: str, model: str, split: str | None = None) -> list[PaperScores]:
+        """The task's score tables that report `model` (and `split`, when given)."""
+        return [table for table in self.tables if table.task == task and (not table.models or model in table.models)
+                and (split is None or table.split in (None, split))]
 
 
 def paper_names() -> list[str]:
@@ -65,7 +81,7 @@ def load_paper(name: str) -> Paper:
     where = f"{PAPER_FOLDER}/{name}.toml"
     data = tomllib.loads(file.read_text(encoding="utf-8"))
     names = dict(data["systems"])
-    scores = {}
+    tables = []
     for table in data.get("scores", []):
         languages = tuple(table["languages"])
         systems = {}
@@ -75,8 +91,8 @@ def load_paper(name: str) -> Paper:
                     raise ExperimentError(f"{where}: {table['task']} {variant}: {len(table[variant])} scores for "
                                           f"{len(languages)} languages")
                 systems[variant] = dict(zip(languages, map(float, table[variant])))
-        scores[table["task"]] = PaperScores(table["task"], table["table"], _where(table), table["score"], languages,
-                                            systems, dict(table.get("average", {})))
+        tables.append(PaperScores(table["task"], table["table"], _where(table), table["score"], languages, systems,
+                                  dict(table.get("average", {})), tuple(table.get("models", ())), table.get("split")))
     pairs = {}
     for table in data.get("pair_deltas", []):
         languages = tuple(table["languages"])
@@ -85,7 +101,7 @@ def load_paper(name: str) -> Paper:
         pairs[table["task"]] = PaperPairDeltas(table["task"], table["table"], _where(table), table["score"],
                                                (table["rows"], table["columns"]), languages, delta,
                                                table.get("average"))
-    return Paper(name, data["citation"], names, scores, pairs)
+    return Paper(name, data["citation"], names, tuple(tables), pairs)
 
 
 def _where(table: dict[str, Any]) -> str:

@@ -23,7 +23,9 @@ from typing import Any
 
 from xsyn.experiments.cells import DONE, cell_state
 from xsyn.experiments.experiment_file import Cell, Experiment, _slug
-from xsyn.experiments.papers import Paper, PaperPairDeltas, load_paper
+from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
+from xsyn.experiments.selection import Selection, select
+from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
@@ -41,6 +43,7 @@ class TaskSection:
     report: Report | None = None
     error: str | None = None
     paper_rows: list[dict[str, Any]] = field(default_factory=list)
+    selections: list[Selection] = field(default_factory=list)  # the search point chosen on dev, per system
 
 
 def write_experiment_report(experiment: Experiment, output_dir: Path,
@@ -52,9 +55,10 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
     paper = load_paper(experiment.paper) if experiment.paper else None
     sections = []
     for task in experiment.tasks:
-        for model in experiment.models:
+        models = experiment.models_of(task)
+        for model in models:
             cells = [c for c in experiment.cells if c.task == task and c.model == model]
-            folder = task if len(experiment.models) == 1 else f"{task}/{_slug(model)}"
+            folder = task if len(models) == 1 else f"{task}/{_slug(model)}"
             section = TaskSection(task, model, folder, cells, [c for c in cells if states[c.name].state == DONE])
             _task_report(experiment, section, output_dir / folder, bootstrap)
             if section.report and paper:
@@ -74,9 +78,13 @@ def _task_report(experiment: Experiment, section: TaskSection, folder: Path, boo
         section.error = "no finished cell yet"
         return
     evaluation = experiment.evaluation_of(section.task)
+    shown, section.selections = select(experiment, section.task, section.finished)
+    if not shown:
+        section.error = "no search point has finished all its seeds yet"
+        return
     runs, baselines = [], []
-    for cell in section.finished:
-        for split in evaluation.splits:
+    for cell in shown:
+        for split in evaluation.reported:
             (baselines if cell.variant == experiment.baseline else runs).append(
                 experiment.cell_dir(cell) / f"eval-{split}")
     try:
@@ -95,10 +103,15 @@ def _ours(system: System, score: str, lang: str) -> float | None:
 
 
 def _paper_rows(experiment: Experiment, section: TaskSection, paper: Paper, folder: Path) -> None:
-    published = paper.scores.get(section.task)
-    if published is None:
-        return
+    for published in paper.scores_for(section.task, section.model):
+        _paper_table_rows(section, paper, published)
+    _write_paper_csv(section, folder)
+
+
+def _paper_table_rows(section: TaskSection, paper: Paper, published: PaperScores) -> None:
     for reported in section.report.experiments:
+        if published.split not in (None, reported.split):
+            continue
         systems = [*reported.systems, *([reported.baseline] if reported.baseline else [])]
         for system in systems:
             if system.variant not in published.systems:
@@ -117,6 +130,9 @@ def _paper_rows(experiment: Experiment, section: TaskSection, paper: Paper, fold
                 "paper_printed_average": published.average.get(system.variant),
                 "paper_languages": list(published.languages),
                 "shared_languages": shared})
+
+
+def _write_paper_csv(section: TaskSection, folder: Path) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["split", "system", "row", "language", "score", "value"])
@@ -155,7 +171,7 @@ def _index_markdown(experiment: Experiment, sections: list[TaskSection], counts:
         lines += [f"Published scores: {paper.citation}. Each of our systems is followed by the paper's row and "
                   "our difference (ours − paper) on the languages both have.", ""]
     for section in sections:
-        title = section.task if len(experiment.models) == 1 else f"{section.task} · {section.model}"
+        title = section.task if len(experiment.models_of(section.task)) == 1 else f"{section.task} · {section.model}"
         lines += [f"## {title}", ""]
         if section.error:
             lines += [f"No report: {section.error}. ({len(section.finished)} of {len(section.cells)} cells "
@@ -163,12 +179,21 @@ def _index_markdown(experiment: Experiment, sections: list[TaskSection], counts:
             continue
         lines += [f"Full report: [{section.folder}/report.md]({section.folder}/report.md). "
                   f"{len(section.finished)} of {len(section.cells)} cells finished.", ""]
+        if section.selections:
+            lines += _selection_lines(section.selections)
         for reported in section.report.experiments:
             lines += _experiment_table(reported, [row for row in section.paper_rows
                                                   if row["split"] == reported.split], section.report.bootstrap.alpha)
             if paper and section.task in paper.pair_deltas:
                 lines += _pair_delta_lines(reported, paper.pair_deltas[section.task], paper)
     return "\n".join(lines) + "\n"
+
+
+def _selection_lines(selections: list[Selection]) -> list[str]:
+    rows = [[selection.variant + "".join(f", {key}={value}" for key, value in selection.system), selection.describe()]
+            for selection in selections]
+    return ["Chosen on dev (the best mean dev score over the seeds; the tables show these runs):", "",
+            _markdown_table(["system", "search point"], rows), ""]
 
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
@@ -214,7 +239,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
     lines = []
     for comparison in reported.comparisons:
         system = next(s for s in reported.systems if s.label == comparison.system)
-        if not comparison.pairs or system.variant not in paper.system_names or system.variant == "none":
+        if (not comparison.pairs or system.variant not in paper.system_names
+                or get_variant(system.variant).is_baseline):
             continue
         axes = tuple(system.runs[0].results.get("pair_axes") or ())
         flip = axes == published.axes[::-1]
@@ -245,6 +271,10 @@ def _index_json(experiment: Experiment, sections: list[TaskSection], counts: dic
             "tasks": [{"task": s.task, "model": s.model, "folder": s.folder, "cells": len(s.cells),
                        "finished": len(s.finished), "error": s.error,
                        "max_steps": sorted({_max_steps(experiment, c) for c in s.finished} - {None}),
+                       "selected_on_dev": [{"variant": sel.variant, "system": dict(sel.system),
+                                            "chosen": dict(sel.chosen), "dev_score": sel.dev_score,
+                                            "dev_language": sel.dev_language, "candidates": sel.candidates,
+                                            "incomplete": sel.incomplete} for sel in s.selections],
                        "paper": _json_ready(s.paper_rows)} for s in sections]}
 
 

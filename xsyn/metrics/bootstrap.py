@@ -50,6 +50,15 @@ def paired_bootstrap(metric: Metric, system: Sequence[CountTable], baseline: Seq
     return BootstrapResult(delta=observed, p_value=p_value, resamples=resamples, n_examples=n)
 
 
+def bootstrap_sd(metric: Metric, table: CountTable, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> float:
+    """Sample standard deviation of the primary score over resamples of the examples (with replacement):
+    the uncertainty one run's score carries from the choice of test examples."""
+    rng = np.random.default_rng(seed)
+    scores = [metric.primary_scores(table, _resample_counts(rng, len(table), min(_CHUNK, resamples - start)))
+              for start in range(0, resamples, _CHUNK)]
+    return float(np.std(np.concatenate(scores), ddof=1))
+
+
 def _resample_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """How often each of n examples is drawn in each of `size` resamples of n draws with replacement."""
     draws = rng.integers(0, n, size=(size, n)) + np.arange(size)[:, None] * n

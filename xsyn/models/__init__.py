@@ -10,8 +10,9 @@
     build_model(..., "sequence", **label_settings("sequence", labels=["0", "1"]))  # names in config.id2label
 
 - `model`: `tiny` (random 2-layer BERT on the given tokenizer), a hub name, or a local directory.
-- `variant`: `none`, `gat` (Ahmad et al. 2021), `sla`, `wla` (Li et al. 2021), `sdoi` (SG-Net);
-  settings are `XsynBertConfig` fields passed as keyword arguments (see `configuration`).
+- `variant`: `none`, `gat` (Ahmad et al. 2021), `sla`, `wla` (Li et al. 2021), `sdoi` (SG-Net), `sep`
+  (SEPREM), or one added with `register_variant`; settings are `XsynBertConfig` fields passed as
+  keyword arguments (each variant's module in `xsyn.models.variants` lists its own).
 - `head`: `sequence`, `token`, `qa`, `intent_slot`, or None for the bare `XsynBertModel`.
 - GAT checkpoints: `model.bert.save_gat(d)`, `load_gat(d)`, `freeze_gat()`, `gat_state_dict()`;
   `syntax_probe(**batch)` runs the GAT and its structural probes alone.
@@ -28,7 +29,8 @@ _EXPORTS = {
     "build_model": "factory", "load_model": "factory", "label_settings": "factory",
     "register_auto_classes": "auto",
     "load_tokenizer": "presets", "TINY": "defaults",
-    "XsynBertConfig": "configuration", "SyntaxConfigError": "configuration", "VARIANTS": "configuration",
+    "XsynBertConfig": "configuration", "SyntaxConfigError": "configuration", "VARIANTS": "variants",
+    "get_variant": "variants", "register_variant": "variants", "SyntaxVariant": "variants.base",
     "XsynBertModel": "modeling",
     "XsynBertForSequenceClassification": "heads", "XsynBertForTokenClassification": "heads",
     "XsynBertForQuestionAnswering": "heads", "XsynBertForIntentSlot": "heads", "HEAD_CLASSES": "heads",

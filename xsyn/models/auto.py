@@ -1,9 +1,10 @@
 """xsyn's config and model classes in transformers' Auto classes.
 
 After `register_auto_classes()`, `AutoConfig`, `AutoModel` and `AutoModelFor{SequenceClassification,
-TokenClassification,QuestionAnswering}.from_pretrained(checkpoint)` load a saved xsyn model like
-any other. `import xsyn` arranges for this to run by itself (see `xsyn/__init__.py`). The joint
-intent-slot head has no Auto class in transformers: load it with `xsyn.models.load_model`.
+TokenClassification,QuestionAnswering}.from_pretrained(checkpoint)` load a saved xsyn model (of any
+encoder family: `xsyn_bert`, `xsyn_xlm_roberta`, ...) like any other. `import xsyn` arranges for
+this to run by itself (see `xsyn/__init__.py`). The joint intent-slot head has no Auto class in
+transformers: load it with `xsyn.models.load_model`.
 """
 
 from __future__ import annotations
@@ -25,20 +26,16 @@ def register_auto_classes() -> None:
             AutoModelForTokenClassification,
         )
 
-        from xsyn.models.configuration import XsynBertConfig
-        from xsyn.models.heads import (
-            XsynBertForQuestionAnswering,
-            XsynBertForSequenceClassification,
-            XsynBertForTokenClassification,
-        )
-        from xsyn.models.modeling import XsynBertModel
+        from xsyn.models.encoders import family_classes
+        from xsyn.models.families import FAMILIES
 
-        AutoConfig.register(XsynBertConfig.model_type, XsynBertConfig, exist_ok=True)
-        for auto, model in ((AutoModel, XsynBertModel),
-                            (AutoModelForSequenceClassification, XsynBertForSequenceClassification),
-                            (AutoModelForTokenClassification, XsynBertForTokenClassification),
-                            (AutoModelForQuestionAnswering, XsynBertForQuestionAnswering)):
-            auto.register(XsynBertConfig, model, exist_ok=True)
+        autos = {None: AutoModel, "sequence": AutoModelForSequenceClassification,
+                 "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering}
+        for family in FAMILIES:  # BERT's classes, XLM-R's, RoBERTa's
+            classes = family_classes(family)
+            AutoConfig.register(family.xsyn_type, classes.config, exist_ok=True)
+            for head, auto in autos.items():
+                auto.register(classes.config, classes.model if head is None else classes.heads[head], exist_ok=True)
     except BaseException:
         _state["registered"] = False
         raise

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig, BertConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from xsyn.models.auto import register_auto_classes
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import TINY
+from xsyn.models.encoders import FamilyClasses, all_classes, classes_for
+from xsyn.models.families import FAMILIES
 from xsyn.models.heads import HEAD_CLASSES
-from xsyn.models.modeling import XsynBertModel
 from xsyn.models.presets import load_tokenizer, tiny_config
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 
@@ -31,22 +32,21 @@ class DamagedCheckpointError(XsynError, ValueError):
     """A checkpoint file that cannot be read; the message names it and what to do."""
 
 
-# Model types whose checkpoints are BERT's architecture (bert-base-chinese, mBERT, MiniLM, ...).
-BERT_MODEL_TYPES = ("bert", XsynBertConfig.model_type)
-_CLASSES = {cls.__name__: cls for cls in (XsynBertModel, *HEAD_CLASSES.values())}
+_XSYN_TYPES = tuple(family.xsyn_type for family in FAMILIES)
 
 
 def build_model(model: str, variant: str, head: str | None, *,
                 tokenizer: PreTrainedTokenizerBase | str | Path | None = None, num_labels: int | None = None,
                 num_intents: int | None = None, num_slot_labels: int | None = None,
                 **syntax_overrides) -> PreTrainedModel:
-    """A syntax variant of a BERT checkpoint with a task head (`head=None`: the bare encoder).
+    """A syntax variant of a checkpoint of an encoder family with BERT's layers (BERT, XLM-R, RoBERTa: see
+    `xsyn.models.families`) with a task head (`head=None`: the bare encoder).
 
-    `model` is `tiny`, a hub name or a local directory; `tokenizer` (an object, or a spec for
-    `load_tokenizer`) sizes the `tiny` vocabulary. `syntax_overrides` are `XsynBertConfig` fields (`syntax_layers` may
-    be a count: the first n layers).
+    `model` is `tiny`, a hub name (`bert-base-multilingual-cased`, `xlm-roberta-base`) or a local directory;
+    `tokenizer` (an object, or a spec for `load_tokenizer`) sizes the `tiny` vocabulary. `syntax_overrides`
+    are `XsynBertConfig` fields (`syntax_layers` may be a count: the first n layers).
     """
-    model_class = _model_class(head)
+    _check_head(head)
     settings = {"variant": variant, **syntax_overrides}
     for name, value in (("num_labels", num_labels), ("num_intents", num_intents),
                         ("num_slot_labels", num_slot_labels)):
@@ -57,17 +57,17 @@ def build_model(model: str, variant: str, head: str | None, *,
             tokenizer = load_tokenizer(tokenizer)
         base = tiny_config(tokenizer)
     else:
-        base = _bert_config(model)
+        base = _checkpoint_config(model)
         if isinstance(base, XsynBertConfig) and base.variant != variant:
             raise InputError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
                              "load it with load_model, or start from the plain BERT checkpoint")
         fix = ("copy the checkpoint again, or pass another --model" if Path(model).is_dir() else
                "delete it, and the next run downloads it again")
-    config = XsynBertConfig.from_bert_config(base, **first_layers(settings, base.num_hidden_layers))
+    classes = classes_for(base.model_type, model)
+    model_class = _model_class(classes, head)
+    config = classes.config.from_bert_config(base, **first_layers(settings, base.num_hidden_layers))
     lifted = model_class(config) if model == TINY else _from_pretrained(model_class, model, fix, config=config)
-    if lifted.config.variant == "sdoi" and lifted.config.sdoi_init_from_last_layer:
-        encoder = lifted.base_model  # the extra layer starts as the checkpoint's last (same shapes)
-        encoder.sdoi.layer.load_state_dict(encoder.encoder.layer[-1].state_dict())
+    lifted.syntax_variant.after_lift(lifted.base_model)
     return lifted
 
 
@@ -82,14 +82,9 @@ def first_layers(settings: dict[str, Any], depth: int) -> dict[str, Any]:
 
 def label_settings(head: str | None, labels: Sequence[str] = (), tags: Sequence[str] = ()) -> dict[str, Any]:
     """`build_model` keywords that size a head and name its outputs in the config, from a task's
-    class labels and tags (id order): `id2label`/`label2id` for the sequence (labels) and token (tags)
-    heads, `intent_labels`/`slot_labels` for the intent-slot head, nothing for QA."""
-    if head == "intent_slot":
-        return {"intent_labels": list(labels), "slot_labels": list(tags)}
-    names = {"sequence": labels, "token": tags}.get(head or "")
-    if names is None:
-        return {}
-    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+    class labels and tags (id order); each head class says which it reads (`label_settings`)."""
+    _check_head(head)
+    return {} if head is None else HEAD_CLASSES[head].label_settings(labels, tags)
 
 
 def load_model(directory: str | Path) -> PreTrainedModel:
@@ -105,14 +100,15 @@ def load_model(directory: str | Path) -> PreTrainedModel:
         raise DamagedCheckpointError(f"{config_path} cannot be read ({err}): the file is damaged; {fix}") from None
     if not isinstance(saved, dict):
         raise DamagedCheckpointError(f"{config_path} is not a model configuration (a JSON object); {fix}")
-    if saved.get("model_type") != XsynBertConfig.model_type:
+    if saved.get("model_type") not in _XSYN_TYPES:
         raise InputError(f"{config_path}: model_type is {saved.get('model_type')!r}, not an xsyn model; "
                          "lift a plain checkpoint with build_model(model, variant, head)")
-    architecture = (saved.get("architectures") or ["XsynBertModel"])[0]
-    if architecture not in _CLASSES:
+    classes = all_classes()
+    architecture = (saved.get("architectures") or [classes_for(saved["model_type"]).model.__name__])[0]
+    if architecture not in classes:
         raise InputError(f"{config_path}: unknown architecture {architecture!r}; expected one of "
-                         f"{', '.join(sorted(_CLASSES))}")
-    return _from_pretrained(_CLASSES[architecture], directory, fix)
+                         f"{', '.join(sorted(classes))}")
+    return _from_pretrained(classes[architecture], directory, fix)
 
 
 def _from_pretrained(model_class: type[PreTrainedModel], source: str | Path, fix: str, **kwargs) -> PreTrainedModel:
@@ -146,15 +142,16 @@ def _damaged_weights(source: str | Path) -> str:
     return f"the weights in {folder}"
 
 
-def _model_class(head: str | None) -> type[PreTrainedModel]:
-    if head is None:
-        return XsynBertModel
-    if head not in HEAD_CLASSES:
+def _check_head(head: str | None) -> None:
+    if head is not None and head not in HEAD_CLASSES:
         raise ValueError(f"head={head!r} is unknown; choose one of {', '.join(HEAD_CLASSES)}")
-    return HEAD_CLASSES[head]
 
 
-def _bert_config(model: str) -> BertConfig:
+def _model_class(classes: FamilyClasses, head: str | None) -> type[PreTrainedModel]:
+    return classes.model if head is None else classes.heads[head]
+
+
+def _checkpoint_config(model: str) -> PretrainedConfig:
     path = Path(model)
     if path.exists() and not (path / "config.json").is_file():
         raise MissingInputError(f"{path} has no config.json: a model directory comes from save_pretrained "
@@ -165,7 +162,5 @@ def _bert_config(model: str) -> BertConfig:
         raise MissingInputError(f"cannot load the model {model!r}: it is neither `tiny`, a local directory, nor "
                                 "reachable on the Hugging Face hub (offline?); pass a local checkpoint directory. "
                                 f"Cause: {err}") from err
-    if config.model_type not in BERT_MODEL_TYPES:
-        raise InputError(f"{model} is a {config.model_type!r} model; xsyn's variants are built on BERT "
-                         f"(model_type {' or '.join(BERT_MODEL_TYPES)})")
+    classes_for(config.model_type, model)  # a family xsyn lifts, else an error naming them
     return config

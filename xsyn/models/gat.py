@@ -41,6 +41,7 @@ from safetensors.torch import save as safetensors_bytes
 from torch import nn
 from torch.nn import functional as F
 
+from xsyn.models.attention import SyntaxSelfAttention
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
@@ -183,6 +184,19 @@ class SyntaxBias(nn.Module):
             x = states[target]
             states[target] = torch.cat([x[:, : self.heads] + bias, x[:, self.heads:]], dim=1)
         return states["query"], states["key"], states["value"]
+
+
+class GatSelfAttention(SyntaxSelfAttention):
+    """A syntax layer of the `gat` variant: BERT's attention with the GAT bias on its first heads (the
+    batch's syntax context is G)."""
+
+    def __init__(self, config: XsynBertConfig, layer_idx: int):
+        super().__init__(config, layer_idx=layer_idx)
+        self.syntax_bias = SyntaxBias(config)
+
+    def bias(self, syntax: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.syntax_bias(syntax, query, key, value)
 
 
 def save_gat(encoder: GatSyntaxEncoder, config: XsynBertConfig, directory: str | Path) -> None:

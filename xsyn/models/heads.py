@@ -10,9 +10,9 @@
 |                                     |               | every piece for slots | `slot_labels` (B, T)            |
 
 `forward(**batch, <labels>)` takes a collated batch (`xsyn.trees.batch.collate_trees`) plus the head's
-labels. With labels it returns `loss = task_loss + structural_loss_weight * (distance_loss +
-depth_loss)` for `gat`, `task_loss + sep_distance_loss_weight * seprem_loss` for `sep` in training
-(where that weight is > 0), just `task_loss` otherwise, and every term separately for logging.
+labels. With labels it returns `loss = task_loss + weight * (its parts)` for each auxiliary loss of
+the variant (`SyntaxVariant.losses`; gat: `structural_loss_weight * (distance_loss + depth_loss)`),
+just `task_loss` when there are none, and every term separately for logging (`out.distance_loss`).
 The sequence and intent heads use BERT's pretrained pooler (dense + tanh on `[CLS]`).
 
 The per-piece losses (token labels, slots) average over the batch's labelled pieces, or, given
@@ -23,7 +23,11 @@ labelled tokens in this batch's share of rows, so every split of a step averages
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,16 +36,15 @@ from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import IGNORE_INDEX
-from xsyn.models.modeling import XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
+from xsyn.models.families import resolve
+from xsyn.models.modeling import SyntaxLosses, XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
 
 
 @dataclass
-class XsynHeadOutput(ModelOutput):
+class XsynHeadOutput(SyntaxLosses, ModelOutput):
     loss: torch.FloatTensor | None = None
     task_loss: torch.FloatTensor | None = None
-    distance_loss: torch.FloatTensor | None = None
-    depth_loss: torch.FloatTensor | None = None
-    seprem_loss: torch.FloatTensor | None = None
+    syntax_losses: dict[str, torch.FloatTensor] | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
 
@@ -77,24 +80,30 @@ class XsynHeadModel(XsynBertPreTrainedModel):
     """The encoder plus the bookkeeping every head shares: dropout and the loss terms."""
 
     uses_pooler = False
+    encoder_class = XsynBertModel  # its family's (`xsyn.models.encoders`), kept under `base_model_prefix`
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.bert = XsynBertModel(config, add_pooling_layer=self.uses_pooler)
+        setattr(self, self.base_model_prefix, self.encoder_class(config, add_pooling_layer=self.uses_pooler))
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        """Config fields that size this head and name its outputs, from a task's labels and tags."""
+        return {}
+
     def _losses(self, task_loss: torch.Tensor | None, encoded: XsynModelOutput) -> dict:
-        """`loss`, `task_loss`, the probe terms, and the encoder's optional outputs for the head's output."""
-        out = {"task_loss": task_loss, "distance_loss": encoded.distance_loss, "depth_loss": encoded.depth_loss,
-               "seprem_loss": encoded.seprem_loss, "hidden_states": encoded.hidden_states,
-               "attentions": encoded.attentions, "loss": task_loss}
-        if task_loss is not None and encoded.distance_loss is not None:
-            out["loss"] = task_loss + self.config.structural_loss_weight * (
-                encoded.distance_loss + encoded.depth_loss)
-        if task_loss is not None and encoded.seprem_loss is not None:
-            out["loss"] = task_loss + self.config.sep_distance_loss_weight * encoded.seprem_loss
-        return out
+        """`loss`, `task_loss`, the variant's loss parts, and the encoder's optional outputs for the head's
+        output."""
+        parts = encoded.syntax_losses or {}
+        loss = task_loss
+        for term in self.syntax_variant.losses:
+            if task_loss is not None and all(part in parts for part in term.parts):
+                loss = loss + getattr(self.config, term.weight) * functools.reduce(
+                    operator.add, (parts[part] for part in term.parts))
+        return {"loss": loss, "task_loss": task_loss, "syntax_losses": encoded.syntax_losses,
+                "hidden_states": encoded.hidden_states, "attentions": encoded.attentions}
 
 
 def _all_or_none(**labels: torch.Tensor | None) -> bool:
@@ -105,6 +114,11 @@ def _all_or_none(**labels: torch.Tensor | None) -> bool:
     return all(given)
 
 
+def _id2label(names: Sequence[str]) -> dict[str, Any]:
+    """BERT's own label-name fields, for a head with one classifier."""
+    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+
+
 def _require(config: XsynBertConfig, name: str) -> int:
     value = getattr(config, name)
     if value is None or value < 1:
@@ -113,19 +127,24 @@ def _require(config: XsynBertConfig, name: str) -> int:
 
 
 class _LabelClassifier(XsynHeadModel):
-    """One linear layer over the encoder output named by `features`; cross-entropy against `labels`."""
+    """One linear layer over the encoder output named by `features` (or the family's `sentence_head`,
+    which applies its own dropout: RoBERTa's classifier on `<s>`); cross-entropy against `labels`."""
 
     features = "last_hidden_state"
+    sentence_head: str | None = None  # "module:class" of a classifier taking the whole sequence
 
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
-        self.classifier = nn.Linear(config.hidden_size, _require(config, "num_labels"))
+        num_labels = _require(config, "num_labels")
+        self.classifier = (resolve(self.sentence_head)(config) if self.sentence_head is not None
+                           else nn.Linear(config.hidden_size, num_labels))
         self.post_init()
 
     def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
                 **batch) -> XsynClassifierOutput:
-        encoded = self.bert(**batch, compute_structural_loss=labels is not None)
-        logits = self.classifier(self.dropout(getattr(encoded, self.features)))
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        features = getattr(encoded, self.features)
+        logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
         task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
@@ -136,9 +155,17 @@ class XsynBertForSequenceClassification(_LabelClassifier):
     uses_pooler = True
     features = "pooler_output"
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return _id2label(labels)
+
 
 class XsynBertForTokenClassification(_LabelClassifier):
     """A label per piece; the data puts a word's label on its first piece and -100 elsewhere."""
+
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return _id2label(tags)
 
 
 class XsynBertForQuestionAnswering(XsynHeadModel):
@@ -152,7 +179,7 @@ class XsynBertForQuestionAnswering(XsynHeadModel):
     def forward(self, start_positions: torch.Tensor | None = None, end_positions: torch.Tensor | None = None,
                 **batch) -> XsynQuestionAnsweringOutput:
         labelled = _all_or_none(start_positions=start_positions, end_positions=end_positions)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         start_logits, end_logits = self.qa_outputs(encoded.last_hidden_state).unbind(-1)
         task_loss = None
         if labelled:
@@ -167,6 +194,10 @@ class XsynBertForIntentSlot(XsynHeadModel):
 
     uses_pooler = True
 
+    @classmethod
+    def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
+        return {"intent_labels": list(labels), "slot_labels": list(tags)}
+
     def __init__(self, config: XsynBertConfig):
         super().__init__(config)
         self.intent_classifier = nn.Linear(config.hidden_size, _require(config, "num_intents"))
@@ -176,7 +207,7 @@ class XsynBertForIntentSlot(XsynHeadModel):
     def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
                 labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
-        encoded = self.bert(**batch, compute_structural_loss=labelled)
+        encoded = self.base_model(**batch, compute_structural_loss=labelled)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
         slot_logits = self.slot_classifier(self.dropout(encoded.last_hidden_state))
         intent_loss = slot_loss = task_loss = None

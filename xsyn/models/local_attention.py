@@ -13,8 +13,15 @@ materialised. A closed gate (g = 0) is exactly BERT's attention.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+from xsyn.models.attention import Attend, SyntaxSelfAttention
+
+if TYPE_CHECKING:
+    from xsyn.models.configuration import XsynBertConfig
 
 
 class LocalAttentionGate(nn.Module):
@@ -41,16 +48,23 @@ def mix_weights(gate: torch.Tensor, local: torch.Tensor | None, global_: torch.T
     return mix(gate.transpose(1, 2), local, global_)
 
 
-def attention_mask_for(mask: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
-    """A (B, T, T) bool mask (True = attend) in the form the attention function expects, (B, 1, T, T).
 
-    `sdpa` takes it as is; `eager` adds it to the scores, so it becomes 0 / most-negative.
-    """
-    mask = mask.unsqueeze(1)
-    if implementation in (None, "sdpa"):
-        return mask
-    if implementation == "eager":
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-            ~mask, torch.finfo(dtype).min)
-    raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
-                     "load the model with attn_implementation='sdpa' (the default) or 'eager'")
+class LocalSelfAttention(SyntaxSelfAttention):
+    """A syntax layer of SLA or WLA: BERT's attention mixed, per token, with attention under the local mask
+    (the batch's syntax context, in the attention function's form)."""
+
+    def __init__(self, config: XsynBertConfig, layer_idx: int):
+        super().__init__(config, layer_idx=layer_idx)
+        self.gate = LocalAttentionGate(config.hidden_size)
+
+    def combine(self, syntax: torch.Tensor, hidden_states: torch.Tensor, output: torch.Tensor,
+                weights: torch.Tensor | None, attend: Attend) -> tuple[torch.Tensor, torch.Tensor | None]:
+        local, local_weights = attend(syntax)
+        gate = self.gate(hidden_states)
+        return mix(gate, local, output), mix_weights(gate, local_weights, weights)
+
+
+def install_local_attention(model) -> None:
+    """Give each syntax layer of an `XsynBertModel` the gated local attention (SLA and WLA)."""
+    for i in model.config.syntax_layer_ids:
+        model.encoder.layer[i].attention.self = LocalSelfAttention(model.config, layer_idx=i)

@@ -1,4 +1,4 @@
-"""SG-Net's syntax-guided layer (Zhang et al. 2020): the SDOI variant.
+"""The `sdoi` variant's layer: the syntax-guided layer of SG-Net (Zhang et al. 2020).
 
 One extra Transformer layer (self-attention, feed-forward, residuals, LayerNorms: a `BertLayer`,
 freshly initialised as in SG-Net, or a copy of the checkpoint's last layer with
@@ -14,14 +14,19 @@ alpha = 0.5 by default, trained as an option. alpha = 1 gives BERT's output exac
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
-from xsyn.models.configuration import XsynBertConfig
+if TYPE_CHECKING:
+    from xsyn.models.configuration import XsynBertConfig
 
 
-class SyntaxGuidedLayer(nn.Module):
+class SdoiLayer(nn.Module):
+    """BERT's output, aggregated with one more layer that attends under the SDOI mask."""
+
     def __init__(self, config: XsynBertConfig):
         super().__init__()
         self.layer = BertLayer(config)

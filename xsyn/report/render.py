@@ -7,19 +7,23 @@ import io
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.runs import ProbeRun
 from xsyn.utils import plots
+from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 
 PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
+TRAINING_CURVES = "training_curves.png"  # in a run folder: its losses, learning rate and dev score per step
 
 
-def write_report(report: Report, output_dir: Path) -> list[Path]:
-    """Write report.md, report.json, the CSV tables and the PNG heatmaps; return the paths written."""
+def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
+    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`);
+    return the paths written."""
     output_dir = Path(output_dir)
     written: list[Path] = []
 
@@ -32,59 +36,152 @@ def write_report(report: Report, output_dir: Path) -> list[Path]:
         written.append(path)
         return relative
 
+    scale = _shared_scale(report)
     sections = []
     for experiment in report.experiments:
-        sections.append(_experiment_markdown(experiment, report.bootstrap, put))
+        sections.append(_experiment_markdown(experiment, report.bootstrap, scale, put))
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
     put("report.md", _header_markdown(report) + "\n\n".join(sections) + "\n")
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
+    if latex:
+        from xsyn.report.latex import latex_tables  # (it builds on this module's helpers)
+
+        put("report.tex", latex_tables(report))
     return written
 
 
 def _header_markdown(report: Report) -> str:
-    runs = sum(len(system.runs) for experiment in report.experiments
-               for system in [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])])
+    runs = sum(len(system.runs) for experiment in report.experiments for system in experiment_systems(experiment))
     settings = report.bootstrap
+    capped = [experiment for experiment in report.experiments if experiment_caps(experiment)]
+    warning = (f"**Not the full benchmark:** {len(capped)} of {_count(len(report.experiments), 'experiment')} ran with "
+               "caps (see each one's *Caps*).\n\n" if capped else "")
     return ("# xsyn report\n\n"
-            f"{runs} runs in {len(report.experiments)} experiment(s). Scores are percentages, mean ± sample "
-            "standard deviation over seeds. `*` marks a difference from the baseline with p < "
+            f"{_count(runs, 'run')} in {_count(len(report.experiments), 'experiment')}. Scores are percentages, "
+            "mean ± sample standard deviation over seeds. `*` marks a difference from the baseline with p < "
             f"{settings.alpha:g} in a one-sided paired bootstrap ({settings.resamples} resamples of the "
-            f"examples, seed {settings.seed}).\n\n")
+            f"examples, seed {settings.seed}).\n\n" + warning)
 
 
-def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, put) -> str:
-    folder = _folder(experiment)
-    systems = [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])]
-    languages = list(dict.fromkeys(lang for system in systems for lang in system.languages))
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def experiment_systems(experiment: Experiment) -> list[System]:
+    return [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])]
+
+
+def section_title(experiment: Experiment) -> str:
+    """Task and split, and the metric where it is not named after the task (`mlqa · validation`)."""
+    parts = [experiment.task, experiment.split] + ([experiment.metric] if experiment.metric != experiment.task
+                                                  else [])
+    return " · ".join(parts)
+
+
+def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, scale: _Scale, put) -> str:
+    folder = experiment_folder(experiment)
+    systems = experiment_systems(experiment)
+    languages = experiment_languages(experiment)
+    with_gap = len(languages) > 1  # a single-language task has no transfer to measure
     sources = ", ".join(dict.fromkeys(system.source_lang for system in systems))
-    lines = [f"## {experiment.task} · {experiment.split} · {experiment.metric}", "",
-             f"Primary score: {experiment.primary}. Average: over the languages shown. Transfer gap: the "
-             f"source language ({sources}) minus the mean of the others.", ""]
-    header = ["system", "seeds", *languages, "avg", "gap"]
+    chance = chance_level(experiment)
+    lines = [f"## {section_title(experiment)}", "",
+             f"Primary score: {experiment.primary}. Average: over the languages shown."
+             + (f" Transfer gap: the source language ({sources}) minus the mean of the others." if with_gap else "")
+             + (f" Chance: {chance:.1f}." if chance is not None else ""), ""]
+    tail = ["avg", "gap"] if with_gap else ["avg"]
+    header = ["system", "seeds", *languages, *tail]
     rows = [[system.label, str(len(system.runs)),
              *[_format_stat(system.per_language.get(lang)) for lang in languages],
-             _format_stat(system.average), _format_stat(system.transfer_gap)] for system in systems]
+             _format_stat(system.average), *([_format_stat(system.transfer_gap)] if with_gap else [])]
+            for system in systems]
     lines += [_markdown_table(header, rows), "", _examples_line(systems[0], languages)]
+    caps = experiment_caps(experiment)
+    if caps:
+        lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {cap}" for cap in caps]]
     put(f"{folder}/per_language.csv", _per_language_csv(systems, languages))
+    bars = put(f"{folder}/per_language.png", plots.language_bars_png(
+        {system.label: {lang: stat.mean for lang, stat in system.per_language.items()} for system in systems},
+        errors={system.label: {lang: stat.std or 0.0 for lang, stat in system.per_language.items()}
+                for system in systems},
+        title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language; error bars: sd over seeds",
+        value_label=f"{experiment.primary} (%)", marked=sources.split(", "), chance=chance))
+    lines += ["", f"![{experiment.primary} per language]({bars})"]
     if experiment.comparisons:
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
                        *[_format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       _signed(comparison.average), _signed(comparison.transfer_gap)]
+                       _signed(comparison.average), *([_signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
-        lines.append(_markdown_table(["system", *languages, "avg", "gap"], delta_rows))
+        lines.append(_markdown_table(["system", *languages, *tail], delta_rows))
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
-            lines += ["", *_pairs_markdown(experiment, system, put)]
+            lines += ["", *_pairs_markdown(experiment, system, scale, put)]
     for comparison in experiment.comparisons:
         if comparison.pairs:
-            lines += ["", *_delta_pairs_markdown(experiment, comparison, settings, put)]
+            lines += ["", *_delta_pairs_markdown(experiment, comparison, settings, scale, put)]
+    curves = _curves_markdown(experiment, put)
+    if curves:
+        lines += ["", *curves]
     if experiment.notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in dict.fromkeys(experiment.notes)]]
     return "\n".join(lines)
+
+
+def experiment_languages(experiment: Experiment) -> list[str]:
+    return list(dict.fromkeys(lang for system in experiment_systems(experiment) for lang in system.languages))
+
+
+def experiment_caps(experiment: Experiment) -> list[str]:
+    """What limited the runs behind the numbers, one line per cap and the systems it applies to:
+    capped evaluation examples, capped training steps or examples, languages skipped for lack of data."""
+    found: dict[str, list[str]] = {}
+    for system in experiment_systems(experiment):
+        for run in system.runs:
+            for cap in _run_caps(run.results):
+                labels = found.setdefault(cap, [])
+                if system.label not in labels:
+                    labels.append(system.label)
+    everyone = [system.label for system in experiment_systems(experiment)]
+    return [f"{'all systems' if labels == everyone else ', '.join(labels)}: {cap}" for cap, labels in found.items()]
+
+
+def _run_caps(results: dict) -> list[str]:
+    config = results.get("config") or {}
+    caps = []
+    if results.get("max_eval_examples") is not None:
+        caps.append(f"scored on at most {results['max_eval_examples']} examples per language or pair "
+                    "(--max-eval-examples)")
+    if config.get("max_steps") is not None:
+        caps.append(f"training stopped at {config['max_steps']} steps (max_steps), not the card's "
+                    f"{_number(config.get('epochs'), 'g')} epochs")
+    if config.get("max_train_examples") is not None:
+        caps.append(f"trained on at most {config['max_train_examples']} examples (max_train_examples)")
+    if config.get("max_eval_examples") is not None:
+        caps.append(f"dev set for model selection capped at {config['max_eval_examples']} examples "
+                    "(max_eval_examples)")
+    missing = results.get("missing_languages") or []
+    if missing:
+        caps.append(f"no data for {', '.join(missing)}: skipped (--skip-missing)")
+    return caps
+
+
+def chance_level(experiment: Experiment) -> float | None:
+    """The score of guessing uniformly among the card's labels, for accuracy-scored tasks with a fixed
+    label set; None where no such number exists (spans, tags, regression)."""
+    from xsyn.data.cards import load_card
+    from xsyn.metrics.accuracy import Accuracy
+
+    try:
+        card = load_card(experiment.task)
+    except XsynError:  # a task card the report cannot find (a run of a card file elsewhere)
+        return None
+    if experiment.primary != Accuracy.primary or not isinstance(card.labels, tuple):
+        return None
+    return 100.0 / len(card.labels) if card.labels else None
 
 
 def _examples_line(system: System, languages: list[str]) -> str:
@@ -98,23 +195,65 @@ def _examples_line(system: System, languages: list[str]) -> str:
     return text + "."
 
 
-def _pairs_markdown(experiment: Experiment, system: System, put) -> list[str]:
+@dataclass(frozen=True)
+class _Scale:
+    """One colour scale for every heatmap of a report: scores between `low` and `high`, deltas within
+    ±`delta_bound`; so the same colour means the same number in every figure."""
+
+    low: float
+    high: float
+    delta_bound: float
+
+
+def _shared_scale(report: Report) -> _Scale:
+    scores = [stat.mean for experiment in report.experiments for system in experiment_systems(experiment)
+              for cols in system.pairs.values() for stat in cols.values()]
+    scores += [chance for experiment in report.experiments if any(s.pairs for s in experiment_systems(experiment))
+               for chance in [chance_level(experiment)] if chance is not None]
+    deltas = [abs(cell.delta) for experiment in report.experiments for comparison in experiment.comparisons
+              for cols in comparison.pairs.values() for cell in cols.values()]
+    low, high = (min(scores), max(scores)) if scores else (0.0, 100.0)
+    return _Scale(low, high if high > low else low + 1.0, max(deltas, default=0.0) or 1.0)
+
+
+def pair_axis_names(experiment: Experiment) -> tuple[str, str]:
+    """What the rows and columns of the language-pair matrix are, as `xsyn evaluate` recorded them
+    (`pair_axes`: MLQA's rows are the context language, its columns the question language)."""
+    for system in experiment_systems(experiment):
+        axes = system.runs[0].results.get("pair_axes")
+        if isinstance(axes, list) and len(axes) == 2:
+            return str(axes[0]), str(axes[1])
+    from xsyn.data.cards import load_card
+    from xsyn.run.evaluation import pair_axes
+
+    try:
+        return pair_axes(load_card(experiment.task))
+    except XsynError:
+        return "first segment", "second segment"
+
+
+def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) -> list[str]:
     name = f"pairs-{_slug(system.label)}"
     rows_langs, cols_langs = system.pair_rows, system.pair_cols
+    row_axis, col_axis = pair_axis_names(experiment)
     matrix = [[_mean_or_nan(system.pairs[row].get(col)) for col in cols_langs] for row in rows_langs]
     title = f"{experiment.task} · {system.label} · {experiment.primary} ({experiment.split})"
-    put(f"{_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, matrix))
-    put(f"{_folder(experiment)}/{name}.png", plots.heatmap_png(matrix, rows_langs, cols_langs, title=title,
-                                                           value_label=f"{experiment.primary} (%)"))
+    put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, matrix))
+    put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
+        matrix, rows_langs, cols_langs, title=title, value_label=f"{experiment.primary} (%)",
+        row_label=f"{row_axis} language", col_label=f"{col_axis} language", limits=(scale.low, scale.high),
+        chance=chance_level(experiment)))
     rows = [[row, *map(_number, values)] for row, values in zip(rows_langs, matrix, strict=True)]
-    return [f"### Language pairs: {system.label} (rows: first-segment language, columns: second)", "",
-            _markdown_table(["", *system.pair_cols], rows), "", f"![{title}]({_folder(experiment)}/{name}.png)"]
+    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language)", "",
+            _markdown_table(["", *system.pair_cols], rows), "",
+            f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settings: BootstrapSettings,
-                          put) -> list[str]:
+                          scale: _Scale, put) -> list[str]:
     rows_langs = list(comparison.pairs)
     cols_langs = list(dict.fromkeys(col for cols in comparison.pairs.values() for col in cols))
+    row_axis, col_axis = pair_axis_names(experiment)
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
     marks = [["*" if cell and cell.significant else "" for cell in row] for row in cells]
@@ -123,15 +262,29 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     name = f"pairs-delta-{_slug(comparison.system)}"
     title = (f"{experiment.task} · {comparison.system} − {comparison.baseline} · Δ {experiment.primary} "
              f"(* p < {settings.alpha:g})")
-    put(f"{_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
-    put(f"{_folder(experiment)}/{name}-p.csv", _matrix_csv(rows_langs, cols_langs, p_values))
-    put(f"{_folder(experiment)}/{name}.png", plots.heatmap_png(deltas, rows_langs, cols_langs, title=title,
-                                                           value_label=f"Δ {experiment.primary} (points)",
-                                                           diverging=True, marks=marks))
+    put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
+    put(f"{experiment_folder(experiment)}/{name}-p.csv", _matrix_csv(rows_langs, cols_langs, p_values))
+    put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
+        deltas, rows_langs, cols_langs, title=title, value_label=f"Δ {experiment.primary} (points)",
+        diverging=True, marks=marks, row_label=f"{row_axis} language", col_label=f"{col_axis} language",
+        limits=(-scale.delta_bound, scale.delta_bound)))
     rows = [[row, *map(_format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
-            f"(* p < {settings.alpha:g})", "", _markdown_table(["", *cols_langs], rows), "",
-            f"![{title}]({_folder(experiment)}/{name}.png)"]
+            f"(* p < {settings.alpha:g}; rows: {row_axis} language, columns: {col_axis} language)", "",
+            _markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
+
+
+def _curves_markdown(experiment: Experiment, put) -> list[str]:
+    """Each run's training curves (the PNG its run folder holds), copied beside the report and shown."""
+    lines = []
+    for system in experiment_systems(experiment):
+        for run in system.runs:
+            source = Path(run.results.get("run_dir") or run.path.parent) / TRAINING_CURVES
+            if source.is_file():
+                copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
+                             source.read_bytes())
+                lines += [f"{system.label}, seed {run.seed}:", "", f"![training curves]({copied})", ""]
+    return ["### Training curves", "", *lines[:-1]] if lines else []
 
 
 def _probe_markdown(probes: list[ProbeRun], put) -> str:
@@ -184,7 +337,7 @@ def _mean_or_nan(stat: Stat | None) -> float:
     return stat.mean if stat else math.nan
 
 
-def _folder(experiment: Experiment) -> str:
+def experiment_folder(experiment: Experiment) -> str:
     return _slug(f"{experiment.task}-{experiment.split}-{experiment.metric}")
 
 

@@ -40,7 +40,7 @@ from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
 from xsyn.run.train import TASK_FILE
-from xsyn.syntax.parsers import Parser
+from xsyn.syntax.parsing import Parser
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
@@ -120,6 +120,39 @@ def pair_axes(card: TaskCard) -> tuple[str, str]:
     return card.segments[0], card.segments[1]
 
 
+def check_transferable(trained: TaskCard, target: TaskCard) -> None:
+    """A model fine-tuned on `trained` can be scored on `target` when the task is the same kind (the same
+    head and decoding) and, for label and tag kinds, every gold label of `target` is one the model
+    predicts; otherwise an `InputError` says why not."""
+    if trained.kind != target.kind:
+        raise InputError(f"a model fine-tuned on {trained.name} ({trained.kind}) cannot be evaluated on "
+                         f"{target.name} ({target.kind}): the tasks are of different kinds (another head and output)")
+    for what in ("labels", "tags"):
+        have, need = getattr(trained, what), getattr(target, what)
+        if isinstance(have, tuple) and isinstance(need, tuple) and not set(need) <= set(have):
+            unknown = ", ".join(sorted(set(need) - set(have)))
+            raise InputError(f"a model fine-tuned on {trained.name} cannot be evaluated on {target.name}: its {what} "
+                             f"{unknown} are not among the model's ({', '.join(have)})")
+
+
+def _bootstrap_sd(card: TaskCard, result: dict[str, Any], key: str) -> float | None:
+    """The sd of the primary score over resamples of the examples: the ± one run's number carries."""
+    from xsyn.metrics import get_metric
+    from xsyn.metrics.bootstrap import bootstrap_sd
+
+    if not result["predictions"]:
+        return None
+    metric = get_metric(card.metric, **result["metric_options"])
+    seed = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)  # per language: independent of the others
+    return bootstrap_sd(metric, metric.count_table(result["predictions"], result["references"]), seed=seed)
+
+
+def _predicts_nothing(predictions: list) -> bool:
+    """Whether every prediction is an empty set (no error, entity or span found anywhere): scores that
+    reward correct silence (CGED's detection accuracy) then look perfect on error-free examples."""
+    return bool(predictions) and all(isinstance(p, (set, frozenset)) and not p for p in predictions)
+
+
 def default_split(card: TaskCard) -> str:
     """`test`, unless the card's test split is missing or unlabelled (then `validation`)."""
     return "test" if "test" in card.splits and "test" not in card.unlabelled_splits else "validation"
@@ -128,9 +161,12 @@ def default_split(card: TaskCard) -> str:
 def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, langs: Sequence[str] | None = None,
                  generalized: bool = False, output_dir: str | Path | None = None,
                  overrides: dict[str, Any] | None = None, skip_missing: bool = False,
-                 max_examples: int | None = None, progress: bool = True) -> dict[str, Any]:
+                 max_examples: int | None = None, progress: bool = True, task: str | None = None
+                 ) -> dict[str, Any]:
     """Evaluate a checkpoint (as `locate_checkpoint` found it, or a run or checkpoint folder) zero-shot;
-    `max_examples` scores only the first N examples of each language or pair (recorded in results.json)."""
+    `max_examples` scores only the first N examples of each language or pair (recorded in results.json).
+    `task` evaluates on another task than the one trained on, where `check_transferable` allows it
+    (a model fine-tuned for MLQA on XQuAD); its results go to eval-<task>-<split> by default."""
     from accelerate import Accelerator
 
     from xsyn.models.factory import load_model
@@ -139,7 +175,12 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = locate_checkpoint(checkpoint)
     run_dir = checkpoint.run_dir
-    config = run_config(checkpoint, overrides)
+    other_task = task is not None and task != checkpoint.task
+    if other_task:
+        from xsyn.data.cards import load_card
+
+        check_transferable(load_card(checkpoint.task), load_card(task))
+    config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
     card = config.card
     split = split or default_split(card)
     holdout = None
@@ -158,7 +199,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     langs = list(langs or card.languages)
     for lang in langs:
         card.check_lang(lang)
-    out = Path(output_dir) if output_dir else run_dir / f"eval-{split}"
+    out = Path(output_dir) if output_dir else run_dir / (f"eval-{card.name}-{split}" if other_task else f"eval-{split}")
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     main = accelerator.is_main_process
 
@@ -184,7 +225,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         started = time.perf_counter()
         try:
             data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab, parser=parser,
-                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples)
+                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples,
+                                     progress=progress)
         except DataNotFoundError as err:
             if skip_missing:
                 return None
@@ -194,6 +236,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         result = score(card, data.examples, data.features, outputs, vocab.labels, vocab.tags,
                        config.n_best, config.max_answer_length)
         record = {"fingerprint": fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
+                  "bootstrap_sd": _bootstrap_sd(card, result, key),
+                  "predicted_nothing": _predicts_nothing(result["predictions"]),
                   "scores": result["scores"], "n_examples": len(data.examples),
                   "dropped": _dropped(data.report), "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
@@ -259,7 +303,7 @@ def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str
                                                  "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
         settings["max_eval_examples"] = max_examples
-    parsing = [parser.name, parser.version, parser.settings()]
+    parsing = [parser.name, parser.version, parser.cache_identity()]
     return hashlib.sha256(json.dumps([stamp, card.stamp, settings, split, parsing],
                                      sort_keys=True).encode()).hexdigest()[:16]
 
@@ -306,6 +350,8 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "per_language": per_language,
         "average": sum(per_language.values()) / len(per_language) if per_language else None,
         "n_examples": {k: r["n_examples"] for k, r in results.items()},
+        "bootstrap_sd": {k: r.get("bootstrap_sd") for k, r in results.items()},
+        "predicted_nothing": sorted(k for k, r in results.items() if r.get("predicted_nothing")),
         "dropped": {k: r["dropped"] for k, r in results.items()},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.

@@ -3,7 +3,8 @@
     from xsyn.run.predict import predict
     predict("runs/pawsx/gat-seed1", [{"sentence1": "Der Hund bellt.", "sentence2": "Ein Hund bellt."}],
             lang="de", parser="stanza")
-    # [{"line": 1, "lang": "de", "label": ..., "probabilities": {"0": ..., "1": ...}}]
+    # [{"line": 1, "lang": "de", "segment_langs": {"sentence1": "de", "sentence2": "de"},
+    #   "label": "paraphrase", "probabilities": {"not paraphrase": ..., "paraphrase": ...}}]
 
 An input row holds the task's segments by name (`sentence1`/`sentence2`, `premise`/`hypothesis`,
 `question`/`context`; for tagging and intent-slot tasks `text`, or gold `tokens`: a list, or in TSV
@@ -313,7 +314,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
 
     `model_dir` is a finetune output folder or a checkpoint; `inputs` a file path or dicts; `lang`
     the language of rows that name none (default: the model's training language); `parser` any
-    name `xsyn.syntax.parsers.get_parser` takes (default: the one the model was trained with);
+    choice `xsyn.syntax.parsing.build_parser` takes (default: the one the model was trained with);
     `overrides` other run settings (`parser_model_dir`, `cache_dir`, `max_length`, ...). `report`,
     when given, is filled with what parsing and featurising did.
     """
@@ -353,11 +354,25 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
                       parse=parse_report, features=feature_report.as_dict())
     out = []
     for row, example, prediction in zip(rows, examples, predicted):
+        langs = [segment.lang for segment in example.segments]
         head = {"line": row.line, **({"id": row.fields["id"]} if "id" in row.fields else {}),
-                "lang": example.segments[0].lang if len({s.lang for s in example.segments}) == 1
-                else {name: s.lang for name, s in zip(card.segments, example.segments)}}
-        out.append({**head, **prediction})
+                # always a string: the row's language, or its segments' joined as evaluate names a pair;
+                # each segment's language is always in segment_langs
+                "lang": langs[0] if len(set(langs)) == 1 else "-".join(langs),
+                "segment_langs": dict(zip(card.segments, langs))}
+        out.append({**head, **_named(prediction, card.label_names)})
     return out
+
+
+def _named(prediction: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A classification's label and probabilities under the card's readable label names (negative,
+    positive) where it gives them, instead of the data's raw labels ("0", "1")."""
+    if not names or "label" not in prediction:
+        return prediction
+    named = {**prediction, "label": names.get(prediction["label"], prediction["label"])}
+    if "probabilities" in prediction:
+        named["probabilities"] = {names.get(label, label): p for label, p in prediction["probabilities"].items()}
+    return named
 
 
 def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], dict[str, Any]]:
@@ -367,7 +382,7 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsers import ParserUnavailable
+    from xsyn.syntax.parsing import ParserUnavailable
 
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")

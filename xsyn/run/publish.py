@@ -23,78 +23,15 @@ from typing import Any
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
+from xsyn.models.families import XSYN_BERT, family_of
+from xsyn.models.variants import get_variant
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
 CARD_FILE = "README.md"
-# The model config fields that are a variant's settings (see xsyn.models.configuration).
-VARIANT_SETTINGS = {
-    "none": (),
-    "gat": ("syntax_layers", "syntax_heads", "bias_targets", "gat_layers", "gat_heads", "gat_head_size", "gat_delta",
-            "gat_attention", "gat_deprel_embeddings", "gat_residual", "gat_edge_direction",
-            "gat_position_embeddings", "probe_rank", "structural_loss_weight"),
-    "sla": ("syntax_layers", "sla_distance", "sla_punct_visible"),
-    "wla": ("syntax_layers", "wla_window"),
-    "sdoi": ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer"),
-    "sep": ("syntax_layers", "sep_alpha", "sep_learn_alpha", "sep_distance_loss_weight", "sep_max_distance"),
-}
 TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warmup_steps", "weight_decay",
                      "max_length", "doc_stride", "max_query_length", "mixed_precision", "parser")
 
-BERT = """@inproceedings{devlin-etal-2019-bert,
-  title = "{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding",
-  author = "Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina",
-  booktitle = "Proceedings of the 2019 Conference of the North {A}merican Chapter of the Association for
-               Computational Linguistics: Human Language Technologies, Volume 1 (Long and Short Papers)",
-  year = "2019",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/N19-1423",
-  pages = "4171--4186"
-}"""
-AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
-  title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
-  author = "Ahmad, Wasi Uddin and Li, Haoran and Chang, Kai-Wei and Mehdad, Yashar",
-  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
-               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/2021.acl-long.350",
-  pages = "4538--4554"
-}"""
-LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
-  title = "Improving {BERT} with Syntax-aware Local Attention",
-  author = "Li, Zhongli and Zhou, Qingyu and Li, Chao and Xu, Ke and Cao, Yunbo",
-  booktitle = "Findings of the Association for Computational Linguistics: ACL-IJCNLP 2021",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  eprint = "2012.15150",
-  archivePrefix = "arXiv",
-  url = "https://arxiv.org/abs/2012.15150"
-}"""
-ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
-  title = "{SG-Net}: Syntax-Guided Machine Reading Comprehension",
-  author = "Zhang, Zhuosheng and Wu, Yuwei and Zhou, Junru and Duan, Sufeng and Zhao, Hai and Wang, Rui",
-  booktitle = "Proceedings of the AAAI Conference on Artificial Intelligence",
-  volume = "34",
-  number = "05",
-  pages = "9636--9643",
-  year = "2020",
-  doi = "10.1609/aaai.v34i05.6511"
-}"""
-XU_2021 = """@inproceedings{xu-etal-2021-syntax,
-  title = "Syntax-Enhanced Pre-trained Model",
-  author = "Xu, Zenan and Guo, Daya and Tang, Duyu and Su, Qinliang and Shou, Linjun and Gong, Ming and
-            Zhong, Wanjun and Quan, Xiaojun and Jiang, Daxin and Duan, Nan",
-  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
-               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
-  year = "2021",
-  publisher = "Association for Computational Linguistics",
-  url = "https://aclanthology.org/2021.acl-long.420",
-  doi = "10.18653/v1/2021.acl-long.420",
-  pages = "5412--5422"
-}"""
-VARIANT_PAPERS = {"none": (), "gat": (AHMAD_2021,), "sla": (LI_2021,), "wla": (LI_2021,), "sdoi": (ZHANG_2020,),
-                  "sep": (XU_2021,)}
 
 
 # -- the card --------------------------------------------------------------------------------------
@@ -138,27 +75,29 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     base = run.get("model", "?")
     train_lang = task_info.get("train_lang") or run.get("train_lang", "en")
     evaluations = _evaluations(checkpoint, run_dir, [Path(p) for p in extra_results])
-    pipeline_tag = card.spec.pipeline_tag
+    # No pipeline_tag: the hub would offer `pipeline(...)` and a widget on raw text, which cannot work
+    # (the model needs a dependency parse of its input); the task type stays on the results.
+    task_type = card.spec.pipeline_tag
 
-    eval_results = [EvalResult(task_type=pipeline_tag, dataset_type=card.name, dataset_name=card.title,
+    eval_results = [EvalResult(task_type=task_type, dataset_type=card.name, dataset_name=card.title,
                                dataset_config=lang, dataset_split=result["split"], metric_type=result["primary"],
                                metric_value=round(score, 4))
                     for result in evaluations for lang, score in result["per_language"].items()]
     languages = sorted({train_lang, *(lang for result in evaluations for lang in result["per_language"])})
     data = ModelCardData(
         base_model=_hub_id(base), language=languages,
-        library_name="transformers", pipeline_tag=pipeline_tag, tags=["xsyn", f"xsyn-{variant}", card.name],
+        library_name="transformers", pipeline_tag=None, tags=["xsyn", f"xsyn-{variant}", card.name, task_type],
         datasets=[h.dataset for h in card.hub][:1] or None, model_name=f"xsyn-{card.name}-{variant}",
         eval_results=eval_results or None)
     sections = [
-        f"# {card.title}: {base} with the `{variant}` syntax variant (xsyn)",
+        f"# {card.title}: {_portable(base)} with the `{variant}` syntax variant (xsyn)",
         f"Fine-tuned by xsyn {__version__} on **{card.title}** ({card.kind}) in "
         f"**{train_lang}**, for zero-shot transfer to other languages.",
         _model_section(base, variant, model_config, task_info),
         _training_section(card, run, task_info, train_lang),
         _results_section(dev, evaluations),
         _usage_section(card, checkpoint),
-        _citation_section(card, variant),
+        _citation_section(card, variant, model_config.get("model_type")),
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(s for s in sections if s) + "\n")
 
@@ -176,10 +115,10 @@ def _table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
 
 
 def _model_section(base: str, variant: str, model_config: dict[str, Any], task_info: dict[str, Any]) -> str:
-    rows = [("base model", f"`{base}`"), ("variant", f"`{variant}`"),
+    rows = [("base model", f"`{_portable(base)}`"), ("variant", f"`{variant}`"),
             ("architecture", ", ".join(model_config.get("architectures") or []))]
     rows += [(f"`{name}`", "all layers" if model_config[name] is None and name == "syntax_layers"
-              else f"`{model_config[name]}`") for name in VARIANT_SETTINGS.get(variant, ()) if name in model_config]
+              else f"`{model_config[name]}`") for name in get_variant(variant).setting_names() if name in model_config]
     if task_info.get("labels"):
         rows.append(("labels" if not task_info.get("tags") else "intents", ", ".join(task_info["labels"])))
     if task_info.get("tags"):
@@ -188,14 +127,15 @@ def _model_section(base: str, variant: str, model_config: dict[str, Any], task_i
 
 
 def _training_section(card: TaskCard, run: dict[str, Any], task_info: dict[str, Any], train_lang: str) -> str:
-    data = run.get("data_dir") or ", ".join(f"`{h.dataset}`" for h in card.hub) or "the task's files"
+    data = (f"local files (`{_portable(run['data_dir'])}`)" if run.get("data_dir")
+            else ", ".join(f"`{h.dataset}`" for h in card.hub) or "the task's files")
     subset = run.get("max_train_examples")
     rows = [("task", f"`{card.name}` ({card.title}; {card.kind})"), ("training language", train_lang),
             ("training data", f"{data} (train split" + (f", first {subset} examples)" if subset else ")")),
             ("seed", run.get("seed", "?")), ("best checkpoint at step", task_info.get("step", "?"))]
-    rows += [(name, run[name]) for name in TRAINING_SETTINGS if run.get(name) is not None]
+    rows += [(name, _portable(run[name])) for name in TRAINING_SETTINGS if run.get(name) is not None]
     if run.get("hyperparameter_source"):
-        rows.append(("hyperparameters from", run["hyperparameter_source"]))
+        rows.append(("hyperparameters from", _portable(run["hyperparameter_source"])))
     rows.append(("xsyn version", __version__))
     return "## Training\n\n" + _table(rows, ("", ""))
 
@@ -219,6 +159,14 @@ def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any
     return "\n\n".join(parts)
 
 
+def _portable(value: Any) -> Any:
+    """A local path as its last part: a card that travels (to the hub, to a colleague) names no folder
+    of the machine it was written on; anything else as it is."""
+    if isinstance(value, str) and Path(value).is_absolute():
+        return Path(value).name
+    return value
+
+
 def _usage_section(card: TaskCard, checkpoint: Path) -> str:
     if card.spec.auto_class:
         load = (f"import xsyn  # registers xsyn's classes with the Auto classes\n"
@@ -227,14 +175,18 @@ def _usage_section(card: TaskCard, checkpoint: Path) -> str:
     else:
         load = ("from xsyn.models import load_model  # the joint intent-slot head has no Auto class\n\n"
                 f"model = load_model(\"{checkpoint.name}\")  # AutoModel gives its encoder alone")
-    return ("## Use\n\nThe model reads dependency trees with its text: build batches with xsyn "
-            "(`xsyn.trees.batch.collate_trees`), or predict on raw text with `xsyn predict`:\n\n"
+    return ("## Use\n\nThe model reads dependency trees with its text, so a transformers `pipeline` on raw text "
+            "cannot run it (and this card names no pipeline). Predict on raw text with `xsyn predict` or "
+            "`xsyn.run.predict.predict`, which parse it first; or build batches with xsyn "
+            "(`xsyn.trees.batch.collate_trees`) for the model loaded as below:\n\n"
             f"```python\n{load}\n```\n\n```bash\n"
             f"xsyn predict --model-dir {checkpoint.name} --input input.jsonl --lang de --output predictions.jsonl\n```")
 
 
-def _citation_section(card: TaskCard, variant: str) -> str:
-    entries = [*VARIANT_PAPERS.get(variant, ()), BERT]
+def _citation_section(card: TaskCard, variant: str, model_type: str | None) -> str:
+    paper = get_variant(variant).paper
+    encoder = family_of(model_type or XSYN_BERT)  # a card of a pre-0.2 checkpoint: BERT
+    entries = [*([paper] if paper else []), encoder.paper]
     text = "## Citation\n\n```bibtex\n" + "\n\n".join(entries) + "\n```"
     if card.citation:
         text += f"\n\nThe data: {card.citation}"

@@ -18,8 +18,8 @@ from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.models.variants import VARIANTS
-from xsyn.syntax.parsers import DOWNLOAD_POLICIES, STANZA_BATCH_DOCS, parse_parser_spec
+from xsyn.models.variants import get_variant, variant_names
+from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.utils.schema import (
     SchemaError,
     at_least,
@@ -61,7 +61,7 @@ def _count(default: int | None) -> Any:
 class RunConfig:
     task: str  # the card's name
     task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
-    variant: str = validated_field(one_of(VARIANTS), default="gat")
+    variant: str = validated_field(one_of(variant_names), default="gat")
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
     train_lang: str = "en"
@@ -86,7 +86,7 @@ class RunConfig:
     n_best: int = _count(20)
     max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = _count(None)  # use only the first N validation examples during training
+    max_eval_examples: int | None = _count(None)  # first N dev examples in training; an experiment caps its tests too
     dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
     # the share of train held out as one (default: the card's)
     dev_seed: int = validated_field(at_least(0), default=0)  # ... its seed (fixed: every seed shares one dev set)
@@ -94,11 +94,12 @@ class RunConfig:
     num_proc: int | None = _count(None)
     eval_batch_size: int = _count(64)  # examples per prediction batch, over all processes
     # parsing
-    parser: str = "stanza"  # stanza | chain | conllu:PATH | udpipe:MODEL
+    parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
+    # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = None
-    parser_download: str = validated_field(one_of(DOWNLOAD_POLICIES), default="reuse")
-    parser_device: str | None = None  # Stanza's device (cpu, cuda, cuda:1); default: a GPU when there is one
-    parser_batch_size: int = _count(STANZA_BATCH_DOCS)  # documents per Stanza call
+    parser_download: str = validated_field(one_of(DOWNLOAD.choices), default=DOWNLOAD.default)
+    parser_device: str | None = None
+    parser_batch_size: int = _count(BATCH_SIZE.default)
     parse_workers: int | None = _count(None)  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
@@ -140,9 +141,9 @@ FIELD_NAMES = {f.name for f in fields(RunConfig)}
 DERIVED_FIELDS = ("task", "task_card", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
-BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size", "parser_model_dir",
-                      "parser_download", "parser_device", "parser_batch_size", "parse_workers", "save_every",
-                      "log_every", "trackers", "hyperparameter_source", "hyperparameter_grid")
+BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "save_every", "log_every",
+                      "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 CARD_NOTES = ("selection", "source")  # what a card's hyperparameter section documents, beside its settings
 # Model fields a run sets itself (from the task's label sets, or the variant), never a setting.
@@ -175,7 +176,7 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
             value = grids[name][0]
         value = _check_setting(name, value, where, f"{key}.{name}")
         if name not in FIELD_NAMES:
-            if variant != "none":
+            if not get_variant(variant).is_baseline:
                 model[name] = value
         else:
             values[name] = value
@@ -385,9 +386,12 @@ def _check(config: RunConfig, card: TaskCard) -> None:
     if config.train_lang not in card.train_languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
                           f"{', '.join(card.train_languages)}")
-    kind, source = parse_parser_spec(config.parser)
-    if source is not None and not Path(source).exists():
-        raise ConfigError(f"parser {config.parser!r}: {source} does not exist (a {kind} parser reads it)")
+    try:
+        missing = resolve_parser_choice(config.parser).missing_path()
+    except ParserChoiceError as err:
+        raise ConfigError(f"{err} (--parser or --set parser=...)") from None
+    if missing:
+        raise ConfigError(missing)
     if config.dev_fraction is not None:
         if "validation" in card.splits:
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "

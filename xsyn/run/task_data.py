@@ -32,7 +32,8 @@ from xsyn.data.pairs import load_pair_examples
 from xsyn.run.settings import RunConfig
 from xsyn.syntax.cache import default_cache_dir, shared_cache
 from xsyn.syntax.parse import default_workers, parse_segments
-from xsyn.syntax.parsers import Parser, get_parser
+from xsyn.syntax.parsing import Parser, build_parser
+from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,9 @@ def cache_root(config: RunConfig) -> Path:
 
 
 def make_parser(config: RunConfig) -> Parser:
-    """The run's parser, with its Stanza settings (model folder, download policy, device, batch size)."""
-    return get_parser(config.parser, model_dir=config.parser_model_dir, download=config.parser_download,
-                      device=config.parser_device, batch_docs=config.parser_batch_size)
+    """The run's parser, given the run's parser options (those it declares: model folder, device, ...)."""
+    return build_parser(config.parser, **{option.setting: getattr(config, option.setting)
+                                          for option in PARSER_OPTIONS})
 
 
 def parse_workers(config: RunConfig) -> int:

@@ -56,9 +56,6 @@ from xsyn.training.loop import (
 from xsyn.trees.batch import length_sorted_windows
 from xsyn.utils.io import OutputError, atomic_write_json, atomic_write_text, existing_dir, replace_dir
 
-# the losses a head reports (the sum and its parts), logged at every step
-LOSS_NAMES = ("loss", "task_loss", "distance_loss", "depth_loss", "seprem_loss")
-
 logger = logging.getLogger(__name__)
 
 TASK_FILE = "xsyn_task.json"  # next to a checkpoint: what a model needs to be evaluated
@@ -168,7 +165,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
     def forward(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         output = model(**model_inputs(batch, with_labels=True))
-        return {name: getattr(output, name, None) for name in LOSS_NAMES}
+        return {"loss": output.loss, "task_loss": output.task_loss, **(output.syntax_losses or {})}
 
     # -- the loop --------------------------------------------------------------------------------
     model.train()

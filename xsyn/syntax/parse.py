@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from xsyn.syntax.cache import ParseCache, cache_key
-from xsyn.syntax.parsers import Parser
-from xsyn.syntax.preparsed import ParsesNotFound
+from xsyn.syntax.parsing.base import Parser, ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
 from xsyn.utils.progress import Progress
@@ -67,20 +67,23 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
 
     `workers` processes parse (fewer where there are fewer chunks; one for a pre-parsed source or a
     parser that says it runs alone, `max_workers`); `progress` shows sentences/s and an ETA.
+    A segment whose data carries a tree keeps it where the parser serves the data's trees (`--parser gold`).
     A pre-parsed source (`parser.preparsed`, e.g. `conllu:PATH`) is keyed by each segment's sent_id
     too, and every process looks up all its segments itself (a lookup is cheap), so a segment without
     a parse stops every rank alike instead of leaving the others waiting at the barrier."""
     start = time.perf_counter()
     report = ParseReport(segments=len(segments))
-    settings = parser.settings()
-    preparsed = getattr(parser, "preparsed", False)
+    identity = parser.cache_identity()
+    preparsed = parser.preparsed
     groups: dict[str, list[Segment]] = {}
     for seg in segments:
+        if seg.record is None and parser.data_trees and seg.gold_tree is not None:
+            seg.record = seg.gold_tree
         if seg.record is not None:
             report.gold += 1
             continue
         content = seg.text if seg.text is not None else list(seg.tokens or [])
-        key = cache_key(content, seg.lang, parser.name, parser.version, settings,
+        key = cache_key(content, seg.lang, parser.name, parser.version, identity,
                         sent_id=seg.sent_id if preparsed else None)
         groups.setdefault(key, []).append(seg)
     report.unique = len(groups)
@@ -96,7 +99,7 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     shared = world_size > 1 and not preparsed  # the ranks divide the work and share it through the cache
     mine = [k for k in missing if not shared or _owner(k, world_size) == rank]
     writes = cache if cache is not None and (shared or rank == 0) else None
-    if preparsed or getattr(parser, "max_workers", None) == 1:
+    if preparsed or parser.max_workers == 1:
         workers = 1
     parse_start = time.perf_counter()
     _parse(parser, {k: groups[k][0] for k in mine}, found, writes, batch_size, workers, progress)
@@ -155,7 +158,7 @@ def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxReco
     """Parse `todo` (cache key -> segment) into `found`, appending each chunk to `cache` as it comes
     back. A pre-parsed source's segments without a parse
     are gathered over all chunks into one error."""
-    preparsed = getattr(parser, "preparsed", False)
+    preparsed = parser.preparsed
     chunks = _chunks(todo, batch_size, workers, preparsed)
     workers = max(1, min(workers, len(chunks)))
     bar = Progress(len(todo), "parsing", "sentences", enabled=progress)
@@ -171,6 +174,8 @@ def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxReco
             bar.update(len(keys))
     finally:
         bar.close()
+        if cache is not None:
+            cache.sync()
     if not_found:
         raise ParsesNotFound.merge(not_found)
 
@@ -190,11 +195,21 @@ def _run_chunks(parser: Parser, chunks: list[Chunk], workers: int
 
 
 _WORKER_PARSER: Parser | None = None  # the parser of this worker process
+WATCH_SECONDS = 0.5  # how often a worker checks that its parent still runs
 
 
 def _start_worker(parser: Parser) -> None:
     global _WORKER_PARSER
     _WORKER_PARSER = parser
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this worker once the process that started it is gone (killed with -9, it cannot end its
+    pool): a worker blocked on the task queue would otherwise wait forever, holding its model."""
+    while os.getppid() == parent:
+        time.sleep(WATCH_SECONDS)
+    os._exit(1)
 
 
 def _worker_chunk(chunk: Chunk) -> tuple[list[str], list[SyntaxRecord] | ParsesNotFound]:

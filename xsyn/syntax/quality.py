@@ -10,15 +10,21 @@ included, as F1 of precision (over the parser's words) and recall (over the gold
 identical tokenisation F1 equals accuracy. Sentences whose tokenisation differs are counted and
 described, never dropped.
 
-`xsyn parser-quality --parser stanza --treebanks en,de --treebank-dir DIR` runs it per treebank.
+`score_parser(parser, ["en", "de"], DIR)` runs it per treebank (`xsyn parser-quality`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from xsyn.syntax.conllu import read_conllu
+from xsyn.syntax.parsing.base import Parser
 from xsyn.syntax.record import SyntaxRecord
+from xsyn.syntax.treebanks import TreebankError, locate
+from xsyn.utils.errors import InputError
 
 MAX_DESCRIBED = 10  # mismatched sentences described in full; all are counted
 
@@ -114,9 +120,60 @@ def describe_mismatch(k: int, predicted: SyntaxRecord, gold: SyntaxRecord) -> st
 
 # -- xsyn parser-quality ----------------------------------------------------------------------------------
 
+TREEBANK_SPLITS = {"validation": "dev", "test": "test"}  # xsyn's split names -> UD's file names
+PARSER_INPUTS = ("text", "words")  # parse each sentence's raw text, or its gold words pre-tokenised
 
-def as_tokens(record: SyntaxRecord) -> SyntaxRecord:
-    """The gold record addressed by word index, matching a parse of its words as gold tokens."""
-    return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
-                        token_index=list(range(len(record.words))), text=" ".join(record.words),
-                        lang=record.lang, sent_id=record.sent_id)
+
+@dataclass
+class TreebankScore:
+    lang: str
+    treebank: str
+    split: str  # UD's name: dev or test
+    scores: AttachmentScores
+
+    def as_dict(self) -> dict:
+        return {"treebank": self.treebank, "split": self.split, **self.scores.as_dict()}
+
+
+def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | Path, split: str | None = None,
+                 limit: int | None = None, parser_input: str = "text") -> Iterator[TreebankScore]:
+    """UAS/LAS of `parser` on each treebank (a language or treebank name under `treebank_dir`), one
+    treebank at a time: `split` validation or test (default: the dev file, or test for test-only
+    treebanks); `limit`: its first N sentences; `parser_input` text (the parser tokenises) or words
+    (the gold words, pre-tokenised)."""
+    if parser_input not in PARSER_INPUTS:
+        raise ValueError(f"parser_input {parser_input!r}: one of {PARSER_INPUTS}")
+    for spec in treebanks:
+        found = locate(spec, treebank_dir)
+        chosen = TREEBANK_SPLITS[split] if split else found.evaluation_split()
+        path = found.path(chosen)
+        lang = found.treebank.lang
+        gold = list(read_conllu(path, lang=lang))[:limit]
+        if not gold:
+            raise TreebankError(f"{path}: no sentences to score (the file has no CoNLL-U sentences); pass a "
+                                "treebank file with at least one sentence")
+        if parser_input == "text":
+            parsed = parser.parse_texts([g.text for g in gold], lang)
+        else:
+            parsed = parser.parse_tokens([g.words for g in gold], lang)
+            gold = [g.on_word_tokens() for g in gold]
+        yield TreebankScore(lang, found.treebank.name, chosen, attachment_scores(parsed, gold))
+
+
+def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
+    """{lang: {uuas, dist_spearman, ...}} from a `xsyn pretrain-gat` probe_metrics.json, to show beside UAS/LAS;
+    a bad file is an error naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not a JSON file ({err}); pass the probe_metrics.json that "
+                         "`xsyn pretrain-gat` wrote") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise InputError(f"{path}: expected {{lang: {{uuas, dist_spearman, ...}}}} as written by "
+                         "`xsyn pretrain-gat`")
+    bad = [f"{lang}.{key}" for lang, metrics in data.items() for key, value in metrics.items()
+           if not isinstance(value, (int, float))]
+    if bad:
+        raise InputError(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
+                         "`xsyn pretrain-gat`")
+    return data

@@ -114,6 +114,14 @@ class SyntaxRecord:
                    token_end=token_end if pretokenized and multi_token else None, text=joined,
                    lang=records[0].lang, sentence_starts=starts)
 
+    def on_word_tokens(self) -> SyntaxRecord:
+        """This tree addressed by word index, its words taken as gold tokens (word i is token i): a
+        treebank's tree as the gold tree of a segment of its words, or as the reference for a parse of
+        them given pre-tokenised."""
+        return type(self)(self.words, self.heads, self.upos, self.deprels, token_index=list(range(len(self.words))),
+                          text=" ".join(self.words), lang=self.lang, sentence_starts=list(self.sentence_starts),
+                          sent_id=self.sent_id)
+
     # -- validation -------------------------------------------------------------------------------
 
     def validate(self) -> None:

@@ -30,6 +30,8 @@ class Segment:
 
     `sent_id` names the segment where its data has ids (the example's id, with `.NAME` for each
     segment of a pair): a pre-parsed CoNLL-U source uses it to choose among sentences of the same text.
+    `gold_tree` is the tree the data itself carries (a UD treebank's), served only by `--parser gold`
+    (every other parser parses the segment), placed as a parse of it would be: on its gold tokens or text.
     """
 
     lang: str
@@ -37,6 +39,7 @@ class Segment:
     tokens: list[str] | None = None
     record: SyntaxRecord | None = None
     sent_id: str | None = None
+    gold_tree: SyntaxRecord | None = None
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.tokens is None):

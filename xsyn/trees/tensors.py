@@ -43,7 +43,7 @@ UNREACHABLE = torch.iinfo(torch.int16).max  # the distance of any pair that invo
 
 __all__ = [
     "ROOT", "PAD", "UNREACHABLE", "TreeTensors", "cpu_kernel_built", "tree_depth", "ancestor_matrix", "tree_distances",
-    "gat_mask", "sla_mask", "wla_mask", "sdoi_mask", "seprem_weights", "edge_relations",
+    "gat_mask", "sla_mask", "wla_mask", "sdoi_mask", "sep_weights", "edge_relations",
     "FURTHER", "SELF", "HEAD", "DEPENDENT", "EDGE_RELATIONS",
 ]
 
@@ -347,21 +347,21 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     return _with_self(ancestors.view(torch.uint8) & ordinary)
 
 
-def _seprem(distances: torch.Tensor) -> torch.Tensor:
+def _sep_weights(distances: torch.Tensor) -> torch.Tensor:
     inv = distances.reciprocal()  # inf (padding) -> 0; the diagonal's 0 -> inf, zeroed next
     inv.diagonal(dim1=1, dim2=2).zero_()
     # Distances are symmetric, so column sums are the row sums (and summing down columns is faster).
     return inv.div_(inv.sum(1).clamp_(min=1e-12).unsqueeze(2))
 
 
-def seprem_weights(distances: torch.Tensor) -> torch.Tensor:
+def sep_weights(distances: torch.Tensor) -> torch.Tensor:
     """SEPREM's normalised inverse distance, (B, T, T) float (Xu et al. 2021).
 
     D~_ij = (1 / D_ij) / sum_z (1 / D_iz) over the z reachable from i (z != i); 0 on the diagonal
     and for padding. A row with nothing reachable (padding) is all zeros. `distances` are the
     int16 distances of `tree_distances`.
     """
-    return _seprem(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))
+    return _sep_weights(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))
 
 
 # -- edge direction -----------------------------------------------------------------------------------
@@ -459,8 +459,8 @@ class TreeTensors:
     def sdoi_mask(self) -> torch.Tensor:
         return sdoi_mask(self.ancestors, self.upos)
 
-    def seprem_weights(self) -> torch.Tensor:
-        return _seprem(self._float_distances)
+    def sep_weights(self) -> torch.Tensor:
+        return _sep_weights(self._float_distances)
 
     @cached_property
     def edge_relations(self) -> torch.Tensor:

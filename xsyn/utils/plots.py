@@ -1,4 +1,4 @@
-"""Figures of the report: language-pair heatmaps and the per-language probe chart.
+"""Figures of the report: language-pair heatmaps, per-language bar charts and the probe chart.
 
 Built on matplotlib's object API with the Agg canvas (no pyplot state, no display needed); each
 function returns PNG bytes so the caller writes them atomically.
@@ -16,8 +16,10 @@ _CELL_INCHES = 0.62
 def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Sequence[str], *, title: str,
                 value_label: str, diverging: bool = False, marks: Sequence[Sequence[str]] | None = None,
                 row_label: str = "first-segment language",
-                col_label: str = "second-segment language") -> bytes:
-    """A labelled, annotated heatmap; `diverging` centres a red-blue map at 0 (for deltas)."""
+                col_label: str = "second-segment language", limits: tuple[float, float] | None = None,
+                chance: float | None = None) -> bytes:
+    """A labelled, annotated heatmap; `diverging` centres a red-blue map at 0 (for deltas). `limits`
+    fixes the colour scale (the figures of one report share it); `chance` is marked on the colour bar."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -25,18 +27,26 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
 
     values = np.asarray(matrix, dtype=float)
     finite = values[np.isfinite(values)]
-    if diverging:
-        bound = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
-        norm, cmap = Normalize(-bound, bound), colormaps["RdBu"]  # red = loss, blue = gain
+    if limits is not None:
+        low, high = limits
+        if chance is not None:  # room below chance, so its mark on the colour bar is not on the edge
+            low = min(low, chance - 0.03 * (high - chance))
+    elif diverging:
+        high = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
+        low = -high
     else:
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        norm, cmap = Normalize(low, high if high > low else low + 1.0), colormaps["viridis"]
+    norm = Normalize(low, high if high > low else low + 1.0)
+    cmap = colormaps["RdBu" if diverging else "viridis"]  # diverging: red = loss, blue = gain
     width = max(4.5, _CELL_INCHES * len(cols) + 2.5)
     height = max(3.5, _CELL_INCHES * len(rows) + 1.8)
     figure = Figure(figsize=(width, height), dpi=110, layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
-    figure.colorbar(image, ax=axes, label=value_label)
+    bar = figure.colorbar(image, ax=axes, label=value_label + (f"  (- - chance: {chance:.1f})" if chance is not None
+                                                                  else ""))
+    if chance is not None:
+        bar.ax.axhline(chance, color="black", linewidth=2, linestyle="--")
     axes.set_xticks(range(len(cols)), labels=list(cols))
     axes.set_yticks(range(len(rows)), labels=list(rows))
     axes.set_xlabel(col_label)
@@ -74,25 +84,37 @@ def probe_png(table: Mapping[str, Mapping[str, Mapping[str, float]]], metrics: S
 
 
 def language_bars_png(series: Mapping[str, Mapping[str, float]], *, title: str, value_label: str,
-                      limits: tuple[float, float] | None = None) -> bytes:
+                      limits: tuple[float, float] | None = None,
+                      errors: Mapping[str, Mapping[str, float]] | None = None, marked: Sequence[str] = (),
+                      chance: float | None = None) -> bytes:
     """Grouped bars in one panel: languages on the x axis, one bar per series (a missing value is no bar);
-    `limits` fixes the value axis (e.g. 0-1 for scores that are compared across charts)."""
+    `errors` draws error bars (e.g. sd over seeds), `marked` languages (the source) are labelled and
+    shaded, `chance` is a dashed line; `limits` fixes the value axis (charts compared side by side)."""
     from matplotlib.figure import Figure
 
     languages = list(dict.fromkeys(lang for values in series.values() for lang in values))
     figure = Figure(figsize=(max(5.0, 0.45 * len(languages) * max(1, len(series)) + 1.5), 3.6), dpi=110,
                     layout="constrained")
     axes = figure.add_subplot()
-    _grouped_bars(axes, series, languages)
+    _grouped_bars(axes, series, languages, errors)
+    for position, lang in enumerate(languages):
+        if lang in marked:
+            axes.axvspan(position - 0.45, position + 0.45, color="0.9", zorder=0)
+    axes.set_xticks(range(len(languages)), labels=[f"{lang}\n(source)" if lang in marked else lang
+                                                   for lang in languages])
+    axes.set_xlim(-0.5 - 0.5 / len(languages), len(languages) - 0.5 + 0.5 / len(languages))
+    if chance is not None:
+        axes.axhline(chance, color="black", linewidth=1, linestyle="--", label=f"chance ({chance:.1f})")
     if limits is not None:
         axes.set_ylim(*limits)
     axes.set_ylabel(value_label)
-    axes.set_title(title, fontsize=10)
+    figure.suptitle(title, fontsize=9)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(figure)
 
 
-def _grouped_bars(axes, series: Mapping[str, Mapping[str, float]], languages: Sequence[str]) -> None:
+def _grouped_bars(axes, series: Mapping[str, Mapping[str, float]], languages: Sequence[str],
+                  errors: Mapping[str, Mapping[str, float]] | None = None) -> None:
     """One bar per series beside each other at every language (a missing value is no bar)."""
     import numpy as np
 
@@ -100,7 +122,9 @@ def _grouped_bars(axes, series: Mapping[str, Mapping[str, float]], languages: Se
     positions = np.arange(len(languages))
     for k, (name, values) in enumerate(series.items()):
         heights = [values.get(lang, math.nan) for lang in languages]
-        axes.bar(positions + (k - (len(series) - 1) / 2) * bar, heights, bar, label=name)
+        spread = [errors[name].get(lang, 0.0) for lang in languages] if errors and name in errors else None
+        axes.bar(positions + (k - (len(series) - 1) / 2) * bar, heights, bar, label=name, yerr=spread,
+                 capsize=3 if spread else 0, zorder=2)
     axes.set_xticks(positions, labels=list(languages))
     axes.set_xlabel("language")
 

@@ -29,8 +29,8 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 
 from xsyn.utils.errors import XsynError
 
-__all__ = ["Invalid", "SchemaError", "at_least", "between", "check_values", "did_you_mean", "load", "one_of",
-           "strict", "validated_field"]
+__all__ = ["Invalid", "SchemaError", "at_least", "between", "check_value", "check_values", "construct", "describe",
+           "did_you_mean", "load", "one_of", "strict", "type_mismatch", "validated_field"]
 
 T = TypeVar("T")
 
@@ -160,6 +160,16 @@ def construct(cls: type[T], values: dict[str, Any], where: str, key: str = "", *
         if isinstance(cause, Invalid):
             raise error(where, _join(key, cause.key), cause.problem) from None
         raise error(where, key, str(cause)) from None
+
+
+def type_mismatch(value: Any, hint: Any) -> str | None:
+    """None if `value` fits the annotation `hint` (as `load` reads it: an integer is a number); else what was
+    expected, in words (for a config checking its own fields)."""
+    try:
+        type_validator("value", _convert(hint, value, "", "", SchemaError), hint)
+    except (TypeError, SchemaError):
+        return describe(hint)
+    return None
 
 
 def _convert(hint: Any, value: Any, where: str, here: str, error: type[SchemaError]) -> Any:

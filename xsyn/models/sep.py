@@ -1,26 +1,33 @@
-"""SEPREM's syntax-aware representation (Xu et al. 2021): the `sep` variant.
+"""The `sep` variant's layers: the syntax-aware representation of SEPREM (Xu et al. 2021).
 
 Before each chosen encoder layer n, the layer's input H (the embeddings for layer 0) is mixed
 with a syntax-aware view of itself:
 
     H_hat = sigmoid(W1 H + W2 D~ H),   H' = (1 - alpha) H + alpha H_hat,
 
-where D~ is the batch's normalised inverse tree distance (`TreeTensors.seprem_weights`: row i
+where D~ is the batch's normalised inverse tree distance (`TreeTensors.sep_weights`: row i
 weighs every piece j reachable from i by 1 / d(i, j), summing to 1). D~ is computed once per batch
 on the batch's device and shared by all layers; a layer adds two H x H projections and one batched
 (T x T) x (T x H) product. alpha = 0 gives BERT's layer input exactly.
+
+The mix's parameters are saved as `encoder.layer.N.seprem.*` (and the distance head as `seprem_head.*`):
+the names of the checkpoints written so far, which keep loading.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
-from xsyn.models.configuration import XsynBertConfig
+if TYPE_CHECKING:
+    from xsyn.models.configuration import XsynBertConfig
 
 
-class DistanceMix(nn.Module):
+
+class SepMix(nn.Module):
     """H -> (1 - alpha) H + alpha sigmoid(W1 H + W2 D~ H), for (B, T, H) states and (B, T, T) D~."""
 
     def __init__(self, config: XsynBertConfig):
@@ -35,15 +42,15 @@ class DistanceMix(nn.Module):
         return hidden_states + self.alpha * (syntax - hidden_states)  # (1 - alpha) H + alpha H_hat, any dtypes
 
 
-class DistanceMixLayer(BertLayer):
-    """A `BertLayer` whose input first goes through `DistanceMix` (its own weights keep BERT's names)."""
+class SepLayer(BertLayer):
+    """A `BertLayer` whose input first goes through `SepMix` (its own weights keep BERT's names)."""
 
     def __init__(self, config: XsynBertConfig, layer_idx: int):
         super().__init__(config, layer_idx=layer_idx)
-        self.seprem = DistanceMix(config)
+        self.seprem = SepMix(config)  # the saved name (see above)
 
     def forward(self, hidden_states: torch.Tensor, *args, xsyn_syntax=None, **kwargs) -> torch.Tensor:
-        if xsyn_syntax is None or xsyn_syntax.seprem_weights is None:
-            raise ValueError("a SEPREM layer ran without its distance weights; call XsynBertModel (or a head) "
+        if xsyn_syntax is None:
+            raise ValueError("a sep layer ran without its distance weights; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
-        return super().forward(self.seprem(hidden_states, xsyn_syntax.seprem_weights), *args, **kwargs)
+        return super().forward(self.seprem(hidden_states, xsyn_syntax.weights), *args, **kwargs)

@@ -15,8 +15,11 @@ from xsyn.run.settings import parse_overrides, resolve
 from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.conllu import read_conllu, write_conllu
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsers import ChainParser, ParserSpecError, StanzaParser, get_parser, parse_parser_spec
-from xsyn.syntax.preparsed import ConlluParser, ParsesNotFound
+from xsyn.syntax.parsing import ParserChoiceError, build_parser, resolve_parser_choice
+from xsyn.syntax.parsing.base import ParsesNotFound
+from xsyn.syntax.parsing.chain import ChainParser
+from xsyn.syntax.parsing.preparsed import ConlluParser
+from xsyn.syntax.parsing.registry import BUILTIN_PARSERS
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
 
@@ -156,21 +159,27 @@ def test_a_changed_source_is_not_served_from_the_cache(source, tmp_path):
 
 def test_a_missing_source_says_what_to_give(tmp_path):
     with pytest.raises(FileNotFoundError, match="the file does not exist; give a CoNLL-U file or a folder"):
-        get_parser(f"conllu:{tmp_path / 'none.conllu'}")
+        build_parser(f"conllu:{tmp_path / 'none.conllu'}")
     with pytest.raises(FileNotFoundError, match="the folder has no .conllu files"):
-        get_parser(f"conllu:{tmp_path}")
+        build_parser(f"conllu:{tmp_path}")
 
 
 # -- one check of a parser choice ---------------------------------------------------------------------------
 
 def test_parser_choices_are_parsed_in_one_place():
-    assert parse_parser_spec("stanza") == ("stanza", None)
-    assert parse_parser_spec("conllu:data/x.conllu") == ("conllu", "data/x.conllu")
-    assert parse_parser_spec("udpipe:C:/models/en.udpipe") == ("udpipe", "C:/models/en.udpipe")
-    for bad in ("spacy", "chain:x", "stanza:x", "conllu:", "udpipe: "):
-        with pytest.raises(ParserSpecError):
-            parse_parser_spec(bad)
-    assert isinstance(get_parser("chain"), ChainParser)
+    def parts(choice):
+        resolved = resolve_parser_choice(choice)
+        return resolved.name, resolved.argument
+
+    assert parts("stanza") == ("stanza", None)
+    assert parts("gold") == ("gold", None)
+    assert parts("conllu:data/x.conllu") == ("conllu", "data/x.conllu")
+    assert parts("udpipe:C:/models/en.udpipe") == ("udpipe", "C:/models/en.udpipe")
+    assert parts("spacy:en_core_web_sm") == ("spacy", "en_core_web_sm")
+    for bad in ("nosuch", "chain:x", "stanza:x", "gold:x", "conllu:", "udpipe: ", "spacy:", "spacy"):
+        with pytest.raises(ParserChoiceError):
+            resolve_parser_choice(bad)
+    assert isinstance(build_parser("chain"), ChainParser)
 
 
 @pytest.mark.parametrize("command", [
@@ -185,12 +194,13 @@ def test_every_command_refuses_an_unknown_parser_naming_the_choices(command, tmp
     text.write_text("Dogs bark.\n", encoding="utf-8")
     args = [a.replace("{input}", str(text)) for a in command]
     if args[0] == "bench":
-        args = ["bench", "eval", "--parser", "spacy"]
+        args = ["bench", "eval", "--parser", "nosuch"]
     else:
-        args += ["--parser", "spacy"]
+        args += ["--parser", "nosuch"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
-    assert "unknown parser 'spacy'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL" in result.output
+    assert ("unknown parser 'nosuch'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL, spacy:PIPELINE, gold"
+            in " ".join(result.output.split()))
 
 
 def test_parse_reads_a_conllu_parser_and_names_missing_segments(source, tmp_path):
@@ -209,11 +219,12 @@ def test_parse_reads_a_conllu_parser_and_names_missing_segments(source, tmp_path
 
 
 def test_device_is_a_deprecated_alias_of_parser_device(tmp_path, monkeypatch):
-    from xsyn.syntax import parsers
+    from xsyn.syntax import parsing
 
     asked = []
-    real_get_parser = parsers.get_parser
-    monkeypatch.setattr(parsers, "get_parser", lambda spec, **kw: asked.append(kw["device"]) or real_get_parser(spec))
+    real_build_parser = parsing.build_parser
+    monkeypatch.setattr(parsing, "build_parser",
+                        lambda choice, **kw: asked.append(kw["parser_device"]) or real_build_parser(choice))
     text = tmp_path / "in.txt"
     text.write_text("Dogs bark.\n", encoding="utf-8")
     args = ["parse", "--input", str(text), "--format", "text", "--lang", "en", "--output", str(tmp_path / "o.jsonl"),
@@ -227,14 +238,22 @@ def test_stanza_device_and_batch_size_are_run_settings(monkeypatch):
     from xsyn.run import task_data
 
     built = []
-    monkeypatch.setattr(task_data, "get_parser", lambda spec, **options: built.append((spec, options)))
+    monkeypatch.setattr(task_data, "build_parser", lambda choice, **options: built.append((choice, options)))
     config = resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(["parser_device=cuda:1",
                                                                               "parser_batch_size=8"]))
     task_data.make_parser(config)
     task_data.make_parser(resolve("pawsx", "gat", load_card("pawsx"), {}, {}))
-    assert [(spec, o["device"], o["batch_docs"]) for spec, o in built] == [("stanza", "cuda:1", 8),
-                                                                          ("stanza", None, 256)]
-    assert {"device", "batch_docs", "model_dir", "download"} <= set(inspect.signature(StanzaParser).parameters)
+    assert [(choice, o["parser_device"], o["parser_batch_size"]) for choice, o in built] == [
+        ("stanza", "cuda:1", 8), ("stanza", None, 256)]
+
+
+@pytest.mark.parametrize("entry", BUILTIN_PARSERS, ids=lambda entry: entry.name)
+def test_every_parser_class_takes_the_options_its_entry_declares(entry):
+    """The registry builds a parser with its options' keywords (and its argument): a renamed keyword fails here."""
+    parameters = inspect.signature(entry.load()).parameters
+    assert {option.keyword for option in entry.options} <= set(parameters)
+    positional = [p for p in parameters.values() if p.default is inspect.Parameter.empty]
+    assert len(positional) == (1 if entry.takes else 0)
 
 
 # -- on a real treebank ---------------------------------------------------------------------------------------
@@ -253,7 +272,7 @@ def test_gold_ewt_trees_serve_ewt_segments_by_text_and_id(ewt_dev, tmp_path):
     gold = list(read_conllu(ewt_dev / "en_ewt-ud-dev.conllu"))[:300]
     # the data's whitespace differs from the treebank's text: runs of spaces, a leading and trailing space
     segments = [Segment("en", text=" " + g.text.replace(" ", "  ") + " ", sent_id=g.sent_id) for g in gold]
-    parse_segments(segments, get_parser(f"conllu:{ewt_dev}"), ParseCache(tmp_path / "cache"))
+    parse_segments(segments, build_parser(f"conllu:{ewt_dev}"), ParseCache(tmp_path / "cache"))
     for segment, tree in zip(segments, gold):
         record = segment.record
         assert (record.words, record.heads, record.deprels) == (tree.words, tree.heads, tree.deprels)

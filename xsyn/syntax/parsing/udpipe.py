@@ -9,22 +9,67 @@ segment, and keep their tokenisation. Gold tokens that are the single characters
 written without spaces are parsed as their joined text, as with Stanza. The parse cache keys parses
 by the UDPipe version and the sha256 of the model file (of every model in a folder), so another model
 re-parses.
+
+ufal.udpipe aborts the whole process (a C++ exception, exit 134) on some files that are not models,
+so a model reaches it only after two checks: its first bytes must be UDPipe 1's model header (when
+the parser is built), and a short-lived child process must load it (on first use, once per file
+content in a process). A file that fails either is a one-line error naming it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from xsyn.syntax.conllu import parse_conllu
-from xsyn.syntax.parsers import ParserUnavailable, joins_characters
-from xsyn.syntax.preparsed import place_sentences, source_checksum
+from xsyn.syntax.parsing.base import ParserUnavailable, joins_characters
+from xsyn.syntax.parsing.placement import place_sentences, source_checksum
 from xsyn.syntax.record import SyntaxRecord, TreeError
 from xsyn.syntax.treebanks import load_registry
 from xsyn.utils.errors import MissingInputError
+
+# A UDPipe 1 model file starts with its model type as a length-prefixed string; UDPipe 1 has one type.
+MODEL_HEADER = b"\x12morphodita_parsito"
+_PROBE = "import sys, ufal.udpipe as u; sys.exit(0 if u.Model.load(sys.argv[1]) is not None else 3)"
+PROBE_SECONDS = 300  # a released model loads in seconds; a hung load is reported, not waited for
+
+
+def not_a_model(path: Path, why: str) -> ParserUnavailable:
+    return ParserUnavailable(f"--parser udpipe:{path}: not a UDPipe 1 model ({why}); pass a .udpipe model file "
+                             "(a released UD 2.x model, or one trained with scripts/train_udpipe.py)")
+
+
+def check_header(path: Path) -> None:
+    """Refuse a file that does not start as a UDPipe 1 model does (text, another format, empty)."""
+    with path.open("rb") as fh:
+        head = fh.read(len(MODEL_HEADER))
+    if head != MODEL_HEADER:
+        raise not_a_model(path, "empty file" if not head else f"it starts with {head[:8]!r}, not {MODEL_HEADER!r}")
+
+
+@functools.cache
+def probe_load(path: Path, sha256: str) -> str | None:
+    """Load the model in a child process: None if it loads, else why not (the child may crash; we do not).
+    Cached by content: the same bytes are probed once per process."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True,
+                              timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"loading it took over {PROBE_SECONDS} s"
+    if done.returncode == 0:
+        return None
+    if done.returncode == 3:
+        return "ufal.udpipe cannot load it: damaged or truncated"
+    last = (done.stderr.strip().splitlines() or ["no message"])[-1].strip()
+    how = signal.Signals(-done.returncode).name if done.returncode < 0 else f"exit status {done.returncode}"
+    return f"ufal.udpipe crashed loading it ({how}: {last[:120]})"
 
 
 def file_sha256(path: Path) -> str:
@@ -39,6 +84,9 @@ class UDPipeParser:
     """One UDPipe model for every language, or a folder with one model per language."""
 
     name = "udpipe"
+    preparsed = False
+    data_trees = False
+    max_workers = None
 
     def __init__(self, model_path: str | Path):
         import ufal.udpipe as udpipe
@@ -53,11 +101,13 @@ class UDPipeParser:
             what = "folder has no .udpipe models" if self.path.is_dir() else "model file does not exist"
             raise MissingInputError(f"--parser udpipe:{self.path}: the {what}; download a UDPipe 1 model (a .udpipe "
                                     "file) or train one with scripts/train_udpipe.py")
+        for model in self.models:
+            check_header(model)
         self.version = udpipe.__version__
         self._udpipe = udpipe
         self._loaded: dict[Path, Any] = {}
 
-    def settings(self) -> dict[str, Any]:
+    def cache_identity(self) -> dict[str, Any]:
         return {"model_sha256": self.checksum}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -96,10 +146,10 @@ class UDPipeParser:
     def _pipeline(self, lang: str, input_format: str) -> Any:
         path = self.model_for(lang)
         if path not in self._loaded:
-            model = self._udpipe.Model.load(str(path))
+            failure = probe_load(path.resolve(), file_sha256(path))
+            model = self._udpipe.Model.load(str(path)) if failure is None else None
             if model is None:
-                raise ParserUnavailable(f"{path} is not a UDPipe 1 model (ufal.udpipe {self.version} cannot load "
-                                        "it); pass a .udpipe model file")
+                raise not_a_model(path, failure or "ufal.udpipe cannot load it")
             self._loaded[path] = model
         udpipe = self._udpipe
         return udpipe.Pipeline(self._loaded[path], input_format, udpipe.Pipeline.DEFAULT, udpipe.Pipeline.DEFAULT,
@@ -113,11 +163,13 @@ class UDPipeParser:
         # lines end at "\n" alone: str.splitlines would also break at characters of the text (U+2028, U+0085)
         return list(parse_conllu(output.split("\n"), source=f"UDPipe output for {source[:40]!r}", lang=lang))
 
-    def parse_texts(self, texts: Sequence[str], lang: str) -> list[SyntaxRecord]:
+    def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
+                    ) -> list[SyntaxRecord]:
         pipeline = self._pipeline(lang, "tokenize")
         return [place_sentences(self._run(pipeline, text, lang), text, lang) for text in texts]
 
-    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str) -> list[SyntaxRecord]:
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str, *,
+                     sent_ids: Sequence[str | None] | None = None) -> list[SyntaxRecord]:
         records = []
         for tokens in token_lists:
             if joins_characters(tokens, lang):

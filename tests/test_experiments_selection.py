@@ -1,0 +1,158 @@
+"""Hyperparameter search with model selection on dev (`[search]`, `xsyn.experiments.selection`): the
+papers tune learning rate, epochs and thresholds on dev and report the chosen point's runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
+from xsyn.experiments.selection import read_dev_score, select
+
+SEARCH_FILE = """
+tasks = ["synth"]
+variants = ["none", "gat"]
+seeds = [1, 2]
+models = ["tiny"]
+baseline = "none"
+[settings]
+parser = "chain"
+[grid.gat]
+gat_delta = [1, 2]
+[search]
+learning_rate = [1e-4, 3e-4]
+[search.gat]
+epochs = [1, 2]
+[evaluation]
+split = "test"
+langs = ["svo", "sov"]
+"""
+
+
+def _experiment(tmp_path: Path, text: str = SEARCH_FILE):
+    path = tmp_path / "search.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_experiment(path, Overrides(runs_dir=str(tmp_path / "runs")))
+
+
+def test_a_search_makes_cells_for_every_variant_and_evaluates_dev_for_the_choice(tmp_path):
+    experiment = _experiment(tmp_path)
+    none = [c for c in experiment.cells if c.variant == "none"]
+    gat = [c for c in experiment.cells if c.variant == "gat"]
+    assert len(none) == 2 * 2  # learning rates x seeds: the baseline is searched too
+    assert len(gat) == 2 * 2 * 2 * 2  # gat_delta (grid) x learning rates x epochs x seeds
+    assert {c.searched for c in gat} == {("learning_rate", "epochs")}
+    assert {c.system for c in gat} == {(("gat_delta", 1),), (("gat_delta", 2),)}
+    assert "synth/gat-gat_delta=2-learning_rate=0.0003-epochs=1-seed2" in [c.name for c in gat]
+    evaluation = experiment.evaluation_of("synth")
+    assert evaluation.splits == ("validation", "test") and evaluation.reported == ("test",)
+    cell = next(c for c in gat if dict(c.grid) == {"gat_delta": 2, "learning_rate": 3e-4, "epochs": 2})
+    config = experiment.config(cell)
+    assert (config.learning_rate, config.epochs, config.model_settings["gat_delta"]) == (3e-4, 2, 2)
+
+
+def test_a_setting_both_compared_and_searched_is_refused(tmp_path):
+    with pytest.raises(ExperimentError, match="gat_delta is both in \\[grid\\]"):
+        _experiment(tmp_path, SEARCH_FILE + "\n[task.synth.search]\ngat_delta = [1, 4]\n")
+
+
+def test_the_best_mean_dev_point_is_chosen_per_system_and_only_complete_points_compete(tmp_path):
+    experiment = _experiment(tmp_path)
+    dev = {}  # cell name -> dev score, invented so that the means are known
+    for cell in experiment.cells:
+        point = dict(cell.grid)
+        score = 50.0 + 10 * (point["learning_rate"] == 3e-4) + point.get("epochs", 0) + cell.seed
+        if cell.variant == "gat" and (point["gat_delta"], point["learning_rate"], point["epochs"]) == (1, 1e-4, 2):
+            score = 99.0 if cell.seed == 1 else None  # the best-looking point, one seed missing: not a candidate yet
+        dev[cell.name] = score
+    finished = [c for c in experiment.cells if dev[c.name] is not None]
+    shown, selections = select(experiment, "synth", finished,
+                               dev_score=lambda folder, lang: dev[str(folder.relative_to(experiment.runs_dir))])
+    chosen = {(s.variant, s.system): (dict(s.chosen), round(s.dev_score, 6), s.incomplete) for s in selections}
+    assert chosen[("none", ())] == ({"learning_rate": 3e-4}, 61.5, 0)  # means 51.5 vs 61.5
+    assert chosen[("gat", (("gat_delta", 1),))] == ({"learning_rate": 3e-4, "epochs": 2}, 63.5, 1)
+    assert chosen[("gat", (("gat_delta", 2),))] == ({"learning_rate": 3e-4, "epochs": 2}, 63.5, 0)
+    assert len(shown) == 3 * 2 and all(dict(c.grid)["learning_rate"] == 3e-4 for c in shown)
+    assert {s.dev_language for s in selections} == {"svo"}  # the training language's dev set
+
+
+def test_ties_go_to_the_point_listed_first(tmp_path):
+    experiment = _experiment(tmp_path)
+    none = [c for c in experiment.cells if c.variant == "none"]
+    shown, (selection,) = select(experiment, "synth", none, dev_score=lambda folder, lang: 70.0)
+    assert dict(selection.chosen) == {"learning_rate": 1e-4}
+
+
+def test_the_dev_score_is_the_training_languages_primary_score_on_validation(tmp_path):
+    folder = tmp_path / "cell"
+    (folder / "eval-validation").mkdir(parents=True)
+    (folder / "eval-validation" / "results.json").write_text(json.dumps({"per_language": {"svo": 81.25, "sov": 40}}))
+    assert read_dev_score(folder, "svo") == 81.25
+    assert read_dev_score(folder, "vso") is None and read_dev_score(tmp_path / "none", "svo") is None
+
+
+def test_without_a_search_every_finished_cell_is_shown(tmp_path):
+    experiment = _experiment(tmp_path, SEARCH_FILE.split("[search]")[0] + "[evaluation]\nlangs = [\"svo\"]\n")
+    assert experiment.evaluation_of("synth").splits == ("test",)
+    shown, selections = select(experiment, "synth", experiment.cells[:3])
+    assert shown == experiment.cells[:3] and selections == []
+
+
+def test_a_task_can_have_its_own_models_and_search(tmp_path):
+    text = SEARCH_FILE.replace('models = ["tiny"]', 'models = ["tiny"]\n') + (
+        '\n[task.synth]\nmodels = ["tiny", "my/bert-large"]\nsearch = { learning_rate = [5e-6, 1e-5, 2e-5] }\n')
+    experiment = _experiment(tmp_path, text)
+    assert experiment.models_of("synth") == ["tiny", "my/bert-large"]
+    none = [c for c in experiment.cells if c.variant == "none"]
+    assert len(none) == 2 * 3 * 2 and {c.model for c in none} == {"tiny", "my/bert-large"}
+    assert any(c.name.startswith("synth/none-my_bert-large-learning_rate=5e-06") for c in none)
+
+
+PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+
+
+def test_li2021_tables_1_and_2_match_the_paper_text_and_its_printed_averages():
+    """Each bundled row of Tables 1 and 2, laid out as the paper prints it, is a line of the paper's text;
+    the Avg. column (mean of CoLA MCC, SST-2 Acc, CoNLL F1, FCE F0.5) is the mean of the bundled primaries."""
+    from xsyn.experiments.papers import load_paper
+
+    li = load_paper("li2021")
+    printed_average = {("base", "none"): 74.6, ("base", "wla"): 75.0, ("base", "sla"): 75.3,
+                       ("large", "none"): 76.9, ("large", "wla"): 76.6, ("large", "sla"): 77.4}
+    columns = [("cola", "mcc"), ("sst2", "accuracy"), ("conll_ner", "precision"), ("conll_ner", "recall"),
+               ("conll_ner", "f1"), ("fce", "precision"), ("fce", "recall"), ("fce", "f0.5")]
+    rows = {}
+    for size in ("base", "large"):
+        uncased, cased = f"bert-{size}-uncased", f"bert-{size}-cased"
+        for variant in ("none", "wla", "sla"):
+            values = []
+            for task, score in columns:
+                (table,) = [t for t in li.scores_for(task, uncased if task in ("cola", "sst2") else cased)
+                            if t.score == score]
+                assert table.table == f"Table 1 ({size})"
+                values.append(table.systems[variant]["en"])
+            primaries = [values[0], values[1], values[4], values[7]]
+            assert abs(sum(primaries) / 4 - printed_average[(size, variant)]) < 0.051
+            rows[(size, variant)] = values
+    assert li.scores_for("cola", "bert-large-uncased")[0].split == "validation"
+    assert li.scores_for("fce", "bert-base-cased")[0].split == "test"
+    pairs = {task: li.scores_for(task, "bert-base-uncased")[0] for task in ("qnli", "rte", "mrpc", "stsb")}
+    if not PAPERS.is_dir():
+        return  # the numbers' agreement with their own averages is checked; the text is not here
+    text = next(PAPERS.glob("002_*.txt")).read_text(encoding="utf-8")
+    for size, params in (("base", "110M"), ("large", "340M")):
+        line = "\t".join(["BERT (Our reimplementation)", params, f"{printed_average[(size, 'none')]:.1f}",
+                          *(f"{v:.1f}" for v in rows[(size, "none")])])
+        assert line in text
+        wla = "\t".join(["+ WLA", "+0.01M" if size == "base" else "+0.02M",
+                         f"{printed_average[(size, 'wla')]:.1f}", *(f"{v:.1f}" for v in rows[(size, "wla")])])
+        assert wla in text
+        sla_numbers = [float(x) for x in text.split(f"+ SLA\t{'+0.01M' if size == 'base' else '+0.02M'}\t")[1]
+                       .split("\n")[0].replace("^{\\uparrow}", "").replace("[↑]", "").replace("↑", "")
+                       .replace("^", "").split()]
+        assert sla_numbers == [printed_average[(size, "sla")], *rows[(size, "sla")]]
+    for variant, name in (("none", "BERT"), ("sla", "+SLA")):
+        assert "\t".join([name, *(f"{pairs[t].systems[variant]['en']:.1f}" for t in ("qnli", "rte", "mrpc",
+                                                                                          "stsb"))]) in text

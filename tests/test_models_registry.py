@@ -1,0 +1,178 @@
+"""The variant registry: a variant is one module plus one registry line, and nothing outside the registry
+knows a variant (or a head) by its name."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import xsyn
+from xsyn.models import variants
+from xsyn.models.variants import VARIANTS, get_variant, register_variant
+from xsyn.models.variants.base import LossTerm, SyntaxConfigError, SyntaxVariant
+
+# -- a variant defined here, in the test file alone ----------------------------------------------------
+
+
+class ToyMix(nn.Module):
+    """Adds a learned multiple of each piece's UPOS id to BERT's output: the simplest use of the trees."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(()))
+
+    def forward(self, hidden: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
+        return hidden + self.scale * upos.unsqueeze(-1).to(hidden.dtype)
+
+
+class Toy(SyntaxVariant):
+    name = "toy"
+    losses = (LossTerm(("toy_loss",), "initializer_range"),)  # weighed by an existing config number
+    parameter_markers = ("toy",)
+
+    def batch_fields(self, config) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos")
+
+    def install(self, model) -> None:
+        model.toy = ToyMix()
+
+    def init_weights(self, module: Any, config) -> None:
+        if isinstance(module, ToyMix):
+            module.scale.data.fill_(0.5)
+
+    def output(self, model, tree, hidden: torch.Tensor) -> torch.Tensor:
+        return model.toy(hidden, tree.upos)
+
+    def auxiliary_losses(self, model, context, tree, batch, hidden, with_losses) -> dict[str, torch.Tensor]:
+        return {"toy_loss": model.toy.scale.pow(2)} if with_losses else {}
+
+
+TOY = Toy()
+
+
+@pytest.fixture
+def toy():
+    register_variant("toy", f"{__name__}:TOY")
+    yield get_variant("toy")
+    variants._TARGETS.pop("toy")  # leave the registry as the other tests expect it
+    variants._resolved.pop("toy")
+
+
+def test_a_variant_registered_from_outside_the_package_fine_tunes_through_the_normal_path(toy, tmp_path):
+    from xsyn.data.cards import load_card
+    from xsyn.data.synth import write_vocab
+    from xsyn.models.factory import load_model
+    from xsyn.run.settings import resolve
+    from xsyn.run.train import finetune
+
+    out = tmp_path / "run"
+    flags = {"model": "tiny", "tokenizer": str(write_vocab(tmp_path / "vocab.txt")), "parser": "chain",
+             "train_lang": "svo", "max_train_examples": 16, "max_eval_examples": 16, "batch_size": 8,
+             "max_length": 24, "max_steps": 2, "eval_every": 2, "log_every": 1, "output_dir": str(out),
+             "cache_dir": str(tmp_path / "cache")}
+    summary = finetune(resolve("synth", "toy", load_card("synth"), {}, flags), progress=False)
+    assert summary["variant"] == "toy" and summary["steps"] == 2
+    steps = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    logged = [line for line in steps if "loss" in line]
+    assert [line["step"] for line in logged] == [1, 2] and all(line["toy_loss"] > 0 for line in logged)
+    # loss = task + initializer_range (0.02) * toy_loss, as the variant's LossTerm says
+    assert logged[0]["loss"] == pytest.approx(logged[0]["task_loss"] + 0.02 * logged[0]["toy_loss"], rel=1e-5)
+    model = load_model(out / "best")  # config.json keeps the name; the registry gives the variant back
+    assert model.config.variant == "toy" and [name for name, _ in model.bert.syntax_parameters()] == ["toy.scale"]
+    assert model.bert.toy.scale.item() != 0.5  # trained
+
+
+def test_an_unknown_variant_is_named_with_the_registered_ones():
+    with pytest.raises(SyntaxConfigError, match="variant='tree' is unknown; choose one of none, gat, sla, wla, "
+                                                "sdoi, sep"):
+        get_variant("tree")
+    with pytest.raises(ValueError, match="already registered"):
+        register_variant("gat", "somewhere:ELSE")
+
+
+def test_the_command_line_and_the_cards_read_the_registry_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom xsyn.models.variants import all_variants, card_setting_types\n"
+            "from xsyn.data.cards import list_tasks, load_card\n"
+            "print([v.name for v in all_variants()], card_setting_types()['gat_delta'], "
+            "load_card('pawsx').hyperparameters['gat']['gat_delta'], 'torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.stdout.strip() == "['none', 'gat', 'sla', 'wla', 'sdoi', 'sep'] int 4 False", res.stderr
+
+
+def test_the_cards_model_settings_and_paper_names_come_from_the_variants():
+    from xsyn.data.cards import PAPER_NAMES
+    from xsyn.models.variants import card_setting_types
+
+    assert card_setting_types() == {
+        "syntax_layers": "int", "gat_delta": "int", "syntax_heads": "int", "structural_loss_weight": "number",
+        "gat_layers": "int", "gat_heads": "int", "gat_head_size": "int", "sla_distance": "int",
+        "sla_punct_visible": "bool", "wla_window": "int"}
+    assert PAPER_NAMES == {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
+                           "m": "sla_distance", "punct_visible": "sla_punct_visible", "k": "wla_window"}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variants_settings_are_config_fields_it_validates(variant):
+    from xsyn.models.configuration import XsynBertConfig
+
+    settings = get_variant(variant).settings
+    if settings is None:
+        return
+    assert hasattr(XsynBertConfig, f"validate_{variant}")
+    assert set(settings.__dataclass_fields__) <= set(XsynBertConfig.__dataclass_fields__)
+
+
+# -- the architecture: names are the registry's --------------------------------------------------------
+
+HEAD_NAMES = ("sequence", "token", "qa", "intent_slot")
+
+
+def _names_compared(tree: ast.AST, names: set[str], subject: str) -> list[int]:
+    """Lines comparing an expression about `subject` (`config.variant`, `head`) with one of `names`
+    (==, !=, in, not in), or tables keyed by two or more of them."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            constants = {c.value for operand in operands for c in ast.walk(operand)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if constants & names and any(subject in ast.unparse(o) for o in operands):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if len(keys & names) >= 2 and subject == "variant":
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_outside_the_registry_tests_a_variant_or_a_head_by_name():
+    package = Path(xsyn.__file__).parent
+    offenders = {}
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lines = []
+        if not relative.startswith("models/variants/"):
+            lines += _names_compared(tree, set(VARIANTS), "variant")
+        if relative != "models/heads.py":
+            lines += _names_compared(tree, set(HEAD_NAMES), "head")
+        if lines:
+            offenders[relative] = lines
+    assert offenders == {}
+
+
+def test_the_architecture_check_finds_a_name_comparison():
+    code = ('if config.variant == "sdoi": pass\nif head in ("qa", "token"): pass\n'
+            'PAPERS = {"gat": 1, "sla": 2}\n')
+    tree = ast.parse(code)
+    assert _names_compared(tree, set(VARIANTS), "variant") == [1, 3]
+    assert _names_compared(tree, set(HEAD_NAMES), "head") == [2]

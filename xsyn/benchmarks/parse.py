@@ -1,0 +1,99 @@
+"""The corpus-parsing benchmark behind `xsyn bench parse`.
+
+Two measurements:
+- parse throughput: the same sentences parsed from scratch (no cache) by `parse_segments` with 1, 2, ...
+  worker processes, the pool's start and the parser's model loads included, as a corpus run pays them.
+  `speedup` is the rate over the 1-worker rate; `efficiency` the speedup per worker (1.0: perfect), and
+  `added_core_efficiency` what each worker beyond the first adds, in units of the first
+  ((speedup - 1) / (workers - 1)). `sentences_per_cpu_s` counts the CPU time of this process and its
+  workers: the rate one core gives when nothing else runs on it, and, compared across worker counts,
+  what the workers cost besides parsing (their start, the model loads, sending records back); unlike
+  the wall-clock figures it holds on a busy machine;
+- the parse cache at `cache_entries` entries: appending them in the chunks parsing writes (as
+  parsing fsyncs them), opening the cache (indexing every shard, as each run does first), and looking up
+  `lookups` random keys (reading, checking and decoding each record).
+
+The machine's load average is recorded before and after: a parallel figure means little on a machine
+that other work keeps busy.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xsyn.syntax.cache import ParseCache, cache_key
+from xsyn.syntax.parse import MIN_CHUNK, parse_segments
+from xsyn.syntax.parsing import Parser
+from xsyn.syntax.segment import Segment
+
+
+def parse_throughput(parser: Parser, sentences: Sequence[str], lang: str, workers: Sequence[int],
+                     batch_size: int = 256) -> list[dict[str, Any]]:
+    """Sentences/s parsing `sentences` (distinct) from scratch with each number of `workers`."""
+    if len(sentences) < max(workers) * MIN_CHUNK:
+        raise ValueError(f"{len(sentences)} sentences cannot keep {max(workers)} workers busy (chunks of at least "
+                         f"{MIN_CHUNK}): give at least {max(workers) * MIN_CHUNK}")
+    rows: list[dict[str, Any]] = []
+    for count in workers:
+        segments = [Segment(lang, text=text) for text in sentences]
+        cpu_before = _cpu_seconds()
+        start = time.perf_counter()
+        parse_segments(segments, parser, None, workers=count, batch_size=batch_size)
+        seconds = time.perf_counter() - start
+        cpu = _cpu_seconds() - cpu_before
+        rows.append({"workers": count, "sentences": len(segments), "seconds": seconds,
+                     "sentences_per_s": len(segments) / seconds, "cpu_seconds": cpu,
+                     "sentences_per_cpu_s": len(segments) / cpu})
+    base = rows[0]["sentences_per_s"] / rows[0]["workers"]
+    for row in rows:
+        speedup = row["sentences_per_s"] / base
+        row["speedup"] = speedup
+        row["efficiency"] = speedup / row["workers"]
+        row["added_core_efficiency"] = (speedup - 1) / (row["workers"] - 1) if row["workers"] > 1 else None
+    return rows
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its ended children (the pool's workers, once it is closed)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def cache_rates(records: Sequence[Any], entries: int, lookups: int, chunk: int = 256,
+                folder: str | Path | None = None, seed: int = 0) -> dict[str, Any]:
+    """Writes/s, open seconds and lookups/s of a parse cache of `entries` entries (the `records`
+    repeated under distinct keys), in a temporary folder (under `folder`); each also in CPU time."""
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        cache = ParseCache(tmp)
+        keys = [cache_key(f"sentence {i}", "en", "bench", "1", {}) for i in range(entries)]
+        start, cpu = time.perf_counter(), time.process_time()
+        for lo in range(0, entries, chunk):
+            cache.put_many((keys[i], records[i % len(records)]) for i in range(lo, min(entries, lo + chunk)))
+        cache.sync()
+        write_seconds, write_cpu = time.perf_counter() - start, time.process_time() - cpu
+        size = sum(path.stat().st_size for path in Path(tmp).glob("*.jsonl"))
+        start, cpu = time.perf_counter(), time.process_time()
+        reopened = ParseCache(tmp)
+        open_seconds, open_cpu = time.perf_counter() - start, time.process_time() - cpu
+        assert len(reopened) == entries, (len(reopened), entries)
+        sample = random.Random(seed).sample(keys, min(lookups, entries))
+        start, cpu = time.perf_counter(), time.process_time()
+        found = sum(reopened.get(key) is not None for key in sample)
+        read_seconds, read_cpu = time.perf_counter() - start, time.process_time() - cpu
+        assert found == len(sample)
+    return {"entries": entries, "bytes": size, "write_chunk": chunk, "writes_per_s": entries / write_seconds,
+            "writes_per_cpu_s": entries / write_cpu, "open_seconds": open_seconds, "open_cpu_seconds": open_cpu,
+            "lookups": len(sample), "lookups_per_s": len(sample) / read_seconds,
+            "lookups_per_cpu_s": len(sample) / read_cpu}
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, where the system reports them."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None

@@ -1,0 +1,112 @@
+"""What a syntax variant is: one `SyntaxVariant` object that the model, the config, the cards and the
+model cards ask, instead of comparing variant names.
+
+A variant module stays importable without torch (the command line and the task cards read its
+settings); its hooks import their layers when a model is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from xsyn.utils.errors import XsynError
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+
+class SyntaxConfigError(XsynError, ValueError):
+    """A syntax setting that cannot work with this model; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class LossTerm:
+    """An auxiliary loss: `loss = task_loss + config.<weight> * (sum of the named parts)`. The parts are the
+    output fields the variant's `auxiliary_losses` fills (and the names logged at every step)."""
+
+    parts: tuple[str, ...]
+    weight: str
+
+
+@dataclass
+class SyntaxBatch:
+    """The batch fields a variant's hooks may read (the collated batch of `xsyn.trees.batch`)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor | None
+    tree_deprel: torch.Tensor | None
+    position_ids: torch.Tensor | None
+
+    def real_tokens(self) -> torch.Tensor:
+        """1 for the pieces that are not padding."""
+        import torch
+
+        return self.attention_mask if self.attention_mask is not None else torch.ones_like(self.input_ids)
+
+
+class SyntaxVariant:
+    """A syntax variant, in one place. Subclass it in one module and add one line to the registry
+    (`xsyn.models.variants`); the defaults are those of plain BERT.
+
+    - `settings`: a dataclass of the variant's `XsynBertConfig` fields, with its `validate_<name>`
+      check (run by the config, as `@strict` runs class validators);
+    - `uses_layers`: whether `syntax_layers` chooses the layers it changes;
+    - `card_settings`: the settings a task card may state for it, `paper_names` the papers' names for
+      them (`delta` -> `gat_delta`);
+    - `paper`: its BibTeX, cited by model cards;
+    - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
+    - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
+      model settings).
+    """
+
+    name: str = ""
+    is_baseline: bool = False
+    settings: type | None = None
+    uses_layers: bool = False
+    card_settings: tuple[str, ...] = ()
+    paper_names: dict[str, str] = {}
+    paper: str | None = None
+    losses: tuple[LossTerm, ...] = ()
+    parameter_markers: tuple[str, ...] = ()
+
+    def setting_names(self) -> tuple[str, ...]:
+        """The config fields that are this variant's settings (what a model card lists)."""
+        own = tuple(f.name for f in dataclasses.fields(self.settings)) if self.settings is not None else ()
+        return (("syntax_layers",) if self.uses_layers else ()) + own
+
+    def loss_names(self) -> tuple[str, ...]:
+        return tuple(part for term in self.losses for part in term.parts)
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        """The `tree_*` batch fields `forward` needs (besides `input_ids`)."""
+        return ()
+
+    def install(self, model: XsynBertModel) -> None:
+        """Swap or add the variant's modules on a freshly built `XsynBertModel`."""
+
+    def after_lift(self, model: XsynBertModel) -> None:
+        """Adjust the encoder once a checkpoint's weights are in (`build_model`)."""
+
+    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+        """Initialise one of the variant's own modules (after BERT's rule for Linear/Embedding/LayerNorm)."""
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> Any:
+        """What the variant's layers read, computed once per batch (passed to them as `xsyn_syntax`).
+        `with_losses`: the auxiliary losses are wanted for this batch."""
+        return None
+
+    def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor
+               ) -> torch.Tensor | None:
+        """A replacement for BERT's last hidden state (which is then pooled again), or None to keep it."""
+        return None
+
+    def auxiliary_losses(self, model: XsynBertModel, context: Any, tree: TreeTensors, batch: SyntaxBatch,
+                         hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
+        """The parts of `losses` computed for this batch (none, when they are not wanted)."""
+        return {}

@@ -1,0 +1,154 @@
+"""`gat`: the GAT syntax encoder and attention bias of Ahmad et al. (2021).
+
+A GAT over the batch's trees (`xsyn.models.gat`) computes G; in each syntax layer the first
+`syntax_heads` attention heads add G G_l to their query and key (or the `bias_targets`). Its
+structural probes give the auxiliary loss `structural_loss_weight * (distance_loss + depth_loss)`.
+
+| setting                   | default       | meaning                                                   |
+|---------------------------|---------------|-----------------------------------------------------------|
+| `syntax_layers`           | all layers    | encoder layers (0-based) whose self-attention sees syntax |
+| `syntax_heads`            | 1             | attention heads (the first n) biased by the GAT output    |
+| `bias_targets`            | `"query,key"` | projections the GAT bias is added to (paper: query,key;   |
+|                           |               | released code: key,value)                                 |
+| `gat_layers`              | 4             | GAT layers (L_g)                                          |
+| `gat_heads`               | 4             | GAT heads (k)                                             |
+| `gat_head_size`           | 64            | size of one GAT head (d_g); the GAT output has k * d_g    |
+| `gat_delta`               | 4             | GAT attention reaches tree distance <= delta              |
+| `gat_attention`           | `"dot"`       | `dot` (paper eq. 2, query = key) or `additive`            |
+|                           |               | (Velickovic-style, as in the released code)               |
+| `gat_deprel_embeddings`   | False         | add a dependency-relation embedding to the GAT input      |
+| `gat_residual`            | False         | add each GAT layer's input to its output where the sizes  |
+|                           |               | match (not in the paper; helps pre-training, see README)  |
+| `gat_edge_direction`      | False         | a learned attention logit per GAT layer, head and edge    |
+|                           |               | relation (self, head, dependent, further): lets the GAT   |
+|                           |               | tell a piece's head from its dependents (not in the paper)|
+| `gat_position_embeddings` | False         | add BERT's position embeddings to the GAT input, so that  |
+|                           |               | identical words in mirrored places of a tree get distinct |
+|                           |               | inputs (not in the paper; helps pre-training, see README) |
+| `probe_rank`              | 64            | rank of the structural probes theta1, theta2              |
+| `structural_loss_weight`  | 0.5           | alpha in loss = task + alpha (distance + depth)           |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from xsyn.models.defaults import GAT_ATTENTIONS
+from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, SyntaxVariant
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+BIAS_TARGETS = ("query", "key", "value")
+AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
+  title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
+  author = "Ahmad, Wasi Uddin and Li, Haoran and Chang, Kai-Wei and Mehdad, Yashar",
+  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
+               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
+  year = "2021",
+  publisher = "Association for Computational Linguistics",
+  url = "https://aclanthology.org/2021.acl-long.350",
+  pages = "4538--4554"
+}"""
+
+
+@dataclass(init=False, repr=False, eq=False)
+class GatSettings:
+    """The `gat` fields of `XsynBertConfig` (see the table above)."""
+
+    syntax_heads: int = 1
+    bias_targets: str = "query,key"
+    gat_layers: int = 4
+    gat_heads: int = 4
+    gat_head_size: int = 64
+    gat_delta: int = 4
+    gat_attention: str = "dot"
+    gat_deprel_embeddings: bool = False
+    gat_residual: bool = False
+    gat_edge_direction: bool = False
+    gat_position_embeddings: bool = False
+    probe_rank: int = 64
+    structural_loss_weight: float | int = 0.5
+
+    @property
+    def bias_target_names(self) -> tuple[str, ...]:
+        return tuple(t.strip() for t in self.bias_targets.split(",") if t.strip())
+
+    @property
+    def gat_output_size(self) -> int:
+        return self.gat_heads * self.gat_head_size
+
+    def validate_gat(self) -> None:
+        heads = self.num_attention_heads  # a BertConfig field: these settings are part of XsynBertConfig
+        if not 1 <= self.syntax_heads <= heads:
+            raise SyntaxConfigError(
+                f"syntax_heads={self.syntax_heads}, but a syntax head is one of the model's "
+                f"{heads} attention heads; use 1..{heads}")
+        targets = self.bias_target_names
+        if not targets or any(t not in BIAS_TARGETS for t in targets) or len(set(targets)) != len(targets):
+            raise SyntaxConfigError(
+                f"bias_targets={self.bias_targets!r}; give distinct names from {', '.join(BIAS_TARGETS)}, "
+                "comma-separated (paper: 'query,key'; released code: 'key,value')")
+        for name in ("gat_layers", "gat_heads", "gat_head_size", "gat_delta", "probe_rank"):
+            if getattr(self, name) < 1:
+                raise SyntaxConfigError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.gat_attention not in GAT_ATTENTIONS:
+            raise SyntaxConfigError(
+                f"gat_attention={self.gat_attention!r}; choose one of {', '.join(GAT_ATTENTIONS)}")
+        if self.structural_loss_weight < 0:
+            raise SyntaxConfigError(f"structural_loss_weight={self.structural_loss_weight} must be >= 0")
+
+
+class Gat(SyntaxVariant):
+    name = "gat"
+    settings = GatSettings
+    uses_layers = True
+    card_settings = ("gat_delta", "syntax_heads", "syntax_layers", "structural_loss_weight", "gat_layers",
+                     "gat_heads", "gat_head_size")
+    paper_names = {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size"}
+    paper = AHMAD_2021
+    losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
+    parameter_markers = ("gat", "syntax_bias")
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
+
+    def install(self, model: XsynBertModel) -> None:
+        from xsyn.models.gat import GatSelfAttention, GatSyntaxEncoder
+
+        for i in model.config.syntax_layer_ids:
+            model.encoder.layer[i].attention.self = GatSelfAttention(model.config, layer_idx=i)
+        model.gat = GatSyntaxEncoder(model.config)
+
+    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+        from transformers import initialization as init
+
+        from xsyn.models.gat import AdditiveGatLayer, GatSyntaxEncoder
+
+        if isinstance(module, AdditiveGatLayer):
+            init.normal_(module.score_query, std=config.initializer_range)
+            init.normal_(module.score_key, std=config.initializer_range)
+        elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
+            init.zeros_(module.relation_bias)  # no preference among the relations at first
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> torch.Tensor:
+        return model.gat_encode(batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids)
+
+    def auxiliary_losses(self, model: XsynBertModel, context: torch.Tensor, tree: TreeTensors,
+                         batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
+        if not with_losses:
+            return {}
+        from xsyn.models.gat import structural_loss
+
+        predicted_distances, predicted_depths = model.gat.probe(context)
+        distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
+                                                    tree.depth, batch.real_tokens())
+        return {"distance_loss": distance_loss, "depth_loss": depth_loss}
+
+VARIANT = Gat()

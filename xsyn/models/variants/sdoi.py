@@ -1,0 +1,88 @@
+"""`sdoi`: the syntax-guided layer of SG-Net (Zhang et al. 2020).
+
+One extra Transformer layer attends, over BERT's output, only to each piece's syntactic dependency
+of interest (its ancestors and itself); its output is aggregated with BERT's
+(`xsyn.models.sdoi`). `last_hidden_state` (and the pooled output) is the aggregated H';
+`hidden_states` are BERT's layers.
+
+| setting                     | default | meaning                                                    |
+|-----------------------------|---------|------------------------------------------------------------|
+| `sdoi_alpha`                | 0.5     | H' = alpha H + (1 - alpha) H_sdoi                          |
+| `sdoi_learn_alpha`          | False   | make alpha a trained parameter (initialised to the above)  |
+| `sdoi_init_from_last_layer` | False   | start the extra layer as a copy of the checkpoint's last   |
+|                             |         | layer (SG-Net: random); applies when lifting a checkpoint  |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from xsyn.models.variants.base import SyntaxConfigError, SyntaxVariant
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
+  title = "{SG-Net}: Syntax-Guided Machine Reading Comprehension",
+  author = "Zhang, Zhuosheng and Wu, Yuwei and Zhou, Junru and Duan, Sufeng and Zhao, Hai and Wang, Rui",
+  booktitle = "Proceedings of the AAAI Conference on Artificial Intelligence",
+  volume = "34",
+  number = "05",
+  pages = "9636--9643",
+  year = "2020",
+  doi = "10.1609/aaai.v34i05.6511"
+}"""
+
+
+@dataclass(init=False, repr=False, eq=False)
+class SdoiSettings:
+    """The `sdoi` fields of `XsynBertConfig` (see the table above)."""
+
+    sdoi_alpha: float | int = 0.5
+    sdoi_learn_alpha: bool = False
+    sdoi_init_from_last_layer: bool = False
+
+    def validate_sdoi(self) -> None:
+        if not 0.0 <= self.sdoi_alpha <= 1.0:
+            raise SyntaxConfigError(f"sdoi_alpha={self.sdoi_alpha} must lie in [0, 1]")
+
+
+class Sdoi(SyntaxVariant):
+    name = "sdoi"
+    settings = SdoiSettings
+    paper = ZHANG_2020
+    parameter_markers = ("sdoi",)
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos")
+
+    def install(self, model: XsynBertModel) -> None:
+        from xsyn.models.sdoi import SdoiLayer
+
+        model.sdoi = SdoiLayer(model.config)
+
+    def after_lift(self, model: XsynBertModel) -> None:
+        if model.config.sdoi_init_from_last_layer:  # the extra layer starts as the checkpoint's last (same shapes)
+            model.sdoi.layer.load_state_dict(model.encoder.layer[-1].state_dict())
+
+    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+        from transformers import initialization as init
+
+        from xsyn.models.sdoi import SdoiLayer
+
+        if isinstance(module, SdoiLayer):
+            init.constant_(module.alpha, config.sdoi_alpha)
+
+    def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
+        from xsyn.models.attention import attention_mask_for
+
+        return model.sdoi(hidden, attention_mask_for(tree.sdoi_mask(), model.config._attn_implementation,
+                                                     model.dtype))
+
+
+VARIANT = Sdoi()

@@ -1,0 +1,132 @@
+"""`sep`: the syntax-aware representation of SEPREM (Xu et al. 2021).
+
+Before each chosen encoder layer, the layer's input is mixed with its view through the batch's
+normalised inverse tree distances (`xsyn.models.sep`). As an option, SEPREM's dependency-distance
+prediction (`xsyn.models.distance_prediction`, also an objective of `xsyn pretrain-gat`, where it is
+called `seprem`) is an auxiliary loss: `sep_distance_loss_weight * seprem_loss`, in training.
+
+| setting                    | default    | meaning                                                  |
+|----------------------------|------------|----------------------------------------------------------|
+| `syntax_layers`            | all layers | encoder layers (0-based) whose input is mixed with its   |
+|                            |            | distance view                                            |
+| `sep_alpha`                | 0.1        | H' = (1 - alpha) H + alpha sigmoid(W1 H + W2 D~ H); the  |
+|                            |            | SEPREM summary gives no value                            |
+| `sep_learn_alpha`          | False      | make alpha a trained parameter (initialised to the above)|
+| `sep_distance_loss_weight` | 0.0        | weight of the distance-prediction loss in fine-tuning    |
+|                            |            | (0: off; the head exists only when > 0)                  |
+| `sep_max_distance`         | 8          | its classes: distances 1 .. K-1 and "K or more"          |
+
+No task card has a `sep` section: the paper fine-tunes on none of these tasks, so a `sep` run takes
+the card's plain-model settings and these defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, SyntaxVariant
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+XU_2021 = """@inproceedings{xu-etal-2021-syntax,
+  title = "Syntax-Enhanced Pre-trained Model",
+  author = "Xu, Zenan and Guo, Daya and Tang, Duyu and Su, Qinliang and Shou, Linjun and Gong, Ming and
+            Zhong, Wanjun and Quan, Xiaojun and Jiang, Daxin and Duan, Nan",
+  booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the
+               11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
+  year = "2021",
+  publisher = "Association for Computational Linguistics",
+  url = "https://aclanthology.org/2021.acl-long.420",
+  doi = "10.18653/v1/2021.acl-long.420",
+  pages = "5412--5422"
+}"""
+
+
+@dataclass(init=False, repr=False, eq=False)
+class SepSettings:
+    """The `sep` fields of `XsynBertConfig` (see the table above)."""
+
+    sep_alpha: float | int = 0.1
+    sep_learn_alpha: bool = False
+    sep_distance_loss_weight: float | int = 0.0
+    sep_max_distance: int = 8
+
+    def validate_sep(self) -> None:
+        if not 0.0 <= self.sep_alpha <= 1.0:
+            raise SyntaxConfigError(f"sep_alpha={self.sep_alpha} must lie in [0, 1]")
+        if self.sep_distance_loss_weight < 0:
+            raise SyntaxConfigError(f"sep_distance_loss_weight={self.sep_distance_loss_weight} must be >= 0")
+        if self.sep_max_distance < 2:
+            raise SyntaxConfigError(f"sep_max_distance={self.sep_max_distance} must be >= 2 (a class for "
+                                    "distance 1 and one for 'that or more')")
+
+
+@dataclass
+class SepContext:
+    """D~ in the layers' dtype, and the pairs whose distances were corrupted for the loss (or None)."""
+
+    weights: torch.Tensor
+    pairs: torch.Tensor | None
+
+
+class Sep(SyntaxVariant):
+    name = "sep"
+    settings = SepSettings
+    uses_layers = True
+    paper = XU_2021
+    losses = (LossTerm(("seprem_loss",), "sep_distance_loss_weight"),)
+    parameter_markers = ("seprem", "seprem_head")
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos")
+
+    def install(self, model: XsynBertModel) -> None:
+        from xsyn.models.distance_prediction import DistancePredictionHead
+        from xsyn.models.sep import SepLayer
+
+        config = model.config
+        for i in config.syntax_layer_ids:
+            model.encoder.layer[i] = SepLayer(config, layer_idx=i)
+        model.seprem_head = (DistancePredictionHead(config.hidden_size, config.sep_max_distance)
+                             if config.sep_distance_loss_weight > 0 else None)
+
+    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+        from transformers import initialization as init
+
+        from xsyn.models.sep import SepMix
+
+        if isinstance(module, SepMix):
+            init.constant_(module.alpha, config.sep_alpha)
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> SepContext:
+        import torch
+
+        from xsyn.models.distance_prediction import corrupt_distances, select_pairs
+        from xsyn.trees.tensors import sep_weights
+
+        pairs = None
+        if with_losses and model.seprem_head is not None and model.training:
+            # SEPREM's objective: hide or perturb some pairs' distances, predict them from the output
+            pairs = select_pairs(tree.distances, batch.real_tokens().bool())
+            weights = sep_weights(corrupt_distances(tree.distances, pairs, model.config.sep_max_distance))
+        else:
+            weights = tree.sep_weights()
+        device = weights.device.type  # under autocast, cast once here rather than in every layer's product
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else model.dtype
+        return SepContext(weights.to(dtype), pairs)
+
+    def auxiliary_losses(self, model: XsynBertModel, context: SepContext, tree: TreeTensors,
+                         batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
+        if context.pairs is None:
+            return {}
+        return {"seprem_loss": model.seprem_head.loss(hidden, context.pairs, tree.distances)}
+
+
+VARIANT = Sep()

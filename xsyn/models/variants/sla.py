@@ -1,0 +1,83 @@
+"""`sla`: syntax-aware local attention (Li et al. 2021).
+
+In each syntax layer a token mixes, through a learned gate, BERT's attention with attention over the
+words local to it in the tree (`xsyn.models.local_attention`).
+
+| setting             | default    | meaning                                                      |
+|---------------------|------------|--------------------------------------------------------------|
+| `syntax_layers`     | all layers | encoder layers (0-based) with the gated local attention      |
+| `sla_distance`      | 3          | m: word j is local to word i iff min over i-1, i, i+1 of the |
+|                     |            | tree distance to j is <= m                                   |
+| `sla_punct_visible` | False      | punctuation is local to every word                           |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVariant
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
+  title = "Improving {BERT} with Syntax-aware Local Attention",
+  author = "Li, Zhongli and Zhou, Qingyu and Li, Chao and Xu, Ke and Cao, Yunbo",
+  booktitle = "Findings of the Association for Computational Linguistics: ACL-IJCNLP 2021",
+  year = "2021",
+  publisher = "Association for Computational Linguistics",
+  eprint = "2012.15150",
+  archivePrefix = "arXiv",
+  url = "https://arxiv.org/abs/2012.15150"
+}"""
+
+
+@dataclass(init=False, repr=False, eq=False)
+class SlaSettings:
+    """The `sla` fields of `XsynBertConfig` (see the table above)."""
+
+    sla_distance: int = 3
+    sla_punct_visible: bool = False
+
+    def validate_sla(self) -> None:
+        if self.sla_distance < 0:
+            raise SyntaxConfigError(f"sla_distance={self.sla_distance} must be >= 0")
+
+
+class LocalAttention(SyntaxVariant):
+    """SLA and WLA: the gated local attention in each syntax layer; they differ in what is local."""
+
+    uses_layers = True
+    paper = LI_2021
+    parameter_markers = ("gate",)
+
+    def install(self, model: XsynBertModel) -> None:
+        from xsyn.models.local_attention import install_local_attention
+
+        install_local_attention(model)
+
+
+class Sla(LocalAttention):
+    name = "sla"
+    settings = SlaSettings
+    card_settings = ("sla_distance", "sla_punct_visible")
+    paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_parent", "tree_upos", "tree_word")
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> torch.Tensor:
+        from xsyn.models.attention import attention_mask_for
+
+        config = model.config
+        return attention_mask_for(tree.sla_mask(config.sla_distance, config.sla_punct_visible),
+                                  config._attn_implementation, model.dtype)
+
+
+VARIANT = Sla()

@@ -1,0 +1,55 @@
+"""`wla`: word-window local attention, the baseline of Li et al. (2021) for SLA.
+
+As `sla`, but a word's local words are those within a window around it, whatever the tree.
+
+| setting         | default    | meaning                                                  |
+|-----------------|------------|----------------------------------------------------------|
+| `syntax_layers` | all layers | encoder layers (0-based) with the gated local attention  |
+| `wla_window`    | 4          | k: word j is local to word i iff abs(i - j) <= k         |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError
+from xsyn.models.variants.sla import LocalAttention
+
+if TYPE_CHECKING:
+    import torch
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
+
+
+@dataclass(init=False, repr=False, eq=False)
+class WlaSettings:
+    """The `wla` fields of `XsynBertConfig` (see the table above)."""
+
+    wla_window: int = 4
+
+    def validate_wla(self) -> None:
+        if self.wla_window < 0:
+            raise SyntaxConfigError(f"wla_window={self.wla_window} must be >= 0")
+
+
+class Wla(LocalAttention):
+    name = "wla"
+    settings = WlaSettings
+    card_settings = ("wla_window",)
+    paper_names = {"k": "wla_window"}
+
+    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+        return ("tree_upos", "tree_word", "tree_segment")
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> torch.Tensor:
+        from xsyn.models.attention import attention_mask_for
+
+        return attention_mask_for(tree.wla_mask(model.config.wla_window), model.config._attn_implementation,
+                                  model.dtype)
+
+
+VARIANT = Wla()

@@ -1,0 +1,73 @@
+"""`xsyn report --latex`: the report's tables as paper-ready LaTeX (booktabs), one table per experiment.
+
+Rows are the systems (mean ± sd over seeds) and, against the baseline, their deltas with the
+significance marker; columns are the languages (the source language marked †) and the average.
+Needs `\\usepackage{booktabs}` in the paper.
+"""
+
+from __future__ import annotations
+
+from xsyn.report.aggregate import Delta, Experiment, Report, Stat
+from xsyn.report.render import (
+    experiment_caps,
+    experiment_folder,
+    experiment_languages,
+    experiment_systems,
+    section_title,
+)
+
+_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_tables(report: Report) -> str:
+    """Every experiment's table, separated by blank lines, ready for \\input."""
+    return "\n\n".join(_table(experiment, report.bootstrap.alpha) for experiment in report.experiments) + "\n"
+
+
+def escape(text: str) -> str:
+    return "".join(_SPECIAL.get(char, char) for char in text)
+
+
+def _table(experiment: Experiment, alpha: float) -> str:
+    languages = experiment_languages(experiment)
+    systems = experiment_systems(experiment)
+    sources = {system.source_lang for system in systems}
+    seeds = sorted({len(system.runs) for system in systems})
+    header = ["System", *[escape(lang) + (r"$^\dagger$" if lang in sources else "") for lang in languages],
+              "Avg."]
+    lines = [r"\begin{table}[t]", r"\centering", r"\small",
+             r"\begin{tabular}{l" + "r" * (len(languages) + 1) + "}", r"\toprule", " & ".join(header) + r" \\",
+             r"\midrule"]
+    for system in systems:
+        cells = [_stat(system.per_language.get(lang)) for lang in languages]
+        lines.append(" & ".join([escape(system.label), *cells, _stat(system.average)]) + r" \\")
+    if experiment.comparisons:
+        lines.append(r"\midrule")
+        for comparison in experiment.comparisons:
+            cells = [_delta(comparison.per_language.get(lang)) for lang in languages]
+            average = "--" if comparison.average is None else f"${comparison.average:+.1f}$"
+            lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
+    caption = (f"{escape(section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
+               f"{'/'.join(map(str, seeds))} seed(s); $^\\dagger$ source language")
+    if experiment.comparisons:
+        caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
+                    "(one-sided paired bootstrap)")
+    caps = experiment_caps(experiment)
+    if caps:
+        caption += ". Not the full benchmark: " + "; ".join(escape(cap) for cap in caps)
+    lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + ".}",
+              r"\label{tab:" + experiment_folder(experiment) + "}", r"\end{table}"]
+    return "\n".join(lines)
+
+
+def _stat(stat: Stat | None) -> str:
+    if stat is None:
+        return "--"
+    return f"${stat.mean:.1f}$" if stat.std is None else f"${stat.mean:.1f} \\pm {stat.std:.1f}$"
+
+
+def _delta(cell: Delta | None) -> str:
+    if cell is None:
+        return "--"
+    return f"${cell.delta:+.1f}" + ("^{*}$" if cell.significant else "$")

@@ -1,0 +1,92 @@
+"""What every parser is: the `Parser` protocol, its errors, and the helpers several parsers share.
+
+This module imports no parser. The registry (`registry.py`) names the parsers and imports one only
+when it is asked for, so `xsyn --help` loads neither Stanza, spaCy nor UDPipe, and no parser module
+imports another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from xsyn.syntax.record import SyntaxRecord
+from xsyn.utils.errors import XsynError
+
+
+class Parser(Protocol):
+    """Text or gold tokens in, one syntax record per segment out.
+
+    `name`, `version` and `cache_identity()` address the parse cache (with the segment's content and
+    language): a change of any of them re-parses. `preparsed` parsers look their trees up rather than
+    compute them; the cache keys their parses by each segment's sent_id too, every process looks up
+    all its segments itself, and `sent_ids` (one per text, or None) are handed to them. `data_trees`
+    parsers serve the tree a segment's data carries (`Segment.gold_tree`, e.g. a UD treebank's); they
+    are asked only about segments without one, and say so. `max_workers` caps the processes that
+    parse side by side (None: no cap; 1 where a worker would cost more than it saves, or share one
+    GPU); a parser sent to worker processes must pickle without its loaded models.
+    """
+
+    name: str
+    version: str
+    preparsed: bool
+    data_trees: bool
+    max_workers: int | None
+
+    def cache_identity(self) -> dict[str, Any]: ...
+
+    def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
+                    ) -> list[SyntaxRecord]: ...
+
+    def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str, *,
+                     sent_ids: Sequence[str | None] | None = None) -> list[SyntaxRecord]: ...
+
+
+class ParserUnavailable(XsynError, RuntimeError):
+    """The parser cannot run here (models missing); the message says how to install them."""
+
+
+class ParserChoiceError(XsynError, ValueError):
+    """A parser choice that names no registered parser, or lacks (or wrongly has) its argument."""
+
+
+UNSPACED_LANGUAGES = ("zh", "ja")  # written without spaces between words
+
+
+def joins_characters(tokens: Sequence[str], lang: str) -> bool:
+    """Gold tokens that are single characters of an unspaced language: a parser given them one by
+    one would take every character for a word, so they are parsed as one text instead."""
+    return lang.split("-")[0] in UNSPACED_LANGUAGES and bool(tokens) and all(len(t) == 1 for t in tokens)
+
+
+def characters_as_tokens(record: SyntaxRecord, tokens: Sequence[str]) -> SyntaxRecord:
+    """A record parsed from `"".join(tokens)` (one character per token) -> the same words placed on
+    the gold tokens: a character span is a range of tokens."""
+    units = record.units() or []
+    return SyntaxRecord(record.words, record.heads, record.upos, record.deprels,
+                        token_index=[start for start, _ in units], token_end=[end for _, end in units],
+                        text=" ".join(tokens), lang=record.lang, sentence_starts=record.sentence_starts)
+
+
+SHOWN_MISSING = 5  # segments without a parse shown in the error; all are counted
+
+
+class ParsesNotFound(XsynError, ValueError):
+    """Segments that a parser which looks trees up (a CoNLL-U source, the data's own trees) has no tree
+    for; `missing` describes each one, `how` says how they were looked up and `fix` what to do."""
+
+    LOOKUP = ("texts are compared ignoring whitespace; segments of several sentences need those sentences "
+              "consecutive in the file")
+    FIX = "Parse these texts into the CoNLL-U source too, or choose another --parser"
+
+    def __init__(self, source: str, missing: list[str], how: str = LOOKUP, fix: str = FIX):
+        self.source, self.missing, self.how, self.fix = source, missing, how, fix
+        shown = "\n".join(f"  {line}" for line in missing[:SHOWN_MISSING])
+        more = f"\n  ... and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
+        super().__init__(f"{source} has no parse for {len(missing)} segment(s) ({how}):\n{shown}{more}\n{fix}")
+
+    @classmethod
+    def merge(cls, errors: Sequence[ParsesNotFound]) -> ParsesNotFound:
+        """The errors of several batches as one, counting all their segments."""
+        first = errors[0]
+        return cls(first.source, [m for e in errors for m in e.missing], first.how, first.fix)
