@@ -8,7 +8,7 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
   profile        torch.profiler's top operations of each variant that misses its step-time target
   suite          the test suite with `--device` (xdist when installed; at most SUITE_SECONDS)
   bench_syntax   `xsyn bench syntax --device` on UD English-EWT dev
-  bench_eval     `xsyn bench eval`: generalized pair cost, data-wait share (measured; inline vs prefetched)
+  bench_eval     `xsyn bench eval`: generalized pair cost, data-wait share (measured, and at the measured step)
   precision      tiny GAT fine-tuned on synth in float32, bf16 and fp16: loss falls, dev accuracy vs float32
   accelerate     the same fine-tuning under `accelerate launch` (one process) and plain: equal results?
   pawsx_minilm   MiniLM on PAWS-X, English dev as training data, `none` and `gat`: finetune, then
@@ -265,7 +265,7 @@ def accelerate(run: Run) -> dict[str, Any]:
 def suite(run: Run) -> dict[str, Any]:
     import importlib.util
 
-    selection = (["tests/test_run_prefetch.py", "tests/test_models_bench.py::"
+    selection = (["tests/test_training_loop.py", "tests/test_models_bench.py::"
                   "test_a_gpus_dense_peak_is_known_by_its_name_and_only_for_half_precision"] if run.quick else [])
     workers = ["-n", str(min(12, os.cpu_count() or 1))] if importlib.util.find_spec("xdist") and not run.quick else []
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", run.device, *workers,
@@ -384,9 +384,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", f"`xsyn bench eval`: data wait {ev['data_wait_fraction']:.1%} of training "
                   f"(step {1000 * ev['step_seconds_compute']:.1f} ms, collation "
                   f"{1000 * ev['collate_seconds_per_batch']:.2f} ms/batch); at that step: inline "
-                  f"{ev['data_wait_fraction_inline']:.1%}, prefetched (thread) "
-                  f"{ev['data_wait_fraction_prefetched']:.1%}, worker processes "
-                  f"{ev['data_wait_fraction_worker_processes']:.1%}; pair cost ratio "
+                  f"{ev['data_wait_fraction_inline']:.1%}; pair cost ratio "
                   f"{ev['generalized_pair_cost_ratio']:.2f}"]
     prec = steps.get("precision", {})
     if prec:

@@ -59,12 +59,12 @@ def main() -> None:
         settings = PretrainSettings(
             treebanks=["en"], eval_treebanks=["all"], treebank_dir=str(args.treebank_dir),
             output_dir=str(args.output_dir / f"delta{delta}"), model="tiny", tokenizer=str(args.tokenizer),
-            delta=delta, gat_attention=args.gat_attention, max_train_sentences=args.train_sentences,
-            max_eval_sentences=args.max_eval_sentences, steps=args.steps, learning_rate=args.learning_rate,
+            gat_delta=delta, gat_attention=args.gat_attention, max_train_examples=args.train_sentences,
+            max_eval_examples=args.max_eval_sentences, max_steps=args.steps, learning_rate=args.learning_rate,
             gat=gat, seed=args.seed, log_every=100)
         started = time.perf_counter()
         summary = run_pretraining(settings)
-        metrics = json.loads((Path(settings.output_dir) / "probe_metrics.json").read_text())
+        metrics = summary["probe_metrics"]
         runs[delta] = {"metrics": metrics, "train_seconds": summary["training"]["seconds"],
                        "total_seconds": time.perf_counter() - started,
                        "ewt": {row["lang"]: row["split"] for row in summary["evaluation"]}.get("en")}

@@ -23,7 +23,7 @@ from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
-from xsyn.run.train import LENGTH_WINDOW, epoch_batches
+from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
          "--max-train-examples", "128", "--set", "max_eval_examples=64", "--batch-size", "16", "--max-length", "48"]
@@ -73,7 +73,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
 
 
-def test_a_second_run_into_a_run_folder_is_refused_unless_the_first_saved_nothing(vocab, cache, run, tmp_path):
+def test_a_second_run_into_a_run_folder_is_refused_and_overwritten_only_when_asked(vocab, cache, run, tmp_path):
     before = (run / "train_results.json").read_bytes()
     res = CliRunner().invoke(main, finetune_args(vocab, cache, run, "--variant", "none", "--seed", "4"))
     assert res.exit_code == 1 and "already holds a run that saved progress (state/ or train_results.json)" in res.output
@@ -83,6 +83,9 @@ def test_a_second_run_into_a_run_folder_is_refused_unless_the_first_saved_nothin
     (failed / "config.json").write_text("{}")
     (failed / "train_log.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
     res = CliRunner().invoke(main, finetune_args(vocab, cache, failed, "--variant", "none", "--max-steps", "1"))
+    assert res.exit_code == 1 and "start afresh with --overwrite-output-dir" in res.output  # never silently
+    res = CliRunner().invoke(main, finetune_args(vocab, cache, failed, "--variant", "none", "--max-steps", "1",
+                                                 "--overwrite-output-dir"))
     assert res.exit_code == 0, res.output
     assert "9.0" not in (failed / "train_log.jsonl").read_text()  # a fresh run starts a fresh log
 

@@ -27,10 +27,13 @@ from typing import Any
 import pytest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "golden_variants.json"
-# Settings beyond the card's that make each variant run its every path: the learned SDOI alpha, and SEPREM's
-# distance-prediction loss (with its random pair selection and corruption).
+# Each variant's settings, given in full so that an edit of the synth card cannot move the numbers: the GAT
+# the card scales to the tiny model, the learned SDOI alpha, and SEPREM's distance-prediction loss (with its
+# random pair selection and corruption), so that every variant runs its every path.
 VARIANT_SETTINGS: dict[str, list[str]] = {
-    "none": [], "gat": [], "sla": [], "wla": [],
+    "none": [], "sla": [], "wla": [],
+    "gat": ["--set", "gat_delta=1", "--set", "syntax_heads=1", "--set", "structural_loss_weight=0.5", "--set",
+            "gat_layers=2", "--set", "gat_heads=2", "--set", "gat_head_size=32"],
     "sdoi": ["--set", "sdoi_learn_alpha=true"],
     "sep": ["--set", "sep_distance_loss_weight=0.5"],
 }

@@ -88,6 +88,13 @@ def test_gat_loss_adds_the_weighted_structural_terms(small_tokenizer, batch):
     assert model(**{k: v for k, v in batch.items() if k != "labels"}).loss is None  # inference: no losses
 
 
+def test_at_structural_loss_weight_0_the_probe_losses_are_not_computed(small_tokenizer, batch, monkeypatch):
+    model = tiny(small_tokenizer, "gat", "sequence", num_labels=2, structural_loss_weight=0.0)
+    monkeypatch.setattr(model.bert.gat, "probe", lambda *a, **k: pytest.fail("the probes ran at weight 0"))
+    out = model(**batch)
+    assert out.distance_loss is None and out.depth_loss is None and torch.equal(out.loss, out.task_loss)
+
+
 def test_heads_need_their_sizes_and_known_names(small_tokenizer):
     with pytest.raises(ValueError, match="num_intents"):
         build_model("tiny", "none", "intent_slot", tokenizer=small_tokenizer, num_slot_labels=3)

@@ -95,3 +95,15 @@ def test_sdoi_layer_starts_random_or_as_a_copy_of_the_last_layer(checkpoint, pla
     assert all(torch.equal(extra[name], last[name]) for name in last) is copy
     matrices = [name for name, tensor in last.items() if tensor.dim() == 2]  # query, key, value, dense x3
     assert len(matrices) == 6 and all(torch.equal(extra[n], last[n]) is copy for n in matrices)
+
+
+def test_loading_a_checkpoint_for_a_new_head_says_so_in_one_line_not_a_table(checkpoint, caplog, capfd):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="xsyn"):
+        build_model(str(checkpoint), "gat", "sequence", num_labels=2)
+    printed = capfd.readouterr()
+    assert "LOAD REPORT" not in printed.err + printed.out and "Loading weights" not in printed.err
+    lines = [r.getMessage() for r in caplog.records if "newly initialised" in r.getMessage()]
+    assert len(lines) == 1 and "in bert.encoder, bert.gat, classifier" in lines[0]
+    assert lines[0].endswith("(as expected for a new task head and the syntax modules)")

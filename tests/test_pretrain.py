@@ -17,7 +17,6 @@ from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_dist
 from xsyn.models.modeling import ProbeOutput
 from xsyn.pretraining.trainer import (
     encode,
-    length_grouped_batches,
     probe_scores,
     read_treebank,
 )
@@ -55,7 +54,7 @@ def test_tiny_run_writes_a_loadable_checkpoint_and_probe_metrics(tmp_path, share
     assert all(0.0 <= m[k] <= 1.0 for m in metrics.values() for k in METRIC_KEYS - {"n_sentences", "dist_spearman",
                                                                                      "norm_spearman"})
     config = json.loads((out / "pretrain_config.json").read_text())
-    assert config["seed"] == 3 and config["settings"]["delta"] == 1
+    assert config["seed"] == 3 and config["settings"]["gat_delta"] == 1
     # trained on EWT dev, so EWT is scored on test; Arabic-PUD has only a test split
     assert [(e["treebank"], e["split"]) for e in config["evaluation"]] == [("UD_English-EWT", "test"),
                                                                            ("UD_Arabic-PUD", "test")]
@@ -153,17 +152,6 @@ def test_seeded_sample_keeps_file_order(shared_data):
     assert [order.index(i) for i in ids] == sorted(order.index(i) for i in ids)
 
 
-def test_length_grouped_batches_cover_every_input_once_per_epoch():
-    lengths = [5, 40, 7, 33, 12, 9, 28, 3, 15, 21]
-    first, second = (length_grouped_batches(lengths, batch_size=3, seed=0, epoch=k, pool=2) for k in (0, 1))
-    assert len(first) == 4
-    assert sorted(i for batch in first for i in batch) == list(range(10))
-    assert first != second  # a new order every epoch
-    assert first == length_grouped_batches(lengths, batch_size=3, seed=0, epoch=0, pool=2)  # seeded
-    for batch in first:  # within a pool of 6, batches are sorted by length
-        assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
-
-
 # -- SEPREM's distance prediction -------------------------------------------------------------------------
 
 def _toy_batch(small_tokenizer):
@@ -257,7 +245,7 @@ def test_a_pretraining_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     def args(out: Path) -> list[str]:
         return ["--treebanks", "en", "--train-split", "dev", "--treebank-dir", str(shared_data / "ud"), "--model",
                 "tiny", "--tokenizer", str(minilm / "vocab.txt"), "--gat-delta", "1", "--max-train-examples", "48",
-                "--max-eval-examples", "10", "--max-steps", "8", "--log-every", "3", "--save-every", "2",
+                "--max-eval-examples", "10", "--max-steps", "8", "--log-every", "3", "--checkpointing-steps", "2",
                 "--batch-size", "8", "--dropout", "--quiet", "--output-dir", str(out)]
 
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -292,22 +280,23 @@ def test_a_max_length_beyond_the_models_positions_is_refused(tmp_path, shared_da
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], {"delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "gat": {}}),
-    (["--recipe", "strong"], {"delta": 1, "gat_attention": "additive", "learning_rate": 3e-4, "gat": {
+    ([], {"gat_delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "gat": {}}),
+    (["--recipe", "strong"], {"gat_delta": 1, "gat_attention": "additive", "learning_rate": 3e-4, "gat": {
         "gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
         "gat_position_embeddings": True, "gat_layers": 6, "probe_rank": 256}}),
     (["--recipe", "strong", "--gat-delta", "2", "--learning-rate", "1e-4", "--set", "gat_layers=4"],
-     {"delta": 2, "gat_attention": "additive", "learning_rate": 1e-4, "gat": {
+     {"gat_delta": 2, "gat_attention": "additive", "learning_rate": 1e-4, "gat": {
          "gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
          "gat_position_embeddings": True, "gat_layers": 4, "probe_rank": 256}}),
-    (["--recipe", "paper", "--gat-attention", "additive"], {"delta": 4, "gat_attention": "additive",
+    (["--recipe", "paper", "--gat-attention", "additive"], {"gat_delta": 4, "gat_attention": "additive",
                                                            "learning_rate": 1e-3, "gat": {}}),
 ])
 def test_recipes_set_the_gat_and_explicit_flags_win(tmp_path, monkeypatch, args, expected):
     import xsyn.pretraining.trainer as trainer
 
     seen = []
-    monkeypatch.setattr(trainer, "run_pretraining", lambda settings, echo, **options: seen.append(settings))
+    monkeypatch.setattr(trainer, "run_pretraining",
+                        lambda settings, **options: seen.append(settings) or {"probe_metrics": {}, "evaluation": []})
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", str(tmp_path), "--output-dir",
                              str(tmp_path / "out"), *args])
     assert code == 0, output
@@ -319,14 +308,15 @@ def test_a_config_file_wins_over_the_recipe_and_options_win_over_both(tmp_path, 
     import xsyn.pretraining.trainer as trainer
 
     seen = []
-    monkeypatch.setattr(trainer, "run_pretraining", lambda settings, echo, **options: seen.append(settings))
+    monkeypatch.setattr(trainer, "run_pretraining",
+                        lambda settings, **options: seen.append(settings) or {"probe_metrics": {}, "evaluation": []})
     config = tmp_path / "pretrain.toml"
-    config.write_text('delta = 3\nlearning_rate = 5e-4\n[gat]\ngat_layers = 2\n', encoding="utf-8")
+    config.write_text('gat_delta = 3\nlearning_rate = 5e-4\n[gat]\ngat_layers = 2\n', encoding="utf-8")
     code, output = pretrain(["--recipe", "strong", "--config", str(config), "--learning-rate", "2e-4",
                              "--treebanks", "en", "--treebank-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")])
     assert code == 0, output
     settings = seen[0]
-    assert (settings.delta, settings.gat_attention, settings.learning_rate) == (3, "additive", 2e-4)
+    assert (settings.gat_delta, settings.gat_attention, settings.learning_rate) == (3, "additive", 2e-4)
     assert settings.gat["gat_layers"] == 2 and settings.gat["probe_rank"] == 256  # file over recipe, per key
 
 
@@ -334,5 +324,5 @@ def test_recipe_values_are_listed_in_the_help():
     code, output = pretrain(["--help"])
     assert code == 0
     text = " ".join(output.split())
-    assert "strong: delta=1, gat_attention=additive, learning_rate=0.0003, gat_residual=true" in text
-    assert "probe_rank=256" in text and "paper: delta=4, gat_attention=dot, learning_rate=0.001" in text
+    assert "strong: gat_delta=1, gat_attention=additive, learning_rate=0.0003, gat_residual=true" in text
+    assert "probe_rank=256" in text and "paper: gat_delta=4, gat_attention=dot, learning_rate=0.001" in text

@@ -63,7 +63,7 @@ def test_a_max_length_beyond_the_models_positions_is_refused_naming_both_numbers
 def test_a_diverging_run_stops_at_the_step_naming_the_learning_rate_and_never_keeps_a_nan_model(common, tmp_path):
     out = tmp_path / "run"
     res = finetune(*common, "--output-dir", str(out), "--set", "learning_rate=1e30", "--max-steps", "6",
-                   "--eval-every", "1")
+                   "--eval-every", "1", "--set", "warmup_steps=0")  # step 1 at the full rate (the card warms up)
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "optimiser step 2: loss nan" in res.output or "optimiser step 2: loss inf" in res.output
     assert "lower --learning-rate (now 1e+30)" in res.output
@@ -87,16 +87,21 @@ def finished(common, tmp_path_factory) -> Path:
     return out
 
 
-def test_a_run_killed_during_its_first_checkpoint_restarts_or_resumes(common, finished, tmp_path):
-    for extra in ([], ["--resume"]):
-        killed = tmp_path / f"killed{len(extra)}"
+def test_a_run_killed_during_its_first_checkpoint_restarts_with_either_option_and_never_silently(common, finished,
+                                                                                                 tmp_path):
+    for extra in (["--overwrite-output-dir"], ["--resume"]):
+        killed = tmp_path / extra[0].strip("-")
         shutil.copytree(finished, killed)
         shutil.rmtree(killed / "state")  # best/ written, no state/ yet
         (killed / "train_results.json").unlink()
         (killed / "validation_results.json").write_text('{"primary": 99.0}')  # the dead attempt's, to be replaced
+        res = finetune(*two_steps(common, killed))  # the folder holds files: neither option given, nothing touched
+        assert res.exit_code == 1 and f"continue it with --resume {killed}" in res.output
+        assert "start afresh with --overwrite-output-dir" in res.output
+        assert json.loads((killed / "validation_results.json").read_text())["primary"] == 99.0
         res = finetune(*two_steps(common, killed), *extra)
         assert res.exit_code == 0, res.output
-        assert ("holds no saved state yet; the run starts from step 0" in res.output) == bool(extra)
+        assert ("holds no saved state yet; the run starts from step 0" in res.output) == (extra == ["--resume"])
         assert json.loads((killed / "train_results.json").read_text())["steps"] == 2
         assert json.loads((killed / "validation_results.json").read_text())["primary"] != 99.0
     res = finetune(*two_steps(common, finished))  # a finished run is still never overwritten
@@ -201,7 +206,7 @@ def test_a_best_checkpoint_that_cannot_be_written_is_named_and_the_same_command_
     assert f"cannot write the checkpoint {out / 'best.tmp'}" in res.output and "No space left" in res.output
     assert not (out / "best.tmp").exists() and not (out / "best").exists()
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", real_save)
-    res = finetune(*two_steps(common, out))  # nothing was saved, so the same command starts it again
+    res = finetune(*two_steps(common, out), "--resume")  # as the message says: nothing was saved, it starts again
     assert res.exit_code == 0, res.output
     assert (out / "best" / "model.safetensors").stat().st_size > 64
 

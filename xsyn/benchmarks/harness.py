@@ -7,11 +7,9 @@
   the run's own loop on this machine's device;
 - what that share would be on a faster device: `collate_seconds_per_batch` (collating one training
   batch on the host), and, for a step of `simulated_step_seconds` (given, or the step measured
-  here without its data wait), `data_wait_fraction_inline` (the loop collates each batch itself),
-  `data_wait_fraction_prefetched` (`xsyn.run.prefetch.Prefetcher`: a thread collates ahead) and
-  `data_wait_fraction_worker_processes` (its `processes` mode: DataLoader workers collate ahead).
-  The step is simulated by the host waiting that long, as it waits on a GPU step; the simulated
-  batches are the first of the run's own first epoch.
+  here without its data wait), `data_wait_fraction_inline` (the loop collates each batch itself, as
+  training does). The step is simulated by the host waiting that long, as it waits on a GPU step;
+  the simulated batches are the first of the run's own first epoch.
 
 Both are measured in this process on the synthetic benchmark with the tiny model (the worst case
 for the data fraction, since its steps are the shortest), or on a task given with --task.
@@ -31,32 +29,28 @@ from typing import Any
 from xsyn.models.defaults import TINY
 
 
-def simulated_data_wait(rows: Sequence[Any], plan: Sequence[Sequence[int]], collate: Callable, step_seconds: float,
-                        mode: str, workers: int = 2, device: str = "cpu") -> float:
-    """The share of loop time spent waiting for batches when each step takes `step_seconds` of device time
-    (the host sleeps that long, as it waits on a GPU step), with a `Prefetcher` of `mode` (`inline`: the
-    loop collates each batch itself). Starting the prefetcher counts as waiting."""
-    from xsyn.run.prefetch import Prefetcher
-
-    start = time.perf_counter()
-    with Prefetcher(rows, plan, collate, device, mode=mode, workers=workers) as batches:
-        wait = time.perf_counter() - start
-        for indices in plan:
-            fetched = time.perf_counter()
-            batches.next(indices)
-            wait += time.perf_counter() - fetched
-            time.sleep(step_seconds)
+def simulated_data_wait(rows: Sequence[Any], plan: Sequence[Sequence[int]], collate: Callable,
+                        step_seconds: float) -> float:
+    """The share of loop time spent collating batches when each step takes `step_seconds` of device time
+    (the host sleeps that long, as it waits on a GPU step) and the loop collates each batch itself."""
+    start, wait = time.perf_counter(), 0.0
+    for indices in plan:
+        fetched = time.perf_counter()
+        collate([rows[i] for i in indices])
+        wait += time.perf_counter() - fetched
+        time.sleep(step_seconds)
     return wait / (time.perf_counter() - start)
 
 
 def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None = None,
                    langs: list[str] | None = None, data_dir: str | None = None, parser: str = "chain",
                    train_steps: int = 60, workdir: str | Path | None = None, step_seconds: float | None = None,
-                   workers: int = 2, simulated_batches: int = 200) -> dict[str, Any]:
+                   simulated_batches: int = 200) -> dict[str, Any]:
     from xsyn.data.cards import load_card
     from xsyn.run.evaluation import evaluate_run
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
+    from xsyn.training.folder import eval_partial
 
     work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
     card = load_card(task)
@@ -70,14 +64,14 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
         "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
         "eval_every": train_steps, "seed": 1})
     summary = finetune(config, progress=False)
-    waits = _data_wait_at(config, card, summary, step_seconds, workers, simulated_batches)
+    waits = _data_wait_at(config, card, summary, step_seconds, simulated_batches)
     langs = langs or list(card.languages)
     evaluate_run(work / "run", split="test", langs=langs, output_dir=work / "warm", progress=False)
     shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
     result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
                           output_dir=work / "measured", progress=False)
     seconds = {}
-    for file in (work / "measured" / "partial").glob("*.json"):
+    for file in eval_partial(work / "measured").glob("*.json"):
         record = json.loads(file.read_text(encoding="utf-8"))
         seconds[record["key"]] = (record["seconds"], record["n_examples"])
     lang_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" not in k)
@@ -90,12 +84,13 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
             "average": result["average"], "workdir": str(work), **waits}
 
 
-def _data_wait_at(config, card, summary: dict[str, Any], step_seconds: float | None, workers: int,
+def _data_wait_at(config, card, summary: dict[str, Any], step_seconds: float | None,
                   simulated_batches: int) -> dict[str, Any]:
-    """Collation per batch, and the data-wait share at a given (or the measured) step, inline and prefetched."""
+    """Collation per batch, and the data-wait share at a given (or the measured) step."""
     from xsyn.run.inference import make_collate
     from xsyn.run.task_data import load_task_data
-    from xsyn.run.train import epoch_batches, resolve_tokenizer
+    from xsyn.run.train import resolve_tokenizer
+    from xsyn.training.loop import epoch_batches
 
     tokenizer = resolve_tokenizer(config)
     train, _ = load_task_data(card, config, tokenizer, "train", {name: config.train_lang for name in card.segments},
@@ -111,6 +106,5 @@ def _data_wait_at(config, card, summary: dict[str, Any], step_seconds: float | N
     compute = summary["train_seconds"] * (1 - summary["data_wait_fraction"]) / max(summary["steps"], 1)
     step = compute if step_seconds is None else step_seconds
     return {"collate_seconds_per_batch": statistics.median(collate_seconds), "step_seconds_compute": compute,
-            "simulated_step_seconds": step, "simulated_batches": len(plan), "prefetch_workers": workers,
-            **{f"data_wait_fraction_{name}": simulated_data_wait(rows, plan, collate, step, mode, workers)
-               for name, mode in (("inline", "inline"), ("prefetched", "thread"), ("worker_processes", "processes"))}}
+            "simulated_step_seconds": step, "simulated_batches": len(plan),
+            "data_wait_fraction_inline": simulated_data_wait(rows, plan, collate, step)}

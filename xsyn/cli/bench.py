@@ -200,17 +200,15 @@ def _print_embedding_costs(costs: dict[str, dict]) -> None:
 @click.option("--step-ms", type=click.FloatRange(min=0), default=None,
               help="Device time of one training step for the simulated data wait (e.g. a GPU's) [default: the "
                    "step measured here, less its data wait].")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Worker processes that collate ahead in the worker-process simulation.")
 @click.option("--simulated-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Training batches the simulation draws (the first of the run's first epoch).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, workers, simulated_batches,
+def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches,
                as_json) -> None:
     """Per-pair cost of generalized evaluation, and the data-wait share of training (measured, and simulated at a
-    given step time with and without prefetching)."""
+    given step time)."""
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
-                            train_steps, step_seconds=None if step_ms is None else step_ms / 1000, workers=workers,
+                            train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
                             simulated_batches=simulated_batches)
     if as_json:
         click.echo(json.dumps(result))
@@ -220,9 +218,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
                f"(step {1000 * result['step_seconds_compute']:.1f} ms without it)")
     click.echo(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
     click.echo(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
-               f"{result['data_wait_fraction_inline']:.2%} collating in the loop, "
-               f"{result['data_wait_fraction_prefetched']:.2%} prefetched by a thread, "
-               f"{result['data_wait_fraction_worker_processes']:.2%} by {result['prefetch_workers']} worker processes")
+               f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
 
 
 @bench.command(name="parse")

@@ -15,28 +15,15 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.run import is_main_process
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, GAT_CONFIG, TINY
-
-# Named pre-training settings. A --config file, the options given and --set win over a recipe's values.
-PRETRAIN_RECIPES: dict[str, dict] = {
-    # Ahmad et al.'s GAT: dot-product attention, no residual, no positions (PretrainSettings' defaults).
-    "paper": {"delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "gat": {}},
-    # A good tree encoder (README, "Pre-train the GAT"): UUAS 0.996 on EWT dev with a tiny model at delta 1.
-    "strong": {"delta": 1, "gat_attention": "additive", "learning_rate": 3e-4,
-               "gat": {"gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
-                       "gat_position_embeddings": True, "gat_layers": 6, "probe_rank": 256}},
-}
+from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted, is_main_process
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.pretraining.recipes import RECIPES, RENAMED, describe
+from xsyn.training.folder import RunFolder
 
 
 def _recipe_help() -> str:
-    parts = []
-    for name, recipe in PRETRAIN_RECIPES.items():
-        values = [f"delta={recipe['delta']}", f"gat_attention={recipe['gat_attention']}",
-                  f"learning_rate={recipe['learning_rate']:g}",
-                  *(f"{k}={str(v).lower()}" for k, v in recipe["gat"].items())]
-        parts.append(f"{name}: {', '.join(values)}")
-    return ("Named settings; explicit flags and --set override them. " + "; ".join(parts)
+    return ("Named settings (xsyn/pretraining/recipes.py); a --config file, explicit flags and --set override them. "
+            + "; ".join(describe(name) for name in RECIPES)
             + " (strong: additive attention, residual, relation and position embeddings, edge direction, 6 layers, "
               "full-rank probes).")
 
@@ -55,7 +42,7 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--model", default=None, help=f"BERT checkpoint (hub name or directory) whose word-piece embeddings "
               f"the GAT reads, or '{TINY}' (random, for CPU runs; needs --tokenizer) [default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer directory (default: the model's).")
-@click.option("--gat-delta", "delta", type=int, default=None,
+@click.option("--gat-delta", type=int, default=None,
               help="GAT attention reaches tree distance <= delta (finetune: --set gat_delta) "
                    "[default: the --recipe's, 4 for paper].")
 @click.option("--gat-attention", type=click.Choice(GAT_ATTENTIONS), default=None,
@@ -68,21 +55,23 @@ def _list(value: str | None) -> list[str] | None:
               help="Comma-separated: structural (probe distance + depth losses), seprem (distance prediction) "
                    "[default: structural].")
 @click.option("--train-split", default=None, help="Split of the training treebanks [default: train].")
-@click.option("--max-train-examples", "max_train_sentences", type=click.IntRange(min=1), default=None,
+@click.option("--max-train-examples", type=click.IntRange(min=1), default=None,
               help="Per training treebank: a seeded sample of N sentences.")
-@click.option("--max-eval-examples", "max_eval_sentences", type=click.IntRange(min=1), default=None,
+@click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
               help="Per probed treebank: a seeded sample of N sentences.")
 @click.option("--epochs", type=float, default=None, help="Passes over the training sentences [default: 1].")
-@click.option("--max-steps", "steps", type=int, default=None, help="Stop after this many optimiser steps "
+@click.option("--max-steps", type=int, default=None, help="Stop after this many optimiser steps "
               "(overrides --epochs).")
 @click.option("--batch-size", type=int, default=None, help="Sentences per optimiser step, over all processes and "
               "accumulation steps (the global batch) [default: 32].")
 @click.option("--grad-accum", type=int, default=None,
               help="Micro-batches per optimiser step (each split over the processes) [default: 1].")
 @click.option("--learning-rate", type=float, default=None, help="Peak learning rate: linear warmup over the first "
-              "--warmup of the steps, then linear decay to 0 [default: the --recipe's, 1e-3 for paper].")
-@click.option("--warmup", type=float, default=None,
-              help="Fraction of the steps over which the learning rate warms up from 0 [default: 0.05].")
+              "--warmup-steps, then linear decay to 0 [default: the --recipe's, 1e-3 for paper].")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
+              help="Steps over which the learning rate warms up from 0 [default: a twentieth of the steps].")
+@click.option("--weight-decay", type=float, default=None,
+              help="AdamW's weight decay (not on biases and LayerNorm weights) [default: 0.01].")
 @click.option("--max-grad-norm", type=float, default=None,
               help="Clip the gradient's global norm to this value [default: 1.0].")
 @click.option("--max-length", type=int, default=None,
@@ -95,7 +84,7 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="A further GAT setting (XsynBertConfig field), e.g. --set gat_residual=true "
                    "--set gat_deprel_embeddings=true --set gat_layers=6 (repeatable).")
-@click.option("--recipe", type=click.Choice(sorted(PRETRAIN_RECIPES)), default="paper", show_default=True,
+@click.option("--recipe", type=click.Choice(sorted(RECIPES)), default="paper", show_default=True,
               help=_recipe_help())
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A TOML or JSON file of these settings (e.g. an earlier run's pretrain_config.json); it wins "
@@ -103,8 +92,11 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the GAT checkpoint, probe metrics, train_log.jsonl and the run's settings "
                    "(required, here or in --config).")
-@click.option("--save-every", type=int, default=None,
-              help="Save a resumable state (state/) every N optimiser steps [default: none].")
+@click.option("--checkpointing-steps", type=CHECKPOINTING_STEPS, default=None,
+              help="Save a resumable state (state/) every N optimiser steps, or each `epoch` [default: each epoch, "
+                   "and at the end].")
+@click.option("--save-total-limit", type=click.IntRange(min=1), default=None,
+              help="Resumable states kept: state/ and the K-1 before it as checkpoint-<step>/ [default: 1].")
 @click.option("--resume", is_flag=True, help="Continue from the run's last saved state (state/).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool, quiet: bool,
@@ -119,8 +111,8 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
     from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
 
-    chosen = PRETRAIN_RECIPES[recipe]
-    values = {name: chosen[name] for name in ("delta", "gat_attention", "learning_rate")}
+    chosen = RECIPES[recipe]
+    values = {name: chosen[name] for name in ("gat_delta", "gat_attention", "learning_rate")}
     file_values = read_pretrain_config(config_file) if config_file else {}
     gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
     values.update(file_values)
@@ -133,27 +125,45 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
         raise click.UsageError(f"Missing option(s) {', '.join(missing)} (or a --config file that names them).")
     if values.get("model", DEFAULT_MODEL) == TINY and not values.get("tokenizer"):
         raise click.UsageError(f"--model {TINY} needs --tokenizer (a vocab.txt or tokenizer directory)")
-    output_dir = Path(values["output_dir"])
-    if (output_dir / GAT_CONFIG).is_file():
-        raise click.ClickException(f"{output_dir} already holds a pre-trained GAT ({GAT_CONFIG}): choose another "
-                                   "--output-dir, or delete the folder first")
-    if (output_dir / "state").is_dir() and not resume:
-        raise click.ClickException(f"{output_dir} holds a pre-training in progress (state/): continue it with "
-                                   "--resume, choose another --output-dir, or delete the folder")
-    run_pretraining(PretrainSettings(**values, gat=gat), echo=click.echo, progress=not quiet, resume=resume)
+    folder = RunFolder(values["output_dir"])
+    if folder.gat_config.is_file():
+        raise click.ClickException(f"{folder.path} already holds a pre-trained GAT ({folder.gat_config.name}): "
+                                   "choose another --output-dir, or delete the folder first")
+    if folder.has_progress() and not resume:
+        raise click.ClickException(f"{folder.path} holds a pre-training in progress ({folder.state.name}/): continue "
+                                   "it with --resume, choose another --output-dir, or delete the folder")
+    try:
+        summary = run_pretraining(PretrainSettings(**values, gat=gat), progress=not quiet, resume=resume)
+    except KeyboardInterrupt as stop:
+        interrupted(stop, folder, "the same command with --resume" if not resume else "the same command")
     if is_main_process():
-        click.echo(f"GAT checkpoint and probe_metrics.json -> {output_dir}")
+        for row, data in zip(summary["probe_metrics"].values(), summary["evaluation"]):
+            click.echo(f"{data['lang']:>3} {data['treebank']:<22} {data['split']:<5} UUAS {row['uuas']:.3f}  "
+                       f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  "
+                       f"NSpr {row['norm_spearman']:.3f}  ({row['n_sentences']} sentences, "
+                       f"{data['too_long_not_scored']} too long)")
+        click.echo(f"GAT checkpoint and {folder.probe_metrics.name} -> {folder.path}")
 
 
 def read_pretrain_config(path: Path) -> dict:
     """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
-    a run's pretrain_config.json), each checked against its field; `gat` holds model settings."""
+    a run's pretrain_config.json), each checked against its field; `gat` holds model settings. A run folder
+    saved before the settings took finetune's names is read under the new names."""
+    import logging
+
     from xsyn.pretraining.trainer import PretrainSettings
     from xsyn.run.settings import ConfigError, check_model_settings, read_settings_file
     from xsyn.utils.schema import check_values
 
     data = read_settings_file(path)
     data = data.get("settings", data) if isinstance(data.get("settings"), dict) else data
+    for old, new in RENAMED.items():
+        if old in data:
+            logging.getLogger("xsyn.cli").warning(f"{path}: setting {old} is now {new}")
+            data[new] = data.pop(old)
+    if "warmup" in data:
+        raise ConfigError(path, "warmup", "a fraction of the steps is now warmup_steps (a number of steps); write "
+                          "warmup_steps = N instead")
     values = check_values(PretrainSettings, data, str(path), required=False, error=ConfigError)
     if "gat" in values:
         values["gat"] = check_model_settings(values["gat"], str(path), "gat")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -14,6 +17,8 @@ from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
+from xsyn.training.folder import RunFolder
+from xsyn.utils.progress import on_terminal
 
 
 def quiet_libraries() -> None:
@@ -46,6 +51,26 @@ class TaskChoice(click.ParamType):
 
     def shell_complete(self, ctx, param, incomplete):
         return [click.shell_completion.CompletionItem(name) for name in list_tasks() if name.startswith(incomplete)]
+
+
+class _CheckpointingSteps(click.ParamType):
+    """`N` (optimiser steps, >= 1) or `epoch`."""
+
+    name = "N|epoch"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "epoch":
+            return value
+        try:
+            steps = int(value)
+        except ValueError:
+            steps = 0
+        if steps < 1:
+            self.fail(f"{value!r}: give a number of optimiser steps (>= 1) or 'epoch'", param, ctx)
+        return steps
+
+
+CHECKPOINTING_STEPS = _CheckpointingSteps()
 
 
 def data_options(fn):
@@ -117,25 +142,51 @@ def data_options(fn):
               help="A TOML or JSON file of settings (e.g. a run's config.json).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Any setting, e.g. --set warmup_steps=100 --set gat_delta=2 (repeatable).")
-@click.option("--resume", is_flag=True, help="Continue from the run's last saved state.")
+@click.option("--resume", "resume_dir", is_flag=False, flag_value="", default=None, metavar="[DIR]",
+              help="Continue the run in DIR from its last saved state; its config.json holds the settings (options "
+              "given win). Without DIR: the run in --output-dir.")
+@click.option("--overwrite-output-dir", is_flag=True,
+              help="Start afresh in an --output-dir that holds files (the run files in it are deleted first).")
+@click.option("--checkpointing-steps", type=CHECKPOINTING_STEPS, default=None,
+              help="Save a resumable state every N optimiser steps, or each `epoch` [default: at every evaluation].")
+@click.option("--save-total-limit", type=click.IntRange(min=1), default=None,
+              help="Resumable states kept: state/ and the K-1 before it as checkpoint-<step>/ [default: 1].")
+@click.option("--eval-langs", default=None, help="After training, evaluate the best checkpoint on these languages "
+              "(comma-separated; `all`: every language of the task), as `xsyn evaluate` does.")
+@click.option("--do-eval", is_flag=True, help="After training, evaluate on every language of the task "
+              "(the same as --eval-langs all).")
 @click.option("--push-to-hub", "push_to_hub", metavar="OWNER/NAME", default=None,
               help="Upload the best checkpoint and its model card to this Hugging Face model repository when "
               "training ends (checked before training starts: needs network and a token, `hf auth login`).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **flags) -> None:
+def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir, eval_langs, do_eval, push_to_hub,
+             quiet, **flags) -> None:
     """Fine-tune on the source language with the task card's paper hyperparameters.
 
     Evaluates on the source-language dev set at intervals, keeps the best checkpoint, and writes
-    the resolved config, logs and metrics into the output folder.
+    the resolved config, logs and metrics into the output folder. With --eval-langs (or
+    --do-eval) it then evaluates the best checkpoint, as `xsyn evaluate` would.
     """
     from xsyn.data.cards import load_card
+    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.settings import parse_overrides, read_config_file, resolve
     from xsyn.run.train import finetune as run_finetune
-    from xsyn.run.train import has_progress
 
-    if quiet:
+    if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
+    resume = resume_dir is not None
+    if resume_dir:  # the folder alone: its saved settings, unless a --config file is given too
+        if flags.get("output_dir") and Path(flags["output_dir"]) != Path(resume_dir):
+            raise click.UsageError(f"--resume {resume_dir} and --output-dir {flags['output_dir']} name different "
+                                   "folders; give one")
+        flags["output_dir"] = resume_dir
+        saved = RunFolder(resume_dir).config
+        if config_file is None:
+            if not saved.is_file():
+                raise click.UsageError(f"--resume {resume_dir}: {saved} does not exist, so there is no run there "
+                                       "to continue (a run writes it when it starts)")
+            config_file = str(saved)
     file_values = read_config_file(config_file) if config_file else {}
     task = task or file_values.get("task_card") or file_values.get("task")
     if task is None:
@@ -148,18 +199,57 @@ def finetune(task, variant, config_file, sets, resume, push_to_hub, quiet, **fla
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
     config = resolve(task, variant, card, file_values, flags)
-    out = config.resolved_output_dir()
-    if not resume and has_progress(out):
-        raise click.ClickException(f"{out} already holds a run that saved progress (state/ or train_results.json): "
-                                   "continue it with --resume, choose another --output-dir (or --seed), or delete "
-                                   "the folder")
+    folder = RunFolder(config.resolved_output_dir())
+    if not resume:
+        _claim_output_dir(folder, overwrite_output_dir)
+    langs = _eval_langs(eval_langs, do_eval)
     token = check_hub_push(push_to_hub) if push_to_hub else None
-    summary = run_finetune(config, resume=resume, progress=not quiet)
+    try:
+        summary = run_finetune(config, resume=resume, progress=not quiet)
+    except KeyboardInterrupt as stop:
+        interrupted(stop, folder, f"xsyn finetune --resume {shlex.quote(str(folder.path))}")
     if is_main_process():
         click.echo(json.dumps(summary, indent=2))
+    if langs is not None:
+        evaluation = evaluate_run(locate_checkpoint(folder.path), langs=langs or None, progress=not quiet)
+        if is_main_process():
+            _echo_scores(evaluation, split_chosen=False)
     if push_to_hub and is_main_process():
-        url = push_checkpoint(out / "best", push_to_hub, token)
-        click.echo(f"pushed {out / 'best'} to {url}", err=True)
+        url = push_checkpoint(folder.best, push_to_hub, token)
+        click.echo(f"pushed {folder.best} to {url}", err=True)
+
+
+def _claim_output_dir(folder: RunFolder, overwrite: bool) -> None:
+    """A fresh run's folder must be empty: what is there would be mixed with the new run's files, or lost."""
+    present = sorted(p.name for p in folder.path.iterdir()) if folder.path.is_dir() else []
+    if not present:
+        return
+    if not overwrite:
+        what = (f"a run that saved progress ({folder.state.name}/ or {folder.train_results.name})"
+                if folder.has_progress() else
+                f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})")
+        raise click.ClickException(f"{folder.path} already holds {what}: continue it with --resume "
+                                   f"{shlex.quote(str(folder.path))}, start afresh with --overwrite-output-dir, or "
+                                   "choose another --output-dir (or --seed)")
+    folder.clear()
+
+
+def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
+    """The languages to evaluate after training: None (no evaluation), [] (all of the task's) or a list."""
+    if eval_langs is None:
+        return [] if do_eval else None
+    langs = [lang.strip() for lang in eval_langs.split(",") if lang.strip()]
+    return [] if langs == ["all"] else langs
+
+
+def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
+    """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
+    saved = getattr(stop, "saved_step", None)
+    if saved is None:
+        saved = folder.saved_step()
+    where = f"the state of step {saved} is saved in {folder.state}" if saved else "no training state was saved yet"
+    click.echo(f"\ninterrupted: {where}. Continue with:\n  {command}", err=True)
+    raise SystemExit(130)
 
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
@@ -205,7 +295,7 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
 
-    if quiet:
+    if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
     checkpoint = locate_checkpoint(model_dir)
     summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,

@@ -35,6 +35,7 @@ from typing import Any
 
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
@@ -213,7 +214,7 @@ def clear_stale_lock(folder: Path) -> None:
 
 def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool,
                     max_examples: int | None = None) -> bool:
-    file = folder / f"eval-{split}" / "results.json"
+    file = eval_results(RunFolder(folder).eval_dir(split))
     try:
         results = json.loads(file.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
@@ -245,7 +246,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
     if error.is_file():
         return CellState(cell, FAILED, last_line(error.read_text(encoding="utf-8", errors="replace")))
     queued = folder / QUEUED_FILE
-    detail = _progress(folder) if (folder / "state").is_dir() else ""
+    detail = _progress(folder) if RunFolder(folder).state.is_dir() else ""
     if queued.is_file():
         job = json.loads(queued.read_text(encoding="utf-8"))
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
@@ -269,11 +270,11 @@ def missing_data(card, data_dir: str | None) -> str:
 
 
 def _progress(folder: Path) -> str:
-    try:
-        step = json.loads((folder / "state" / "trainer_state.json").read_text(encoding="utf-8"))["step"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+    run = RunFolder(folder)
+    step = run.saved_step()
+    if step is None:
         return "not started"
-    trained = (folder / "train_results.json").is_file()
+    trained = run.is_finished()
     return f"trained, {step} steps" if trained else f"saved at step {step}"
 
 
@@ -331,8 +332,9 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
 
         write_vocab(config.tokenizer)
     check_same_run(folder, config.to_dict())
-    if not (folder / "train_results.json").is_file():
-        finetune(config, resume=(folder / "state" / "trainer_state.json").is_file(), progress=progress)
+    run = RunFolder(folder)
+    if not run.is_finished():
+        finetune(config, resume=run.saved_step() is not None, progress=progress)
     evaluation = experiment.evaluation_of(cell.task)
     current = {key: getattr(config, key) for key in ("data_dir", "cache_dir", "parser_model_dir", "num_proc")}
     for split in evaluation.splits:  # max_eval_examples caps the test languages and pairs as it caps the dev set
@@ -344,8 +346,9 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
 def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     """A folder that holds a run with other settings (the file was edited since) is never mixed with
     this cell's; bookkeeping (folders, caches, logging) may change."""
-    saved_file = folder / "config.json"
-    if not (folder / "state").is_dir() and not (folder / "best").is_dir():
+    run = RunFolder(folder)
+    saved_file = run.config
+    if not run.state.is_dir() and not run.best.is_dir():
         return  # nothing saved yet: a fresh start overwrites nothing of value
     try:
         saved = current_names(json.loads(saved_file.read_text(encoding="utf-8")))

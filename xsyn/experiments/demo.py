@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.models.defaults import DEFAULT_SEED
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 
 DEMO_VARIANTS = ("none", "gat")
@@ -65,10 +66,10 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
         summary = finetune(config, progress=progress)
         log.info(f"[demo] {variant}: best dev accuracy {summary['best_dev_score']:.1f} at step {summary['best_step']}")
         evaluate_run(run_dir, split="test", generalized=True, progress=progress)
-        evaluations[variant] = run_dir / "eval-test"
+        evaluations[variant] = RunFolder(run_dir).eval_dir("test")
     report = build_report([evaluations["gat"]], [evaluations["none"]])
     written = write_report(report, out / "report")
-    results = {v: json.loads((p / "results.json").read_text(encoding="utf-8")) for v, p in evaluations.items()}
+    results = {v: json.loads(eval_results(p).read_text(encoding="utf-8")) for v, p in evaluations.items()}
     return {"output_dir": str(out), "seed": seed, "seconds": time.perf_counter() - started,
             "per_language": {v: r["per_language"] for v, r in results.items()},
             "average": {v: r["average"] for v, r in results.items()},

@@ -30,6 +30,7 @@ from xsyn.report import BootstrapSettings, Report, ReportError, build_report, wr
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
 from xsyn.report.render import _format_delta, _format_stat, _markdown_table, _number, _signed
+from xsyn.training.folder import RunFolder
 from xsyn.utils.io import atomic_write_json, atomic_write_text
 
 
@@ -86,7 +87,7 @@ def _task_report(experiment: Experiment, section: TaskSection, folder: Path, boo
     for cell in shown:
         for split in evaluation.reported:
             (baselines if cell.variant == experiment.baseline else runs).append(
-                experiment.cell_dir(cell) / f"eval-{split}")
+                RunFolder(experiment.cell_dir(cell)).eval_dir(split))
     try:
         section.report = build_report(runs or baselines, baselines if runs else (), bootstrap)
         write_report(section.report, folder)
@@ -198,7 +199,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
     try:
-        return json.loads((experiment.cell_dir(cell) / "config.json").read_text(encoding="utf-8")).get("max_steps")
+        return json.loads(RunFolder(experiment.cell_dir(cell)).config.read_text(encoding="utf-8")).get("max_steps")
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.experiment_file import Cell, Experiment
+from xsyn.training.folder import RunFolder, eval_results
 
 SELECTION_SPLIT = "validation"
 
@@ -80,7 +81,7 @@ def select(experiment: Experiment, task: str, finished: list[Cell],
 def read_dev_score(folder: Path, language: str) -> float | None:
     """The primary dev score of a finished cell in `language` (its eval-validation results)."""
     try:
-        results = json.loads((folder / f"eval-{SELECTION_SPLIT}" / "results.json").read_text(encoding="utf-8"))
+        results = json.loads(eval_results(RunFolder(folder).eval_dir(SELECTION_SPLIT)).read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     value = (results.get("per_language") or {}).get(language)

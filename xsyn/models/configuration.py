@@ -19,14 +19,13 @@ labels or tags in id order), `num_intents` with `intent_labels` and `num_slot_la
 from __future__ import annotations
 
 import functools
-import typing
 from typing import Any
 
 from huggingface_hub.dataclasses import strict
 from transformers import BertConfig
 
-from xsyn.models.variants import all_variants, get_variant
-from xsyn.models.variants.base import SyntaxConfigError
+from xsyn.models.variants import all_variants, get_variant, model_settings
+from xsyn.models.variants.base import CommonSettings, SyntaxConfigError
 from xsyn.utils.schema import type_mismatch
 
 __all__ = ["SyntaxConfigError", "XsynBertConfig", "syntax_setting_types"]
@@ -38,15 +37,8 @@ def _variant_settings() -> tuple[type, ...]:
 
 
 @strict
-class XsynBertConfig(BertConfig, *_variant_settings()):
+class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
     model_type = "xsyn_bert"
-
-    variant: str = "gat"
-    syntax_layers: list[int] | None = None
-    num_intents: int | None = None
-    num_slot_labels: int | None = None
-    intent_labels: list[str] | None = None  # intent names in id order (intent-slot head)
-    slot_labels: list[str] | None = None  # slot tag names in id order
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -121,11 +113,4 @@ class XsynBertConfig(BertConfig, *_variant_settings()):
 def syntax_setting_types() -> dict[str, Any]:
     """The type of each setting `XsynBertConfig` adds to `BertConfig` (settings that arrive as JSON or
     `--set` strings are checked against them)."""
-    import dataclasses
-
-    import torch
-
-    hints = typing.get_type_hints(XsynBertConfig, localns={"torch": torch})  # BertConfig's hints name torch
-    own = list(XsynBertConfig.__annotations__)  # the variant and its layers first, the heads' sizes last
-    names = own[:2] + [f.name for settings in _variant_settings() for f in dataclasses.fields(settings)] + own[2:]
-    return {name: hints[name] for name in names}
+    return {name: hint for name, (hint, _) in model_settings().items()}

@@ -11,7 +11,9 @@ A weights or config file that cannot be read (cut short by a kill or a full disk
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from xsyn.models.families import FAMILIES
 from xsyn.models.heads import HEAD_CLASSES
 from xsyn.models.presets import load_tokenizer, tiny_config
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
+
+log = logging.getLogger(__name__)
 
 register_auto_classes()  # a saved xsyn model is also an AutoConfig / AutoModel... checkpoint
 
@@ -116,10 +120,44 @@ def _from_pretrained(model_class: type[PreTrainedModel], source: str | Path, fix
     from safetensors import SafetensorError
 
     try:
-        return model_class.from_pretrained(source, **kwargs)
+        with _quiet_loading():
+            model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
     except SafetensorError as err:
         raise DamagedCheckpointError(f"{_damaged_weights(source)} cannot be read ({err}): the file is damaged "
                                      f"(cut short by a kill or a full disk?); {fix}") from None
+    _report_loading(model_class.__name__, source, info)
+    return model
+
+
+@contextmanager
+def _quiet_loading():
+    """transformers' weight-loading bar and its key-by-key report table (dozens of lines per model) held
+    back; `_report_loading` says what matters in one line."""
+    from transformers.utils import logging as hf_logging
+
+    report = logging.getLogger("transformers.modeling_utils")  # the logger the report is written to
+    level, bar = report.level, hf_logging.is_progress_bar_enabled()
+    report.setLevel(logging.ERROR)
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        report.setLevel(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def _report_loading(name: str, source: str | Path, info: dict) -> None:
+    """One line: which modules' weights were newly initialised (expected for a task head and the syntax
+    modules on a plain BERT) and any weights of the checkpoint that were not used."""
+    modules = sorted({".".join(key.rsplit(".", 1)[0].split(".")[:2]) for key in info.get("missing_keys", ())})
+    unused = sorted(info.get("unexpected_keys", ()))
+    if modules:
+        log.info(f"{name} from {source}: {len(info['missing_keys'])} weights newly initialised, in "
+                 f"{', '.join(modules)} (as expected for a new task head and the syntax modules)")
+    if unused:
+        log.warning(f"{name} from {source}: {len(unused)} weights of the checkpoint not used "
+                    f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})")
 
 
 def _damaged_weights(source: str | Path) -> str:

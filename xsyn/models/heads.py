@@ -9,10 +9,11 @@
 | `XsynBertForIntentSlot`             | `intent_slot` | pooled `[CLS]`, and   | `intent_labels` (B,),           |
 |                                     |               | every piece for slots | `slot_labels` (B, T)            |
 
-`forward(**batch, <labels>)` takes a collated batch (`xsyn.trees.batch.collate_trees`) plus the head's
-labels. With labels it returns `loss = task_loss + weight * (its parts)` for each auxiliary loss of
-the variant (`SyntaxVariant.losses`; gat: `structural_loss_weight * (distance_loss + depth_loss)`),
-just `task_loss` when there are none, and every term separately for logging (`out.distance_loss`).
+`forward(input_ids, ..., tree_segment, <labels>)` takes the fields of a collated batch
+(`xsyn.trees.batch.collate_trees`) plus the head's labels. With labels it returns
+`loss = task_loss + weight * (its parts)` for each auxiliary loss of the variant (`SyntaxVariant.losses`;
+gat: `structural_loss_weight * (distance_loss + depth_loss)`), just `task_loss` when there are none,
+and every term separately for logging (`out.distance_loss`).
 The sequence and intent heads use BERT's pretrained pooler (dense + tanh on `[CLS]`).
 
 The per-piece losses (token labels, slots) average over the batch's labelled pieces, or, given
@@ -93,6 +94,16 @@ class XsynHeadModel(XsynBertPreTrainedModel):
         """Config fields that size this head and name its outputs, from a task's labels and tags."""
         return {}
 
+    def _encode(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                token_type_ids: torch.Tensor | None, tree_parent: torch.Tensor | None, tree_upos: torch.Tensor | None,
+                tree_deprel: torch.Tensor | None, tree_word: torch.Tensor | None, tree_segment: torch.Tensor | None,
+                labelled: bool, **kwargs) -> XsynModelOutput:
+        """The encoder's output; with the variant's auxiliary losses when the head has labels."""
+        return self.base_model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               tree_parent=tree_parent, tree_upos=tree_upos, tree_deprel=tree_deprel,
+                               tree_word=tree_word, tree_segment=tree_segment, compute_structural_loss=labelled,
+                               **kwargs)
+
     def _losses(self, task_loss: torch.Tensor | None, encoded: XsynModelOutput) -> dict:
         """`loss`, `task_loss`, the variant's loss parts, and the encoder's optional outputs for the head's
         output."""
@@ -140,9 +151,14 @@ class _LabelClassifier(XsynHeadModel):
                            else nn.Linear(config.hidden_size, num_labels))
         self.post_init()
 
-    def forward(self, labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
-                **batch) -> XsynClassifierOutput:
-        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
+                **kwargs) -> XsynClassifierOutput:
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labels is not None, **kwargs)
         features = getattr(encoded, self.features)
         logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
         task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
@@ -176,10 +192,15 @@ class XsynBertForQuestionAnswering(XsynHeadModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    def forward(self, start_positions: torch.Tensor | None = None, end_positions: torch.Tensor | None = None,
-                **batch) -> XsynQuestionAnsweringOutput:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                start_positions: torch.Tensor | None = None,
+                end_positions: torch.Tensor | None = None, **kwargs) -> XsynQuestionAnsweringOutput:
         labelled = _all_or_none(start_positions=start_positions, end_positions=end_positions)
-        encoded = self.base_model(**batch, compute_structural_loss=labelled)
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labelled, **kwargs)
         start_logits, end_logits = self.qa_outputs(encoded.last_hidden_state).unbind(-1)
         task_loss = None
         if labelled:
@@ -204,10 +225,16 @@ class XsynBertForIntentSlot(XsynHeadModel):
         self.slot_classifier = nn.Linear(config.hidden_size, _require(config, "num_slot_labels"))
         self.post_init()
 
-    def forward(self, intent_labels: torch.Tensor | None = None, slot_labels: torch.Tensor | None = None,
-                labelled_tokens: float | None = None, **batch) -> XsynIntentSlotOutput:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
+                tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
+                intent_labels: torch.Tensor | None = None,
+                slot_labels: torch.Tensor | None = None, labelled_tokens: float | None = None,
+                **kwargs) -> XsynIntentSlotOutput:
         labelled = _all_or_none(intent_labels=intent_labels, slot_labels=slot_labels)
-        encoded = self.base_model(**batch, compute_structural_loss=labelled)
+        encoded = self._encode(input_ids, attention_mask, token_type_ids, tree_parent, tree_upos, tree_deprel,
+                               tree_word, tree_segment, labelled, **kwargs)
         intent_logits = self.intent_classifier(self.dropout(encoded.pooler_output))
         slot_logits = self.slot_classifier(self.dropout(encoded.last_hidden_state))
         intent_loss = slot_loss = task_loss = None

@@ -122,7 +122,8 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         if replaced is not None:
             hidden = replaced
             pooled = self.pooler(hidden) if self.pooler is not None else None  # pool the replaced output
-        losses = variant.auxiliary_losses(self, context, tree, batch, hidden, compute_structural_loss)
+        weighted = any(getattr(self.config, term.weight) > 0 for term in variant.losses)  # at weight 0: not computed
+        losses = variant.auxiliary_losses(self, context, tree, batch, hidden, compute_structural_loss and weighted)
         return XsynModelOutput(last_hidden_state=hidden, pooler_output=pooled, hidden_states=out.hidden_states,
                                attentions=out.attentions, syntax_context=context, syntax_losses=losses or None)
 

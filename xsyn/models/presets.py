@@ -16,11 +16,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
 
-from xsyn.models.defaults import DEFAULT_MODEL
+from xsyn.models.defaults import DEFAULT_MODEL, TINY_SHAPE
 from xsyn.utils.errors import InputError, MissingInputError
 
-TINY_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 512, "max_position_embeddings": 512}
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 

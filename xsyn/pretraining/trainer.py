@@ -10,17 +10,19 @@ treebank on its dev set (test for test-only treebanks) at word level (`probe.py`
 
 Sentences longer than the model's maximum are cut into overlapping windows for training (each
 window keeps true tree distances) and counted; in evaluation they are counted and not scored.
-Training takes its steps with `xsyn.training`, as fine-tuning does (global batches, the same run on
-one process or many, resumable); evaluation and writing run on the main process.
+Training runs through `xsyn.training.driver.train`, the loop fine-tuning runs (optimiser groups,
+length-grouped seeded batches, logging, checkpoints, resume, the same run on one process or many),
+with `PretrainTask` as its task; the probes are scored at the end, on the main process.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +37,26 @@ from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
-from xsyn.training.checkpoint import load_state, save_state
-from xsyn.training.log import StepLog
-from xsyn.training.loop import LinearSchedule, Stepper, global_batches, progress_bar, remaining_batches
-from xsyn.trees.batch import collate_trees, length_sorted_windows, tree_features
+from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.training.driver import check_micro_batches, train
+from xsyn.training.folder import RunFolder
+from xsyn.training.loop import epoch_batches
+from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import atomic_write_text
 
 OBJECTIVES = ("structural", "seprem")
-CONFIG_FILE = "pretrain_config.json"
-PROBE_FILE = "probe_metrics.json"
-LOG_FILE = "train_log.jsonl"
-STATE_DIR = "state"
-TINY_MODEL_DIR = "model"
+WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is not given
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
 class PretrainSettings:
-    """Everything that defines a run; written to `pretrain_config.json`."""
+    """Everything that defines a run; written to `pretrain_config.json`. The names are `RunConfig`'s
+    (`xsyn finetune`'s) wherever the two mean the same thing."""
 
     treebanks: list[str]
     treebank_dir: str
@@ -62,40 +64,45 @@ class PretrainSettings:
     eval_treebanks: list[str] | None = None  # default: the training treebanks; ["all"]: every language
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None
-    delta: int = 4
+    gat_delta: int = 4
     gat_attention: str = "dot"
     dropout: bool = False  # the config's dropout in the GAT while pre-training (off: exact regression targets)
     objectives: list[str] = field(default_factory=lambda: ["structural"])
     train_split: str = "train"
-    max_train_sentences: int | None = None  # per treebank: a seeded sample
-    max_eval_sentences: int | None = None  # per treebank: a seeded sample
+    max_train_examples: int | None = None  # sentences per treebank: a seeded sample
+    max_eval_examples: int | None = None  # sentences per treebank: a seeded sample
     epochs: float = 1.0
-    steps: int | None = None  # overrides epochs
+    max_steps: int | None = None  # overrides epochs
     batch_size: int = 32  # sentences per optimiser step, over all processes and accumulation steps
     grad_accum: int = 1  # micro-batches per optimiser step
     learning_rate: float = 1e-3
-    warmup: float = 0.05  # fraction of the steps
+    warmup_steps: int | None = None  # default: a twentieth of the steps (WARMUP_SHARE)
+    weight_decay: float = 0.01  # AdamW's default, on all but biases and LayerNorm weights
     max_grad_norm: float | None = 1.0  # clipping of the global gradient norm (None: no clipping)
     max_length: int = 256
     seprem_max_distance: int = 8
     gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
     seed: int = DEFAULT_SEED
     log_every: int = 20
-    save_every: int | None = None  # optimiser steps between resumable states (None: none)
+    eval_every: int | None = None  # unused by the loop (the probes are scored once, at the end)
+    checkpointing_steps: int | str | None = None  # N or "epoch" (default: every epoch and at the end)
+    save_total_limit: int | None = None  # resumable states kept (default: the latest)
 
     def check(self) -> None:
         unknown = [o for o in self.objectives if o not in OBJECTIVES]
         if unknown or not self.objectives:
             raise InputError(f"objectives {self.objectives}: choose one or more of {', '.join(OBJECTIVES)}")
-        for name in ("delta", "batch_size", "grad_accum", "max_length", "log_every", "save_every"):
+        for name in ("gat_delta", "batch_size", "grad_accum", "max_length", "log_every", "max_steps",
+                     "save_total_limit"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InputError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise InputError(f"warmup_steps={self.warmup_steps} must be >= 0")
+        check_checkpointing_steps(self.checkpointing_steps)
         for name in ("learning_rate", "epochs", "max_grad_norm"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise InputError(f"{name}={value} must be a finite number > 0")
-        if not 0 <= self.warmup <= 1:
-            raise InputError(f"warmup={self.warmup} must be a fraction of the steps, from 0 to 1")
 
     @property
     def evaluation_specs(self) -> list[str]:
@@ -165,17 +172,6 @@ def encode(aligner: WordpieceAligner, records: Sequence[SyntaxRecord], windows: 
     return out
 
 
-def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int, processes: int = 1,
-                           pool: int = 32) -> list[list[int]]:
-    """The global batches of one epoch: of similar length (little padding), in an order fixed by
-    (seed, epoch) that changes every epoch."""
-    rng = np.random.default_rng([seed, epoch])
-    order = length_sorted_windows(rng.permutation(len(lengths)).tolist(), lengths, batch_size * pool,
-                                  longest_first=False)
-    batches = global_batches(order, batch_size, processes)
-    return [batches[k] for k in rng.permutation(len(batches))]
-
-
 # -- model ----------------------------------------------------------------------------------------------
 
 class GatPretrainer(nn.Module):
@@ -185,14 +181,19 @@ class GatPretrainer(nn.Module):
     head) train; BERT's word-piece embeddings are read, frozen.
     """
 
-    def __init__(self, encoder: nn.Module, objectives: Sequence[str], max_distance: int):
+    def __init__(self, encoder: nn.Module, objectives: Sequence[str], max_distance: int, dropout: bool = False):
         super().__init__()
         self.encoder = encoder
         self.objectives = tuple(objectives)
+        self.dropout = dropout
         self.distance_head = (DistancePredictionHead(encoder.config.gat_output_size, max_distance)
                               if "seprem" in self.objectives else None)
         encoder.requires_grad_(False)
         encoder.gat.requires_grad_(True)
+
+    def train(self, mode: bool = True) -> GatPretrainer:
+        """Only the GAT trains, and dropout is all that train mode switches on: on only with `dropout`."""
+        return super().train(mode and self.dropout)
 
     def forward(self, **batch: torch.Tensor) -> dict[str, torch.Tensor]:
         losses = {}
@@ -216,7 +217,7 @@ def build_encoder(settings: PretrainSettings):
     from xsyn.models.presets import load_tokenizer
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
-    encoder = build_model(settings.model, "gat", None, tokenizer=tokenizer, gat_delta=settings.delta,
+    encoder = build_model(settings.model, "gat", None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
                           gat_attention=settings.gat_attention, **settings.gat)
     return encoder, tokenizer
 
@@ -247,143 +248,118 @@ def probe_scores(encoder: nn.Module, encoded: Encoded, records: Sequence[SyntaxR
 
 # -- the run ---------------------------------------------------------------------------------------------
 
-@dataclass
-class PretrainState:
-    """Where training is; saved with every resumable state (`state/`)."""
+class PretrainTask:
+    """GAT pre-training as the loop sees it: the treebanks' word-piece trees in seeded, length-grouped
+    batches and the objectives' losses. The probes are scored once, after training (`probe_and_save`)."""
 
-    step: int = 0
-    epoch: int = 0
-    step_in_epoch: int = 0
-    train_seconds: float = 0.0
-    curve: list[dict[str, float]] = field(default_factory=list)
-    window: list[dict[str, float]] = field(default_factory=list)  # the steps' losses since the last log line
+    count_items = None  # the losses are means over sentences' word pairs, not over labelled tokens
+
+    def __init__(self, settings: PretrainSettings, accelerator, model: GatPretrainer, train: Encoded, pad: int):
+        self.settings, self.accelerator, self.model, self.pad = settings, accelerator, model, pad
+        self.features = [tree_features(t) for t in train.trees]
+        self.lengths = [len(t) for t in train.trees]
+        self.n_rows = len(self.features)
+        self.description = f"GAT delta {settings.gat_delta}"
+        self.hint = f"lower --learning-rate (now {settings.learning_rate:g})"
+
+    def batches_of_epoch(self, epoch: int) -> list[list[int]]:
+        return epoch_batches(self.n_rows, self.settings.batch_size, self.settings.seed, epoch,
+                             self.accelerator.num_processes, self.lengths)
+
+    def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        return collate_trees([self.features[i] for i in indices], pad_token_id=self.pad)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        losses = self.model(**batch)
+        return {"loss": sum(losses.values()), **losses}
+
+    def evaluate(self) -> None:
+        return None
+
+    def on_best(self, state, result) -> None:  # never called: no evaluation during training
+        raise AssertionError("GAT pre-training keeps no best checkpoint")
 
 
-def run_pretraining(settings: PretrainSettings, echo=print, progress: bool = False, resume: bool = False) -> dict:
-    """Train, evaluate and write the output directory; returns the run summary (`pretrain_config.json`).
+def run_pretraining(settings: PretrainSettings, progress: bool = False, resume: bool = False) -> dict:
+    """Train, probe and write the output folder; returns the run summary (`pretrain_config.json`).
 
-    Only the main process echoes and writes; the others return an empty summary. With `resume`, it
-    continues from `state/` (saved every `save_every` steps) and ends as an uninterrupted run would."""
+    Only the main process writes; the others return an empty summary. With `resume`, it continues
+    from `state/` and ends as an uninterrupted run would."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
     settings.check()
     accelerator = Accelerator()
-    main = accelerator.is_main_process
-    say = echo if main else (lambda *_: None)
-    if settings.batch_size // settings.grad_accum < accelerator.num_processes:
-        raise InputError(f"--batch-size {settings.batch_size} over --grad-accum {settings.grad_accum} gives "
-                         f"micro-batches smaller than the {accelerator.num_processes} processes: raise --batch-size "
-                         "or lower --grad-accum")
+    check_micro_batches(settings, accelerator.num_processes)
     set_seed(settings.seed)
-    output = Path(settings.output_dir)
+    folder = RunFolder(settings.output_dir)
     train_data = [read_treebank(spec, settings.treebank_dir, settings.train_split,
-                                settings.max_train_sentences, settings.seed) for spec in settings.treebanks]
+                                settings.max_train_examples, settings.seed) for spec in settings.treebanks]
     trained = {data.treebank for data in train_data}
     eval_data = []
     for spec in settings.evaluation_specs:  # never score a treebank on the split it was trained on
         seen = locate(spec, settings.treebank_dir).treebank.name in trained
-        eval_data.append(read_treebank(spec, settings.treebank_dir, None, settings.max_eval_sentences,
+        eval_data.append(read_treebank(spec, settings.treebank_dir, None, settings.max_eval_examples,
                                        settings.seed, exclude_split=settings.train_split if seen else None))
     encoder, tokenizer = build_encoder(settings)
-    max_length = settings.max_length
-    if max_length > encoder.config.max_position_embeddings:
-        raise InputError(f"--max-length {max_length} is longer than the {encoder.config.max_position_embeddings} "
-                         f"positions the model {settings.model} has (max_position_embeddings): choose --max-length "
-                         f"{encoder.config.max_position_embeddings} or less")
-    aligner = WordpieceAligner(tokenizer, max_length=max_length)
-    train = encode(aligner, [r for data in train_data for r in data.records], windows=True)
-    if not train.trees:
+    if settings.max_length > encoder.config.max_position_embeddings:
+        raise InputError(f"--max-length {settings.max_length} is longer than the "
+                         f"{encoder.config.max_position_embeddings} positions the model {settings.model} has "
+                         f"(max_position_embeddings): choose --max-length {encoder.config.max_position_embeddings} "
+                         "or less")
+    aligner = WordpieceAligner(tokenizer, max_length=settings.max_length)
+    train_inputs = encode(aligner, [r for data in train_data for r in data.records], windows=True)
+    if not train_inputs.trees:
         raise InputError(f"no training sentences in {', '.join(settings.treebanks)} "
                          f"({settings.train_split} split)")
-    pad = tokenizer.pad_token_id
-    features = [tree_features(t) for t in train.trees]
-    lengths = [len(t) for t in train.trees]
-    steps_per_epoch = math.ceil(len(features) / settings.batch_size)
-    steps = settings.steps or max(1, math.ceil(settings.epochs * steps_per_epoch))
-    model = GatPretrainer(encoder, settings.objectives, settings.seprem_max_distance)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    stepper = Stepper(accelerator, model, optimizer,
-                      LinearSchedule(settings.learning_rate, int(settings.warmup * steps), steps),
-                      settings.max_grad_norm, settings.seed, settings.grad_accum,
-                      hint=f"lower --learning-rate (now {settings.learning_rate:g})")
-    state_dir = output / STATE_DIR
-    state = load_state(accelerator, state_dir, PretrainState) if resume else None
-    if state is None:
-        if resume:
-            say(f"--resume: {output} holds no saved state yet; the run starts from step 0")
-        state = PretrainState()
-    log = StepLog(output / LOG_FILE, accelerator, keep_until_step=state.step)
-    bar = progress_bar(steps, state.step, main and progress, f"GAT delta {settings.delta}")
-    report = say if bar.disable else bar.write  # log lines above the bar, when there is one
-
-    def collate(indices: list[int]) -> dict[str, torch.Tensor]:
-        return collate_trees([features[i] for i in indices], pad_token_id=pad)
-
-    def forward(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        losses = model(**batch)
-        return {"loss": sum(losses.values()), **losses}
+    model = GatPretrainer(encoder, settings.objectives, settings.seprem_max_distance, settings.dropout)
+    task = PretrainTask(settings, accelerator, model, train_inputs, tokenizer.pad_token_id)
+    if settings.warmup_steps is None:
+        steps = settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(task.n_rows / settings.batch_size)))
+        settings = replace(settings, warmup_steps=int(WARMUP_SHARE * steps))
+    if accelerator.is_main_process:
+        logger.info(f"training the GAT (delta {settings.gat_delta}, {'+'.join(settings.objectives)}) on "
+                    f"{task.n_rows} inputs from {sum(len(d.records) for d in train_data)} sentences")
 
     # -- the loop --------------------------------------------------------------------------------
-    say(f"training the GAT (delta {settings.delta}, {'+'.join(settings.objectives)}) on {len(train.trees)} "
-        f"inputs from {sum(len(d.records) for d in train_data)} sentences for {steps} steps")
-    model.train(settings.dropout)  # only the GAT trains, and dropout is all that train mode switches on
+    state = train(settings, task, accelerator, folder, resume=resume, show_progress=progress)
 
-    def batches_of_epoch(epoch: int) -> list[list[int]]:
-        return length_grouped_batches(lengths, settings.batch_size, settings.seed, epoch, accelerator.num_processes)
-
-    for batch in remaining_batches(state, steps, batches_of_epoch):
-        record = stepper.step(state.step, batch, collate, forward)
-        state.step += 1
-        state.step_in_epoch += 1
-        state.train_seconds += record.seconds
-        bar.update(1)
-        state.window.append(record.losses)
-        if state.step % settings.log_every == 0 or state.step == steps:  # the mean since the last line
-            window = state.window
-            means = {name: sum(r[name] for r in window) / len(window) for name in window[0]}
-            state.window = []
-            state.curve.append({"step": state.step, **means, "lr": record.lr, "grad_norm": record.grad_norm})
-            log.write(state.curve[-1])
-            report(f"step {state.step}/{steps}  " + "  ".join(f"{k} {v:.4f}" for k, v in means.items())
-                   + f"  lr {record.lr:.3g}  {state.train_seconds:.0f}s")
-        if settings.save_every and state.step % settings.save_every == 0 and state.step < steps:
-            save_state(accelerator, state_dir, asdict(state))
-    bar.close()
-    log.close()
-    step, curve, train_seconds = state.step, state.curve, state.train_seconds
-
+    # -- finish ----------------------------------------------------------------------------------
     summary = {}
     if accelerator.is_main_process:
-        encoder = accelerator.unwrap_model(model).encoder
-        metrics, evaluation = {}, []
-        for data in eval_data:
-            encoded = encode(aligner, data.records, windows=False)
-            metrics[data.lang] = probe_scores(encoder, encoded, data.records, settings.batch_size, pad,
-                                              accelerator.device)
-            evaluation.append({**data.summary(), "too_long_not_scored": encoded.too_long})
-            row = metrics[data.lang]
-            say(f"{data.lang:>3} {data.treebank:<22} {data.split:<5} UUAS {row['uuas']:.3f}  "
-                 f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  "
-                 f"NSpr {row['norm_spearman']:.3f}  ({row['n_sentences']} sentences, {encoded.too_long} too long)")
-        summary = {
-            "settings": asdict(settings),
-            "seed": settings.seed,
-            "versions": versions(),
-            "training": {"steps": step, "seconds": train_seconds, "inputs": len(train.trees),
-                         "windowed_sentences": train.windowed, "processes": accelerator.num_processes,
-                         "max_length": max_length, "treebanks": [d.summary() for d in train_data],
-                         "curve": curve},
-            "evaluation": evaluation,
-            "gat_config": encoder.config.to_diff_dict(),
-        }
-        encoder.save_gat(output)
-        if settings.model == TINY:
-            encoder.save_pretrained(output / TINY_MODEL_DIR)
-            tokenizer.save_pretrained(output / TINY_MODEL_DIR)
-        atomic_write_text(output / PROBE_FILE, json.dumps(metrics, indent=2) + "\n")
-        atomic_write_text(output / CONFIG_FILE, json.dumps(summary, indent=2, default=str) + "\n")
+        training = {"steps": state.step, "seconds": state.train_seconds,
+                    "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
+                    "inputs": task.n_rows, "windowed_sentences": train_inputs.windowed,
+                    "processes": accelerator.num_processes, "max_length": settings.max_length,
+                    "treebanks": [d.summary() for d in train_data], "curve": _curve(folder)}
+        summary = probe_and_save(settings, accelerator.unwrap_model(task.model).encoder, tokenizer, aligner,
+                                 eval_data, folder, training, accelerator.device)
     accelerator.wait_for_everyone()
+    return summary
+
+
+def _curve(folder: RunFolder) -> list[dict[str, float]]:
+    """The logged steps' losses, learning rate and gradient norm (the step log's training lines)."""
+    lines = [json.loads(line) for line in folder.train_log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [{k: v for k, v in line.items() if k != "epoch"} for line in lines if "loss" in line]
+
+
+def probe_and_save(settings: PretrainSettings, encoder, tokenizer, aligner: WordpieceAligner,
+                   eval_data: list[TreebankData], folder: RunFolder, training: dict, device) -> dict:
+    """Score the probes on every evaluation treebank, then write the GAT, its probe metrics and the summary."""
+    metrics, evaluation = {}, []
+    for data in eval_data:
+        encoded = encode(aligner, data.records, windows=False)
+        metrics[data.lang] = probe_scores(encoder, encoded, data.records, settings.batch_size,
+                                          tokenizer.pad_token_id, device)
+        evaluation.append({**data.summary(), "too_long_not_scored": encoded.too_long})
+    summary = {"settings": asdict(settings), "seed": settings.seed, "versions": versions(), "training": training,
+               "evaluation": evaluation, "probe_metrics": metrics, "gat_config": encoder.config.to_diff_dict()}
+    encoder.save_gat(folder.path)
+    if settings.model == TINY:
+        encoder.save_pretrained(folder.tiny_model)
+        tokenizer.save_pretrained(folder.tiny_model)
+    atomic_write_text(folder.probe_metrics, json.dumps(metrics, indent=2) + "\n")
+    atomic_write_text(folder.pretrain_config, json.dumps(summary, indent=2, default=str) + "\n")
     return summary

@@ -13,6 +13,8 @@ from xsyn.report.render import (
     experiment_folder,
     experiment_languages,
     experiment_systems,
+    format_delta,
+    format_stat,
     section_title,
 )
 
@@ -40,12 +42,12 @@ def _table(experiment: Experiment, alpha: float) -> str:
              r"\begin{tabular}{l" + "r" * (len(languages) + 1) + "}", r"\toprule", " & ".join(header) + r" \\",
              r"\midrule"]
     for system in systems:
-        cells = [_stat(system.per_language.get(lang)) for lang in languages]
-        lines.append(" & ".join([escape(system.label), *cells, _stat(system.average)]) + r" \\")
+        cells = [_stat_tex(system.per_language.get(lang)) for lang in languages]
+        lines.append(" & ".join([escape(system.label), *cells, _stat_tex(system.average)]) + r" \\")
     if experiment.comparisons:
         lines.append(r"\midrule")
         for comparison in experiment.comparisons:
-            cells = [_delta(comparison.per_language.get(lang)) for lang in languages]
+            cells = [_delta_tex(comparison.per_language.get(lang)) for lang in languages]
             average = "--" if comparison.average is None else f"${comparison.average:+.1f}$"
             lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
     caption = (f"{escape(section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
@@ -61,13 +63,9 @@ def _table(experiment: Experiment, alpha: float) -> str:
     return "\n".join(lines)
 
 
-def _stat(stat: Stat | None) -> str:
-    if stat is None:
-        return "--"
-    return f"${stat.mean:.1f}$" if stat.std is None else f"${stat.mean:.1f} \\pm {stat.std:.1f}$"
+def _stat_tex(stat: Stat | None) -> str:
+    return format_stat(stat, missing="--", plus_minus=r" \pm ", wrap="${}$")
 
 
-def _delta(cell: Delta | None) -> str:
-    if cell is None:
-        return "--"
-    return f"${cell.delta:+.1f}" + ("^{*}$" if cell.significant else "$")
+def _delta_tex(cell: Delta | None) -> str:
+    return format_delta(cell, missing="--", mark="^{*}", wrap="${}$")

@@ -13,12 +13,12 @@ from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.runs import ProbeRun
+from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 
 PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
-TRAINING_CURVES = "training_curves.png"  # in a run folder: its losses, learning rate and dev score per step
 
 
 def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
@@ -94,8 +94,8 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     tail = ["avg", "gap"] if with_gap else ["avg"]
     header = ["system", "seeds", *languages, *tail]
     rows = [[system.label, str(len(system.runs)),
-             *[_format_stat(system.per_language.get(lang)) for lang in languages],
-             _format_stat(system.average), *([_format_stat(system.transfer_gap)] if with_gap else [])]
+             *[format_stat(system.per_language.get(lang)) for lang in languages],
+             format_stat(system.average), *([format_stat(system.transfer_gap)] if with_gap else [])]
             for system in systems]
     lines += [_markdown_table(header, rows), "", _examples_line(systems[0], languages)]
     caps = experiment_caps(experiment)
@@ -112,7 +112,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     if experiment.comparisons:
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
-                       *[_format_delta(comparison.per_language.get(lang)) for lang in languages],
+                       *[format_delta(comparison.per_language.get(lang)) for lang in languages],
                        _signed(comparison.average), *([_signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
         lines.append(_markdown_table(["system", *languages, *tail], delta_rows))
@@ -268,7 +268,7 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
         deltas, rows_langs, cols_langs, title=title, value_label=f"Δ {experiment.primary} (points)",
         diverging=True, marks=marks, row_label=f"{row_axis} language", col_label=f"{col_axis} language",
         limits=(-scale.delta_bound, scale.delta_bound)))
-    rows = [[row, *map(_format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
+    rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
             f"(* p < {settings.alpha:g}; rows: {row_axis} language, columns: {col_axis} language)", "",
             _markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
@@ -279,7 +279,7 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
     lines = []
     for system in experiment_systems(experiment):
         for run in system.runs:
-            source = Path(run.results.get("run_dir") or run.path.parent) / TRAINING_CURVES
+            source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
             if source.is_file():
                 copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
                              source.read_bytes())
@@ -315,18 +315,20 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _format_stat(stat: Stat | None) -> str:
+def format_stat(stat: Stat | None, missing: str = "–", plus_minus: str = " ± ", wrap: str = "{}") -> str:
+    """`mean ± sd` (the mean alone for one seed); `wrap` places it (LaTeX: "${}$")."""
     if stat is None:
-        return "–"
-    return f"{stat.mean:.1f}" if stat.std is None else f"{stat.mean:.1f} ± {stat.std:.1f}"
+        return missing
+    return wrap.format(f"{stat.mean:.1f}" if stat.std is None else f"{stat.mean:.1f}{plus_minus}{stat.std:.1f}")
 
 
 def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1f}"
 
 
-def _format_delta(cell: Delta | None) -> str:
-    return "–" if cell is None else _signed(cell.delta) + ("*" if cell.significant else "")
+def format_delta(cell: Delta | None, missing: str = "–", mark: str = "*", wrap: str = "{}") -> str:
+    """The signed delta, with `mark` when it is significant."""
+    return missing if cell is None else wrap.format(f"{cell.delta:+.1f}" + (mark if cell.significant else ""))
 
 
 def _number(value: float | None, spec: str = ".1f") -> str:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.run.settings import BOOKKEEPING_FIELDS, MODEL_SETTINGS, current_names
+from xsyn.training.folder import PROBE_FILE, RESULTS_FILE
 from xsyn.utils.errors import XsynError
 
-RESULTS_FILE = "results.json"
-PROBE_FILE = "probe_metrics.json"
 _REQUIRED = ("task", "variant", "model", "seed", "metric", "split", "per_language")
 _TEXT = ("task", "variant", "model", "metric", "split")
 _OPTIONAL_OBJECTS = ("pairs", "config", "metric_options", "n_examples", "dropped")

@@ -39,8 +39,8 @@ from xsyn.run.inference import predict, score
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
-from xsyn.run.train import TASK_FILE
 from xsyn.syntax.parsing import Parser
+from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
@@ -71,11 +71,11 @@ def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise RunNotFoundError(f"--model-dir {model_dir} does not exist")
-    if (model_dir / TASK_FILE).is_file():
+    if task_file(model_dir).is_file():
         run_dir, path = model_dir.parent, model_dir
     else:
-        best = existing_dir(model_dir / "best")
-        if best is None or not (best / TASK_FILE).is_file():
+        best = existing_dir(RunFolder(model_dir).best)
+        if best is None or not task_file(best).is_file():
             raise RunNotFoundError(f"{model_dir} holds no checkpoint: expected best/ with {TASK_FILE} (written by "
                                    "xsyn finetune), or a checkpoint folder itself; is the run finished?")
         run_dir, path = model_dir, best
@@ -85,7 +85,7 @@ def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
 
 def read_task_info(checkpoint: Path) -> dict[str, Any]:
     """The checkpoint's task, label and tag names (`xsyn_task.json`), checked."""
-    file = checkpoint / TASK_FILE
+    file = task_file(checkpoint)
     try:
         info = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -102,7 +102,7 @@ def read_task_info(checkpoint: Path) -> dict[str, Any]:
 def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) -> RunConfig:
     """The settings a checkpoint was trained with (the run's config.json; for a checkpoint copied out
     of its run, the defaults for its task), with the given overrides that are not None."""
-    config_file = checkpoint.run_dir / "config.json"
+    config_file = RunFolder(checkpoint.run_dir).config
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
@@ -185,9 +185,9 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     split = split or default_split(card)
     holdout = None
     if split == "validation" and "validation" not in card.splits and card.dev_fraction is not None:
-        holdout = dev_holdout(card, config, run_dir / "data_report.json")
+        holdout = dev_holdout(card, config, RunFolder(run_dir).data_report)
         if holdout.ids is None:
-            raise MissingInputError(f"{run_dir / 'data_report.json'} records no validation hold-out: task "
+            raise MissingInputError(f"{RunFolder(run_dir).data_report} records no validation hold-out: task "
                                     f"{card.name!r} has no dev set of its own, and its validation split is the "
                                     "share of the training data a run held out; evaluate a run folder that has one")
         if langs and list(langs) != [config.train_lang]:
@@ -199,7 +199,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     langs = list(langs or card.languages)
     for lang in langs:
         card.check_lang(lang)
-    out = Path(output_dir) if output_dir else run_dir / (f"eval-{card.name}-{split}" if other_task else f"eval-{split}")
+    named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
+    out = Path(output_dir) if output_dir else RunFolder(run_dir).eval_dir(named)
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     main = accelerator.is_main_process
 
@@ -208,7 +209,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     vocab = Vocab(labels=checkpoint.labels, tags=checkpoint.tags)
     parser = make_parser(config)
     fingerprint = _fingerprint(checkpoint.path, config, card, split, parser, max_examples)
-    partial = out / "partial"
+    partial = eval_partial(out)
     loaded: dict[str, list] = {}  # language -> its parsed examples, reused by the pairs
     bar = progress_bar(len(langs) * (len(langs) if generalized else 1), 0, main and progress,
                        f"{card.name} {split}")
@@ -278,8 +279,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         summary["max_eval_examples"] = max_examples
     if main:
         _write_tables(out, card, summary, pairs)
-        atomic_write_json(out / "results.json", summary)
-        write_model_card(checkpoint.path, run_dir, extra_results=[out / "results.json"])
+        atomic_write_json(eval_results(out), summary)
+        write_model_card(checkpoint.path, run_dir, extra_results=[eval_results(out)])
     accelerator.wait_for_everyone()
     return summary
 

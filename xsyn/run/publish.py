@@ -25,6 +25,7 @@ from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
 from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.variants import get_variant
+from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
 
@@ -48,7 +49,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def _evaluations(checkpoint: Path, run_dir: Path, extra: Sequence[Path]) -> list[dict[str, Any]]:
     """The results.json files of this checkpoint's evaluations, one per split (the newest wins)."""
     found: dict[str, dict[str, Any]] = {}
-    paths = sorted(run_dir.glob("eval-*/results.json"), key=lambda p: p.stat().st_mtime) + list(extra)
+    paths = RunFolder(run_dir).eval_results() + list(extra)
     for path in paths:
         result = _read_json(path)
         if result and Path(result.get("checkpoint", "")).resolve() == checkpoint.resolve():
@@ -66,10 +67,13 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     checkpoint, run_dir = Path(checkpoint), Path(run_dir)
-    task_info = _read_json(checkpoint / "xsyn_task.json") or {}
-    model_config = _read_json(checkpoint / "config.json") or {}
-    run = _read_json(run_dir / "config.json") or {}
-    dev = _read_json(run_dir / "validation_results.json")
+    from transformers.utils import CONFIG_NAME
+
+    folder = RunFolder(run_dir)
+    task_info = _read_json(task_file(checkpoint)) or {}
+    model_config = _read_json(checkpoint / CONFIG_NAME) or {}
+    run = _read_json(folder.config) or {}
+    dev = _read_json(folder.validation_results)
     card = load_card(run.get("task_card") or task_info.get("task") or run["task"])
     variant = model_config.get("variant", run.get("variant", "none"))
     base = run.get("model", "?")

@@ -18,8 +18,9 @@ from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.models.variants import get_variant, variant_names
+from xsyn.models.variants import get_variant, model_settings, variant_names
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.checkpoint import check_checkpointing_steps
 from xsyn.utils.schema import (
     SchemaError,
     at_least,
@@ -104,7 +105,9 @@ class RunConfig:
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
     eval_every: int | None = _count(None)  # optimiser steps between dev evaluations (default: once an epoch)
-    save_every: int | None = _count(None)  # steps between resumable states (default: at every evaluation)
+    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N steps or
+    # "epoch" between resumable states (default: at every evaluation)
+    save_total_limit: int | None = _count(None)  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
     log_every: int = _count(10)
     trackers: list[str] = validated_field(one_of(TRACKERS), default_factory=list)  # accelerate trackers
     # model variant
@@ -142,7 +145,8 @@ DERIVED_FIELDS = ("task", "task_card", "hyperparameter_source", "hyperparameter_
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
-                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "save_every", "log_every",
+                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
+                      "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 CARD_NOTES = ("selection", "source")  # what a card's hyperparameter section documents, beside its settings
@@ -376,9 +380,9 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 def _check(config: RunConfig, card: TaskCard) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.gat_init and config.model == TINY:
-        from xsyn.pretraining.trainer import TINY_MODEL_DIR
+        from xsyn.training.folder import RunFolder
 
-        own = Path(config.gat_init) / TINY_MODEL_DIR
+        own = RunFolder(config.gat_init).tiny_model
         if own.is_dir():
             raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
                               "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
@@ -444,7 +448,7 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
-    model = _model_config_class()(variant=variant)
-    for name, hint in _model_hints().items():
-        table[name] = {"type": describe(hint), "default": getattr(model, name)}
+    for name, (hint, default) in model_settings().items():
+        if name not in NOT_MODEL_SETTINGS:
+            table[name] = {"type": describe(hint), "default": default}
     return table

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 from typing import Any, TypeVar
 
+from xsyn.training.folder import TRAINER_STATE, RunFolder, staged
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import OutputError, atomic_write_json, existing_dir, replace_dir
 
-TRAINER_STATE = "trainer_state.json"
 State = TypeVar("State")
 
 
@@ -24,24 +24,44 @@ class CheckpointError(XsynError, ValueError):
     """A saved state that cannot be read back; the message names the file and the fix."""
 
 
-def save_state(accelerator, state_dir: Path, trainer_state: dict[str, Any]) -> None:
-    """Save the resumable state of every process into `state_dir`, replacing the previous one."""
-    staged = state_dir.with_name(state_dir.name + ".tmp")
+def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], keep: int | None = None) -> None:
+    """Save the resumable state of every process into `folder.state`, replacing the previous one,
+    which is kept as `checkpoint-<step>/` while fewer than `keep` states are kept (default 1: only
+    the latest)."""
+    state_dir = folder.state
+    staging = staged(state_dir)
     if accelerator.is_main_process:
-        shutil.rmtree(staged, ignore_errors=True)  # what a kill mid-write left behind
+        shutil.rmtree(staging, ignore_errors=True)  # what a kill mid-write left behind
     accelerator.wait_for_everyone()
     try:
-        accelerator.save_state(str(staged), safe_serialization=True)
+        accelerator.save_state(str(staging), safe_serialization=True)
         if accelerator.is_main_process:
-            atomic_write_json(staged / TRAINER_STATE, trainer_state)
-            replace_dir(staged, state_dir)
-    except (OSError, RuntimeError) as err:  # torch reports a full disk as a RuntimeError
-        shutil.rmtree(staged, ignore_errors=True)
+            atomic_write_json(staging / TRAINER_STATE, trainer_state)
+            previous = folder.saved_step() if keep and keep > 1 else None
+            replace_dir(staging, state_dir, keep_old_as=folder.checkpoint(previous) if previous else None)
+            for old in folder.checkpoints()[:-(keep - 1)] if keep and keep > 1 else folder.checkpoints():
+                shutil.rmtree(old, ignore_errors=True)
+    except WRITE_ERRORS as err:
+        shutil.rmtree(staging, ignore_errors=True)
         kept = f"the last complete state, {state_dir}, is kept" if existing_dir(state_dir) else "no state is saved yet"
         raise OutputError(getattr(err, "errno", None) or 0,
-                          f"cannot write the training state to {staged} ({err}); {kept}. Free some space or make "
-                          "the folder writable, then continue with --resume") from err
+                          f"cannot write the training state to {staging} ({first_line(err)}); {kept}. Free some "
+                          "space or make the folder writable, then continue with --resume") from err
     accelerator.wait_for_everyone()
+
+
+def _write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write raises: OSError; torch reports a full disk as RuntimeError, safetensors its own error."""
+    from safetensors import SafetensorError
+
+    return OSError, RuntimeError, SafetensorError
+
+
+WRITE_ERRORS = _write_errors()
+
+
+def first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
 def load_state(accelerator, state_dir: Path, state_type: type[State]) -> State | None:
@@ -88,3 +108,20 @@ def _damaged_file(folder: Path) -> Path:
         except Exception:  # noqa: BLE001 - this is the file we are looking for
             return path
     return folder
+
+
+def checkpoint_interval(checkpointing_steps: int | str | None, steps_per_epoch: int, eval_every: int) -> int:
+    """Steps between resumable states: `checkpointing_steps` (N, or `epoch`); by default at every evaluation."""
+    if checkpointing_steps == "epoch":
+        return steps_per_epoch
+    return int(checkpointing_steps or eval_every)
+
+
+def check_checkpointing_steps(value: int | str | None) -> None:
+    """`checkpointing_steps` is a number of steps >= 1, `epoch`, or unset."""
+    from xsyn.utils.errors import InputError
+
+    if value is None or value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return
+    raise InputError(f"checkpointing_steps {value!r}: give a number of optimiser steps (>= 1) or 'epoch' "
+                     "(--checkpointing-steps N|epoch)")

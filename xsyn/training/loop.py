@@ -71,6 +71,26 @@ def remaining_batches(state: Any, total_steps: int, epoch_batches: Callable[[int
         state.step_in_epoch = 0
 
 
+LENGTH_WINDOW = 50  # batches per window that length grouping sorts (as transformers' LengthGroupedSampler)
+
+
+def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1,
+                  lengths: Sequence[int] | None = None) -> list[list[int]]:
+    """The global batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
+
+    With `lengths` (fine-tuning's `group_by_length`; GAT pre-training always), each window of
+    `LENGTH_WINDOW` batches of the permutation is sorted longest first before it is cut: a batch holds
+    rows of similar length and pads less, while the order stays random between windows and a fixed
+    function of (seed, epoch) (so resume works).
+    """
+    from xsyn.trees.batch import length_sorted_windows
+
+    order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
+    if lengths is not None:
+        order = length_sorted_windows(order, lengths, LENGTH_WINDOW * batch_size)
+    return global_batches(order, batch_size, processes)
+
+
 def global_batches(order: Sequence[int], batch_size: int, processes: int) -> list[list[int]]:
     """`order` cut into global batches; a last batch smaller than the number of processes is topped
     up from the start, so that every process has a row (only then can all take the step together)."""
@@ -217,8 +237,59 @@ def parameters_finite(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight")  # parameters AdamW leaves undecayed, as BERT's recipe
+
+
+def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters, with no weight decay on biases and LayerNorm weights."""
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for name, p in trainable if not name.endswith(NO_DECAY)], "weight_decay": weight_decay},
+              {"params": [p for name, p in trainable if name.endswith(NO_DECAY)], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-8)
+
+
+class StepProgress:
+    """The step progress of a run on the main process (`xsyn.utils.progress`: a bar on a terminal, a line
+    every LINE_SECONDS elsewhere). It shows the task loss where the task has one, not its sum with the
+    auxiliary losses (which reads like divergence), and the examples per second."""
+
+    LINE_SECONDS = 30.0
+
+    def __init__(self, total: int, initial: int, enabled: bool, description: str):
+        from xsyn.utils.progress import Progress
+
+        self.counter = Progress(total, description, "steps", enabled, interval=self.LINE_SECONDS, initial=initial)
+
+    def update(self, record: StepRecord) -> None:
+        name = "task_loss" if record.losses.get("task_loss") is not None else "loss"
+        self.counter.postfix = {name: f"{record.losses.get(name, math.nan):.4f}",
+                                "examples/s": f"{record.rows / max(record.seconds, 1e-9):.0f}"}
+        self.counter.update(1)
+
+    def note(self, line: str) -> None:
+        """A status line (a dev score), shown with -v."""
+        import logging
+
+        logger = logging.getLogger("xsyn.training")
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        if self.counter.enabled:
+            self.counter.write(line)  # above the bar
+        else:
+            logger.info(line)
+
+    def close(self) -> None:
+        self.counter.close()
+
+
 def progress_bar(total: int, initial: int, enabled: bool, description: str):
-    """The step progress bar: on the main process only, and off with `--quiet`."""
+    """A plain bar (evaluation's languages and pairs); away from a terminal it is redrawn at most once a
+    minute, as each redraw is a line in a log file."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True)
+    from xsyn.utils.progress import on_terminal
+
+    return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True,
+                mininterval=0.1 if on_terminal(sys.stderr) else 60)

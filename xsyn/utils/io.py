@@ -92,9 +92,10 @@ def atomic_write_json(path: str | Path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
-def replace_dir(staged: str | Path, final: str | Path) -> None:
-    """Swap a fully written folder into place. A crash mid-swap leaves `final` or `final.old`,
-    which `existing_dir` recovers; never a half-written `final`."""
+def replace_dir(staged: str | Path, final: str | Path, keep_old_as: str | Path | None = None) -> None:
+    """Swap a fully written folder into place; the previous one is deleted, or kept as `keep_old_as`.
+    A crash mid-swap leaves `final` or `final.old`, which `existing_dir` recovers; never a half-written
+    `final`."""
     import shutil
 
     staged, final = Path(staged), Path(final)
@@ -103,6 +104,9 @@ def replace_dir(staged: str | Path, final: str | Path) -> None:
     if final.exists():
         os.replace(final, old)
     os.replace(staged, final)
+    if keep_old_as is not None and old.exists():
+        shutil.rmtree(keep_old_as, ignore_errors=True)
+        os.replace(old, keep_old_as)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -133,3 +133,33 @@ def _png(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def training_curves_png(records: Sequence[Mapping], *, title: str) -> bytes:
+    """A run's curves against the optimiser step, from its step log (`train_log.jsonl` records): the task
+    loss and each auxiliary loss, the learning rate, and the dev score where the run evaluated."""
+    from matplotlib.figure import Figure
+
+    steps = [r for r in records if "lr" in r]
+    evaluations = [r for r in records if "dev_primary" in r]
+    losses = [k for k in dict.fromkeys(k for r in steps for k in r)
+              if k.endswith("loss") or k in ("distance", "depth", "seprem")]
+    if "task_loss" in losses or len(losses) > 1:  # the sum is drawn only where it is the only loss
+        losses = [k for k in losses if k != "loss"] or losses
+    panels = [("loss", losses), ("learning rate", ["lr"])] + ([("dev score", ["dev_primary"])] if evaluations else [])
+    figure = Figure(figsize=(7.5, 2.4 * len(panels)), dpi=110, layout="constrained")
+    axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for axes, (label, keys) in zip(axes_list, panels):
+        source = evaluations if keys == ["dev_primary"] else steps
+        for key in keys:
+            points = [(r["step"], r[key]) for r in source if isinstance(r.get(key), (int, float))
+                      and math.isfinite(r[key])]
+            if points:
+                axes.plot(*zip(*points), label=key, marker="o" if source is evaluations else None, markersize=3)
+        axes.set_ylabel(label)
+        axes.grid(alpha=0.3)
+        if len(keys) > 1:
+            axes.legend(fontsize="small")
+    axes_list[0].set_title(title)
+    axes_list[-1].set_xlabel("optimiser step")
+    return _png(figure)

@@ -14,6 +14,11 @@ import time
 from typing import TextIO
 
 
+def on_terminal(stream) -> bool:
+    """Whether `stream` is a terminal (where a bar redraws in place; elsewhere each redraw is a line)."""
+    return bool(getattr(stream, "isatty", None) and stream.isatty())
+
+
 def duration(seconds: float) -> str:
     """`3h02m`, `15m00s`, `42s`: an ETA a person reads at a glance."""
     seconds = int(round(seconds))
@@ -25,37 +30,49 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    """Counts `done` of `total` `unit`s; `update(n)` after each piece of work, `close()` at the end."""
+    """Counts `done` of `total` `unit`s (from `initial`, where a resumed job starts); `update(n)` after each
+    piece of work, `close()` at the end. `postfix` (name -> shown value, e.g. the training loss) follows
+    the count on the bar and in the lines."""
 
     def __init__(self, total: int, description: str, unit: str, enabled: bool = True, interval: float = 30.0,
-                 stream: TextIO | None = None, clock=time.monotonic):
+                 stream: TextIO | None = None, clock=time.monotonic, initial: int = 0):
         self.total, self.description, self.unit, self.interval = total, description, unit, interval
-        self.done, self._clock, self._lines = 0, clock, 0
+        self.done, self.initial, self._clock, self._lines, self._said = initial, initial, clock, 0, None
+        self.postfix: dict[str, str] = {}
         self._start = self._last_line = clock()
         self._stream = stream if stream is not None else sys.stderr
         self._bar = None
         self.enabled = enabled and total > 0
-        if self.enabled and self._stream.isatty():
+        if self.enabled and on_terminal(self._stream):
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, desc=description, unit=f" {unit}", file=self._stream,
+            self._bar = tqdm(total=total, initial=initial, desc=description, unit=f" {unit}", file=self._stream,
                              dynamic_ncols=True)
 
     def rate(self) -> float:
         """Units per second since the start."""
-        return self.done / max(self._clock() - self._start, 1e-9)
+        return (self.done - self.initial) / max(self._clock() - self._start, 1e-9)
 
     def line(self) -> str:
         rate = self.rate()
         eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
         return (f"{self.description}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.1f}%), "
-                f"{rate:.0f} {self.unit}/s, ETA {eta}")
+                f"{rate:.0f} {self.unit}/s, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
+
+    def write(self, line: str) -> None:
+        """A line of its own (above the bar, when there is one)."""
+        if self._bar is not None:
+            self._bar.write(line, file=self._stream)
+        else:
+            print(line, file=self._stream, flush=True)
 
     def update(self, n: int) -> None:
         self.done += n
         if not self.enabled:
             return
         if self._bar is not None:
+            if self.postfix:
+                self._bar.set_postfix(self.postfix, refresh=False)
             self._bar.update(n)
         elif self._clock() - self._last_line >= self.interval:
             self._last_line = self._clock()
@@ -64,9 +81,10 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
-        elif self.enabled and self._lines:
+        elif self.enabled and self._lines and self._said != self.done:
             self._say()
 
     def _say(self) -> None:
         print(self.line(), file=self._stream, flush=True)
+        self._said = self.done
         self._lines += 1

@@ -8,7 +8,7 @@ module and one line here (or one `register_variant` call from outside the packag
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xsyn.models.variants.base import SyntaxConfigError
 
@@ -64,6 +64,29 @@ def card_setting_types() -> dict[str, str]:
             if name not in types:
                 types[name] = _CARD_TYPES[str(declared[name])]
     return types
+
+
+def model_settings() -> dict[str, tuple[Any, Any]]:
+    """Every `XsynBertConfig` field xsyn adds to BERT's, as {name: (type, default)}: the shared fields
+    (the variant and its layers first, the heads' sizes last) and each variant's settings, read from
+    their dataclasses, so without transformers or torch (`xsyn settings`, checking `--set`)."""
+    import dataclasses
+    import typing
+
+    from xsyn.models.variants.base import CommonSettings
+
+    def of(settings: type) -> dict[str, tuple[Any, Any]]:
+        hints = typing.get_type_hints(settings)
+        return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(settings)}
+
+    common = of(CommonSettings)
+    names = list(common)
+    table = dict(list(common.items())[:2])
+    for variant in all_variants():
+        if variant.settings is not None:
+            table.update(of(variant.settings))
+    table.update({name: common[name] for name in names[2:]})
+    return table
 
 
 def paper_names() -> dict[str, str]:

@@ -50,6 +50,19 @@ class SyntaxBatch:
         return self.attention_mask if self.attention_mask is not None else torch.ones_like(self.input_ids)
 
 
+@dataclass(init=False, repr=False, eq=False)
+class CommonSettings:
+    """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
+    command line can list and check the model settings without loading torch)."""
+
+    variant: str = "gat"
+    syntax_layers: list[int] | None = None
+    num_intents: int | None = None
+    num_slot_labels: int | None = None
+    intent_labels: list[str] | None = None  # intent names in id order (intent-slot head)
+    slot_labels: list[str] | None = None  # slot tag names in id order
+
+
 class SyntaxVariant:
     """A syntax variant, in one place. Subclass it in one module and add one line to the registry
     (`xsyn.models.variants`); the defaults are those of plain BERT.

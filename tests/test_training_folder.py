@@ -1,0 +1,103 @@
+"""The run-folder layout is named once (`xsyn.training.folder.RunFolder`): what it says a folder holds,
+and that no other module spells a run file's name."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from xsyn.training.folder import RunFolder, staged
+
+PACKAGE = Path(__file__).resolve().parents[1] / "xsyn"
+FOLDER_MODULE = PACKAGE / "training" / "folder.py"
+# A run's files: a module that spells one of these as a string is reading or writing the layout itself.
+RUN_FILES = {"config.json", "data_report.json", "train_log.jsonl", "training_curves.png", "validation_results.json",
+             "train_results.json", "wandb_run_id.txt", "results.json", "probe_metrics.json", "pretrain_config.json",
+             "xsyn_task.json", "trainer_state.json"}
+RUN_DIRS = {"state", "best", "partial"}  # flagged where a path is built from them (`folder / "state"`)
+RUN_PREFIXES = ("eval-", "checkpoint-")
+
+
+def layout_literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each string in `source` that names a run file or folder, docstrings aside."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    path_parts = {id(node.right) for node in ast.walk(tree) if isinstance(node, ast.BinOp)
+                  and isinstance(node.op, ast.Div)}
+    found = set()
+    for node in ast.walk(tree):  # an f-string's literal parts are constants too
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docstrings:
+            continue
+        text = node.value
+        if text in RUN_FILES or text.startswith(RUN_PREFIXES) or (id(node) in path_parts
+                                                                   and text.split("/")[0] in RUN_DIRS):
+            found.add((node.lineno, text))
+    return sorted(found)
+
+
+def test_the_scan_finds_a_run_file_spelled_in_a_path_an_fstring_or_a_glob():
+    source = ('"""Writes state/ and train_results.json."""\n'
+              'def f(out, split):\n'
+              '    """best/ too."""\n'
+              '    a = out / "state" / "x"\n'
+              '    b = out / "train_results.json"\n'
+              '    c = out / f"eval-{split}"\n'
+              '    d = out.glob("checkpoint-*")\n'
+              '    e = {"state": 1, "help": "see train_results.json"}\n')
+    assert layout_literals(source) == [(4, "state"), (5, "train_results.json"), (6, "eval-"), (7, "checkpoint-*")]
+
+
+def test_no_module_but_the_folder_module_spells_the_run_folder_layout():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        # xsyn/models reads model folders, whose config.json is transformers' file, not the run's
+        if path == FOLDER_MODULE or path.is_relative_to(PACKAGE / "models"):
+            continue
+        offenders += [f"{path.relative_to(PACKAGE.parent)}:{line}: {text!r}"
+                      for line, text in layout_literals(path.read_text(encoding="utf-8"))]
+    assert offenders == [], "ask xsyn.training.folder.RunFolder for these paths:\n" + "\n".join(offenders)
+
+
+def test_progress_and_finish_are_read_from_the_folder(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    assert not folder.has_progress() and not folder.is_finished() and folder.saved_step() is None
+    staged(folder.state).mkdir(parents=True)  # a state being written is no progress yet
+    assert not folder.has_progress()
+    folder.state.mkdir()
+    (folder.state / "trainer_state.json").write_text(json.dumps({"step": 7}))
+    assert folder.has_progress() and folder.saved_step() == 7 and not folder.is_finished()
+    folder.state.rename(folder.state.with_name("state.old"))  # a kill inside the swap: the previous state counts
+    assert folder.has_progress() and folder.saved_step() == 7
+    folder.train_results.write_text("{}")
+    assert folder.is_finished()
+
+
+def test_checkpoints_are_listed_by_step_and_clear_leaves_foreign_files(tmp_path):
+    folder = RunFolder(tmp_path)
+    for step in (10, 2, 100):
+        folder.checkpoint(step).mkdir()
+    (tmp_path / "checkpoint-x").mkdir()  # not a step: not a checkpoint
+    assert [p.name for p in folder.checkpoints()] == ["checkpoint-2", "checkpoint-10", "checkpoint-100"]
+    folder.config.write_text("{}")
+    folder.eval_dir("test").mkdir()
+    (tmp_path / "notes.txt").write_text("mine")
+    folder.clear()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-x", "notes.txt"]
+
+
+@pytest.mark.parametrize("split", ["test", "validation"])
+def test_eval_results_are_found_per_split_oldest_first(tmp_path, split):
+    import os
+
+    folder = RunFolder(tmp_path)
+    for k, name in enumerate((split, "other")):
+        folder.eval_dir(name).mkdir()
+        (folder.eval_dir(name) / "results.json").write_text("{}")
+        os.utime(folder.eval_dir(name) / "results.json", (1000 + k, 1000 + k))
+    assert [p.parent.name for p in folder.eval_results()] == [f"eval-{split}", "eval-other"]

@@ -1,0 +1,233 @@
+"""The one training loop: fine-tuning (`xsyn.run.train`) and GAT pre-training
+(`xsyn.pretraining.trainer`) are two `TrainingTask`s it runs; their objectives differ, their loop
+does not.
+
+    state = train(settings, task, accelerator, RunFolder(out), resume=..., progress=...)
+
+It reads top to bottom, as nanoGPT's does: setup (optimiser, schedule, saved state, step log),
+the loop (one optimiser step per global batch; logging, evaluation, checkpoints at their
+intervals), finish (the curves). The step itself is `Stepper`'s (`loop.py`), so a run means the same
+on 1 or N processes and with any number of accumulation steps; the batches are the task's
+`batches_of_epoch`, a fixed function of (seed, epoch), so a resumed run takes exactly the batches
+the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import torch
+
+from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state
+from xsyn.training.folder import RunFolder
+from xsyn.training.log import StepLog
+from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
+
+logger = logging.getLogger(__name__)
+CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
+
+Batch = dict[str, torch.Tensor]
+
+
+class LoopSettings(Protocol):
+    """The settings the loop reads; `RunConfig` and `PretrainSettings` both carry them, under these names."""
+
+    seed: int
+    epochs: float
+    max_steps: int | None
+    batch_size: int
+    grad_accum: int
+    learning_rate: float
+    warmup_steps: int
+    weight_decay: float
+    max_grad_norm: float | None
+    log_every: int
+    eval_every: int | None
+    checkpointing_steps: int | str | None
+    save_total_limit: int | None
+
+
+class TrainingTask(Protocol):
+    """What differs between fine-tuning and GAT pre-training.
+
+    `model` is the module to train (the loop prepares it for Accelerate and puts the prepared one
+    back); `n_rows` the training inputs; `hint` the settings a non-finite loss most likely comes from.
+    """
+
+    model: torch.nn.Module
+    n_rows: int
+    description: str
+    hint: str
+    count_items: Callable[[list[int]], int] | None  # a token task's labelled tokens of rows (`labelled_pieces`)
+
+    def batches_of_epoch(self, epoch: int) -> list[list[int]]:
+        """The global batches (row indices) of one epoch, a fixed function of (seed, epoch)."""
+
+    def collate(self, indices: list[int]) -> Batch:
+        """One share of a batch as tensors (on the host)."""
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor | None]:
+        """The losses of a batch: `loss` is back-propagated, every entry is logged."""
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """{"primary": float, "scores": {...}} on the dev data; None where the task evaluates only at the end."""
+
+    def on_best(self, state: TrainState, result: dict[str, Any]) -> None:
+        """Keep the model that scored `result`, the best so far."""
+
+
+@dataclass
+class TrainState:
+    """Where training is; saved with every resumable state."""
+
+    step: int = 0  # optimiser steps done
+    epoch: int = 0
+    step_in_epoch: int = 0
+    best_score: float | None = None
+    best_step: int | None = None
+    train_seconds: float = 0.0
+    data_wait_seconds: float = 0.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during training; `saved_step` is what a resumed run continues from (None: nothing saved)."""
+
+    def __init__(self, saved_step: int | None):
+        super().__init__(saved_step)
+        self.saved_step = saved_step
+
+
+def total_steps(settings: LoopSettings, n_rows: int) -> int:
+    return settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(n_rows / settings.batch_size)))
+
+
+def check_micro_batches(settings: LoopSettings, processes: int) -> None:
+    """Every process needs a row of every micro-batch to take the step with the others (checked by the
+    tasks' setups before any data is read)."""
+    from xsyn.utils.errors import InputError
+
+    micro = settings.batch_size // settings.grad_accum
+    if micro < processes:
+        raise InputError(f"--batch-size {settings.batch_size} over --grad-accum {settings.grad_accum} gives "
+                         f"micro-batches of {micro} examples, fewer than the {processes} processes: raise "
+                         "--batch-size or lower --grad-accum")
+
+
+def warn_long_warmup(settings: LoopSettings, steps: int) -> None:
+    """A warmup as long as the run never reaches the peak learning rate (a card's warmup under a capped run).
+
+    Warned, not rescaled: the value is the paper's (or the user's), and a run that changed it
+    silently would no longer be the configured experiment; the warning names the fix."""
+    if settings.warmup_steps >= steps:
+        logger.warning(f"warmup_steps {settings.warmup_steps} is not shorter than the run's {steps} steps: the "
+                       f"learning rate never reaches its peak {settings.learning_rate:g} (at the last step it is "
+                       f"{settings.learning_rate * (steps - 1) / settings.warmup_steps:.3g}); for a short run "
+                       f"give --set warmup_steps={max(1, steps // 10)} (a tenth of the steps) or more steps")
+
+
+def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFolder, *, resume: bool = False,
+          show_progress: bool = True) -> TrainState:
+    """Train `task` for the settings' steps; returns the final state (the run's bookkeeping).
+
+    With `resume`, it continues from `folder.state` and ends as the uninterrupted run would; without
+    it, what an unfinished earlier attempt left in the folder is removed first."""
+    # -- setup -----------------------------------------------------------------------------------
+    steps_per_epoch = math.ceil(task.n_rows / settings.batch_size)
+    steps = total_steps(settings, task.n_rows)
+    warn_long_warmup(settings, steps)
+    model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, settings.learning_rate,
+                                                                      settings.weight_decay))
+    task.model = model
+    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(settings.learning_rate, settings.warmup_steps,
+                                                                    steps),
+                      settings.max_grad_norm, settings.seed, settings.grad_accum, hint=task.hint,
+                      count_items=task.count_items)
+    eval_every = settings.eval_every or steps_per_epoch
+    save_every = checkpoint_interval(settings.checkpointing_steps, steps_per_epoch, eval_every)
+    state = load_state(accelerator, folder.state, TrainState) if resume else None
+    if state is None:
+        if resume and accelerator.is_main_process:
+            logger.warning(f"--resume: {folder.path} holds no saved state yet; the run starts from step 0")
+        _clear_unfinished(accelerator, folder)
+        state = TrainState()
+    log = StepLog(folder.train_log, accelerator, keep_until_step=state.step)
+    bar = StepProgress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
+    saved = state.step if state.step else None
+    drawn = time.monotonic()  # when training_curves.png was last drawn
+
+    # -- the loop --------------------------------------------------------------------------------
+    model.train()
+    try:
+        for batch in remaining_batches(state, steps, task.batches_of_epoch):
+            record = stepper.step(state.step, batch, task.collate, task.forward)
+            state.step += 1
+            state.step_in_epoch += 1
+            state.train_seconds += record.seconds
+            state.data_wait_seconds += record.data_seconds
+            bar.update(record)
+            last = state.step == steps
+            if state.step % settings.log_every == 0 or last:
+                log.write({"step": state.step, "epoch": state.epoch, **record.losses, "lr": record.lr,
+                           "grad_norm": record.grad_norm})
+            if state.step % eval_every == 0 or last:
+                _evaluate(task, state, log, bar)
+            if state.step % save_every == 0 or last:
+                save_state(accelerator, folder, asdict(state), keep=settings.save_total_limit)
+                saved = state.step
+                if accelerator.is_main_process and (last or time.monotonic() - drawn >= CURVES_SECONDS):
+                    write_curves(folder)
+                    drawn = time.monotonic()
+    except KeyboardInterrupt:
+        raise Interrupted(saved) from None
+    finally:
+        bar.close()
+        log.close()
+    return state
+
+
+def _evaluate(task: TrainingTask, state: TrainState, log: StepLog, bar) -> None:
+    result = task.evaluate()
+    if result is None:
+        return
+    log.write({"step": state.step, "dev": result["scores"], "dev_primary": result["primary"]})
+    better = state.best_score is None or result["primary"] > state.best_score
+    bar.note(f"step {state.step}: dev {result['primary']:.4g}" + (" (best so far)" if better else
+                                                                 f" (best {state.best_score:.4g})"))
+    if better:
+        state.best_score, state.best_step = result["primary"], state.step
+        task.on_best(state, result)
+
+
+def _clear_unfinished(accelerator, folder: RunFolder) -> None:
+    """A fresh start: drop what a run that stopped before its first complete save left (a `best/`
+    and its dev result from an earlier attempt would otherwise outlive this run's)."""
+    if accelerator.is_main_process:
+        for path in folder.unfinished():
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    accelerator.wait_for_everyone()
+
+
+def write_curves(folder: RunFolder) -> None:
+    """`training_curves.png` from the step log: the picture of the run so far, replaced atomically."""
+    import json
+
+    from xsyn.utils.io import atomic_write_bytes
+    from xsyn.utils.plots import training_curves_png
+
+    records = []
+    for line in folder.train_log.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    if records:
+        atomic_write_bytes(folder.curves, training_curves_png(records, title=folder.path.name))

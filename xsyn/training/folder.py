@@ -1,0 +1,181 @@
+"""The layout of a run folder, named once: every module that reads or writes a run's files asks
+`RunFolder` for the path (as transformers names its checkpoint files once, in `trainer_utils`).
+
+A fine-tuning run (`xsyn finetune`):
+
+    config.json              the resolved settings (`xsyn finetune --config` or `--resume DIR` reads it back)
+    data_report.json         what loading, parsing and featurising kept, skipped or truncated
+    train_log.jsonl          one line per logging step and per evaluation
+    training_curves.png      task loss, auxiliary losses, learning rate and dev score against the step
+    state/                   the latest resumable state (`trainer_state.json` + Accelerate's files)
+    checkpoint-<step>/       earlier resumable states kept by --save-total-limit
+    best/                    the best checkpoint so far (model, tokenizer, `xsyn_task.json`, README.md)
+    validation_results.json  the best validation score and its step
+    train_results.json       the summary, written last: the run is finished
+    eval-<split>/            `xsyn evaluate`: results.json, and partial/ (one file per finished language)
+
+A GAT pre-training run (`xsyn pretrain-gat`) shares config-free parts of it (state/, train_log.jsonl,
+the curves) and adds `gat.safetensors` + `gat_config.json`, `probe_metrics.json`,
+`pretrain_config.json` and, for the tiny model, `model/`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from xsyn.models.defaults import GAT_CONFIG
+from xsyn.utils.io import existing_dir
+
+RESULTS_FILE = "results.json"  # an evaluation's results, in eval-<split>/ (or any folder `xsyn report` reads)
+PROBE_FILE = "probe_metrics.json"  # a pre-trained GAT's probe scores
+TASK_FILE = "xsyn_task.json"  # beside a checkpoint's weights: what a model needs to be evaluated
+TRAINER_STATE = "trainer_state.json"  # in a saved state: where the loop stood
+STAGED = ".tmp"  # a folder being written beside its final name (`replace_dir` swaps it in)
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one run folder (see the module docstring)."""
+
+    path: Path
+
+    def __init__(self, path: str | Path):
+        object.__setattr__(self, "path", Path(path))
+
+    # -- settings and records ----------------------------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def data_report(self) -> Path:
+        return self.path / "data_report.json"
+
+    @property
+    def train_log(self) -> Path:
+        return self.path / "train_log.jsonl"
+
+    @property
+    def curves(self) -> Path:
+        return self.path / "training_curves.png"
+
+    @property
+    def validation_results(self) -> Path:
+        return self.path / "validation_results.json"
+
+    @property
+    def train_results(self) -> Path:
+        return self.path / "train_results.json"
+
+    @property
+    def wandb_run_id(self) -> Path:
+        return self.path / "wandb_run_id.txt"
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    @property
+    def state(self) -> Path:
+        return self.path / "state"
+
+    @property
+    def best(self) -> Path:
+        return self.path / "best"
+
+    def checkpoint(self, step: int) -> Path:
+        """An earlier resumable state, kept under `--save-total-limit`."""
+        return self.path / f"checkpoint-{step}"
+
+    def checkpoints(self) -> list[Path]:
+        """The kept earlier states, oldest first."""
+        found = [(int(m.group(1)), p) for p in self.path.glob("checkpoint-*")
+                 if p.is_dir() and (m := _CHECKPOINT.fullmatch(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def unfinished(self) -> list[Path]:
+        """What a run that stopped before its first complete save may have left (removed on a fresh start)."""
+        return [staged(self.best), self.best.with_name(self.best.name + ".old"), self.best, staged(self.state),
+                self.validation_results]
+
+    # -- evaluations -------------------------------------------------------------------------------------
+    def eval_dir(self, split: str) -> Path:
+        return self.path / f"eval-{split}"
+
+    def eval_results(self) -> list[Path]:
+        """Every evaluation's results file, oldest first."""
+        return sorted(self.path.glob(f"eval-*/{RESULTS_FILE}"), key=lambda p: p.stat().st_mtime)
+
+    # -- GAT pre-training -----------------------------------------------------------------------------
+    @property
+    def gat_config(self) -> Path:
+        return self.path / GAT_CONFIG
+
+    @property
+    def probe_metrics(self) -> Path:
+        return self.path / PROBE_FILE
+
+    @property
+    def pretrain_config(self) -> Path:
+        return self.path / "pretrain_config.json"
+
+    @property
+    def tiny_model(self) -> Path:
+        """A tiny-model pre-training's own encoder and tokenizer (its GAT reads their random embeddings)."""
+        return self.path / "model"
+
+    # -- what the folder holds ------------------------------------------------------------------------
+    def has_progress(self) -> bool:
+        """Whether the folder holds a state to continue from or a finished run. A run that stopped
+        before its first complete save (even with `best/` written) holds neither: the same command
+        starts it again."""
+        return existing_dir(self.state) is not None or self.is_finished()
+
+    def is_finished(self) -> bool:
+        return self.train_results.is_file()
+
+    def run_files(self) -> list[Path]:
+        """Everything a run writes here (what `--overwrite-output-dir` deletes; other files are left alone)."""
+        folders = [self.state, self.best]
+        files = [self.config, self.data_report, self.train_log, self.curves, self.validation_results,
+                 self.train_results, self.wandb_run_id, self.gat_config, self.probe_metrics, self.pretrain_config]
+        return [*files, *folders, *map(staged, folders), *(f.with_name(f.name + ".old") for f in folders),
+                *self.checkpoints(), *self.path.glob("eval-*"), self.tiny_model]
+
+    def clear(self) -> None:
+        """Delete the run's files, so that a fresh run starts in an empty folder."""
+        import shutil
+
+        for path in self.run_files():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def saved_step(self) -> int | None:
+        """The optimiser steps the saved state has done (None: no readable state)."""
+        import json
+
+        found = existing_dir(self.state)
+        try:
+            return int(json.loads((found / TRAINER_STATE).read_text(encoding="utf-8"))["step"]) if found else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def staged(folder: Path) -> Path:
+    """Where `folder` is written before it is swapped into place."""
+    return folder.with_name(folder.name + STAGED)
+
+
+def eval_partial(eval_dir: Path) -> Path:
+    """An evaluation's finished languages and pairs, one file each (what a resumed evaluation keeps)."""
+    return eval_dir / "partial"
+
+
+def eval_results(eval_dir: Path) -> Path:
+    return eval_dir / RESULTS_FILE
+
+
+def task_file(checkpoint: Path) -> Path:
+    return checkpoint / TASK_FILE
