@@ -103,8 +103,8 @@ def _cli(args: list[str], **kw) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_path):
-    extra = ["--variant", "gat", "--seed", "5", "--max-steps", "12", "--eval-every", "4", "--set", "checkpointing_steps=2",
-             "--set", "log_every=1"]
+    extra = ["--variant", "gat", "--seed", "5", "--max-steps", "12", "--eval-every", "4",
+             "--set", "checkpointing_steps=2", "--set", "log_every=1"]
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     assert _cli(finetune_args(vocab, cache, whole, *extra)).wait(300) == 0
     proc = _cli(finetune_args(vocab, cache, broken, *extra))
