@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.main import XsynCommand, main
 
 LAUNCHERS = ("local", "slurm")
 
@@ -66,6 +66,8 @@ def experiment() -> None:
       xsyn experiment run ahmad2021 --launcher slurm --partition gpu --gpus-per-node 1 --time 720
     """
 
+
+experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its name too
 
 
 @experiment.command(name="run")
