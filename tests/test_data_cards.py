@@ -7,8 +7,8 @@ import pytest
 from xsyn.data.cards import CardError, load_card, parse_card
 from xsyn.data.loading import load_examples
 
-ALL_TASKS = ["cged", "chnsenticorp", "conll_ner", "matis", "mlqa", "msra_ner", "mtop", "panx", "pawsx",
-             "synth", "udpos", "xnli", "xquad"]
+ALL_TASKS = ["cged", "chnsenticorp", "cola", "conll_ner", "fce", "matis", "mlqa", "mrpc", "msra_ner", "mtop", "panx",
+             "pawsx", "qnli", "race", "rte", "squad_v2", "sst2", "stsb", "synth", "udpos", "xnli", "xquad"]
 
 
 def test_every_task_has_a_card_that_loads():
@@ -34,6 +34,15 @@ def test_every_task_has_a_card_that_loads():
     ("msra_ner", "token-classification", 1, "seqeval"),
     ("cged", "token-classification", 1, "cged"),
     ("udpos", "pos-tagging", 17, "word_accuracy"),  # the 17 treebanks of ../shared/data/ud
+    ("cola", "single-classification", 1, "mcc"),
+    ("sst2", "single-classification", 1, "accuracy"),
+    ("qnli", "pair-classification", 1, "accuracy"),
+    ("rte", "pair-classification", 1, "accuracy"),
+    ("mrpc", "pair-classification", 1, "accuracy_f1"),
+    ("stsb", "pair-regression", 1, "correlation"),
+    ("fce", "token-detection", 1, "detection"),
+    ("squad_v2", "extractive-qa-v2", 1, "squad_v2"),
+    ("race", "multiple-choice", 1, "subset_accuracy"),
 ])
 def test_cards_define_kind_languages_and_metric_as_the_benchmarks_do(name, kind, n_langs, metric):
     card = load_card(name)

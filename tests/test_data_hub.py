@@ -33,6 +33,10 @@ def first_request(task, split, **langs):
                                          "revision='refs/convert/parquet')"),
     # XTREME names its UD-POS configs by the language's English name (the card's hub lang_codes)
     ("udpos", "test", {"lang": "zh"}, "datasets.load_dataset('google/xtreme', 'udpos.Chinese', split='test')"),
+    ("race", "test", {"lang": "en"}, "datasets.load_dataset('ehovy/race', 'all', split='test')"),
+    ("stsb", "train", {"lang": "en"}, "datasets.load_dataset('nyu-mll/glue', 'stsb', split='train')"),
+    ("squad_v2", "validation", {"lang": "en"}, "datasets.load_dataset('rajpurkar/squad_v2', 'squad_v2', "
+                                               "split='validation')"),
 ])
 def test_each_card_requests_the_documented_dataset_config_and_split(task, split, langs, expected):
     assert first_request(task, split, **langs).describe() == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -74,3 +75,79 @@ def test_udpos_fine_tunes_on_english_ewt_and_scores_words_zero_shot_on_other_tre
         tags = [t for sentence in predictions for t in sentence.split()]
         assert len(tags) == words[lang, "test"]  # one tag per syntactic word, none dropped
         assert set(tags) <= set(card.tags)
+    from xsyn.run.predict import predict
+
+    predicted = predict(out / "best", [{"text": "Der Hund schläft ."}], lang="de", tokens="whitespace",
+                        overrides={"cache_dir": str(tmp_path / "cache")})
+    assert [t["text"] for t in predicted[0]["tokens"]] == ["Der", "Hund", "schläft", "."]
+    assert {t["tag"] for t in predicted[0]["tokens"]} <= set(card.tags) and "entities" not in predicted[0]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("task, keys", [
+    ("stsb", {"pearson", "spearman"}),  # regression on a pair
+    ("fce", {"precision", "recall", "f0.5"}),  # token-level binary detection
+    ("squad_v2", {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_exact", "best_f1", "best_f1_thresh"}),
+    ("cola", {"mcc"}),
+    ("mrpc", {"accuracy", "f1"}),
+    ("race", {"accuracy", "accuracy_middle", "accuracy_high"}),  # multiple choice, RACE-M and RACE-H apart
+])
+def test_a_capped_run_of_each_new_task_trains_on_its_fixtures_evaluates_and_predicts(task, keys, tmp_path):
+    from xsyn.data.loading import load_examples
+    from xsyn.run.predict import predict
+
+    data = FIXTURES / task
+    out = finetune(task, data, tmp_path, "--train-lang", "en")
+    card = load_card(task)
+    results = evaluate(out, data, "validation", "en")
+    dev, _ = load_examples(card, "en", "validation", data_dir=data)
+    assert results["n_examples"] == {"en": len(dev)} and keys <= set(results["scores"]["en"])
+    rows = [{s: " ".join(e.segments[k].tokens or []) if card.task_kind.tagged else e.segments[k].text
+             for k, s in enumerate(("text",) if card.task_kind.tagged else card.segments)} for e in dev]
+    if card.task_kind.choices:
+        for row, e in zip(rows, dev):
+            row["options"] = [s.text for s in e.segments[2:]]
+    predicted = predict(out / "best", rows, overrides={"cache_dir": str(tmp_path / "cache")}, tokens="whitespace")
+    assert len(predicted) == len(dev)
+    first = predicted[0]
+    if task == "stsb":
+        assert isinstance(first["score"], float)
+    elif task == "fce":
+        assert [t["tag"] for t in first["tokens"]] and {t["tag"] for p in predicted for t in p["tokens"]} <= {"c", "i"}
+        assert [t["text"] for t in first["tokens"]] == dev[0].segments[0].tokens
+    elif task == "race":
+        assert first["answer"] in card.labels and first["option"] == rows[0]["options"][
+            card.labels.index(first["answer"])]
+        assert sum(first["probabilities"].values()) == pytest.approx(1.0, abs=1e-4)
+    elif task == "squad_v2":
+        assert {p["no_answer"] for p in predicted} <= {True, False}
+        assert all((p["answer"] == "") == p["no_answer"] for p in predicted)
+    else:
+        assert first["label"] in card.labels
+
+
+def test_a_multiple_choice_input_cuts_the_passage_only_and_keeps_every_option_whole(tmp_path):
+    from xsyn.data.features import option_sequences, prepare_features
+    from xsyn.data.loading import load_examples
+    from xsyn.models.presets import load_tokenizer
+    from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.parsing import build_parser
+
+    card = load_card("race")
+    examples, _ = load_examples(card, "en", "train", data_dir=FIXTURES / "race")
+    parse_segments([s for e in examples for s in e.segments], build_parser("chain"))
+    tokenizer = load_tokenizer(vocab_of(FIXTURES / "race", tmp_path / "vocab.txt"))
+    features, report = prepare_features(card, examples, tokenizer, 24, labels=card.labels)
+    assert len(features) == len(examples) and report.truncated_inputs == len(examples)  # every passage is longer
+    for example, feature in zip(examples, features):
+        options = option_sequences([{k: np.asarray(v) for k, v in feature.items()}])
+        assert len(options) == 4 and feature["labels"] == card.labels.index(example.label)
+        question = tokenizer(example.segments[1].text, add_special_tokens=False)["input_ids"]
+        for option, segment in zip(options, example.segments[2:]):
+            ids = option["input_ids"].tolist()
+            answer = tokenizer(segment.text, add_special_tokens=False)["input_ids"]
+            assert len(ids) == 24 and ids[-1] == tokenizer.sep_token_id
+            assert ids[-len(answer) - 1:-1] == answer
+            assert ids[-len(answer) - len(question) - 2:-len(answer) - 2] == question

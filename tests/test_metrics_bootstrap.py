@@ -5,14 +5,18 @@ import math
 import numpy as np
 import pytest
 
+from xsyn.data.cards import METRICS
 from xsyn.metrics import METRIC_IDS, compute, get_metric, primary_name, resample_fn
 from xsyn.metrics.bootstrap import paired_bootstrap
 
 
 def test_registry_lists_every_metric_and_explains_unknown_ids():
-    assert METRIC_IDS == ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged")
-    primaries = ["accuracy", "f1", "f1", "f1", "exact_match", "position_f1"]
+    assert METRIC_IDS == ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy", "mcc",
+                          "accuracy_f1", "correlation", "detection", "squad_v2", "subset_accuracy")
+    primaries = ["accuracy", "f1", "f1", "f1", "exact_match", "position_f1", "accuracy", "mcc", "accuracy",
+                 "pearson", "f0.5", "f1", "accuracy"]
     assert [primary_name(m) for m in METRIC_IDS] == primaries
+    assert set(METRICS) == set(METRIC_IDS)  # the cards accept exactly the registry's metrics
     with pytest.raises(ValueError, match="unknown metric 'bleu'; valid: accuracy, seqeval, squad, mlqa"):
         compute("bleu", [], [])
     with pytest.raises(ValueError, match="metric 'accuracy' takes no options"):

@@ -72,6 +72,7 @@ def test_evaluate_adds_its_table_to_the_card(run):
     for lang, score in results["per_language"].items():
         assert f"| {lang} | {score:.2f} | {results['n_examples'][lang]} |" in card.text
     assert f"| average | {results['average']:.2f} |" in card.text and "Not evaluated yet" not in card.text
+    assert "Zero-shot on synth, test split (accuracy)" in card.text  # which task (evaluate --task may differ)
     assert card.data.language == ["sov", "svo"]
     metrics = {(r.dataset_config, r.dataset_split): r.metric_value for r in card.data.eval_results}
     assert metrics == {(lang, "test"): round(score, 4) for lang, score in results["per_language"].items()}

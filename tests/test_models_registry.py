@@ -14,6 +14,7 @@ from torch import nn
 
 import xsyn
 from xsyn.models import variants
+from xsyn.models.heads import HEAD_CLASSES
 from xsyn.models.variants import VARIANTS, get_variant, register_variant
 from xsyn.models.variants.base import LossTerm, SyntaxConfigError, SyntaxVariant
 
@@ -133,7 +134,7 @@ def test_each_variants_settings_are_config_fields_it_validates(variant):
 
 # -- the architecture: names are the registry's --------------------------------------------------------
 
-HEAD_NAMES = ("sequence", "token", "qa", "intent_slot")
+HEAD_NAMES = tuple(HEAD_CLASSES)  # the head registry's names
 
 
 def _names_compared(tree: ast.AST, names: set[str], subject: str) -> list[int]:

@@ -44,12 +44,12 @@ def train_steps(model, task: str, tokenizer, labels, tags, data_dir: Path, split
     from xsyn.data.features import collate_features
     from xsyn.run.inference import model_inputs
     from xsyn.run.settings import RunConfig
-    from xsyn.run.task_data import Vocab, load_task_data
+    from xsyn.run.task_data import LabelNames, load_task_data
 
     card = load_card(task)
     config = RunConfig(task=task, data_dir=str(data_dir), parser="chain", cache_dir=str(cache))
     data, _ = load_task_data(card, config, tokenizer, split, {s: "en" for s in card.segments},
-                             vocab=Vocab(list(labels), list(tags)), limit=16)
+                             names=LabelNames(list(labels), list(tags)), limit=16)
     rows = data.rows()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
@@ -70,19 +70,20 @@ def evaluation_predictions(checkpoint: Path, task: str, data_dir: Path, cache: P
     from xsyn.data.decode import decode
     from xsyn.models import load_model, load_tokenizer
     from xsyn.run.evaluation import read_task_info
-    from xsyn.run.inference import predict as run_model
+    from xsyn.run.inference import model_outputs
     from xsyn.run.settings import RunConfig
-    from xsyn.run.task_data import Vocab, load_task_data
+    from xsyn.run.task_data import LabelNames, load_task_data
 
     card = load_card(task)
     info = read_task_info(checkpoint)
     config = RunConfig(task=task, data_dir=str(data_dir), parser="chain", cache_dir=str(cache))
     tokenizer = load_tokenizer(checkpoint)
-    vocab = Vocab(info["labels"], info["tags"])
-    data, _ = load_task_data(card, config, tokenizer, split, {s: "en" for s in card.segments}, vocab=vocab,
+    vocab = LabelNames(info["labels"], info["tags"])
+    data, _ = load_task_data(card, config, tokenizer, split, {s: "en" for s in card.segments}, names=vocab,
                              limit=N)
-    outputs = run_model(load_model(checkpoint), data.rows(), Accelerator(cpu=True), 4, tokenizer.pad_token_id)
-    predictions, _ = decode(card, data.examples, data.features, outputs, labels=vocab.labels, tags=vocab.tags)
+    outputs = model_outputs(load_model(checkpoint), data.rows(), Accelerator(cpu=True), 4, tokenizer.pad_token_id)
+    predictions, _ = decode(card.task_kind, data.examples, data.features, outputs, metric=card.metric,
+                            labels=vocab.labels, tags=vocab.tags)
     return predictions, outputs
 
 

@@ -27,24 +27,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.errors import CardError
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
+from xsyn.data.rows import FROM_TRAIN
 from xsyn.models.variants import paper_names, variant_names
-from xsyn.utils.schema import Invalid, SchemaError, check_values, construct, one_of, strict, validated_field
+from xsyn.utils.schema import Invalid, check_values, construct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy")
-FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
+METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy", "mcc", "accuracy_f1",
+           "correlation", "detection", "squad_v2", "subset_accuracy")
 # The papers' names for settings (the variants', e.g. gat's `delta`), which cards once used: named in the error
 # that asks for the setting's name.
 PAPER_NAMES = paper_names()
 INCLUDE = "include"  # a card's key naming the files (beside it) whose tables it shares, as lm-eval's `include`
 _MAX_INCLUDE_DEPTH = 8
-
-
-class CardError(SchemaError):
-    """A task card is malformed, or a task, language or split does not exist."""
 
 
 @strict
@@ -125,6 +123,7 @@ class TaskCard:
     hyperparameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked by the run settings
     label_map: dict[str, str] = field(default_factory=dict)
     label_names: dict[str, str] = field(default_factory=dict)  # a label as the data writes it -> a readable name
+    score_range: tuple[float, float] | None = None  # regression kinds: the scores a row may hold
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
     description: str = ""
@@ -151,17 +150,22 @@ class TaskCard:
                           f"{self.dev_fraction!r}")
 
     def validate_segments(self) -> None:
-        spec = KINDS[self.kind]
-        if spec.segments is not None and self.segments != spec.segments:
-            raise Invalid("segments", f"this kind's segments are fixed: {', '.join(spec.segments)}")
-        if len(self.segments) != spec.n_segments:
-            raise Invalid("segments", f"this kind has {spec.n_segments} segment(s); segments lists "
+        task_kind = self.task_kind
+        if task_kind.segments is not None and self.segments != task_kind.segments:
+            raise Invalid("segments", f"this kind's segments are fixed: {', '.join(task_kind.segments)}")
+        if len(self.segments) != task_kind.n_segments:
+            raise Invalid("segments", f"this kind has {task_kind.n_segments} segment(s); segments lists "
                           f"{len(self.segments)}")
 
     def validate_label_sets(self) -> None:
-        spec = KINDS[self.kind]
-        for key, needed in (("labels", spec.label), ("tags", spec.tags)):
-            value = getattr(self, key)
+        needed_sets = self.task_kind.gold.label_sets
+        if ("score_range" in needed_sets) != (self.score_range is not None):
+            raise Invalid("score_range", "this kind has none" if self.score_range is not None else
+                          "a regression card gives [low, high], the scores a row may hold")
+        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
+            raise Invalid("score_range", f"must be [low, high] with low < high, got {list(self.score_range)}")
+        for key in ("labels", "tags"):
+            value, needed = getattr(self, key), key in needed_sets
             if not needed:
                 if value is not None:
                     raise Invalid(key, "this kind has none")
@@ -209,9 +213,7 @@ class TaskCard:
     @property
     def roles(self) -> tuple[str, ...]:
         """What a row of this kind may carry (`xsyn.data.rows`): the column roles a card can map."""
-        spec = KINDS[self.kind]
-        return ("id", *self.segments, *(("label",) if spec.label else ()), *(("tags",) if spec.tags else ()),
-                *(("answers",) if spec.answers else ()))
+        return ("id", *self.segments, *self.task_kind.gold.roles)
 
     @property
     def stamp(self) -> dict[str, Any]:
@@ -219,7 +221,7 @@ class TaskCard:
         return {"name": self.name, "version": self.version, "hash": self.content_hash}
 
     @property
-    def spec(self) -> TaskKind:
+    def task_kind(self) -> TaskKind:
         return KINDS[self.kind]
 
     @property

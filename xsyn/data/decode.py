@@ -1,20 +1,22 @@
 """Model outputs -> one prediction per example, in the form the card's metric scores.
 
-    predictions, report = decode(card, examples, features, outputs, labels=..., tags=...)
-    scores = xsyn.metrics.compute(card.metric, predictions, references(card, examples),
-                                  **metric_options(card, examples))
+    predictions, report = decode(card.task_kind, examples, features, outputs, metric=card.metric,
+                                 labels=..., tags=...)
+    scores = xsyn.metrics.compute(card.metric, predictions, references(card.task_kind, examples, card.metric),
+                                  **metric_options(card.metric, examples, labels))
 
 `outputs` holds one array per feature, in the order of `features` (padded batches are fine: each is
-cut to its feature's length): `logits` for classification and tagging, `start_logits` and
-`end_logits` for QA, `intent_logits` and `slot_logits` for intent-slot.
+cut to its feature's length): the outputs the kind names (`logits`, `start_logits` and `end_logits`,
+`intent_logits` and `slot_logits`). The kind (`xsyn.data.kinds`) turns them into predictions with
+the helpers here, which know windows but no kind and no card:
 
-| kind                 | prediction                                                          |
-|----------------------|---------------------------------------------------------------------|
-| classification       | the argmax label                                                    |
-| token-classification | one tag per gold token (CGED: the tags' error triples)              |
-| extractive-qa        | the answer text: best start+end over every window's n-best, at most  |
-|                      | `max_answer_length` pieces, cut from the context by the pieces' spans |
-| intent-slot          | (intent from the windows' mean intent logits, one slot tag per token) |
+| helper         | what                                                                            |
+|----------------|---------------------------------------------------------------------------------|
+| `mean_logits`  | an example's logits over its windows (classification, regression, intents)      |
+| `token_tags`   | one tag per gold token, from its first piece                                    |
+| `best_span`    | the answer: best start+end over every window's n-best, at most                  |
+|                | `max_answer_length` pieces, cut from the context by the pieces' spans           |
+| `null_score`   | the no-answer score ([CLS] start + end), the lowest over the windows (SQuAD 2.0) |
 
 A token seen by several windows takes its tag from the window where its first piece has the most
 context on both sides. A gold token that got no piece at all is predicted `O` and counted.
@@ -22,17 +24,14 @@ context on both sides. A gold token that got no piece at all is predicted `O` an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
 from xsyn.data.example import Answer, Example, has_gold
 from xsyn.utils.errors import InputError
-
-if TYPE_CHECKING:
-    from xsyn.data.cards import TaskCard
 
 _FEATURE_COLUMNS = ("example_index", "window_start", "window_end", "tree_segment", "source_start", "source_end")
 
@@ -57,7 +56,8 @@ class Window:
 
 @dataclass(frozen=True)
 class DecodeInput:
-    """What decoding one split needs: the examples, their windows and the model outputs per feature."""
+    """What decoding one split needs: the examples, their windows and the model outputs per feature;
+    `xsyn predict` adds each tagged example's token spans in its input text."""
 
     examples: Sequence[Example]
     windows: list[list[Window]]
@@ -68,35 +68,50 @@ class DecodeInput:
     n_best: int
     max_answer_length: int
     report: DecodeReport
+    token_spans: Sequence[Sequence[tuple[int, int]]] = field(default_factory=list)
+    texts: Sequence[str] = field(default_factory=list)
 
 
-def decode(card: TaskCard, examples: Sequence[Example], features, outputs: Mapping[str, Any], *,
+class DecodingKind(Protocol):
+    """What decoding asks of a task kind (`xsyn.data.kinds.TaskKind`)."""
+
+    n_segments: int
+    decode: Callable[[DecodeInput], list[Any]]
+    reference: Callable[[Example, str], Any]
+
+
+def decode(kind: DecodingKind, examples: Sequence[Example], features, outputs: Mapping[str, Any], *, metric: str,
            labels: Sequence[str] = (), tags: Sequence[str] = (), n_best: int = 20,
            max_answer_length: int = 30) -> tuple[list[Any], DecodeReport]:
-    """One metric-ready prediction per example (see the module table): the card's kind decodes."""
-    windows = example_windows(features, len(examples), last_segment=card.spec.n_segments - 1)
+    """One metric-ready prediction per example (see the module table): the kind decodes."""
+    windows = example_windows(features, len(examples), last_segment=kind.n_segments - 1)
     report = DecodeReport(examples=len(examples), features=sum(len(w) for w in windows))
-    predictions = card.spec.decode(DecodeInput(examples, windows, outputs, labels, tags, card.metric, n_best,
-                                               max_answer_length, report))
+    predictions = kind.decode(DecodeInput(examples, windows, outputs, labels, tags, metric, n_best,
+                                          max_answer_length, report))
     return predictions, report
 
 
-def references(card: TaskCard, examples: Sequence[Example]) -> list[Any]:
-    """The gold of each example, in the form the card's metric scores."""
+def references(kind: DecodingKind, examples: Sequence[Example], metric: str, task: str = "") -> list[Any]:
+    """The gold of each example, in the form the metric scores (`task` names it in the error)."""
     missing = sum(1 for e in examples if not has_gold(e))
     if missing:
-        raise InputError(f"{card.name}: {missing} of {len(examples)} examples have no gold labels (a split "
+        raise InputError(f"{task or metric}: {missing} of {len(examples)} examples have no gold labels (a split "
                          "released without them); they cannot be scored")
-    return [card.spec.reference(e, card.metric) for e in examples]
+    return [kind.reference(e, metric) for e in examples]
 
 
-def metric_options(card: TaskCard, examples: Sequence[Example]) -> dict[str, Any]:
-    """Options the metric needs: MLQA normalises by the context (answer) language."""
-    if card.metric != "mlqa":
+def metric_options(metric: str, examples: Sequence[Example], labels: Sequence[str] = ()) -> dict[str, Any]:
+    """Options the metric needs: MLQA normalises by the context (answer) language; accuracy + F1
+    scores F1 of the positive class, the second of two labels (GLUE's 1: MRPC's `equivalent`)."""
+    if metric == "accuracy_f1":
+        if len(labels) != 2:
+            raise ValueError(f"accuracy_f1 scores F1 of a binary task's second label; got labels {list(labels)}")
+        return {"positive": labels[1]}
+    if metric != "mlqa":
         return {}
     langs = {e.segments[-1].lang for e in examples}
     if len(langs) != 1:
-        raise ValueError(f"{card.name}: score one context language at a time, got {', '.join(sorted(langs))}")
+        raise ValueError(f"score one context language at a time, got {', '.join(sorted(langs))}")
     return {"lang": langs.pop()}
 
 
@@ -202,3 +217,9 @@ def best_span(windows: list[Window], start_logits: Any, end_logits: Any, n_best:
                 if best is None or score > best[0]:
                     best = (score, int(w.source_start[i]), int(w.source_end[j]))
     return best
+
+
+def null_score(windows: list[Window], start_logits: Any, end_logits: Any) -> float:
+    """The no-answer score of a question: [CLS]'s start + end logit, the lowest over its windows (the
+    window that most believes an answer is in it speaks for the question), as SQuAD 2.0 baselines do."""
+    return min(float(start_logits[w.feature][0]) + float(end_logits[w.feature][0]) for w in windows)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from xsyn.syntax.segment import Segment
 
+UNANSWERABLE = "unanswerable"
+
 
 @dataclass
 class Answer:
@@ -26,7 +28,9 @@ class Answer:
 class Example:
     id: str
     segments: list[Segment]
-    label: str | None = None  # classification label, or the intent of intent-slot tasks
+    # the class label, the intent of intent-slot tasks, a regression score (float), or UNANSWERABLE for an
+    # extractive-QA question its dataset marks as having no answer (SQuAD 2.0)
+    label: str | float | None = None
     tags: list[str] | None = None  # one BIO tag per gold token of the tokenised segment
     answers: list[Answer] = field(default_factory=list)  # extractive QA (context = last segment)
     # CGED gold errors (start, end, type), NLPTEA 1-based inclusive offsets: kept whole because BIO

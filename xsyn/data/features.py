@@ -52,12 +52,16 @@ from xsyn.data.kinds import KINDS, LABEL_COLUMNS, PIECE_LABEL_COLUMNS, TaskKind,
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
-from xsyn.trees.wordpiece import NO_SOURCE, SegmentPieces, WordpieceAligner
+from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
 from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
 
 FEATURES_VERSION = "3"
 IGNORE = IGNORE_INDEX  # label of pieces and examples the loss skips
 INDEX_COLUMNS = ("example_index", "feature_index")  # which example (and which row) a batch row is
+# a multiple-choice feature's options: the fields with one value per piece, and those with one per tree node
+NODE_FIELDS = tuple(f.name for f in SYNTAX_FIELDS if f.per_node)
+NODE_FIELD = NODE_FIELDS[0]
+SEQUENCE_FIELDS = ("input_ids", "token_type_ids", *(f.name for f in SYNTAX_FIELDS if not f.per_node))
 
 
 @dataclass(frozen=True)
@@ -70,13 +74,13 @@ class FeatureSettings:
     tags: tuple[str, ...] = ()  # tags, in id order
 
     @property
-    def spec(self) -> TaskKind:
+    def task_kind(self) -> TaskKind:
         return KINDS[self.kind]
 
     @property
     def query_cap(self) -> int | None:
         """Pieces kept of each segment before the windowed one (a QA question); None: all."""
-        return self.max_query_length if self.spec.caps_query else None
+        return self.max_query_length if self.task_kind.caps_query else None
 
 
 @dataclass
@@ -150,9 +154,9 @@ def _card_setting(card: TaskCard, name: str) -> int | None:
 
 
 def _check_label_sets(card: TaskCard, settings: FeatureSettings) -> None:
-    if card.spec.label and not settings.labels:
+    if "labels" in card.task_kind.gold.label_sets and not settings.labels:
         raise ValueError(f"{card.name}: pass labels= (xsyn.data.loading.label_names(card, train_examples))")
-    if card.spec.tags and not settings.tags:
+    if card.task_kind.tagged and not settings.tags:
         raise ValueError(f"{card.name}: pass tags= (xsyn.data.loading.tag_names(card, train_examples))")
 
 
@@ -173,7 +177,7 @@ def _example_row(index: int, example: Example, card: TaskCard) -> str:
         records.append(record.to_dict())
     return json.dumps({
         "index": index, "records": records, "label": example.label, "tags": example.tags,
-        "n_tokens": len(example.segments[0].tokens or []) if card.spec.tags else 0,
+        "n_tokens": len(example.segments[0].tokens or []) if card.task_kind.tagged else 0,
         "answers": [[a.text, a.start] for a in example.answers],
     }, ensure_ascii=False, sort_keys=True)
 
@@ -297,7 +301,10 @@ def featurize_batch(batch: Mapping[str, list], tokenizer, settings: FeatureSetti
 def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], aligner: WordpieceAligner,
                       settings: FeatureSettings, label_ids: Mapping[str, int],
                       tag_ids: Mapping[str, int]) -> list[dict[str, Any]]:
-    stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if settings.spec.windowed else None
+    if settings.task_kind.choices:
+        return [_choice_features(item, segments, aligner, label_ids)]
+    windowed = settings.task_kind.windowed
+    stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if windowed else None
     trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
     query_cut = sum(len(s.ids) for s in segments[:-1]) - _kept_query_pieces(segments, settings)
     unknown = 0
@@ -309,7 +316,7 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
     if settings.tags:
         piece_tags, unknown_tags = first_piece_labels(segments[0], item["tags"], tag_ids)
         unknown += unknown_tags
-    gold = WindowGold(label, piece_tags, item["answers"])
+    gold = WindowGold(label, piece_tags, item["answers"], item["label"])
     lost = trees[0].truncated - query_cut if len(trees) == 1 else 0  # windows cover every piece
     rows = []
     for w, tree in enumerate(trees):
@@ -318,9 +325,43 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
                    window_end=tree.window[1], source_start=tree.source[:, 0], source_end=tree.source[:, 1],
                    truncated=lost, query_truncated=query_cut, unaligned=sum(s.unaligned for s in segments),
                    wordless=tree.wordless, unknown_labels=unknown, answer_outside=0)
-        row.update(settings.spec.window_labels(gold, tree, len(segments) - 1))
+        row.update(settings.task_kind.window_labels(gold, tree, len(segments) - 1))
         rows.append(row)
     return rows
+
+
+def _choice_features(item: Mapping[str, Any], segments: list[SegmentPieces], aligner: WordpieceAligner,
+                     label_ids: Mapping[str, int]) -> dict[str, Any]:
+    """Multiple choice: one sequence per option, passage + question + option, the passage alone cut to fit
+    (SG-Net's max length counts all three; a question and option that leave no room are cut longest
+    first); every option's sequence in one feature, concatenated, with their lengths (`choice_lengths`,
+    and `choice_nodes` for the per-node tree fields), so that a batch keeps an example's options together."""
+    passage, question, options = segments[0], segments[1], segments[2:]
+    trees = [aligner.assemble([passage, question, option], stride=0, window_segment=0)[0] for option in options]
+    parts = [tree_features(tree) for tree in trees]
+    row: dict[str, Any] = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+    label = label_ids.get(item["label"], IGNORE) if item["label"] is not None else IGNORE
+    row.update(choice_lengths=[len(part["input_ids"]) for part in parts],
+               choice_nodes=[len(part[NODE_FIELD]) for part in parts], example_index=item["index"], window_index=0,
+               window_start=0, window_end=0, source_start=np.concatenate([t.source[:, 0] for t in trees]),
+               source_end=np.concatenate([t.source[:, 1] for t in trees]),
+               truncated=max(len(passage.ids) - (t.window[1] - t.window[0]) for t in trees), query_truncated=0,
+               unaligned=sum(s.unaligned for s in segments), wordless=sum(t.wordless for t in trees),
+               unknown_labels=int(item["label"] is not None and label == IGNORE), answer_outside=0, labels=label)
+    return row
+
+
+def option_sequences(features: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each multiple-choice feature as one input per option, an example's options consecutive."""
+    out = []
+    for feature in features:
+        pieces = np.cumsum([0, *feature["choice_lengths"]])
+        nodes = np.cumsum([0, *feature["choice_nodes"]])
+        for c in range(len(pieces) - 1):
+            option = {name: feature[name][pieces[c]:pieces[c + 1]] for name in SEQUENCE_FIELDS}
+            option.update({name: feature[name][nodes[c]:nodes[c + 1]] for name in NODE_FIELDS})
+            out.append(option)
+    return out
 
 
 def _overlap(segments: list[SegmentPieces], settings: FeatureSettings, specials: int) -> int:
@@ -370,7 +411,10 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
     import torch
 
-    batch = collate_trees(features, pad_token_id, syntax=syntax)
+    choices = "choice_lengths" in features[0]
+    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax)
+    if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
+        batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)
     width = batch["input_ids"].shape[1]
     for name in LABEL_COLUMNS:
         if name not in features[0]:
@@ -381,8 +425,9 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
             for i, v in enumerate(values):
                 padded[i, :len(v)] = v
             batch[name] = torch.from_numpy(padded)
-        else:
-            batch[name] = torch.tensor(values, dtype=torch.long)
+        else:  # a class id per row, or a regression score
+            scores = np.asarray(values).dtype.kind == "f"
+            batch[name] = torch.tensor(values, dtype=torch.float if scores else torch.long)
     for name in INDEX_COLUMNS:
         if name in features[0]:
             batch[name] = torch.tensor([f[name] for f in features], dtype=torch.long)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from xsyn.data.cards import FROM_TRAIN, LocalSource, TaskCard, load_card
 from xsyn.data.example import Example, has_gold
 from xsyn.data.hub import HubUnavailableError, hub_requests, load_hub_rows
 from xsyn.data.readers import READERS, BadRows, DataFormatError, ReadRequest, Row, file_exists
-from xsyn.data.rows import RowError, build_example
+from xsyn.data.rows import GoldRow, RowError
 from xsyn.utils.errors import XsynError
 
 
@@ -100,14 +100,15 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
         if not all(source.serves(lg, split) for lg in langs) or (cross and not source.cross_language(card.segments)):
             continue
         files = [root / p for p in source.resolve(langs[0], split, segment_langs)]
-        if READERS[source.format].needs_files and not all(file_exists(f) for f in files):
+        reader = READERS[source.format]
+        if reader.needs_files and not all(file_exists(f) or (reader.reads_folders and f.is_dir()) for f in files):
             tried.append(f"  {', '.join(str(f) for f in files)}   ({source.layout} layout)")
             continue
         report.origin, report.sources = "local", [f"{f} ({source.layout} layout)" for f in files] or [source.layout]
         request = ReadRequest(files, langs[0], source.splits[split], source.options,
                               BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
-        examples = _examples(card, READERS[source.format].read(request), request, langs)
+        examples = _examples(card, reader.read(request), request, langs)
         return examples, _finish(report, examples, request, start)
     hub_errors: list[str] = []
     for hub_source, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
@@ -137,6 +138,16 @@ def _examples(card: TaskCard, items, request: ReadRequest, langs: list[str]) -> 
         except RowError as err:
             request.bad(row.where, str(err))
     return examples
+
+
+def build_example(card: TaskCard, values: Mapping[str, Any], segment_langs: Sequence[str],
+                  default_id: str, labelled: bool = True) -> Example:
+    """One `Example` from a row, built by the card's kind (its gold form); `segment_langs` gives each
+    segment's language, in card order."""
+    uid = values.get("id")
+    uid = default_id if uid is None or str(uid).strip() == "" else str(uid)
+    return card.task_kind.gold.build(GoldRow(values, uid, card.segments, segment_langs, card.labels, card.tags,
+                                             card.label_map, card.score_range, labelled))
 
 
 def _finish(report: LoadReport, examples: list[Example], request: ReadRequest, start: float) -> LoadReport:

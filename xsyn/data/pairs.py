@@ -62,7 +62,7 @@ def load_pair_examples(card: TaskCard | str, split: str, langs: Mapping[str, str
     """
     card = resolve_card(card)
     card.check_split(split)
-    if card.spec.n_segments < 2:
+    if card.task_kind.n_segments < 2:
         raise CardError(f"task {card.name!r} has one segment; generalized pairs need two")
     if set(langs) != set(card.segments):
         raise CardError(f"name a language for each segment of {card.name!r}: {', '.join(card.segments)}")
@@ -102,7 +102,7 @@ def join_by_id(card: TaskCard, langs: Mapping[str, str], per_lang: Mapping[str, 
     out = []
     for uid in (e.id for e in first if e.id in shared):
         sources = [indexed[langs[name]][uid] for name in card.segments]
-        if card.spec.label and len({s.label for s in sources}) > 1:
+        if "label" in card.task_kind.gold.roles and len({s.label for s in sources}) > 1:
             report.label_mismatches += 1
             continue
         segments = [source.segments[k] for k, source in enumerate(sources)]

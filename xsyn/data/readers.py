@@ -2,7 +2,7 @@
 
 A reader turns files into rows: dicts keyed by role (`id`, a segment name, `tokens`, `tags`,
 `label`, `question`, `context`, `answers`), each with `where` (file and line) for messages.
-`xsyn.data.rows.build_example` turns rows into `Example`s and checks them against the card.
+`xsyn.data.loading.build_example` turns rows into `Example`s and checks them against the card.
 
 A row a reader cannot parse goes to `BadRows`: an error naming the file and line (default), or,
 with `skip_bad_rows=True` (`--skip-bad-rows`), skipped and counted in the load report; test rows are
@@ -12,11 +12,12 @@ never skipped. Nothing is dropped silently.
 |---------------|-------------------------------------------------------------------------------|
 | `tsv`         | tab-separated rows, with a header or positional columns, optionally csv-quoted |
 | `conll`       | one token per line with its tag, blank line between sentences                 |
-| `squad_json`  | SQuAD v1.1 JSON (SQuAD, MLQA, XQuAD)                                          |
+| `squad_json`  | SQuAD v1.1 / 2.0 JSON (SQuAD, MLQA, XQuAD)                                    |
 | `mtop`        | MTOP's 8-column TSV; BIO slot tags from character offsets                     |
 | `cged_sgml`   | NLPTEA CGED `<DOC><TEXT>..<ERROR ..>` files; character-level BIO over R/M/S/W |
 | `cged_truth`  | NLPTEA CGED test release: `(sid=ID)<TAB>text` input plus `ID, start, end, type`|
 | `conllu`      | Universal Dependencies CoNLL-U: the syntactic words and their UPOS tags       |
+| `race_json`   | RACE: a folder of `{middle,high}/*.txt` JSON files, one article and its questions |
 | `synth`       | no files: xsyn's synthetic typology benchmark (`xsyn.data.synth.generate_split`)   |
 """
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.errors import CardError
 from xsyn.data.example import Example
 from xsyn.utils.errors import XsynError
 
@@ -87,10 +89,9 @@ class Reader(ABC):
 
     OPTIONS: dict[str, tuple[type | tuple[type, ...], Any]] = {}
     needs_files = True
+    reads_folders = False  # a layout's path names a folder of files (RACE), not one file
 
     def check_options(self, options: Mapping[str, Any], where: str) -> None:
-        from xsyn.data.cards import CardError
-
         for key, value in options.items():
             if key not in self.OPTIONS:
                 raise CardError(f"{where}: format option {key!r} is unknown; options: "
@@ -171,8 +172,6 @@ class TsvReader(Reader):
     OPTIONAL_ROLES = ("id",)
 
     def check_options(self, options: Mapping[str, Any], where: str) -> None:
-        from xsyn.data.cards import CardError
-
         super().check_options(options, where)
         if not options.get("columns"):
             raise CardError(f"{where}: format 'tsv' needs options.columns (role -> column)")
@@ -372,7 +371,8 @@ def _preview(value: Any) -> str:
 
 
 class SquadJsonReader(Reader):
-    """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`."""
+    """SQuAD v1.1 JSON: `data[].paragraphs[].{context, qas[].{id, question, answers[]}}`; SQuAD 2.0 adds
+    `is_impossible` to a question (read as its `impossible` role)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
         for path in request.files:
@@ -395,6 +395,8 @@ class SquadJsonReader(Reader):
                             answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
                             values = {"id": str(qa["id"]), "question": qa["question"],
                                       "context": paragraph["context"], "answers": answers}
+                            if "is_impossible" in qa:  # SQuAD 2.0
+                                values["impossible"] = bool(qa["is_impossible"])
                         except (KeyError, TypeError, ValueError) as err:
                             request.bad(where, f"missing or malformed field ({err!r})")
                             continue
@@ -642,6 +644,54 @@ class ConlluReader(Reader):
                 request.bad(where, reason)
 
 
+# -- RACE ------------------------------------------------------------------------------------------
+
+
+class RaceJsonReader(Reader):
+    """RACE (Lai et al. 2017): each path is a split's folder; under it every `middle/*.txt` and `high/*.txt`
+    is one JSON article `{"article", "questions": [...], "options": [[4 options], ...], "answers": ["A", ...],
+    "id"}`. A row per question, its id `SUBSET/FILE#QUESTION` (so RACE-M and RACE-H can be scored apart)."""
+
+    reads_folders = True
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        for folder in request.files:
+            files = sorted(p for p in Path(folder).rglob("*.txt") if p.is_file())
+            if not files:
+                raise DataFormatError(f"{folder}: no RACE .txt files under this folder (expected middle/*.txt and "
+                                      "high/*.txt)")
+            for path in files:
+                yield from self._questions(path, Path(folder), request)
+
+    @staticmethod
+    def _questions(path: Path, folder: Path, request: ReadRequest) -> Iterator[Row]:
+        try:
+            article = json.loads(read_text(path, request.notes))
+        except json.JSONDecodeError as err:
+            request.bad(str(path), f"not RACE JSON ({err})")
+            return
+        fields = {key: article.get(key) if isinstance(article, dict) else None
+                  for key in ("article", "questions", "options", "answers")}
+        missing = [key for key, value in fields.items() if value is None]
+        if missing:
+            request.bad(str(path), f"no {', '.join(repr(k) for k in missing)} field (a RACE file holds article, "
+                                   "questions, options and answers)")
+            return
+        name = path.relative_to(folder).as_posix()
+        for q, question in enumerate(fields["questions"]):
+            where = f"{path}: questions[{q}]"
+            options = fields["options"][q] if q < len(fields["options"]) else None
+            answer = fields["answers"][q] if q < len(fields["answers"]) else None
+            if not isinstance(options, list) or not options:
+                request.bad(where, f"no options[{q}] (each question needs its list of options)")
+                continue
+            if answer is None:
+                request.bad(where, f"no answers[{q}]")
+                continue
+            yield Row(where, {"id": f"{name}#{q}", "article": fields["article"], "question": question,
+                              "options": options, "label": answer})
+
+
 # -- synthetic ------------------------------------------------------------------------------------
 
 
@@ -665,5 +715,6 @@ class SynthReader(Reader):
 READERS: dict[str, Reader] = {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
     "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
+    "race_json": RaceJsonReader(),
     "synth": SynthReader(),
 }

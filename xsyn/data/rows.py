@@ -1,63 +1,51 @@
-"""Rows -> `Example`s: the one place where every source (file reader or hub) is checked against its card.
+"""Rows -> `Example`s: the checks every gold form is made of.
 
-A row is a dict keyed by role. Per task kind:
-
-| kind                    | roles                                                    |
-|-------------------------|----------------------------------------------------------|
-| single-/pair-classification | one per segment name (`premise`, `hypothesis`, ...), `label` |
-| token-classification    | `tokens`, `tags`                                         |
-| extractive-qa           | `question`, `context`, `answers` [(text, start), ...]    |
-| intent-slot             | `tokens`, `tags`, `label` (the intent)                   |
-
-plus an optional `id` (rows without one are numbered `#0`, `#1`, ... in file order, so parallel
-files pair up line by line and never with files that carry real ids), and where the format carries
-trees (UD CoNLL-U) a tagging row's `tree`: its segment's gold tree, served by `--parser gold`.
-Labels go through the card's `label_map` and must be in its label set; tags must be one per token;
-answers must sit at their offsets in the context.
+A row is a dict keyed by role: one per segment name (`premise`, `question`, `context`, ...) or
+`tokens`, plus the gold roles of its task kind (`label`, `tags`, `answers`, `impossible`, ...; each
+kind lists its own in `TaskKind.gold.roles`) and an optional `id` (rows without one are numbered
+`#0`, `#1`, ... in file order, so parallel files pair up line by line and never with files that
+carry real ids), and where the format carries trees (UD CoNLL-U) a tagging row's `tree`: its
+segment's gold tree, served by `--parser gold`. A kind's gold form (`xsyn.data.kinds`) builds the
+example from a `GoldRow` with the helpers here: labels go through the card's `label_map` and must
+be in its label set; tags must be one per token; answers must sit at their offsets in the context.
+Every problem is a `RowError` (the loader adds the file and line).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from xsyn.data.cards import FROM_TRAIN, TaskCard
-from xsyn.data.example import Answer, Example
+from xsyn.data.errors import RowError
+from xsyn.data.example import Answer
 from xsyn.syntax.segment import Segment, is_blank
-from xsyn.utils.errors import XsynError
+
+__all__ = ["FROM_TRAIN", "GoldRow", "RowError"]
+
+FROM_TRAIN = "from-train"  # a label set read off the training split (MTOP, mATIS++ intents and slots)
 
 
-class RowError(XsynError, ValueError):
-    """A row that does not make an example of its task (the message says why)."""
+@dataclass(frozen=True)
+class GoldRow:
+    """One row, and what its card says about rows: segment names, label sets, the label map."""
+
+    values: Mapping[str, Any]
+    uid: str
+    segments: tuple[str, ...]  # the card's segment names, in order
+    segment_langs: Sequence[str]  # each segment's language, in that order
+    labels: tuple[str, ...] | str | None = None
+    tags: tuple[str, ...] | str | None = None
+    label_map: Mapping[str, str] = field(default_factory=dict)
+    score_range: tuple[float, float] | None = None
+    labelled: bool = True  # False where the card says the split has no gold
 
 
-def build_example(card: TaskCard, values: Mapping[str, Any], segment_langs: Sequence[str],
-                  default_id: str, labelled: bool = True) -> Example:
-    """One `Example` from a row; `segment_langs` gives each segment's language, in card order."""
-    spec = card.spec
-    uid = values.get("id")
-    uid = default_id if uid is None or str(uid).strip() == "" else str(uid)
-    if spec.answers:
-        segments = _text_segments(card, values, segment_langs, uid)
-        answers = _answers(values.get("answers") or [], segments[-1].text or "", labelled)
-        return Example(uid, segments, answers=answers)
-    if spec.tags:
-        tokens = _tokens(values)
-        tags = _tags(card, values.get("tags"), len(tokens), labelled)
-        label = _label(card, values.get("label"), labelled) if spec.label else None
-        errors = values.get("errors")
-        segment = Segment(segment_langs[0], tokens=tokens, sent_id=uid, gold_tree=values.get("tree"))
-        return Example(uid, [segment], label=label, tags=tags,
-                       errors=None if errors is None else [tuple(e) for e in errors])
-    segments = _text_segments(card, values, segment_langs, uid)
-    return Example(uid, segments, label=_label(card, values.get("label"), labelled))
-
-
-def _text_segments(card: TaskCard, values: Mapping[str, Any], segment_langs: Sequence[str], uid: str
-                   ) -> list[Segment]:
+def text_segments(row: GoldRow) -> list[Segment]:
     """The raw-text segments, named for a pre-parsed source by the example id (`ID.NAME` in pairs)."""
-    return [_text_segment(values, name, lang, uid if len(card.segments) == 1 else f"{uid}.{name}")
-            for name, lang in zip(card.segments, segment_langs)]
+    single = len(row.segments) == 1
+    return [_text_segment(row.values, name, lang, row.uid if single else f"{row.uid}.{name}")
+            for name, lang in zip(row.segments, row.segment_langs)]
 
 
 def _text_segment(values: Mapping[str, Any], name: str, lang: str, sent_id: str) -> Segment:
@@ -70,53 +58,88 @@ def _text_segment(values: Mapping[str, Any], name: str, lang: str, sent_id: str)
     return Segment(lang, text=text, sent_id=sent_id)
 
 
-def _tokens(values: Mapping[str, Any]) -> list[str]:
-    tokens = values.get("tokens")
+def token_segment(row: GoldRow) -> Segment:
+    """The gold tokens of a tagged row, as its one pre-tokenised segment."""
+    tokens = row.values.get("tokens")
     if not tokens:
         raise RowError("a sentence without tokens")
     if any(not isinstance(t, str) or t == "" for t in tokens):
         raise RowError("an empty token")
     if is_blank(tokens):
         raise RowError("a sentence whose tokens hold only invisible characters")
-    return list(tokens)
+    return Segment(row.segment_langs[0], tokens=list(tokens), sent_id=row.uid, gold_tree=row.values.get("tree"))
 
 
-def _label(card: TaskCard, raw: Any, labelled: bool) -> str | None:
+def class_label(row: GoldRow) -> str | None:
+    """The row's class (or intent) through the card's label map; None for an unlabelled split."""
+    raw = row.values.get("label")
     if raw is None or str(raw).strip() == "":
-        if labelled:
+        if row.labelled:
             raise RowError("no label (the card does not list this split in unlabelled_splits)")
         return None
     label = str(raw).strip()
-    label = card.label_map.get(label, label)
-    if card.labels != FROM_TRAIN and label not in card.labels:
-        raise RowError(f"label {label!r} is not one of {', '.join(card.labels)}; fix the file or the "
+    label = row.label_map.get(label, label)
+    if row.labels != FROM_TRAIN and label not in (row.labels or ()):
+        raise RowError(f"label {label!r} is not one of {', '.join(row.labels or ())}; fix the file or the "
                        "card's labels / label_map")
     return label
 
 
-def _tags(card: TaskCard, tags: Any, n_tokens: int, labelled: bool) -> list[str] | None:
+def tags_per_token(row: GoldRow, n_tokens: int) -> list[str] | None:
+    """One tag per token, each in the card's tag set; None for an unlabelled split."""
+    tags = row.values.get("tags")
     if not tags:
-        if labelled:
+        if row.labelled:
             raise RowError("no tags (the card does not list this split in unlabelled_splits)")
         return None
     if len(tags) != n_tokens:
         raise RowError(f"{len(tags)} tags for {n_tokens} tokens")
-    if card.tags != FROM_TRAIN:
-        unknown = sorted({t for t in tags if t not in card.tags})
+    if row.tags != FROM_TRAIN:
+        unknown = sorted({t for t in tags if t not in (row.tags or ())})
         if unknown:
-            raise RowError(f"tag(s) {', '.join(unknown)} not in the card's tags ({', '.join(card.tags)})")
+            raise RowError(f"tag(s) {', '.join(unknown)} not in the card's tags ({', '.join(row.tags or ())})")
     return list(tags)
 
 
-def _answers(raw: Sequence[Any], context: str, labelled: bool) -> list[Answer]:
+def answers_in(row: GoldRow, context: str) -> list[Answer]:
+    """The row's answers, each checked to sit at its character offset in the context."""
     answers = []
-    for text, start in raw:
+    for text, start in row.values.get("answers") or []:
         if not text:
             raise RowError(f"an empty answer at character {start} (test answers stripped, as XTREME does?)")
         if context[start:start + len(text)] != text:
             raise RowError(f"answer {text!r} is not at character {start} of the context "
                            f"({context[start:start + len(text)]!r} is)")
         answers.append(Answer(text, start))
-    if not answers and labelled:
-        raise RowError("a question without answers (the card does not list this split in unlabelled_splits)")
     return answers
+
+
+def score_value(row: GoldRow) -> float | None:
+    """A regression target: a number inside the card's score range; None for an unlabelled split."""
+    raw = row.values.get("label")
+    if not row.labelled:  # GLUE's hub copies give hidden test scores as -1
+        return None
+    if raw is None or str(raw).strip() == "":
+        raise RowError("no score (the card does not list this split in unlabelled_splits)")
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise RowError(f"score {str(raw)[:40]!r} is not a number") from None
+    low, high = row.score_range or (float("-inf"), float("inf"))
+    if not low <= value <= high:  # NaN fails too
+        raise RowError(f"score {value:g} is outside the card's score_range {low:g} to {high:g}")
+    return value
+
+
+def option_segments(row: GoldRow) -> list[Segment]:
+    """A multiple-choice row's options, one raw-text segment each (in the last segment's language), as
+    many as the card has answer labels."""
+    options = row.values.get("options")
+    if not isinstance(options, (list, tuple)) or not options:
+        raise RowError("no options (a multiple-choice question needs its list of options)")
+    expected = len(row.labels or ()) if row.labels != FROM_TRAIN else len(options)
+    if len(options) != expected:
+        raise RowError(f"{len(options)} options, but the card's labels name {expected} ({', '.join(row.labels or ())})")
+    lang = row.segment_langs[-1]
+    return [_text_segment({"option": text}, "option", lang, f"{row.uid}.option{k}")
+            for k, text in enumerate(options)]

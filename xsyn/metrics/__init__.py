@@ -8,6 +8,12 @@
 |---------------|---------------------------------------------|----------------------------|----------------|
 | `accuracy`    | label / label                               |                            | accuracy       |
 | `word_accuracy` | tags / tags (one list per sentence)       |                            | accuracy (words) |
+| `subset_accuracy` | label / (label, subset)                 |                            | accuracy (+ per subset) |
+| `mcc`         | label / label                               |                            | mcc            |
+| `accuracy_f1` | label / label                               | `positive`: the F1 class   | accuracy       |
+| `correlation` | score / score                               |                            | pearson (also spearman) |
+| `detection`   | tags / tags (one list per sentence)         | `error`: the error tag (i) | f0.5           |
+| `squad_v2`    | (answer, na_prob) / gold texts ([]: none)   |                            | f1 (+HasAns, NoAns, best) |
 | `seqeval`     | tags / tags (BIO, one list per sentence)    | `mode`: default or strict  | f1 (entity)    |
 | `squad`       | answer text / list of gold answer texts     |                            | f1             |
 | `mlqa`        | answer text / list of gold answer texts     | `lang`: context language   | f1             |
@@ -25,15 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from xsyn.metrics.accuracy import Accuracy, WordAccuracy
+from xsyn.metrics.accuracy import Accuracy, SubsetAccuracy, WordAccuracy
 from xsyn.metrics.base import CountTable, Metric, MetricInputError
 from xsyn.metrics.cged import Cged
+from xsyn.metrics.detection import ErrorDetection
 from xsyn.metrics.entities import EntityF1
+from xsyn.metrics.glue import AccuracyF1, Correlation, Mcc
 from xsyn.metrics.intent_slot import IntentSlot
-from xsyn.metrics.qa import MlqaQA, SquadQA
+from xsyn.metrics.qa import MlqaQA, Squad2QA, SquadQA
 
 _METRICS: dict[str, type[Metric]] = {
-    cls.id: cls for cls in (Accuracy, WordAccuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged)
+    cls.id: cls for cls in (Accuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged, WordAccuracy, Mcc, AccuracyF1,
+                            Correlation, ErrorDetection, Squad2QA, SubsetAccuracy)
 }
 METRIC_IDS = tuple(_METRICS)
 

@@ -45,3 +45,22 @@ class WordAccuracy(Metric):
 
     def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"accuracy": percent(totals["correct"], totals["total"])}
+
+
+@dataclass(frozen=True)
+class SubsetAccuracy(Metric):
+    """Accuracy overall and on each subset the references name (RACE: `accuracy_middle` is RACE-M,
+    `accuracy_high` RACE-H); a reference is (label, subset)."""
+
+    id = "subset_accuracy"
+    primary = "accuracy"
+
+    def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
+        label, subset = reference
+        hit = float(prediction == label)
+        return {"correct": hit, "total": 1.0, f"correct\t{subset}": hit, f"total\t{subset}": 1.0}
+
+    def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        subsets = sorted(name.split("\t", 1)[1] for name in totals if name.startswith("total\t"))
+        return {"accuracy": percent(totals["correct"], totals["total"]),
+                **{f"accuracy_{s}": percent(totals[f"correct\t{s}"], totals[f"total\t{s}"]) for s in subsets}}

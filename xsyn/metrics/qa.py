@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from xsyn.metrics.base import Metric, percent
+from xsyn.metrics.base import CountTable, Metric, percent
 
 _ASCII_PUNCTUATION = frozenset(string.punctuation)
 _CJK = re.compile("[\u4e00-\u9fa5]")  # the range the MLQA script treats as Chinese characters
@@ -146,3 +146,79 @@ class MlqaQA(_ExtractiveQA):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "normalizer", mlqa_normalizer(self.lang))
+
+
+def _squad2_f1(prediction: str, gold: str) -> float:
+    """The SQuAD 2.0 script's F1: where either side normalises to nothing, 1 if both do, else 0."""
+    predicted, reference = SQUAD_NORMALIZER.tokens(prediction), SQUAD_NORMALIZER.tokens(gold)
+    if not predicted or not reference:
+        return float(predicted == reference)
+    return token_f1(prediction, gold)
+
+
+@dataclass(frozen=True)
+class Squad2QA(Metric):
+    """The official SQuAD 2.0 evaluation (`evaluate-v2.0.py`): EM and F1 overall, on the answerable
+    (HasAns) and unanswerable (NoAns) questions, and best_exact / best_f1 with the no-answer threshold
+    chosen on the scored set itself.
+
+    A prediction is (answer text, na_prob): "" answers "no answer"; na_prob is the no-answer score
+    the script thresholds (any monotone score: xsyn gives the null score minus the best span's). A
+    reference is the gold answer texts, [] for an unanswerable question. As in the script, a gold
+    answer that normalises to nothing is dropped, a question left without one counts as unanswerable,
+    and the scores apply its default na_prob threshold of 1.0.
+    """
+
+    id = "squad_v2"
+    primary = "f1"
+    na_prob_threshold: float = 1.0
+
+    def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
+        text, na_prob = prediction
+        if not isinstance(text, str) or isinstance(reference, str) or not isinstance(reference, Sequence):
+            raise TypeError("a prediction is (answer text, na_prob) and a reference the list of gold texts")
+        golds = [g for g in reference if SQUAD_NORMALIZER.tokens(g)] or [""]
+        has = float(bool(reference))  # the script: a question with answers, even ones that normalise away
+        exact = max(exact_match(text, g) for g in golds)
+        f1 = max(_squad2_f1(text, g) for g in golds)
+        if na_prob > self.na_prob_threshold:  # the script's apply_no_ans_threshold
+            thresholded_exact = thresholded_f1 = 1.0 - has
+        else:
+            thresholded_exact, thresholded_f1 = exact, f1
+        return {"total": 1.0, "exact": thresholded_exact, "f1": thresholded_f1, "has_answer": has,
+                "has_exact": has * thresholded_exact, "has_f1": has * thresholded_f1,
+                "no_exact": (1 - has) * thresholded_exact, "no_f1": (1 - has) * thresholded_f1,
+                "raw_exact": exact, "raw_f1": f1, "na_prob": float(na_prob), "answered": float(bool(text))}
+
+    def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        unanswerable = totals["total"] - totals["has_answer"]
+        return {"exact": percent(totals["exact"], totals["total"]), "f1": percent(totals["f1"], totals["total"]),
+                "total": totals["total"], "HasAns_exact": percent(totals["has_exact"], totals["has_answer"]),
+                "HasAns_f1": percent(totals["has_f1"], totals["has_answer"]), "HasAns_total": totals["has_answer"],
+                "NoAns_exact": percent(totals["no_exact"], unanswerable),
+                "NoAns_f1": percent(totals["no_f1"], unanswerable), "NoAns_total": unanswerable}
+
+    def scores_of(self, table: CountTable) -> dict[str, float]:
+        scores = super().scores_of(table)
+        rows = {name: table.values[:, k] for k, name in enumerate(table.names)}
+        for key in ("exact", "f1"):
+            best, threshold = _best_threshold(rows[f"raw_{key}"], rows["na_prob"], rows["has_answer"],
+                                              rows["answered"])
+            scores[f"best_{key}"], scores[f"best_{key}_thresh"] = best, threshold
+        return scores
+
+
+def _best_threshold(raw: np.ndarray, na_prob: np.ndarray, has_answer: np.ndarray, answered: np.ndarray
+                    ) -> tuple[float, float]:
+    """The script's find_best_thresh: predict "no answer" for every question whose na_prob exceeds a
+    threshold; walking the questions by na_prob, the threshold with the most points wins."""
+    score = best = float((has_answer == 0).sum())
+    threshold = 0.0
+    for i in np.argsort(na_prob, kind="stable"):
+        if has_answer[i]:
+            score += raw[i]
+        elif answered[i]:
+            score -= 1
+        if score > best:
+            best, threshold = score, float(na_prob[i])
+    return float(100.0 * best / len(raw)), threshold

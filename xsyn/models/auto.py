@@ -1,7 +1,7 @@
 """xsyn's config and model classes in transformers' Auto classes.
 
 After `register_auto_classes()`, `AutoConfig`, `AutoModel` and `AutoModelFor{SequenceClassification,
-TokenClassification,QuestionAnswering}.from_pretrained(checkpoint)` load a saved xsyn model (of any
+TokenClassification,QuestionAnswering,MultipleChoice}.from_pretrained(checkpoint)` load a saved xsyn model (of any
 encoder family: `xsyn_bert`, `xsyn_xlm_roberta`, ...) like any other. `import xsyn` arranges for
 this to run by itself (see `xsyn/__init__.py`). The joint intent-slot head has no Auto class in
 transformers: load it with `xsyn.models.load_model`.
@@ -21,6 +21,7 @@ def register_auto_classes() -> None:
         from transformers import (
             AutoConfig,
             AutoModel,
+            AutoModelForMultipleChoice,
             AutoModelForQuestionAnswering,
             AutoModelForSequenceClassification,
             AutoModelForTokenClassification,
@@ -30,7 +31,8 @@ def register_auto_classes() -> None:
         from xsyn.models.families import FAMILIES
 
         autos = {None: AutoModel, "sequence": AutoModelForSequenceClassification,
-                 "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering}
+                 "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering,
+                 "multiple_choice": AutoModelForMultipleChoice}
         for family in FAMILIES:  # BERT's classes, XLM-R's, RoBERTa's
             classes = family_classes(family)
             AutoConfig.register(family.xsyn_type, classes.config, exist_ok=True)

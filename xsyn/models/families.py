@@ -116,10 +116,6 @@ FAMILIES = (
 _BY_TYPE = {t: f for f in FAMILIES for t in (*f.checkpoint_types, f.xsyn_type)}
 
 
-def family_names() -> tuple[str, ...]:
-    return tuple(f.name for f in FAMILIES)
-
-
 def family_of(model_type: str, source: str = "the model") -> EncoderFamily:
     """The family of a checkpoint's or an xsyn config's `model_type`; else an `InputError` listing them."""
     if model_type not in _BY_TYPE:

@@ -4,6 +4,8 @@
 |-------------------------------------|---------------|-----------------------|---------------------------------|
 | `XsynBertForSequenceClassification` | `sequence`    | pooled `[CLS]`        | `labels` (B,)                   |
 | `XsynBertForTokenClassification`    | `token`       | every piece           | `labels` (B, T) on first pieces |
+| `XsynBertForMultipleChoice`         | `multiple_`   | pooled `[CLS]` of     | `labels` (B,): the answer's     |
+|                                     | `choice`      | each option's input   | option (B x options inputs)     |
 | `XsynBertForQuestionAnswering`      | `qa`          | every piece           | `start_positions`,              |
 |                                     |               |                       | `end_positions` (B,)            |
 | `XsynBertForIntentSlot`             | `intent_slot` | pooled `[CLS]`, and   | `intent_labels` (B,),           |
@@ -161,12 +163,17 @@ class _LabelClassifier(XsynHeadModel):
                                tree_word, tree_segment, labels is not None, **kwargs)
         features = getattr(encoded, self.features)
         logits = self.classifier(features if self.sentence_head is not None else self.dropout(features))
-        task_loss = cross_entropy(logits, labels, labelled_tokens) if labels is not None else None
+        task_loss = None
+        if labels is not None and self.config.problem_type == "regression":  # one output: MSE, as transformers
+            task_loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
+        elif labels is not None:
+            task_loss = cross_entropy(logits, labels, labelled_tokens)
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
 
 class XsynBertForSequenceClassification(_LabelClassifier):
-    """A label per input, from the pooled `[CLS]`."""
+    """A label per input, from the pooled `[CLS]`; with `problem_type="regression"` (one label) a score
+    per input, trained with mean squared error (STS-B), as transformers' sequence classifiers do."""
 
     uses_pooler = True
     features = "pooler_output"
@@ -182,6 +189,27 @@ class XsynBertForTokenClassification(_LabelClassifier):
     @classmethod
     def label_settings(cls, labels: Sequence[str], tags: Sequence[str]) -> dict[str, Any]:
         return _id2label(tags)
+
+
+class XsynBertForMultipleChoice(XsynHeadModel):
+    """A score per option from its own sequence's pooled `[CLS]`; cross-entropy of the softmax over an
+    example's options against the answer's index. The batch holds each option as an input of its own,
+    an example's `num_choices` options consecutive (`xsyn.data.features.collate_features`)."""
+
+    uses_pooler = True
+
+    def __init__(self, config: XsynBertConfig):
+        super().__init__(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, num_choices: torch.Tensor, labels: torch.Tensor | None = None, **batch) -> XsynClassifierOutput:
+        if num_choices.numel() and bool((num_choices != num_choices[0]).any()):
+            raise ValueError(f"every example of a batch needs the same number of options, got {num_choices.tolist()}")
+        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        logits = self.classifier(self.dropout(encoded.pooler_output)).view(-1, int(num_choices[0]))
+        task_loss = cross_entropy(logits, labels) if labels is not None else None
+        return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))
 
 
 class XsynBertForQuestionAnswering(XsynHeadModel):
@@ -250,5 +278,6 @@ HEAD_CLASSES: dict[str, type[XsynHeadModel]] = {
     "sequence": XsynBertForSequenceClassification,
     "token": XsynBertForTokenClassification,
     "qa": XsynBertForQuestionAnswering,
+    "multiple_choice": XsynBertForMultipleChoice,
     "intent_slot": XsynBertForIntentSlot,
 }

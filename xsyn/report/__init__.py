@@ -17,6 +17,11 @@ the run's config or else en, minus the mean of the others; Ahmad et al. 2021 Tab
 baseline: the difference of means per language and per language pair (their Table 3), marked when a
 one-sided paired bootstrap gives p < alpha (`xsyn.metrics.bootstrap`). For `mlqa` without a `lang`
 option the context language is the pair's row (MLQA's matrix is context x question).
+
+Written (`render`): report.md and report.json, CSVs, a per-language bar chart per experiment (seed sd
+as error bars, the source language marked, chance where the task has one), pair heatmaps on one
+colour scale per report with their axes named from `pair_axes`, each run's training curves, the caps
+that limited a number; and with `latex=True` report.tex (`latex`).
 """
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System, build_report

@@ -35,10 +35,10 @@ from typing import Any
 from xsyn import versions
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
-from xsyn.run.inference import predict, score
+from xsyn.run.inference import decode_and_score, model_outputs
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
-from xsyn.run.task_data import Vocab, dev_holdout, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
@@ -206,7 +206,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
 
     tokenizer = load_tokenizer(checkpoint.path)
     model = accelerator.prepare(load_model(checkpoint.path))
-    vocab = Vocab(labels=checkpoint.labels, tags=checkpoint.tags)
+    names = LabelNames(labels=checkpoint.labels, tags=checkpoint.tags)
     parser = make_parser(config)
     fingerprint = _fingerprint(checkpoint.path, config, card, split, parser, max_examples)
     partial = eval_partial(out)
@@ -225,7 +225,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
                 return cached
         started = time.perf_counter()
         try:
-            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, vocab=vocab, parser=parser,
+            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, names=names, parser=parser,
                                      distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples,
                                      progress=progress)
         except DataNotFoundError as err:
@@ -233,9 +233,9 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
                 return None
             raise DataNotFoundError(f"{err}\n(pass --langs to choose languages, or --skip-missing to "
                                     "evaluate those that have data)") from None
-        outputs = predict(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
-        result = score(card, data.examples, data.features, outputs, vocab.labels, vocab.tags,
-                       config.n_best, config.max_answer_length)
+        outputs = model_outputs(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
+        result = decode_and_score(card, data.examples, data.features, outputs, names.labels, names.tags,
+                                  config.n_best, config.max_answer_length)
         record = {"fingerprint": fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
                   "predicted_nothing": _predicts_nothing(result["predictions"]),
@@ -329,8 +329,8 @@ def _write_examples(out: Path, card: TaskCard, split: str, key: str, examples, r
     lines = [json.dumps({"id": e.id, "prediction": _jsonable(p), "reference": _jsonable(r)}, ensure_ascii=False)
              for e, p, r in zip(examples, result["predictions"], result["references"])]
     atomic_write_text(out / "per_example" / f"{split}-{key}.jsonl", "".join(line + "\n" for line in lines))
-    card.spec.write_predictions(out / "predictions" / card.name / f"{split}-{key}", examples, result["predictions"],
-                                card.metric)
+    card.task_kind.write_predictions(out / "predictions" / card.name / f"{split}-{key}", examples,
+                                     result["predictions"], card.metric)
 
 
 def _copy_examples(out: Path, split: str, lang: str, key: str) -> None:

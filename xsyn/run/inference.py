@@ -51,7 +51,7 @@ def length_buckets(rows: Sequence[dict[str, np.ndarray]], batch_size: int) -> li
 
 
 @torch.no_grad()
-def predict(model, rows: Sequence[dict[str, np.ndarray]], accelerator, batch_size: int, pad_token_id: int,
+def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, batch_size: int, pad_token_id: int,
             progress: bool = False) -> dict[str, list[np.ndarray]]:
     """Per feature, the model's output arrays (`logits`, `start_logits`, ...), in row order.
     `progress` shows a bar over the batches (on the main process).
@@ -96,13 +96,13 @@ def _gather(accelerator, tensor: torch.Tensor, pad_index: int = 0) -> torch.Tens
     return accelerator.gather(tensor)
 
 
-def score(card, examples, features, outputs: dict[str, list[np.ndarray]], labels: Sequence[str],
-          tags: Sequence[str], n_best: int = 20, max_answer_length: int = 30) -> dict[str, Any]:
-    """Decode outputs into one prediction per example and score them with the card's metric."""
-    predictions, decode_report = decode(card, examples, features, outputs, labels=labels, tags=tags,
-                                        n_best=n_best, max_answer_length=max_answer_length)
-    gold = references(card, examples)
-    options = metric_options(card, examples)
+def decode_and_score(card, examples, features, outputs: dict[str, list[np.ndarray]], labels: Sequence[str],
+                     tags: Sequence[str], n_best: int = 20, max_answer_length: int = 30) -> dict[str, Any]:
+    """Decode outputs into one prediction per example (the card's kind) and score them (its metric)."""
+    predictions, decode_report = decode(card.task_kind, examples, features, outputs, metric=card.metric,
+                                        labels=labels, tags=tags, n_best=n_best, max_answer_length=max_answer_length)
+    gold = references(card.task_kind, examples, card.metric, task=card.name)
+    options = metric_options(card.metric, examples, labels)
     scores = compute(card.metric, predictions, gold, **options)
     return {"predictions": predictions, "references": gold, "scores": scores,
             "primary": primary_score(card.metric, scores), "metric_options": options,

@@ -26,15 +26,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from xsyn.data.cards import TaskCard
-from xsyn.data.decode import DecodeReport, best_span, example_windows, mean_logits, token_tags
+from xsyn.data.decode import DecodeInput, DecodeReport, example_windows
 from xsyn.data.example import Example
 from xsyn.run.settings import RunConfig
 from xsyn.syntax.segment import Segment
@@ -129,8 +127,10 @@ def as_rows(inputs: Iterable[Mapping[str, Any]] | str | Path) -> tuple[list[Inpu
 
 
 def input_fields(card: TaskCard) -> tuple[str, ...]:
-    """The fields a row of this task needs (tagging: `text`, or `tokens`)."""
-    return ("text",) if card.spec.tags else card.segments
+    """The fields a row of this task needs (tagging: `text`, or `tokens`; multiple choice: also `options`)."""
+    if card.task_kind.tagged:
+        return ("text",)
+    return (*card.segments, *(("options",) if card.task_kind.choices else ()))
 
 
 # -- rows -> examples ------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def _row_lang(row: InputRow, segment: str, default: str) -> str | None:
 
 def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, source: str) -> list[Example]:
     """One example per row (its id is the line number); every bad row is named in one error."""
-    tagged = card.spec.tags
+    tagged = card.task_kind.tagged
     problems, examples = [], []
     for row in rows:
         segments, wrong = [], []
@@ -174,6 +174,13 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
                 wrong.append(problem)
                 continue
             segments.append(Segment(lang, tokens=value) if isinstance(value, list) else Segment(lang, text=value))
+        if card.task_kind.choices:
+            options = row.fields.get("options")
+            if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip()
+                                                                       for o in options):
+                wrong.append("'options' must be a non-empty list of non-empty texts")
+            else:
+                segments += [Segment(segments[-1].lang if segments else default_lang, text=o) for o in options]
         if wrong:
             problems.append(f"line {row.line}: {'; '.join(wrong)}")
         else:
@@ -230,79 +237,6 @@ def _record_token_spans(segment: Segment) -> list[tuple[int, int]]:
     return spans
 
 
-# -- outputs per kind ------------------------------------------------------------------------------
-# One function per task kind: (card, vocab labels, vocab tags, example windows, model outputs, the
-# prepared rows, settings) -> one dict per example.
-
-
-def _probabilities(logits: np.ndarray, names: Sequence[str]) -> dict[str, float]:
-    shifted = np.exp(logits - logits.max())
-    return {name: round(float(p), 6) for name, p in zip(names, shifted / shifted.sum())}
-
-
-def _entities(tags: list[str], spans: list[tuple[int, int]], text: str) -> list[dict[str, Any]]:
-    from xsyn.metrics.entities import entity_spans
-
-    found = sorted(entity_spans(tags), key=lambda e: (e[1], e[2]))
-    return [{"type": kind, "text": text[spans[start][0]:spans[end - 1][1]], "start": spans[start][0],
-             "end": spans[end - 1][1], "token_start": start, "token_end": end} for kind, start, end in found]
-
-
-def _tagged(prepared: _Prepared, i: int, windows, logits, tags: Sequence[str], report: DecodeReport
-            ) -> dict[str, Any]:
-    spans, text = prepared.token_spans[i], prepared.texts[i]
-    predicted = token_tags(len(spans), windows, logits, tags, report)
-    return {"tokens": [{"text": text[s:e], "start": s, "end": e, "tag": tag} for (s, e), tag in zip(spans, predicted)],
-            "entities": _entities(predicted, spans, text)}
-
-
-def classification_outputs(prepared: _Prepared, windows, outputs, labels, tags, settings) -> list[dict[str, Any]]:
-    out = []
-    for w in windows:
-        logits = mean_logits(outputs["logits"], w)
-        out.append({"label": labels[int(np.argmax(logits))], "probabilities": _probabilities(logits, labels)})
-    return out
-
-
-def tagging_outputs(prepared: _Prepared, windows, outputs, labels, tags, settings) -> list[dict[str, Any]]:
-    report = DecodeReport()
-    return [_tagged(prepared, i, w, outputs["logits"], tags, report) for i, w in enumerate(windows)]
-
-
-def qa_outputs(prepared: _Prepared, windows, outputs, labels, tags, settings) -> list[dict[str, Any]]:
-    out = []
-    for example, w in zip(prepared.examples, windows):
-        best = best_span(w, outputs["start_logits"], outputs["end_logits"], settings.n_best,
-                         settings.max_answer_length)
-        if best is None:
-            out.append({"answer": "", "start": None, "end": None, "score": None})
-            continue
-        score, start, end = best
-        out.append({"answer": (example.segments[-1].text or "")[start:end], "start": start, "end": end,
-                    "score": round(score, 6)})
-    return out
-
-
-def intent_slot_outputs(prepared: _Prepared, windows, outputs, labels, tags, settings) -> list[dict[str, Any]]:
-    report = DecodeReport()
-    out = []
-    for i, w in enumerate(windows):
-        logits = mean_logits(outputs["intent_logits"], w)
-        slots = _tagged(prepared, i, w, outputs["slot_logits"], tags, report)
-        out.append({"intent": labels[int(np.argmax(logits))], "intent_probabilities": _probabilities(logits, labels),
-                    "tokens": slots["tokens"], "slots": slots["entities"]})
-    return out
-
-
-# The output of each head (the card's kind names its head: `xsyn.data.kinds`).
-HEAD_OUTPUTS: dict[str, Callable[..., list[dict[str, Any]]]] = {
-    "sequence": classification_outputs,
-    "token": tagging_outputs,
-    "qa": qa_outputs,
-    "intent_slot": intent_slot_outputs,
-}
-
-
 # -- the pipeline ----------------------------------------------------------------------------------
 
 
@@ -324,7 +258,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     from xsyn.models.factory import load_model
     from xsyn.models.presets import load_tokenizer
     from xsyn.run.evaluation import locate_checkpoint, run_config
-    from xsyn.run.inference import predict as run_model
+    from xsyn.run.inference import model_outputs
     from xsyn.run.task_data import cache_root, feature_rows
 
     checkpoint = locate_checkpoint(model_dir)
@@ -334,7 +268,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     examples = rows_to_examples(card, rows, lang or config.train_lang, source)
     parse = _parser(config, source)
     prepared = _Prepared(examples)
-    if card.spec.tags:
+    if card.task_kind.tagged:
         prepared.token_spans, prepared.texts = _tokenize(examples, parse, tokens)
     parse_report = parse(examples)
 
@@ -345,10 +279,12 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
         cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     model = accelerator.prepare(load_model(checkpoint.path))
-    outputs = run_model(model, feature_rows(features), accelerator, config.eval_batch_size,
+    outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
                         tokenizer.pad_token_id or 0, progress=progress)
-    windows = example_windows(features, len(examples), last_segment=card.spec.n_segments - 1)
-    predicted = HEAD_OUTPUTS[card.spec.head](prepared, windows, outputs, checkpoint.labels, checkpoint.tags, config)
+    windows = example_windows(features, len(examples), last_segment=card.task_kind.n_segments - 1)
+    predicted = card.task_kind.present(DecodeInput(
+        examples, windows, outputs, checkpoint.labels, checkpoint.tags, card.metric, config.n_best,
+        config.max_answer_length, DecodeReport(), prepared.token_spans, prepared.texts))
     if report is not None:
         report.update(task=card.name, checkpoint=str(checkpoint.path), parser=config.parser, rows=len(rows),
                       parse=parse_report, features=feature_report.as_dict())

@@ -81,9 +81,10 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     evaluations = _evaluations(checkpoint, run_dir, [Path(p) for p in extra_results])
     # No pipeline_tag: the hub would offer `pipeline(...)` and a widget on raw text, which cannot work
     # (the model needs a dependency parse of its input); the task type stays on the results.
-    task_type = card.spec.pipeline_tag
+    task_type = card.task_kind.pipeline_tag
 
-    eval_results = [EvalResult(task_type=task_type, dataset_type=card.name, dataset_name=card.title,
+    eval_results = [EvalResult(task_type=task_type, dataset_type=result.get("task", card.name),
+                               dataset_name=_dataset_name(card, result),
                                dataset_config=lang, dataset_split=result["split"], metric_type=result["primary"],
                                metric_value=round(score, 4))
                     for result in evaluations for lang, score in result["per_language"].items()]
@@ -104,6 +105,12 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
         _citation_section(card, variant, model_config.get("model_type")),
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(s for s in sections if s) + "\n")
+
+
+def _dataset_name(card: TaskCard, result: dict[str, Any]) -> str:
+    """The evaluated task's title: the card's, or the other task's name (`xsyn evaluate --task`)."""
+    task = result.get("task", card.name)
+    return card.title if task == card.name else task
 
 
 def write_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results: Sequence[str | Path] = ()) -> Path:
@@ -156,7 +163,8 @@ def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any
                 for lang, score in result["per_language"].items()]
         if result.get("average") is not None:
             rows.append(("average", f"{result['average']:.2f}", ""))
-        parts.append(f"Zero-shot, {result['split']} split ({result['primary']}):\n\n"
+        parts.append(f"Zero-shot on {result.get('task', 'the task')}, {result['split']} split "
+                     f"({result['primary']}):\n\n"
                      + _table(rows, ("language", result["primary"], "examples")))
     if not evaluations:
         parts.append("Not evaluated yet: `xsyn evaluate --model-dir RUN` adds the table here.")
@@ -172,10 +180,10 @@ def _portable(value: Any) -> Any:
 
 
 def _usage_section(card: TaskCard, checkpoint: Path) -> str:
-    if card.spec.auto_class:
+    if card.task_kind.auto_class:
         load = (f"import xsyn  # registers xsyn's classes with the Auto classes\n"
-                f"from transformers import {card.spec.auto_class}\n\n"
-                f"model = {card.spec.auto_class}.from_pretrained(\"{checkpoint.name}\")")
+                f"from transformers import {card.task_kind.auto_class}\n\n"
+                f"model = {card.task_kind.auto_class}.from_pretrained(\"{checkpoint.name}\")")
     else:
         load = ("from xsyn.models import load_model  # the joint intent-slot head has no Auto class\n\n"
                 f"model = load_model(\"{checkpoint.name}\")  # AutoModel gives its encoder alone")

@@ -1,7 +1,7 @@
 """The data of one run, one language (or language pair) and one split: examples -> records -> features.
 
     data = load_task_data(card, config, tokenizer, split="validation", langs={"sentence1": "en", ...},
-                          vocab=vocab, distributed=accelerator)
+                          names=names, distributed=accelerator)
 
 Loading reads the task card's local layouts (else its hub sources); parsing attaches a syntax
 record to every segment through the shared parse cache, each process parsing its own share;
@@ -39,17 +39,17 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Vocab:
-    """The label and tag names of a task, in id order (fixed by the training run)."""
+class LabelNames:
+    """The class label (or intent) names and tag names of a task, in id order (fixed by the training run)."""
 
     labels: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
 
     @classmethod
-    def for_task(cls, card: TaskCard, train_examples: Sequence[Example]) -> Vocab:
-        spec = card.spec
-        return cls(labels=label_names(card, list(train_examples)) if spec.label else [],
-                   tags=tag_names(card, list(train_examples)) if spec.tags else [])
+    def for_task(cls, card: TaskCard, train_examples: Sequence[Example]) -> LabelNames:
+        label_sets = card.task_kind.gold.label_sets
+        return cls(labels=label_names(card, list(train_examples)) if "labels" in label_sets else [],
+                   tags=tag_names(card, list(train_examples)) if "tags" in label_sets else [])
 
 
 @dataclass
@@ -105,10 +105,10 @@ def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None 
 
 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
-                   vocab: Vocab | None = None, parser: Parser | None = None, distributed=None,
+                   names: LabelNames | None = None, parser: Parser | None = None, distributed=None,
                    limit: int | None = None, loaded: dict[str, list[Example]] | None = None,
-                   holdout: DevHoldout | None = None, progress: bool = False) -> tuple[TaskData, Vocab]:
-    """Load, parse and featurise one split. `vocab` None: take it from these (training) examples.
+                   holdout: DevHoldout | None = None, progress: bool = False) -> tuple[TaskData, LabelNames]:
+    """Load, parse and featurise one split. `names` None: take them from these (training) examples.
 
     `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
     segments and meet at a barrier; only then are features built (from the shared cache).
@@ -138,7 +138,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     if limit is not None and limit < len(examples):
         summary += f"; the first {limit} used"
         examples = examples[:limit]
-    vocab = vocab or Vocab.for_task(card, examples)
+    names = names or LabelNames.for_task(card, examples)
     rank, world = (distributed.process_index, distributed.num_processes) if distributed else (0, 1)
     barrier = distributed.wait_for_everyone if distributed else None
     parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
@@ -151,8 +151,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     with distributed.main_process_first() if distributed else nullcontext():  # others reuse its cache
         features, feature_report = prepare_features(
             card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
-            max_query_length=config.max_query_length, labels=vocab.labels,
-            tags=vocab.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
+            max_query_length=config.max_query_length, labels=names.labels,
+            tags=names.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
     report = {"load": load_report, "parse": parsed.as_dict(), "features": feature_report.as_dict(),
               "limit": limit}
     if rank == 0:
@@ -160,5 +160,5 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
         log.info(f"parsing: {parsed}")
         log.info(f"features: {feature_report.features} from {feature_report.examples} examples"
                  + (" (from the cache)" if feature_report.cache_hit else f" in {feature_report.seconds:.1f}s"))
-    return TaskData(card, split, langs, examples, features, report), vocab
+    return TaskData(card, split, langs, examples, features, report), names
 

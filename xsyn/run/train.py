@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from xsyn import versions
-from xsyn.run.inference import make_collate, model_inputs, predict, score
+from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
-from xsyn.run.task_data import TaskData, Vocab, dev_holdout, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
 from xsyn.training.driver import TrainState, check_micro_batches, train
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
@@ -50,15 +50,15 @@ class FinetuneTask:
     """Fine-tuning as the loop sees it: the task's training rows in seeded batches, the head's
     losses, the dev evaluation, and the best checkpoint kept in `best/`."""
 
-    def __init__(self, config: RunConfig, accelerator, folder: RunFolder, model, tokenizer, vocab: Vocab,
+    def __init__(self, config: RunConfig, accelerator, folder: RunFolder, model, tokenizer, names: LabelNames,
                  train_data: TaskData, dev: TaskData):
         self.config, self.accelerator, self.folder = config, accelerator, folder
-        self.model, self.tokenizer, self.vocab, self.dev = model, tokenizer, vocab, dev
+        self.model, self.tokenizer, self.names, self.dev = model, tokenizer, names, dev
         self.rows, self.dev_rows = train_data.rows(), dev.rows()
         self.n_rows = len(self.rows)
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
-        self.count_items = labelled_pieces(self.rows, config.card.spec.piece_label_columns)
+        self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
         self._collate = make_collate(tokenizer.pad_token_id or 0)
         self._lengths = [len(row["input_ids"]) for row in self.rows] if config.group_by_length else None
 
@@ -75,13 +75,13 @@ class FinetuneTask:
 
     def evaluate(self) -> dict[str, Any]:
         config = self.config
-        outputs = predict(self.model, self.dev_rows, self.accelerator, config.eval_batch_size,
-                          self.tokenizer.pad_token_id or 0)
-        return score(config.card, self.dev.examples, self.dev.features, outputs, self.vocab.labels, self.vocab.tags,
-                     config.n_best, config.max_answer_length)
+        outputs = model_outputs(self.model, self.dev_rows, self.accelerator, config.eval_batch_size,
+                                self.tokenizer.pad_token_id or 0)
+        return decode_and_score(config.card, self.dev.examples, self.dev.features, outputs, self.names.labels,
+                                self.names.tags, config.n_best, config.max_answer_length)
 
     def on_best(self, state: TrainState, result: dict[str, Any]) -> None:
-        _save_best(self.accelerator, self.model, self.tokenizer, self.folder, self.config, self.vocab, state, result)
+        _save_best(self.accelerator, self.model, self.tokenizer, self.folder, self.config, self.names, state, result)
 
 
 def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
@@ -105,16 +105,16 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     langs = {name: config.train_lang for name in card.segments}
     parser = make_parser(config)
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
-    train_data, vocab = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
+    train_data, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
                                        distributed=accelerator, limit=config.max_train_examples, holdout=holdout,
                                        progress=progress)
-    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, vocab=vocab, parser=parser,
+    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parser=parser,
                             distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
                             progress=progress)
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)
-    task = FinetuneTask(config, accelerator, folder, _build_model(config, card, tokenizer, vocab), tokenizer, vocab,
+    task = FinetuneTask(config, accelerator, folder, _build_model(config, card, tokenizer, names), tokenizer, names,
                         train_data, dev)
     if config.trackers:
         accelerator.init_trackers(f"xsyn-{config.task}", config=flat(config.to_dict()),
@@ -139,13 +139,12 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     return summary
 
 
-def _build_model(config: RunConfig, card, tokenizer, vocab: Vocab):
+def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
     """The variant on the card's head, its GAT initialised (and frozen) as the settings say."""
-    from xsyn.models.factory import build_model, label_settings
+    from xsyn.models.factory import build_model
 
-    head = card.spec.head
-    model = build_model(config.model, config.variant, head, tokenizer=tokenizer,
-                        **label_settings(head, vocab.labels, vocab.tags), **config.model_settings)
+    model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
+                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
@@ -190,8 +189,8 @@ def _tracker_settings(trackers: list[str], folder: RunFolder, resume: bool) -> d
     return {"wandb": settings | ({} if os.environ.get("WANDB_DIR") else {"dir": str(folder.path)})}
 
 
-def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConfig, vocab: Vocab, state: TrainState,
-               result: dict[str, Any]) -> None:
+def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConfig, names: LabelNames,
+               state: TrainState, result: dict[str, Any]) -> None:
     from xsyn.training.checkpoint import WRITE_ERRORS, first_line
 
     accelerator.wait_for_everyone()
@@ -203,8 +202,8 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
         try:
             accelerator.unwrap_model(model).save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)
-            atomic_write_json(task_file(staging), {"task": config.card.name, "labels": vocab.labels,
-                                                   "tags": vocab.tags, "train_lang": config.train_lang,
+            atomic_write_json(task_file(staging), {"task": config.card.name, "labels": names.labels,
+                                                   "tags": names.tags, "train_lang": config.train_lang,
                                                    "step": state.step})
             replace_dir(staging, folder.best)
         except WRITE_ERRORS as err:
