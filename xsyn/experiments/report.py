@@ -29,7 +29,7 @@ from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
-from xsyn.report.render import _format_delta, _format_stat, _markdown_table, _number, _signed
+from xsyn.report.render import _markdown_table, _number, _signed, format_delta, format_stat
 from xsyn.training.folder import RunFolder
 from xsyn.utils.io import atomic_write_json, atomic_write_text
 
@@ -85,7 +85,7 @@ def _task_report(experiment: Experiment, section: TaskSection, folder: Path, boo
         return
     runs, baselines = [], []
     for cell in shown:
-        for split in evaluation.reported:
+        for split in evaluation.splits:
             (baselines if cell.variant == experiment.baseline else runs).append(
                 RunFolder(experiment.cell_dir(cell)).eval_dir(split))
     try:
@@ -211,8 +211,8 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
     rows = []
     for system in systems:
         rows.append([system.label, str(len(system.runs)),
-                     *[_format_stat(system.per_language.get(lang)) for lang in languages],
-                     _format_stat(system.average), _format_stat(system.transfer_gap)])
+                     *[format_stat(system.per_language.get(lang)) for lang in languages],
+                     format_stat(system.average), format_stat(system.transfer_gap)])
         for paper_row in (r for r in paper_rows if r["system"] == system.label):
             score = "" if paper_row["score"] == reported.primary else f" {paper_row['score']}"
             rows.append([f"paper: {paper_row['paper_system']}{score} ({paper_row['table']}, {paper_row['where']})",
@@ -225,7 +225,7 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
     lines = [f"### {reported.split} · {reported.primary}", "", _markdown_table(header, rows), ""]
     if reported.comparisons:
         lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap):", ""]
-        delta_rows = [[c.system, *[_format_delta(c.per_language.get(lang)) for lang in languages],
+        delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
                        _signed(c.average), _signed(c.transfer_gap)] for c in reported.comparisons]
         lines += [_markdown_table(["system", *languages, "avg", "gap"], delta_rows), ""]
     for row in paper_rows:
