@@ -20,18 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
-from xsyn.experiments import cells
-from xsyn.experiments.cells import (
-    LOCK_FILE,
-    LOCK_TTL_S,
-    CellBusy,
-    acquire_lock,
-    cell_state,
-    lock_holder,
-    process_start_time,
-)
+from xsyn.experiments import cells, locks
+from xsyn.experiments.cells import cell_state
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.experiments.launch import record_run
+from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, lock_holder, process_start_time
 from xsyn.experiments.papers import load_paper
 from xsyn.models.variants import VARIANTS
 
@@ -73,32 +66,23 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
     assert Path(config.output_dir) == tmp_path / "runs" / names[2]
     assert "gat_delta" not in experiment.config(experiment.cells[0]).model_settings  # the baseline is never varied
     assert experiment.evaluation_of("synth").langs == ("svo", "sov")
-    assert recipe_names() == ["ahmad2021", "li2021", "sgnet", "synth"]
+    assert recipe_names() == ["ahmad2021", "li2021", "parses", "sgnet", "synth"]
     other_model = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(model="my/bert"))
     assert other_model.cells[0].name == "synth/none-my_bert-seed1"  # never the folder of the file's model
     bundled = load_experiment("ahmad2021")
-    assert len(bundled.cells) == 6 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
+    assert len(bundled.cells) == 9 * 2 * 3 and bundled.evaluation_of("pawsx").generalized
     assert not bundled.evaluation_of("panx").generalized
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'),
-     ": baseline: 'sla' is not one of the variants (none, gat)"),
-    (lambda t: t.replace("[grid.gat]", "[grid.none]"), ": grid.none: varies the baseline"),
-    (lambda t: t + "\nlearning_rates = [1]\n", ": evaluation.learning_rates: unknown key (known keys: generalized, "),
-    (lambda t: t.replace('"gat"]', '"gatt"]'), ": variants: 'gatt' is not one of none, gat, sla, wla, sdoi, sep; did "
-                                              "you mean 'gat'?"),
-    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"),
-     ": settings.learning_rate: must be a finite number > 0, got -1.0"),
-    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"),
-     ": settings.gat_dleta: neither a run setting nor a model setting; did you mean 'gat_delta'?"),
-    (lambda t: t.replace("learning_rate = 1e-4", "seed = 3"),
-     ": settings.seed: each cell sets it from the file's seeds, models, variants and runs_dir; delete it here"),
+    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'), "baseline 'sla' is not one of the variants"),
+    (lambda t: t.replace("[grid.gat]", "[grid.none]"), "[grid.none] varies the baseline"),
+    (lambda t: t + "\nlearning_rates = [1]\n", "unknown key 'learning_rates'"),
+    (lambda t: t.replace('"gat"]', '"gatt"]'), "unknown variant 'gatt'"),
+    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"), "settings.learning_rate: must be a finite number > 0"),
+    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"), "did you mean 'gat_delta'"),
     (lambda t: t.replace('langs = ["svo", "sov"]', 'langs = ["en"]'), "en not in the task's languages"),
-    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), ": seeds: names one entry twice: [1, 1]"),
-    (lambda t: t.replace("seeds = [1, 2]", "seeds = [-1, 2]"), ": seeds: must be >= 0, got -1"),
-    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 2]\n[model]\nname = 'x'"),
-     ": model: unknown key; did you mean 'models'?"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), "distinct integers"),
 ])
 def test_a_bad_experiment_file_is_refused_naming_the_key(tmp_path, edit, message):
     path = write(tmp_path / "bad.toml", edit(GRID_FILE))
@@ -179,7 +163,7 @@ def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(
 
 
 def test_the_owner_keeps_its_lock_fresh_with_a_heartbeat(tmp_path, monkeypatch):
-    monkeypatch.setattr(cells, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
     lock = acquire_lock(tmp_path / "cell")
     os.utime(lock.path, (time.time() - 3600,) * 2)
     deadline = time.time() + 5

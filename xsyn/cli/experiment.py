@@ -160,6 +160,13 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None
     click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
     for state in states:
         click.echo(f"{state.cell.name:<{width}}  {state.state:<7}  {state.detail}".rstrip())
+    from xsyn.experiments.pretrain import pretrain_states
+
+    for unit in pretrain_states(spec):
+        click.echo(f"{'pretrain/' + unit.model:<{width}}  {unit.state:<7}  {unit.detail} ({unit.folder})".rstrip())
+    for message, names in spec.missing_inputs.items():
+        click.echo(f"missing: {message} ({len(names)} cells need it; `run` refuses to start until it is there, "
+                   "or --set parser=... chooses another)")
     counts = {name: sum(s.state == name for s in states) for name in ("done", "running", "failed", "to do")}
     click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
 

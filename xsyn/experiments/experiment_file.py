@@ -15,14 +15,18 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
     [search]                            # lists searched for EVERY variant, the best point chosen on dev
     [search.sla]                        # ... for one variant only, e.g. sla_threshold = [3, 4]
+    [pretrain]                          # pre-train the GAT on UD first (once per model): variants = ["gat"],
+                                        #   recipe, and `xsyn pretrain-gat` settings (treebanks, treebank_dir, ...)
     [evaluation]                        # split ("test" or a list), generalized, langs
     [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs,
-                                        #   models = [...], search = {...} (replaces [search] for the task)
+                                        #   models = [...], variants = [...] (some of the file's),
+                                        #   search = {...} (replaces [search] for the task)
 
 A grid point is a system of its own in the report (gat_delta=1 beside gat_delta=2). A search point is
 not: the papers tune learning rate, epochs or a threshold on dev, so for each task, model, variant and
 grid point the report keeps the search point with the best mean dev score over the seeds
-(`xsyn.experiments.selection`) and reports that point's runs; the validation split is evaluated for it.
+(`xsyn.experiments.selection`; the dev score each fine-tune kept its best checkpoint on) and reports that
+point's runs.
 
 Cells are ordered task, seed, model, variant, grid point: a run that stops early has the first
 seed of every system of the first task, which already makes a table.
@@ -41,100 +45,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.cards import TaskCard, list_tasks, load_card
-from xsyn.models.defaults import TINY
+from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
+from xsyn.models.defaults import GAT_CONFIG, TINY
 from xsyn.models.variants import VARIANTS
-from xsyn.run.settings import MODEL_SETTINGS, RunConfig, resolve, split_settings
-from xsyn.utils.errors import XsynError
-from xsyn.utils.schema import Invalid, SchemaError, at_least, load, one_of, strict, validated_field
+from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
+from xsyn.syntax.parsing.base import ParserChoiceError
+from xsyn.syntax.parsing.registry import resolve_parser_choice
+from xsyn.utils.schema import SchemaError
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
-CELL_SETTINGS = ("seed", "model", "variant", "output_dir")  # what each cell sets for itself
+_TOP_KEYS = {"title", "description", "tasks", "variants", "seeds", "models", "baseline", "runs_dir", "paper",
+             "settings", "grid", "search", "pretrain", "evaluation", "task"}
+PRETRAIN_FOLDER = "pretrain"  # under runs_dir: one GAT pre-training per model ([pretrain])
+_EVALUATION_KEYS = {"split", "generalized", "langs"}
+_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "variants", "search"}
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
 class ExperimentError(SchemaError):
     """An experiment file that cannot run as written; the message names the file, the key and the fix."""
-
-
-def _distinct(values: list) -> None:
-    if not values:
-        raise ValueError("must name at least one, e.g. [1, 2, 3]")
-    if len(set(values)) != len(values):
-        raise ValueError(f"names one entry twice: {values!r}")
-
-
-def _check_lists(table: dict[str, Any], key: str, variants: list[str]) -> None:
-    """A [grid] or [search] table: lists of values, for every variant or in a sub-table per variant."""
-    for name, value in table.items():
-        if isinstance(value, dict) and name not in variants:
-            raise Invalid(f"{key}.{name}", f"{name!r} is not one of the variants ({', '.join(variants)})")
-        for setting, values in (value if isinstance(value, dict) else {name: value}).items():
-            here = f"{key}.{name}.{setting}" if isinstance(value, dict) else f"{key}.{name}"
-            if not isinstance(values, list) or not values:
-                raise Invalid(here, "expected a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
-
-
-@strict
-@dataclass
-class EvaluationTable:
-    """`[evaluation]` (every task) or the evaluation keys of `[task.<name>]` (that task); unset keys inherit."""
-
-    split: str | list[str] | None = None  # "test" (the default), "validation", or both
-    generalized: bool | None = None
-    langs: list[str] | None = None  # default: the task's languages
-
-
-@strict
-@dataclass
-class TaskTable(EvaluationTable):
-    """`[task.<name>]`: one task's own settings, data folder and evaluation."""
-
-    settings: dict[str, Any] = field(default_factory=dict)
-    data_dir: str | None = None
-    models: list[str] | None = validated_field(lambda v: v is None or _distinct(v), default=None)
-    search: dict[str, list | dict[str, list]] | None = None  # replaces the file's [search] for this task
-
-
-@strict
-@dataclass
-class ExperimentFile:
-    """The schema of an experiment file (the module docstring shows one)."""
-
-    tasks: list[str] = validated_field([_distinct, one_of(list_tasks)])
-    variants: list[str] = validated_field([_distinct, one_of(VARIANTS)])
-    seeds: list[int] = validated_field([_distinct, at_least(0)])
-    title: str | None = None
-    description: str = ""
-    models: list[str] | None = validated_field(lambda v: v is None or _distinct(v), default=None)
-    baseline: str | None = None  # default: the first variant
-    runs_dir: str | None = None
-    paper: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    grid: dict[str, list | dict[str, list]] = field(default_factory=dict)  # systems compared
-    search: dict[str, list | dict[str, list]] = field(default_factory=dict)  # tuned on dev, for every variant
-    evaluation: EvaluationTable = field(default_factory=EvaluationTable)
-    task: dict[str, TaskTable] = field(default_factory=dict)
-
-    def validate_baseline(self) -> None:
-        baseline = self.baseline or self.variants[0]
-        if baseline not in self.variants:
-            raise Invalid("baseline", f"{baseline!r} is not one of the variants ({', '.join(self.variants)})")
-        if isinstance(self.grid.get(baseline), dict):
-            raise Invalid(f"grid.{baseline}", "varies the baseline, and every system is compared with one "
-                          "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
-
-    def validate_grid_and_search(self) -> None:
-        tables = [("grid", self.grid), ("search", self.search),
-                  *((f"task.{name}.search", table.search) for name, table in self.task.items() if table.search)]
-        for key, table in tables:
-            _check_lists(table, key, self.variants)
-
-    def validate_task_tables(self) -> None:
-        for name in self.task:
-            if name not in self.tasks:
-                raise Invalid(f"task.{name}", f"names a task that is not in tasks ({', '.join(self.tasks)})")
 
 
 @dataclass(frozen=True)
@@ -158,10 +88,9 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Evaluation:
-    splits: tuple[str, ...]  # every split evaluated
+    splits: tuple[str, ...]
     generalized: bool
     langs: tuple[str, ...]  # resolved: the task's languages when the file names none
-    reported: tuple[str, ...] = ()  # the splits the report shows (the others only choose search points)
 
 
 @dataclass(frozen=True)
@@ -196,14 +125,22 @@ class Experiment:
     baseline: str
     runs_dir: Path
     paper: str | None
-    settings: dict[str, Any]  # checked, model settings under MODEL_SETTINGS (as `--set` gives them)
+    settings: dict[str, Any]
     variant_grid: dict[str, dict[str, list]]  # variant -> setting -> values (the baseline is never varied)
     variant_search: dict[str, dict[str, dict[str, list]]]  # task -> variant -> setting -> values (tuned on dev)
-    evaluation: EvaluationTable
-    task_options: dict[str, TaskTable]
+    evaluation: dict[str, Any]
+    task_options: dict[str, dict[str, Any]]
     overrides: Overrides
     cards: dict[str, TaskCard]
+    pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the GAT pre-training before fine-tuning
+    missing_inputs: dict[str, list[str]] = field(default_factory=dict)  # what is missing -> the cells that need it
     cells: list[Cell] = field(default_factory=list)
+
+    def pretrained_variants(self) -> list[str]:
+        return list(self.pretrain.get("variants", ["gat"])) if self.pretrain else []
+
+    def pretrain_dir(self, model: str) -> Path:
+        return self.runs_dir / PRETRAIN_FOLDER / _slug(model)
 
     def cell(self, name: str) -> Cell:
         for cell in self.cells:
@@ -230,34 +167,46 @@ class Experiment:
         """The task's models: its own `models`, else the file's (the command line's --model wins over both)."""
         if self.overrides.model:
             return [self.overrides.model]
-        return list(self.task_options.get(task, TaskTable()).models or self.models)
+        return list(self.task_options.get(task, {}).get("models") or self.models)
+
+    def variants_of(self, task: str) -> list[str]:
+        """The task's variants: its own `variants` (a paper's table without a row), else the file's."""
+        return list(self.task_options.get(task, {}).get("variants") or self.variants)
 
     def searched(self, task: str) -> bool:
         return any(self.variant_search.get(task, {}).values())
 
     def evaluation_of(self, task: str) -> Evaluation:
-        """The splits reported for the task (`reported`), and every split evaluated: with a search, the
-        validation split as well, on which the search point is chosen."""
-        own = self.task_options.get(task, TaskTable())
-        split = own.split if own.split is not None else self.evaluation.split
-        generalized = own.generalized if own.generalized is not None else self.evaluation.generalized
-        langs = own.langs if own.langs is not None else self.evaluation.langs
-        reported = ("test",) if split is None else (split,) if isinstance(split, str) else tuple(split)
-        splits = reported if not self.searched(task) or "validation" in reported else ("validation", *reported)
-        return Evaluation(splits, bool(generalized), tuple(langs or self.cards[task].languages), reported)
+        options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
+                                         if k in _EVALUATION_KEYS}}
+        split = options.get("split", "test")
+        splits = (split,) if isinstance(split, str) else tuple(split)
+        langs = tuple(options.get("langs") or self.cards[task].languages)
+        return Evaluation(splits, bool(options.get("generalized", False)), langs)
 
     def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell))
+
+    def missing_parser_model(self, cell: Cell) -> str | None:
+        """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
+        folder a recipe names): the experiment can still be listed; `run` refuses to start without it."""
+        parser = self._flags(cell).get("parser", RunConfig.parser)
+        try:
+            return resolve_parser_choice(parser).missing_path()
+        except ParserChoiceError:
+            return None  # not a valid choice at all: `config` says so
+
+    def _flags(self, cell: Cell) -> dict[str, Any]:
         card = self.cards[cell.task]
-        task_options = self.task_options.get(cell.task, TaskTable())
+        task_options = self.task_options.get(cell.task, {})
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
-        where = str(self.path)
-        for layer in (self.settings, split_settings(task_options.settings, where, f"task.{cell.task}", ExperimentError),
-                      split_settings(dict(cell.grid), where, "grid", ExperimentError), self.overrides.settings):
-            _merge(flags, layer)
+        for layer in (self.settings, task_options.get("settings", {}), dict(cell.grid)):
+            _merge(flags, split_settings(layer, str(self.path), "settings", ExperimentError))
+        _merge(flags, self.overrides.settings)
         data_dir = (str(Path(self.overrides.data_dir) / cell.task) if self.overrides.data_dir
-                    else task_options.data_dir)
+                    else task_options.get("data_dir"))
         flags.update({"model": cell.model, "seed": cell.seed, "output_dir": str(self.cell_dir(cell))})
         if data_dir:
             flags["data_dir"] = data_dir
@@ -265,7 +214,17 @@ class Experiment:
             flags["max_steps"] = self.overrides.max_steps
         if cell.task == "synth" and cell.model == TINY and "tokenizer" not in flags:
             flags["tokenizer"] = str(self.runs_dir / SYNTH_VOCAB)
-        return resolve(cell.task, cell.variant, card, {}, flags)
+        pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
+        if cell.variant in self.pretrained_variants() and pretrained.is_file():
+            flags["gat_init"] = str(pretrained.parent)  # before the pre-training ran, the cell is listed without it
+        return flags
+
+    def require_inputs(self) -> None:
+        """Refuse to run while a parser model the cells need is missing (listed, with the fix)."""
+        if self.missing_inputs:
+            message, cells = next(iter(self.missing_inputs.items()))
+            raise ExperimentError(f"{self.path}: {message} ({len(cells)} cells need it, e.g. {cells[0]}); "
+                                  "or choose another parser for every cell with --set parser=...")
 
 
 def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
@@ -308,56 +267,78 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     except OSError as err:
         raise ExperimentError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
     where = str(path)
-    written = load(ExperimentFile, data, where, error=ExperimentError)
-    settings = _file_settings(written.settings, where, "settings")
-    for name, table in written.task.items():
-        _file_settings(table.settings, where, f"task.{name}.settings")
-    baseline = written.baseline or written.variants[0]
-    grid = {key: values for key, values in written.grid.items() if not isinstance(values, dict)}
-    per_variant = {key: table for key, table in written.grid.items() if isinstance(table, dict)}
-    for key, table in [("grid", grid), *((f"grid.{v}", t) for v, t in per_variant.items())]:
-        for name, values in table.items():
-            split_settings({name: values[0]}, where, key, ExperimentError)  # cells check the other values
-    variant_grid = {variant: {**grid, **per_variant.get(variant, {})} for variant in written.variants
-                    if variant != baseline and (grid or variant in per_variant)}
-    cards = {task: load_card(task) for task in written.tasks}
-    variant_search = {task: _search(written.task[task].search if task in written.task and
-                                    written.task[task].search is not None else written.search,
-                                    written.variants, variant_grid, where,
-                                    f"task.{task}.search" if task in written.task and
-                                    written.task[task].search is not None else "search")
-                      for task in written.tasks}
+    _known(data, _TOP_KEYS, where)
+    tasks = _strings(data, "tasks", where)
+    for task in tasks:
+        if task not in list_tasks():
+            raise ExperimentError(f"{where}: tasks: unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    variants = _strings(data, "variants", where)
+    for variant in variants:
+        if variant not in VARIANTS:
+            raise ExperimentError(f"{where}: variants: unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    seeds = data.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                           for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ExperimentError(f"{where}: seeds must be a non-empty list of distinct integers, e.g. seeds = [1, 2, 3]")
+    models = [overrides.model] if overrides.model else _strings(data, "models", where, [RunConfig.model])
+    baseline = data.get("baseline", variants[0])
+    if baseline not in variants:
+        raise ExperimentError(f"{where}: baseline {baseline!r} is not one of the variants ({', '.join(variants)})")
+    grid, variant_grid = _grid(data.get("grid", {}), variants, where)
+    if baseline in variant_grid:
+        raise ExperimentError(f"{where}: [grid.{baseline}] varies the baseline, and every system is compared with one "
+                              "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
+    variant_grid = {variant: {**grid, **variant_grid.get(variant, {})} for variant in variants
+                    if variant != baseline and (grid or variant in variant_grid)}
+    task_options = _table(data, "task", where)
+    for task in task_options:
+        if task not in tasks:
+            raise ExperimentError(f"{where}: [task.{task}] names a task that is not in tasks ({', '.join(tasks)})")
+        _known(_table(task_options, task, where), _TASK_KEYS, f"{where} [task.{task}]")
+        if "models" in task_options[task]:
+            _strings(task_options[task], "models", f"{where} [task.{task}]")
+        if "variants" in task_options[task]:
+            own = _strings(task_options[task], "variants", f"{where} [task.{task}]")
+            if baseline not in own or not set(own) <= set(variants):
+                raise ExperimentError(f"{where} [task.{task}]: variants must be some of the file's variants "
+                                      f"({', '.join(variants)}), the baseline {baseline!r} among them")
+    search = _table(data, "search", where)
+    variant_search = {task: _search(task_options.get(task, {}).get("search", search), variants, variant_grid,
+                                    f"{where} [task.{task}] search" if "search" in task_options.get(task, {})
+                                    else f"{where} [search]")
+                      for task in tasks}
+    evaluation = _table(data, "evaluation", where)
+    _known(evaluation, _EVALUATION_KEYS, f"{where} [evaluation]")
+    try:
+        cards = {task: load_card(task) for task in tasks}
+    except CardError as err:
+        raise ExperimentError(str(err)) from None
     name = path.stem
-    runs_dir = Path(overrides.runs_dir or written.runs_dir or f"experiments/{name}").absolute()
+    runs_dir = Path(overrides.runs_dir or data.get("runs_dir") or f"experiments/{name}").absolute()
     if overrides.data_dir:
         overrides = replace(overrides, data_dir=str(Path(overrides.data_dir).absolute()))
     overrides = replace(overrides, runs_dir=str(runs_dir))  # workers and cluster jobs may start elsewhere
     bundled = not Path(source).is_file()
     experiment = Experiment(
-        source=str(source) if bundled else str(path.absolute()), path=path, name=name, title=written.title or name,
-        description=written.description, tasks=written.tasks, variants=written.variants, seeds=written.seeds,
-        models=[overrides.model] if overrides.model else written.models or [RunConfig.model],
-        baseline=baseline, runs_dir=runs_dir, paper=written.paper, settings=settings, variant_grid=variant_grid,
-        variant_search=variant_search, evaluation=written.evaluation, task_options=written.task, overrides=overrides,
-        cards=cards)
-    for task in written.tasks:
+        source=str(source) if bundled else str(path.absolute()), path=path, name=name,
+        title=str(data.get("title", name)),
+        description=str(data.get("description", "")), tasks=tasks, variants=variants, seeds=seeds, models=models,
+        baseline=baseline, runs_dir=runs_dir, paper=data.get("paper"), settings=_table(data, "settings", where),
+        pretrain=_pretrain(_table(data, "pretrain", where), variants, where),
+        variant_grid=variant_grid, variant_search=variant_search, evaluation=evaluation, task_options=task_options,
+        overrides=overrides, cards=cards)
+    for task in tasks:
         _check_evaluation(experiment, task, where)
     experiment.cells = _cells(experiment)
     for cell in experiment.cells:
         try:
             experiment.config(cell)
-        except XsynError as err:
-            raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+        except ConfigError as err:
+            missing = experiment.missing_parser_model(cell)
+            if missing is None or str(err) != missing:
+                raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            experiment.missing_inputs.setdefault(missing, []).append(cell.name)
     return experiment
-
-
-def _file_settings(table: dict[str, Any], where: str, key: str) -> dict[str, Any]:
-    """A settings table of the file, checked; what each cell sets itself is refused (it would be overridden)."""
-    for name in table:
-        if name in CELL_SETTINGS:
-            raise ExperimentError(where, f"{key}.{name}", "each cell sets it from the file's seeds, models, "
-                                  "variants and runs_dir; delete it here")
-    return split_settings(table, where, key, ExperimentError)
 
 
 def _cells(experiment: Experiment) -> list[Cell]:
@@ -366,7 +347,7 @@ def _cells(experiment: Experiment) -> list[Cell]:
     several_models = (experiment.overrides.model is not None
                       or any(len(experiment.models_of(task)) > 1 for task in experiment.tasks))
     for task, seed in itertools.product(experiment.tasks, experiment.seeds):
-        for model, variant in itertools.product(experiment.models_of(task), experiment.variants):
+        for model, variant in itertools.product(experiment.models_of(task), experiment.variants_of(task)):
             searched = experiment.variant_search[task].get(variant, {})
             grid = {**experiment.variant_grid.get(variant, {}), **searched}
             for values in itertools.product(*grid.values()):
@@ -401,17 +382,81 @@ def _check_evaluation(experiment: Experiment, task: str, where: str) -> None:
                               f"({card.segments[0]}), so there are no language pairs; set generalized = false")
 
 
-def _search(table: dict[str, Any], variants: list[str], variant_grid: dict[str, dict[str, list]], where: str,
-            key: str) -> dict[str, dict[str, list]]:
+def _grid(table: Any, variants: list[str], where: str) -> tuple[dict[str, list], dict[str, dict[str, list]]]:
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{where}: [grid] must be a table of lists")
+    grid: dict[str, list] = {}
+    per_variant: dict[str, dict[str, list]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            if key not in variants:
+                raise ExperimentError(f"{where}: [grid.{key}]: {key!r} is not one of the variants "
+                                      f"({', '.join(variants)})")
+            per_variant[key] = {k: _values(v, f"[grid.{key}] {k}", where) for k, v in value.items()}
+        else:
+            grid[key] = _values(value, f"[grid] {key}", where)
+    return grid, per_variant
+
+
+def _search(table: Any, variants: list[str], variant_grid: dict[str, dict[str, list]],
+            where: str) -> dict[str, dict[str, list]]:
     """Variant -> setting -> values searched on dev: the table's lists for every variant (the baseline
     included: the papers tune its learning rate too), its sub-tables for one variant each."""
-    shared = {name: values for name, values in table.items() if not isinstance(values, dict)}
-    searched = {variant: {**shared, **table.get(variant, {})} for variant in variants}
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{where} must be a table of lists, e.g. learning_rate = [2e-5, 3e-5]")
+    shared, own = _grid(table, variants, where)
+    searched = {variant: {**shared, **own.get(variant, {})} for variant in variants}
     for variant, settings in searched.items():
-        for name, values in settings.items():
-            split_settings({name: values[0]}, where, key, ExperimentError)  # cells check the other values
         both = sorted(set(settings) & set(variant_grid.get(variant, {})))
         if both:
-            raise ExperimentError(where, key, f"{', '.join(both)} is both in [grid] (systems compared) and searched "
+            raise ExperimentError(f"{where}: {', '.join(both)} is both in [grid] (systems compared) and searched "
                                   f"(tuned on dev) for {variant}; keep it in one of them")
     return {variant: settings for variant, settings in searched.items() if settings}
+
+
+def _pretrain(table: dict[str, Any], variants: list[str], where: str) -> dict[str, Any]:
+    """[pretrain]: which variants start from the pre-trained GAT, and the pre-training's settings (checked
+    by `xsyn.experiments.pretrain` against `xsyn pretrain-gat`'s, before any pre-training runs)."""
+    if not table:
+        return {}
+    own = table.get("variants", ["gat"])
+    if not isinstance(own, list) or not own or not set(own) <= set(variants):
+        raise ExperimentError(f"{where} [pretrain]: variants must be a list of the file's variants that start from "
+                              f"the pre-trained GAT, e.g. variants = [\"gat\"] (the file's: {', '.join(variants)})")
+    for key in ("model", "output_dir"):
+        if key in table:
+            raise ExperimentError(f"{where} [pretrain]: {key} is set per model by the experiment "
+                                  f"(<runs dir>/{PRETRAIN_FOLDER}/<model>); remove it")
+    return dict(table)
+
+
+def _values(value: Any, what: str, where: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise ExperimentError(f"{where}: {what} must be a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
+    return value
+
+
+def _known(table: dict[str, Any], known: set[str], where: str) -> None:
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            raise ExperimentError(f"{where}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                                  + f" (valid keys: {', '.join(sorted(known))})")
+
+
+def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ExperimentError(f"{where}: {key} must be a table ([{key}]), got {value!r}")
+    return value
+
+
+def _strings(data: dict[str, Any], key: str, where: str, default: list[str] | None = None) -> list[str]:
+    value = data.get(key, default)
+    if value is None:
+        raise ExperimentError(f"{where}: {key} is missing (a list, e.g. {key} = [...])")
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ExperimentError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise ExperimentError(f"{where}: {key} names one entry twice: {value!r}")
+    return list(value)

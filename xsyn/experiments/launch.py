@@ -30,10 +30,10 @@ from xsyn.experiments.cells import (
     RUNNING,
     CellState,
     cell_state,
-    clear_stale_lock,
     run_cell,
 )
 from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
+from xsyn.experiments.locks import clear_stale_lock
 from xsyn.experiments.worker import EXIT_BUSY
 from xsyn.utils.io import atomic_write_json
 
@@ -91,6 +91,7 @@ def visible_gpus() -> list[str]:
 def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None = None,
               echo: Callable[[str], None] = print, progress: bool = False) -> list[CellState]:
     """Every pending cell (of `cells`, default all); with two or more GPUs, one worker process per GPU."""
+    experiment.require_inputs()
     chosen = experiment.cells if cells is None else cells
     cells = pending(experiment, chosen)
     busy = held_elsewhere(experiment, chosen)
@@ -198,6 +199,7 @@ def submit(experiment: Experiment, options: ClusterOptions, cluster: str = "slur
     records."""
     import submitit
 
+    experiment.require_inputs()
     cells = pending(experiment, cells)
     if not cells:
         return []

@@ -1,10 +1,11 @@
 """Model selection on dev, as the papers tune: of the search points of one system (a task, model, variant
 and grid point), keep the one whose runs have the best mean dev score over their seeds.
 
-The dev score is the primary score on the validation split in the training language (Li et al. tune on
-the English or Chinese dev set of each task; a cross-lingual task is tuned on its source language, as
-zero-shot transfer allows no target-language dev data). A search point counts only once every one of its
-seeds has finished, so that a partly run grid never wins with fewer, luckier seeds.
+The dev score is the one each fine-tune chose its best checkpoint on: the primary score on the dev set
+of the training language (`validation_results.json`; Li et al. tune on the English or Chinese dev set of
+each task, a held-out share of train where a task has none; a cross-lingual task is tuned on its source
+language, as zero-shot transfer allows no target-language dev data). A search point counts only once
+every one of its seeds has finished, so that a partly run grid never wins with fewer, luckier seeds.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.experiment_file import Cell, Experiment
-from xsyn.training.folder import RunFolder, eval_results
-
-SELECTION_SPLIT = "validation"
+from xsyn.training.folder import RunFolder
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class Selection:
 
 
 def select(experiment: Experiment, task: str, finished: list[Cell],
-           dev_score: Callable[[Path, str], float | None] | None = None) -> tuple[list[Cell], list[Selection]]:
+           dev_score: Callable[[Path], float | None] | None = None) -> tuple[list[Cell], list[Selection]]:
     """The finished cells of `task` that the report shows, and the choice made for each searched system.
     Without a search, every finished cell is shown."""
     if not experiment.searched(task):
@@ -61,7 +60,7 @@ def select(experiment: Experiment, task: str, finished: list[Cell],
             if len(cells) < len(expected[system][point]):
                 incomplete += 1
                 continue
-            scores = [dev_score(experiment.cell_dir(cell), language) for cell in cells]
+            scores = [dev_score(experiment.cell_dir(cell)) for cell in cells]
             if any(score is None for score in scores):
                 incomplete += 1
                 continue
@@ -78,14 +77,14 @@ def select(experiment: Experiment, task: str, finished: list[Cell],
     return shown, selections
 
 
-def read_dev_score(folder: Path, language: str) -> float | None:
-    """The primary dev score of a finished cell in `language` (its eval-validation results)."""
+def read_dev_score(folder: Path) -> float | None:
+    """The dev score a finished fine-tune kept its best checkpoint on (None while there is none)."""
     try:
-        results = json.loads(eval_results(RunFolder(folder).eval_dir(SELECTION_SPLIT)).read_text(encoding="utf-8"))
+        results = json.loads(RunFolder(folder).validation_results.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
-    value = (results.get("per_language") or {}).get(language)
-    return float(value) if isinstance(value, (int, float)) else None
+    value = results.get("primary") if isinstance(results, dict) else None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 SystemKey = tuple[str, str, tuple[tuple[str, Any], ...]]

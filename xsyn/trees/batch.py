@@ -79,10 +79,9 @@ def _pad_nodes(feats: Sequence[Mapping], lengths: np.ndarray, t: int, field) -> 
     return out
 
 
-def length_sorted_windows(order: Sequence[int], lengths: Sequence[int], window: int,
-                          longest_first: bool = True) -> list[int]:
-    """`order` with each run of `window` items stably sorted by length: batches cut from it hold
-    rows of similar length and pad little, while the order stays random from window to window."""
-    sign = -1 if longest_first else 1
+def length_sorted_windows(order: Sequence[int], lengths: Sequence[int], window: int) -> list[int]:
+    """`order` with each run of `window` items stably sorted by length, longest first (so memory peaks
+    at once): batches cut from it hold rows of similar length and pad little, while the order stays
+    random from window to window."""
     return [i for start in range(0, len(order), window)
-            for i in sorted(order[start:start + window], key=lambda i: sign * lengths[i])]
+            for i in sorted(order[start:start + window], key=lambda i: -lengths[i])]

@@ -1,0 +1,112 @@
+"""The GAT pre-training an experiment runs before its fine-tunes (`[pretrain]`), as Ahmad et al. pre-train
+the GAT on UD treebanks and then fine-tune syntax-augmented mBERT from it.
+
+One pre-training per model, in `<runs dir>/pretrain/<model>`, shared by every cell of the variants it
+names (all seeds, tasks and grid points: the paper pre-trains once). It runs under the same lock as a
+cell, so workers on several GPUs or cluster nodes never pre-train the same model twice: one runs it, the
+others wait for it (a lock's stale rule ends any wait on a dead owner), and a killed pre-training resumes
+from its saved state. Its settings are those of `xsyn pretrain-gat` (a recipe, then the table's values).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from xsyn.experiments.experiment_file import Experiment, ExperimentError
+from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
+from xsyn.models.defaults import GAT_CONFIG
+from xsyn.training.folder import RunFolder
+
+log = logging.getLogger("xsyn")
+WAIT_S = 30.0  # how often a worker that waits for another's pre-training looks again
+ENGINE_KEYS = ("variants", "recipe")  # the table's keys that are not pre-training settings
+
+
+@dataclass(frozen=True)
+class PretrainState:
+    model: str
+    folder: Path
+    state: str  # done | running | to do
+    detail: str = ""
+
+
+def pretrain_settings(experiment: Experiment, model: str):
+    """The pre-training's settings for `model`: its recipe, the table's values, then the experiment's own
+    (the model, the folder, and with --data-dir its udpos folder as the treebanks' home)."""
+    from xsyn.pretraining.recipes import RECIPES
+    from xsyn.pretraining.trainer import PretrainSettings
+
+    table = experiment.pretrain
+    recipe_name = table.get("recipe", "paper")
+    if recipe_name not in RECIPES:
+        raise ExperimentError(f"{experiment.path} [pretrain]: recipe {recipe_name!r}: choose from "
+                              f"{', '.join(sorted(RECIPES))}")
+    values: dict[str, Any] = dict(RECIPES[recipe_name])
+    values.update({key: value for key, value in table.items() if key not in ENGINE_KEYS})
+    if experiment.overrides.data_dir:
+        values["treebank_dir"] = str(Path(experiment.overrides.data_dir) / "udpos")
+    values["treebank_dir"] = str(Path(values.get("treebank_dir", "ud")).absolute())
+    values.update(model=model, output_dir=str(experiment.pretrain_dir(model)))
+    known = {f.name for f in fields(PretrainSettings)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ExperimentError(f"{experiment.path} [pretrain]: unknown key {unknown[0]!r}; the table takes "
+                              f"`xsyn pretrain-gat` settings ({', '.join(sorted(known - {'model', 'output_dir'}))})"
+                              f" and {', '.join(ENGINE_KEYS)}")
+    try:
+        settings = PretrainSettings(**values)
+        settings.check()
+    except (TypeError, ValueError) as err:
+        raise ExperimentError(f"{experiment.path} [pretrain]: {err}") from None
+    return settings
+
+
+def pretrained(experiment: Experiment, model: str) -> bool:
+    return (experiment.pretrain_dir(model) / GAT_CONFIG).is_file()
+
+
+def ensure_pretrained(experiment: Experiment, model: str, progress: bool = False) -> Path:
+    """The model's pre-trained GAT folder, pre-training it first (or waiting for the worker that does)."""
+    folder = experiment.pretrain_dir(model)
+    while not pretrained(experiment, model):
+        settings = pretrain_settings(experiment, model)  # checked before the lock and before any work
+        try:
+            lock = acquire_lock(folder)
+        except CellBusy as busy:
+            log.info("the GAT pre-training for %s is running elsewhere (%s); waiting for it", model, busy)
+            time.sleep(WAIT_S)
+            continue
+        try:
+            if not pretrained(experiment, model):
+                from xsyn.pretraining.trainer import run_pretraining
+
+                log.info("pre-training the GAT for %s in %s before its fine-tunes", model, folder)
+                run_pretraining(settings, progress=progress, resume=RunFolder(folder).has_progress())
+        finally:
+            lock.release()
+    return folder
+
+
+def pretrain_states(experiment: Experiment) -> list[PretrainState]:
+    """Each model's pre-training, for `xsyn experiment status`."""
+    if not experiment.pretrain:
+        return []
+    models = list(dict.fromkeys(cell.model for cell in experiment.cells
+                                if cell.variant in experiment.pretrained_variants()))
+    states = []
+    for model in models:
+        folder = experiment.pretrain_dir(model)
+        holder = lock_holder(folder / LOCK_FILE)
+        if pretrained(experiment, model):
+            states.append(PretrainState(model, folder, "done"))
+        elif holder is not None and not holder.stale:
+            states.append(PretrainState(model, folder, "running", f"locked by {holder.describe()}"))
+        else:
+            states.append(PretrainState(model, folder, "to do", "saved state, resumes"
+                                        if RunFolder(folder).has_progress() else
+                                        "runs before the first cell that needs it"))
+    return states
