@@ -40,11 +40,14 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
     """
     from xsyn.run.predict import predict as run_predict
     from xsyn.run.predict import write_predictions
+    from xsyn.run.preflight import preflight_output
 
     if quiet:
         quiet_libraries()
     if batch_size is not None and batch_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--batch-size")
+    if output is not None:
+        preflight_output(output.parent, "--output")  # before parsing and loading the model
     report: dict = {}
     overrides = {**parser_settings(flags), "cache_dir": cache_dir}
     predictions = run_predict(model_dir, input_file, lang=lang, parser=parser, tokens=tokens,

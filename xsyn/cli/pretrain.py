@@ -109,6 +109,7 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
+    from xsyn.run.preflight import preflight_pretraining
     from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
 
     chosen = RECIPES[recipe]
@@ -133,7 +134,9 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
         raise click.ClickException(f"{folder.path} holds a pre-training in progress ({folder.state.name}/): continue "
                                    "it with --resume, choose another --output-dir, or delete the folder")
     try:
-        summary = run_pretraining(PretrainSettings(**values, gat=gat), progress=not quiet, resume=resume)
+        settings = PretrainSettings(**values, gat=gat)
+        preflight_pretraining(settings)
+        summary = run_pretraining(settings, progress=not quiet, resume=resume)
     except KeyboardInterrupt as stop:
         interrupted(stop, folder, "the same command with --resume" if not resume else "the same command")
     if is_main_process():

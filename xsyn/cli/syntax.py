@@ -98,14 +98,16 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
                   **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
+    from xsyn.run.preflight import preflight_output
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.inputs import import_conllu, read_segments
     from xsyn.syntax.parse import default_workers, parse_segments
     from xsyn.syntax.parsing import build_parser
     from xsyn.syntax.record import write_jsonl
-    from xsyn.utils.io import ensure_dir
 
-    ensure_dir(output.parent, option="--output")  # before parsing: a folder that cannot be made is named now
+    preflight_output(output.parent, "--output")  # before parsing: a folder that cannot be written is named now
+    if cache_dir is not None:
+        preflight_output(cache_dir, "--cache-dir")
     cache = ParseCache(cache_dir / "parses" if cache_dir is not None else None)
     if fmt == "conllu":
         imported = import_conllu(input_path, lang, cache, import_as=import_as, skip_invalid=skip_invalid)

@@ -36,6 +36,7 @@ from xsyn import versions
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
+from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
@@ -201,6 +202,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         card.check_lang(lang)
     named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
     out = Path(output_dir) if output_dir else RunFolder(run_dir).eval_dir(named)
+    preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     main = accelerator.is_main_process
 

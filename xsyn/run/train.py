@@ -27,6 +27,7 @@ import torch
 
 from xsyn import versions
 from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
+from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
@@ -40,10 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_tokenizer(config: RunConfig):
-    from xsyn.models.defaults import DEFAULT_MODEL, TINY
-    from xsyn.models.presets import load_tokenizer
-
-    return load_tokenizer(config.tokenizer or (DEFAULT_MODEL if config.model == TINY else config.model))
+    return run_tokenizer(config.model, config.tokenizer)
 
 
 class FinetuneTask:
@@ -91,6 +89,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
     # -- setup -----------------------------------------------------------------------------------
     _check_trackers(config.trackers or [])
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
@@ -101,7 +100,6 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         config.save(folder.config)
     set_seed(config.seed)
     card = config.card
-    tokenizer = resolve_tokenizer(config)
     langs = {name: config.train_lang for name in card.segments}
     parser = make_parser(config)
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
