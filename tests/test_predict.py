@@ -286,3 +286,50 @@ def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache,
             {"sentence1": "Un chien.", "sentence2": "Un chat.", "lang": "fr"}]
     with pytest.raises(PredictInputError, match=r"input: line 3: cannot parse language 'fr' .*no model for 'fr'"):
         predict(pawsx_model, rows, overrides={"cache_dir": str(cache)})
+
+
+def test_a_language_the_task_does_not_have_is_refused_naming_the_tasks(pawsx_model, cache, tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"sentence1": "A dog.", "sentence2": "A cat."}) + "\n")
+    res = CliRunner().invoke(main, ["predict", "--model-dir", str(pawsx_model), "--input", str(source), "--lang", "xx",
+                                    "--parser", "chain", "--cache-dir", str(cache), "--quiet"])
+    assert res.exit_code == 1
+    assert "--lang 'xx': task pawsx has no such language; its languages are de, en, es, fr, ja, ko, zh" in res.output
+    rows = [{"sentence1": "A dog.", "sentence2": "A cat."}, {"sentence1": "A.", "sentence2": "B.", "lang": "qq"}]
+    with pytest.raises(PredictInputError, match=r"line 2: language 'qq' is not one of the task's \(de, en,"):
+        predict(pawsx_model, rows, parser="chain", overrides={"cache_dir": str(cache)})
+
+
+def test_a_row_longer_than_max_length_is_predicted_and_its_cut_is_counted(pawsx_model, cache, caplog):
+    long = " ".join(["word"] * 400)  # 2,000 characters, over 128 word pieces (a 100,000-character row: README)
+    rows = [{"sentence1": long, "sentence2": "A cat."}, {"sentence1": "A dog.", "sentence2": "A cat."}]
+    report: dict = {}
+    with caplog.at_level("WARNING", logger="xsyn.run.predict"):
+        got = predict(pawsx_model, rows, parser="chain", overrides={"cache_dir": str(cache)}, report=report)
+    assert len(got) == 2 and report["features"]["truncated_inputs"] == 1
+    assert "input: 1 rows are longer than max_length (128 word pieces) and were cut" in caplog.text
+
+
+def test_an_unwritable_output_names_the_option_that_exists(pawsx_model, cache, tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"sentence1": "A dog.", "sentence2": "A cat."}) + "\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = CliRunner().invoke(main, ["predict", "--model-dir", str(pawsx_model), "--input", str(source), "--output",
+                                    str(blocker / "out.jsonl"), "--parser", "chain", "--cache-dir", str(cache),
+                                    "--quiet"])
+    assert res.exit_code == 1 and f"{blocker} is a file, not a folder" in res.output
+    assert "--output)" in res.output or "another --output" in res.output
+    assert "--output-dir" not in res.output
+
+
+def test_a_non_utf8_input_is_named_by_line_and_byte_and_a_bom_is_not_text(pawsx_model, cache, tmp_path):
+    from xsyn.run.predict import read_input_file
+
+    bad = tmp_path / "latin1.tsv"
+    bad.write_bytes(b"sentence1\tsentence2\n" + "Un caf\xe9.\tA cat.\n".encode("latin-1"))
+    with pytest.raises(PredictInputError, match=r"latin1.tsv: line 2, byte 7: not UTF-8 text \(byte 0xe9\)"):
+        read_input_file(bad)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"sentence1": "A dog.", "sentence2": "A cat."}).encode() + b"\r\n")
+    assert [row.fields for row in read_input_file(bom)] == [{"sentence1": "A dog.", "sentence2": "A cat."}]

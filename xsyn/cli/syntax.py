@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.syntax.parsing.registry import (
     PARSER_OPTIONS,
     ParserChoiceError,
@@ -73,7 +72,6 @@ def parser_settings(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 @main.command(name="parse")
-@renamed({"--out": "--output", "--device": "--parser-device", "--download": "--parser-download"})
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="File to parse or convert.")
 @click.option("--format", "fmt", type=click.Choice(["conllu", "text", "tokens"]), required=True,
@@ -100,14 +98,16 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
                   **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
+    from xsyn.run.preflight import preflight_output
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.inputs import import_conllu, read_segments
     from xsyn.syntax.parse import default_workers, parse_segments
     from xsyn.syntax.parsing import build_parser
     from xsyn.syntax.record import write_jsonl
-    from xsyn.utils.io import ensure_dir
 
-    ensure_dir(output.parent, option="--output")  # before parsing: a folder that cannot be made is named now
+    preflight_output(output.parent, "--output")  # before parsing: a folder that cannot be written is named now
+    if cache_dir is not None:
+        preflight_output(cache_dir, "--cache-dir")
     cache = ParseCache(cache_dir / "parses" if cache_dir is not None else None)
     if fmt == "conllu":
         imported = import_conllu(input_path, lang, cache, import_as=import_as, skip_invalid=skip_invalid)
@@ -141,8 +141,6 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
 
 
 @main.command(name="parser-quality")
-@renamed({"--limit": "--max-eval-examples", "--device": "--parser-device", "--download": "--parser-download"},
-         values={"--split": {"dev": "validation"}})
 @parser_options(default="stanza", purpose="The parser to score")
 @click.option("--treebanks", required=True,
               help="Comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")

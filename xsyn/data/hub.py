@@ -63,6 +63,17 @@ def hub_requests(card: TaskCard, split: str, segment_langs: Mapping[str, str]) -
     return out
 
 
+def probe_hub(request: HubRequest) -> None:
+    """Whether the hub (or, offline, the datasets cache) can serve `request`: its metadata is read, no rows;
+    else `HubUnavailableError`."""
+    import datasets
+
+    try:
+        datasets.load_dataset_builder(request.dataset, request.config, revision=request.revision)
+    except (OSError, ValueError) as err:  # as `load_hub_rows`
+        raise HubUnavailableError(request, err) from err
+
+
 def load_hub_rows(source: HubSource, request: HubRequest) -> Iterator[Row]:
     """Rows (role -> value) of one hub dataset split."""
     import datasets

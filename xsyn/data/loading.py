@@ -22,7 +22,7 @@ from typing import Any
 
 from xsyn.data.cards import FROM_TRAIN, LocalSource, TaskCard, load_card
 from xsyn.data.example import Example, has_gold
-from xsyn.data.hub import HubUnavailableError, hub_requests, load_hub_rows
+from xsyn.data.hub import HubUnavailableError, hub_requests, load_hub_rows, probe_hub
 from xsyn.data.readers import READERS, BadRows, DataFormatError, ReadRequest, Row, file_exists
 from xsyn.data.rows import GoldRow, RowError
 from xsyn.utils.errors import XsynError
@@ -94,21 +94,13 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
     report = LoadReport(card.name, dict(segment_langs), split)
     start = time.perf_counter()
     langs = list(segment_langs.values())
-    cross = len(set(langs)) > 1
-    tried: list[str] = []
-    for source in card.local:
-        if not all(source.serves(lg, split) for lg in langs) or (cross and not source.cross_language(card.segments)):
-            continue
-        files = [root / p for p in source.resolve(langs[0], split, segment_langs)]
-        reader = READERS[source.format]
-        if reader.needs_files and not all(file_exists(f) or (reader.reads_folders and f.is_dir()) for f in files):
-            tried.append(f"  {', '.join(str(f) for f in files)}   ({source.layout} layout)")
-            continue
+    source, files, tried = _local_files(card, split, segment_langs, root)
+    if source is not None:
         report.origin, report.sources = "local", [f"{f} ({source.layout} layout)" for f in files] or [source.layout]
         request = ReadRequest(files, langs[0], source.splits[split], source.options,
                               BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
-        examples = _examples(card, reader.read(request), request, langs)
+        examples = _examples(card, READERS[source.format].read(request), request, langs)
         return examples, _finish(report, examples, request, start)
     hub_errors: list[str] = []
     for hub_source, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
@@ -121,6 +113,44 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
             continue
         report.origin, report.sources = "hub", [hub_request.describe()]
         return examples, _finish(report, examples, request, start)
+    raise DataNotFoundError(_not_found(card, split, segment_langs, root, tried, hub_errors, allow_hub))
+
+
+def _local_files(card: TaskCard, split: str, segment_langs: Mapping[str, str], root: Path
+                 ) -> tuple[LocalSource | None, list[Path], list[str]]:
+    """The first of the card's local layouts whose files all exist under `root` (with its files), and
+    the layouts tried before it, as `_not_found` lists them."""
+    langs = list(segment_langs.values())
+    cross = len(set(langs)) > 1
+    tried: list[str] = []
+    for source in card.local:
+        if not all(source.serves(lg, split) for lg in langs) or (cross and not source.cross_language(card.segments)):
+            continue
+        files = [root / p for p in source.resolve(langs[0], split, segment_langs)]
+        reader = READERS[source.format]
+        if reader.needs_files and not all(file_exists(f) or (reader.reads_folders and f.is_dir()) for f in files):
+            tried.append(f"  {', '.join(str(f) for f in files)}   ({source.layout} layout)")
+            continue
+        return source, files, tried
+    return None, [], tried
+
+
+def check_available(card: TaskCard, split: str, segment_langs: Mapping[str, str],
+                    data_dir: str | Path | None = None, allow_hub: bool = True) -> None:
+    """Raise the `DataNotFoundError` that `load_segments` would, without reading any data: no local
+    layout's files exist and no hub source is reachable (the hub's dataset metadata is asked, not its rows).
+    What a command's preflight calls, so that a missing file is found in seconds, not after the others' work."""
+    root = Path(data_dir) if data_dir is not None else default_data_dir(card)
+    source, _, tried = _local_files(card, split, segment_langs, root)
+    if source is not None:
+        return
+    hub_errors: list[str] = []
+    for _, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
+        try:
+            probe_hub(hub_request)
+            return
+        except HubUnavailableError as err:
+            hub_errors.append(f"  {err}")
     raise DataNotFoundError(_not_found(card, split, segment_langs, root, tried, hub_errors, allow_hub))
 
 

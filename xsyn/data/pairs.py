@@ -51,6 +51,12 @@ class PairReport:
         return text
 
 
+def reads_pair_file(card: TaskCard, langs: Mapping[str, str]) -> bool:
+    """Whether a pair is read from files that hold it (the same language, or a benchmark's own
+    cross-language files, MLQA's) rather than joined by id from each language's files."""
+    return len(set(langs.values())) == 1 or any(s.cross_language(card.segments) for s in card.local)
+
+
 def load_pair_examples(card: TaskCard | str, split: str, langs: Mapping[str, str],
                        data_dir: str | Path | None = None, skip_bad_rows: bool = False,
                        allow_hub: bool = True, loaded: Mapping[str, list[Example]] | None = None
@@ -70,7 +76,7 @@ def load_pair_examples(card: TaskCard | str, split: str, langs: Mapping[str, str
         card.check_lang(lang)
     langs = {name: langs[name] for name in card.segments}
     report = PairReport(card.name, split, dict(langs))
-    if len(set(langs.values())) == 1 or any(s.cross_language(card.segments) for s in card.local):
+    if reads_pair_file(card, langs):
         examples, load = load_segments(card, split, langs, data_dir, skip_bad_rows, allow_hub)
         report.method, report.loads, report.examples = "released file", [load], len(examples)
         return examples, report

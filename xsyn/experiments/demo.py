@@ -47,11 +47,13 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
     from xsyn.models.defaults import TINY
     from xsyn.report import build_report, write_report
     from xsyn.run.evaluation import evaluate_run
+    from xsyn.run.preflight import preflight_output
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
 
     out = Path(output_dir)
     _claim(out, overwrite)
+    preflight_output(out, "--output-dir")  # before the benchmark is generated; each run checks its own disk
     started = time.perf_counter()
     vocab = write_vocab(out / "vocab.txt")
     card = load_card("synth")

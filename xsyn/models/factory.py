@@ -26,7 +26,7 @@ from xsyn.models.encoders import FamilyClasses, all_classes, classes_for
 from xsyn.models.families import FAMILIES
 from xsyn.models.heads import HEAD_CLASSES
 from xsyn.models.presets import load_tokenizer, tiny_config
-from xsyn.utils.errors import InputError, MissingInputError, XsynError
+from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def build_model(model: str, variant: str, head: str | None, *,
             tokenizer = load_tokenizer(tokenizer)
         base = tiny_config(tokenizer)
     else:
-        base = _checkpoint_config(model)
+        base = checkpoint_config(model)
         if isinstance(base, XsynBertConfig) and base.variant != variant:
             raise InputError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
                              "load it with load_model, or start from the plain BERT checkpoint")
@@ -189,7 +189,9 @@ def _model_class(classes: FamilyClasses, head: str | None) -> type[PreTrainedMod
     return classes.model if head is None else classes.heads[head]
 
 
-def _checkpoint_config(model: str) -> PretrainedConfig:
+def checkpoint_config(model: str) -> PretrainedConfig:
+    """The configuration of a hub or local checkpoint (config.json alone: no weights are read), of a
+    family xsyn lifts; else a one-line `MissingInputError` naming the model and the fix."""
     path = Path(model)
     if path.exists() and not (path / "config.json").is_file():
         raise MissingInputError(f"{path} has no config.json: a model directory comes from save_pretrained "
@@ -199,6 +201,6 @@ def _checkpoint_config(model: str) -> PretrainedConfig:
     except OSError as err:
         raise MissingInputError(f"cannot load the model {model!r}: it is neither `tiny`, a local directory, nor "
                                 "reachable on the Hugging Face hub (offline?); pass a local checkpoint directory. "
-                                f"Cause: {err}") from err
+                                f"Cause: {first_line(err)}") from err
     classes_for(config.model_type, model)  # a family xsyn lifts, else an error naming them
     return config

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
 
-from xsyn.models.defaults import DEFAULT_MODEL, TINY, TINY_SHAPE  # noqa: F401  (TINY*: re-exported)
-from xsyn.utils.errors import InputError, MissingInputError
+from xsyn.models.defaults import DEFAULT_MODEL, TINY_SHAPE
+from xsyn.utils.errors import InputError, MissingInputError, first_line
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -47,7 +47,7 @@ def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None
     except OSError as err:
         raise MissingInputError(f"cannot load the tokenizer {name!r}: it is neither a local file or directory nor "
                                 f"reachable on the Hugging Face hub (offline?); pass a vocab.txt or a tokenizer "
-                                f"directory instead (--tokenizer). Cause: {err}") from err
+                                f"directory instead (--tokenizer). Cause: {first_line(err)}") from err
     return _fast(tokenizer, name)
 
 

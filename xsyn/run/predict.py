@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from xsyn.run.settings import RunConfig
 from xsyn.syntax.segment import Segment
 from xsyn.utils.errors import XsynError
 
+log = logging.getLogger(__name__)
 TOKENIZATIONS = ("parser", "whitespace")
 MAX_LISTED = 5  # bad lines named in one error
 
@@ -69,11 +71,17 @@ def read_input_file(path: str | Path) -> list[InputRow]:
     a TSV file with a header row (any other file). Blank lines are not rows."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PredictInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise PredictInputError(f"{path}: a folder, not an input file") from None
+    try:
+        text = data.decode("utf-8-sig")  # (a byte order mark, as some editors write one, is not text)
     except UnicodeDecodeError as err:
-        raise PredictInputError(f"{path}: not UTF-8 text ({err}); save it as UTF-8") from None
+        line, column = data.count(b"\n", 0, err.start) + 1, err.start - data.rfind(b"\n", 0, err.start)
+        raise PredictInputError(f"{path}: line {line}, byte {column}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
+                                "save the file as UTF-8") from None
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if path.suffix in (".jsonl", ".json", ".ndjson") or first.startswith("{"):
         return _json_lines(path, text)
@@ -170,6 +178,8 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
             lang = _row_lang(row, name, default_lang)
             if problem is None and lang is None:
                 problem = f"the language of {name!r} is not text"
+            elif problem is None and lang not in card.languages:
+                problem = f"language {lang!r} is not one of the task's ({', '.join(card.languages)})"
             if problem is not None:
                 wrong.append(problem)
                 continue
@@ -264,6 +274,9 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     checkpoint = locate_checkpoint(model_dir)
     config = run_config(checkpoint, {**(overrides or {}), "parser": parser, "eval_batch_size": batch_size})
     card = config.card
+    if lang is not None and lang not in card.languages:
+        raise PredictInputError(f"--lang {lang!r}: task {card.name} has no such language; its languages are "
+                                f"{', '.join(card.languages)}")
     rows, source = as_rows(inputs)
     examples = rows_to_examples(card, rows, lang or config.train_lang, source)
     parse = _parser(config, source)
@@ -285,6 +298,10 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     predicted = card.task_kind.present(DecodeInput(
         examples, windows, outputs, checkpoint.labels, checkpoint.tags, card.metric, config.n_best,
         config.max_answer_length, DecodeReport(), prepared.token_spans, prepared.texts))
+    if feature_report.truncated_inputs:
+        log.warning(f"{source}: {feature_report.truncated_inputs} rows are longer than max_length "
+                    f"({config.max_length} word pieces) and were cut ({feature_report.truncated_pieces} pieces "
+                    "dropped): their predictions see only their start (max_length is the run's, from its config.json)")
     if report is not None:
         report.update(task=card.name, checkpoint=str(checkpoint.path), parser=config.parser, rows=len(rows),
                       parse=parse_report, features=feature_report.as_dict())
@@ -318,7 +335,6 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsing import ParserUnavailable
 
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")
@@ -334,7 +350,7 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
             try:
                 done = parse_segments([segment for _, segment in group], parser, cache,
                                       workers=parse_workers(config))
-            except (ParserUnavailable, ValueError) as err:
+            except XsynError as err:  # the parser's own error, given the line and language it met
                 raise PredictInputError(f"{source}: line {group[0][0]}: cannot parse language {lang!r} with "
                                         f"parser {config.parser!r} ({len(group)} segments in this language, "
                                         f"from line {group[0][0]} on): {err}") from None
@@ -349,4 +365,4 @@ def write_predictions(predictions: list[dict[str, Any]], path: str | Path) -> No
     """JSON Lines, written atomically."""
     from xsyn.utils.io import atomic_write_text
 
-    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions), option="--output")

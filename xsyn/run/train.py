@@ -27,6 +27,7 @@ import torch
 
 from xsyn import versions
 from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
+from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
@@ -40,10 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_tokenizer(config: RunConfig):
-    from xsyn.models.defaults import DEFAULT_MODEL, TINY
-    from xsyn.models.presets import load_tokenizer
-
-    return load_tokenizer(config.tokenizer or (DEFAULT_MODEL if config.model == TINY else config.model))
+    return run_tokenizer(config.model, config.tokenizer)
 
 
 class FinetuneTask:
@@ -91,6 +89,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
     # -- setup -----------------------------------------------------------------------------------
     _check_trackers(config.trackers or [])
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
@@ -101,7 +100,6 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
         config.save(folder.config)
     set_seed(config.seed)
     card = config.card
-    tokenizer = resolve_tokenizer(config)
     langs = {name: config.train_lang for name in card.segments}
     parser = make_parser(config)
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
@@ -124,8 +122,9 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     state = train(config, task, accelerator, folder, resume=resume, show_progress=progress)
 
     # -- finish ----------------------------------------------------------------------------------
-    summary = {"task": config.task, "variant": config.variant, "model": config.model, "seed": config.seed,
-               "metric": card.metric, "best_dev_score": state.best_score, "best_step": state.best_step,
+    summary = {"task": config.task, "card": config.card.stamp, "variant": config.variant, "model": config.model,
+               "seed": config.seed, "metric": card.metric, "best_dev_score": state.best_score,
+               "best_step": state.best_step,
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
@@ -143,7 +142,7 @@ def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
     from xsyn.models.factory import build_model
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
-                        **card.task_kind.head_settings(names.labels, names.tags), **config.syntax)
+                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
@@ -212,7 +211,8 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
             raise OutputError(getattr(err, "errno", None) or 0, f"cannot write the checkpoint {staging} "
                               f"({first_line(err)}); {kept}. Free some space or make the folder writable, then "
                               "continue with --resume") from err
-        atomic_write_json(folder.validation_results, {"step": state.step, "metric": config.card.metric,
-                                                      "primary": result["primary"], "scores": result["scores"]})
+        atomic_write_json(folder.validation_results, {"step": state.step, "card": config.card.stamp,
+                                                      "metric": config.card.metric, "primary": result["primary"],
+                                                      "scores": result["scores"]})
         write_model_card(folder.best, folder.path)
     accelerator.wait_for_everyone()

@@ -16,3 +16,9 @@ class InputError(XsynError, ValueError):
 
 class MissingInputError(XsynError, FileNotFoundError):
     """A file, folder or model the user named is not there, or not what it should be."""
+
+
+def first_line(err: BaseException) -> str:
+    """A library's error on one line: its first, which says what failed (Hugging Face appends paragraphs
+    of advice that would break a one-line message)."""
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)

@@ -1,0 +1,280 @@
+"""Fault injection on the tiny model: damaged files of each kind xsyn reads, full disks, unwritable
+folders, and kill -9 mid-command. Each case asserts the exit status, a one-line message naming the file
+(no traceback), and that nothing written before is lost. Cases are parametrized rows; the few that
+start processes are marked slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xsyn.cli import main
+from xsyn.data.synth import write_vocab
+
+QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
+         "--max-train-examples", "64", "--set", "max_eval_examples=32", "--batch-size", "16", "--max-length", "32",
+         "--variant", "none", "--max-steps", "2"]
+EVAL = ["--langs", "svo,sov", "--max-eval-examples", "24", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished tiny run (2 steps) with a saved state, and its evaluation."""
+    root = tmp_path_factory.mktemp("faults")
+    vocab = write_vocab(root / "vocab.txt")
+    run = root / "run"
+    res = CliRunner().invoke(main, ["finetune", *QUICK, "--tokenizer", str(vocab), "--cache-dir", str(root / "cache"),
+                                    "--output-dir", str(run)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), *EVAL, "--output-dir", str(root / "eval")])
+    assert res.exit_code == 0, res.output
+    return run
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path) -> Path:
+    return Path(shutil.copytree(trained, tmp_path / "run", symlinks=True))
+
+
+def one_line_error(res, *named: str) -> None:
+    """Exit status 1, one `Error:` line that names each of `named`, and no traceback."""
+    assert res.exit_code == 1, res.output
+    assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, res.output
+    for name in named:
+        assert name in lines[0], res.output
+
+
+# -- damaged files -------------------------------------------------------------------------------------
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(300)))
+
+
+def cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: max(1, path.stat().st_size // 3)])
+
+
+def a_folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def symlink_loop(path: Path) -> None:
+    path.unlink()
+    path.symlink_to(path.name)  # points at itself
+
+
+def a_json_list(path: Path) -> None:
+    path.write_text("[1, 2, 3]\n")
+
+
+DAMAGES = {"empty": empty, "garbage": garbage, "cut short": cut_short, "a folder": a_folder,
+           "a symlink loop": symlink_loop, "a JSON list": a_json_list}
+
+# (file in the run folder, how it is damaged, the command's extra arguments)
+EVALUATE_FILES = [
+    ("best/config.json", damage) for damage in ("empty", "garbage", "cut short", "a folder", "a symlink loop",
+                                                "a JSON list")
+] + [
+    ("best/model.safetensors", damage) for damage in ("empty", "garbage", "cut short", "a folder", "a symlink loop")
+] + [
+    ("best/xsyn_task.json", damage) for damage in ("empty", "garbage", "cut short", "a symlink loop", "a JSON list")
+] + [
+    ("best/tokenizer.json", damage) for damage in ("empty", "garbage", "cut short", "a JSON list")
+] + [
+    ("config.json", damage) for damage in ("empty", "garbage", "cut short", "a JSON list")
+]
+
+
+# Bugs this suite found, not fixed yet: each fails with a traceback today (strict: the mark goes with the fix).
+KNOWN_BUGS = {("best/config.json", "a JSON list"): "TypeError from transformers (** of a list)",
+              ("best/model.safetensors", "a folder"): "OSError from from_pretrained, not DamagedCheckpointError",
+              ("best/model.safetensors", "a symlink loop"): "OSError from from_pretrained, not DamagedCheckpointError",
+              ("best/tokenizer.json", "a JSON list"): "TypeError from the tokenizers library"}
+EVALUATE_FILES = [pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[case]))
+                  if case in KNOWN_BUGS else case for case in EVALUATE_FILES]
+
+
+@pytest.mark.parametrize(("name", "damage"), EVALUATE_FILES)
+def test_evaluate_names_a_damaged_checkpoint_file(run_copy, tmp_path, name, damage):
+    target = run_copy / name
+    DAMAGES[damage](target)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run_copy), *EVAL, "--output-dir",
+                                    str(tmp_path / "eval")])
+    one_line_error(res, Path(name).name)
+    assert not (tmp_path / "eval" / "results.json").exists()
+
+
+STATE_FILES = [("state/trainer_state.json", d) for d in ("empty", "garbage", "cut short", "a symlink loop",
+                                                          "a JSON list")] + \
+              [("state/model.safetensors", d) for d in ("empty", "garbage", "cut short")]
+
+
+@pytest.mark.parametrize(("name", "damage"), STATE_FILES, ids=[f"{n}:{d}" for n, d in STATE_FILES])
+def test_resume_names_a_damaged_state_file_and_keeps_the_run(run_copy, trained, name, damage):
+    DAMAGES[damage](run_copy / name)
+    before = (run_copy / "best" / "model.safetensors").read_bytes()
+    vocab = trained.parent / "vocab.txt"
+    res = CliRunner().invoke(main, ["finetune", *QUICK[:-2], "--max-steps", "3", "--tokenizer", str(vocab),
+                                    "--cache-dir", str(trained.parent / "cache"), "--output-dir", str(run_copy),
+                                    "--resume"])
+    one_line_error(res, Path(name).name if name.endswith(".json") else "state")
+    assert (run_copy / "best" / "model.safetensors").read_bytes() == before  # nothing written before is lost
+
+
+CONFIG_FILES = [("empty.toml", b"", 2, "--task"), ("broken.toml", b"seed = [1,\n", 1, "broken.toml"),
+                ("garbage.toml", bytes(range(256)), 1, "garbage.toml"),
+                ("bom.json", b"\xef\xbb\xbf{\"task\": \"synth\"}", 1, "bom.json: not valid JSON (Unexpected UTF-8 BOM"),
+                ("list.json", b"[1, 2]", 1, "list.json"),
+                ("crlf.toml", b"task = \"no-such-task\"\r\nseed = 1\r\n", 1, "no-such-task")]
+
+
+@pytest.mark.parametrize(("name", "content", "status", "named"), CONFIG_FILES, ids=[c[0] for c in CONFIG_FILES])
+def test_a_damaged_config_file_is_named(tmp_path, name, content, status, named):
+    config = tmp_path / name
+    config.write_bytes(content)
+    res = CliRunner().invoke(main, ["finetune", "--config", str(config), "--output-dir", str(tmp_path / "o")])
+    assert res.exit_code == status, res.output
+    assert named in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()
+
+
+# -- predict inputs ------------------------------------------------------------------------------------
+
+ROW = {"sentence1": "a b c", "sentence2": "a c b"}
+PREDICT_INPUTS = [
+    ("empty.jsonl", b"", 1, "no rows"),
+    ("header-only.tsv", b"sentence1\tsentence2\n", 1, "no rows"),
+    ("blank-lines.jsonl", b"\n\n  \n", 1, "no rows"),
+    ("bad-json.jsonl", (json.dumps(ROW) + "\n") .encode() * 2 + b"{not json\n", 1, "line 3"),
+    ("columns.tsv", b"sentence1\tsentence2\na\tb\nonly one\n", 1, "line 3"),
+    ("latin1.tsv", b"sentence1\tsentence2\ncaf\xe9\tb\n", 1, "line 2, byte 4"),
+    ("nul.jsonl", b"\x00\x00\x00", 1, "line 1"),
+    ("crlf.tsv", b"sentence1\tsentence2\r\na b\ta c\r\n", 0, None),
+    ("bom.jsonl", b"\xef\xbb\xbf" + json.dumps(ROW).encode() + b"\n", 0, None),
+    pytest.param("huge-line.jsonl", json.dumps({"sentence1": "a " * 500_000, "sentence2": "b"}).encode() + b"\n", 0,
+                 None, marks=pytest.mark.xfail(strict=True, reason="ValueError traceback: a segment of 500000 words "
+                                                                     "exceeds the int16 word index")),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "status", "named"), PREDICT_INPUTS)
+def test_predict_names_the_line_of_a_bad_input_and_reads_the_odd_good_ones(trained, tmp_path, name, content, status,
+                                                                           named):
+    source = tmp_path / name
+    source.write_bytes(content)
+    out = tmp_path / "predictions.jsonl"
+    res = CliRunner().invoke(main, ["predict", "--model-dir", str(trained), "--input", str(source), "--output",
+                                    str(out), "--lang", "svo", "--quiet"])
+    if status == 0:
+        assert res.exit_code == 0, res.output
+        assert len(out.read_text().splitlines()) == 1
+    else:
+        one_line_error(res, str(source), named)
+        assert not out.exists()
+
+
+def test_predict_input_that_is_a_symlink_loop_is_refused(trained, tmp_path):
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(loop.name)
+    res = CliRunner().invoke(main, ["predict", "--model-dir", str(trained), "--input", str(loop), "--quiet"])
+    assert res.exit_code == 2 and "loop.jsonl" in res.output and "Traceback" not in res.output
+
+
+# -- caches ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["garbage", "cut short", "empty"])
+@pytest.mark.parametrize("cache", ["features", "parses"])
+def test_a_damaged_cache_is_rebuilt_and_the_scores_do_not_change(trained, tmp_path, cache, damage):
+    root = Path(shutil.copytree(trained.parent / "cache", tmp_path / "cache"))
+    files = sorted(p for p in (root / cache).rglob("*") if p.is_file() and p.stat().st_size)
+    assert files, f"no {cache} cache files to damage"
+    for file in files:
+        DAMAGES[damage](file)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir", str(root),
+                                    "--output-dir", str(tmp_path / "eval")])
+    assert res.exit_code == 0, res.output
+    expected = json.loads((trained.parent / "eval" / "results.json").read_text())["per_language"]
+    assert json.loads((tmp_path / "eval" / "results.json").read_text())["per_language"] == expected
+
+
+# -- full disk and unwritable folders -----------------------------------------------------------------
+
+def test_evaluate_on_a_full_disk_names_the_file_and_keeps_earlier_results(trained, tmp_path, file_size_limit):
+    out = Path(shutil.copytree(trained.parent / "eval", tmp_path / "eval"))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with file_size_limit(64):
+        res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(trained), *EVAL[:-1], "--langs", "svo,vso",
+                                        "--quiet", "--output-dir", str(out)])
+    one_line_error(res, "file too large; free some space or choose another")  # (the first write: a cache's)
+    assert all(p.read_bytes() == data for p, data in before.items())  # nothing written before is lost
+
+
+def test_finetune_on_a_full_disk_names_the_checkpoint_and_can_continue(trained, tmp_path, file_size_limit):
+    vocab = trained.parent / "vocab.txt"
+    out = tmp_path / "run"
+    args = ["finetune", *QUICK, "--tokenizer", str(vocab), "--cache-dir", str(trained.parent / "cache"),
+            "--output-dir", str(out)]
+    with file_size_limit(200_000):  # the config and logs fit; the checkpoint does not
+        res = CliRunner().invoke(main, args)
+    one_line_error(res, str(out))
+    again = CliRunner().invoke(main, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert (out / "train_results.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["finetune", "evaluate", "predict"])
+def test_an_output_path_through_a_file_is_refused_naming_the_file(trained, tmp_path, command):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(ROW) + "\n")
+    args = {"finetune": ["finetune", *QUICK, "--tokenizer", str(trained.parent / "vocab.txt"), "--output-dir",
+                         str(blocker / "run")],
+            "evaluate": ["evaluate", "--model-dir", str(trained), *EVAL, "--output-dir", str(blocker / "eval")],
+            "predict": ["predict", "--model-dir", str(trained), "--input", str(source), "--lang", "svo", "--quiet",
+                        "--output", str(blocker / "p.jsonl")]}[command]
+    res = CliRunner().invoke(main, args)
+    one_line_error(res, f"{blocker} is a file, not a folder")
+
+
+# -- kill -9 ------------------------------------------------------------------------------------------
+
+def xsyn_process(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.Popen([sys.executable, "-m", "xsyn", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_evaluate_killed_at_a_random_moment_then_rerun_gives_the_uninterrupted_results(trained, tmp_path, seed):
+    out = tmp_path / "eval"
+    args = ["evaluate", "--model-dir", str(trained), *EVAL, "--generalized", "--output-dir", str(out)]
+    process = xsyn_process(args)
+    time.sleep(random.Random(seed).uniform(3, 12))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert subprocess.run([sys.executable, "-m", "xsyn", *args], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}).returncode == 0
+    got = json.loads((out / "results.json").read_text())
+    expected = CliRunner().invoke(main, args[:-1] + [str(tmp_path / "whole")])
+    assert expected.exit_code == 0, expected.output
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    assert got["per_language"] == whole["per_language"] and got["pairs"] == whole["pairs"]

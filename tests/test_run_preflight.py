@@ -1,0 +1,127 @@
+"""Preflight: a command's inputs (model, tokenizer, data files, output folder, free disk) are checked
+before its first expensive step, and a failure names the model, file or folder and the fix."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xsyn.cli import main
+from xsyn.data.synth import write_vocab
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+PRESENT = ("en", "de", "es")
+
+
+def write_pawsx(folder: Path, langs=PRESENT, rows: int = 24) -> Path:
+    """A PAWS-X data folder (the `x-final, plain names` layout) with `rows` parallel rows per split and language."""
+    rng = random.Random(0)
+    lines = [(f"id{i}", " ".join(rng.choices(WORDS, k=6)), " ".join(rng.choices(WORDS, k=6)), str(i % 2))
+             for i in range(rows)]
+    for lang in langs:
+        for split in ("train", "dev", "test"):
+            file = folder / lang / f"{split}.tsv"
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text("id\tsentence1\tsentence2\tlabel\n" + "".join("\t".join(line) + "\n" for line in lines))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory) -> Path:
+    return write_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt")
+
+
+def finetune_args(vocab: Path, data: Path, cache: Path, out: Path, *extra: str) -> list[str]:
+    return ["finetune", "--task", "pawsx", "--model", "tiny", "--tokenizer", str(vocab), "--data-dir", str(data),
+            "--cache-dir", str(cache), "--output-dir", str(out), "--parser", "chain", "--quiet", "--max-steps", "1",
+            "--batch-size", "8", "--max-length", "24", "--variant", "none", *extra]
+
+
+@pytest.fixture(scope="module")
+def pawsx_run(vocab, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pawsx")
+    data = write_pawsx(root / "data")
+    res = CliRunner().invoke(main, finetune_args(vocab, data, root / "cache", root / "run"))
+    assert res.exit_code == 0, res.output
+    return root / "run", data
+
+
+def test_an_unloadable_model_is_named_before_any_data_is_read_or_written(vocab, tmp_path):
+    data = write_pawsx(tmp_path / "data")
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = finetune_args(vocab, data, cache, out)
+    args[args.index("tiny")] = "no-such-owner/no-such-model"
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1
+    assert "cannot load the model 'no-such-owner/no-such-model'" in res.output and "offline" in res.output
+    assert len(res.output.strip().splitlines()) == 1  # the hub library's paragraphs of advice are not repeated
+    assert not out.exists() and not cache.exists()  # nothing loaded, parsed or featurised first
+
+
+def test_a_missing_training_file_is_found_before_the_model_is_built(vocab, tmp_path):
+    data = write_pawsx(tmp_path / "data", langs=("de",))  # no en: the training language
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", out))
+    assert res.exit_code == 1
+    assert str(data / "x-final" / "en" / "train.tsv") in res.output
+    assert not out.exists()
+
+
+def test_an_output_folder_under_a_file_is_refused_naming_the_file(vocab, tmp_path):
+    data = write_pawsx(tmp_path / "data")
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file where the run's parent folder should be")
+    res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", blocker / "run"))
+    assert res.exit_code == 1
+    assert f"{blocker} is a file, not a folder" in res.output and "--output-dir" in res.output
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_disk_without_room_for_a_checkpoint_is_refused_with_the_bytes(vocab, tmp_path, monkeypatch):
+    from transformers import BertModel
+
+    from xsyn.models.presets import load_tokenizer, tiny_config
+
+    tiny = BertModel(tiny_config(load_tokenizer(vocab)))
+    needed = 28 * sum(p.numel() for p in tiny.parameters())  # best/ 4 + state/ 12 + state.tmp/ 12 bytes each
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr("xsyn.run.preflight.shutil.disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
+    data = write_pawsx(tmp_path / "data")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", out))
+    assert res.exit_code == 1
+    assert f"{out}: a checkpoint needs about {needed:,} bytes, and its disk has 1,000 bytes free" in res.output
+    assert "--output-dir" in res.output and not (out / "config.json").exists()
+
+
+def test_generalized_evaluation_names_every_missing_language_before_scoring_any(pawsx_run, tmp_path):
+    run, data = pawsx_run
+    out = tmp_path / "eval"
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "en,de,fr,es,ko", "--generalized",
+                                    "--output-dir", str(out), "--quiet"])
+    assert res.exit_code == 1
+    assert "pawsx test: no data for fr, ko (2 of 5 languages and pairs)" in res.output
+    assert str(data / "fr" / "test.tsv") in res.output and "--skip-missing" in res.output
+    assert not (out / "partial").exists()  # no language was scored and then thrown away
+
+
+def test_generalized_evaluation_with_skip_missing_lists_the_skipped_languages(pawsx_run, tmp_path):
+    run, _ = pawsx_run
+    out = tmp_path / "eval"
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "en,fr,de", "--generalized",
+                                    "--skip-missing", "--output-dir", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["missing_languages"] == ["fr"] and set(results["pairs"]) == {"en", "de"}
+
+
+def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is_made(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = CliRunner().invoke(main, ["demo", "--output-dir", str(blocker / "demo"), "--quiet"])
+    assert res.exit_code == 1 and f"{blocker} is a file, not a folder" in res.output

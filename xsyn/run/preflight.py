@@ -1,0 +1,159 @@
+"""Preflight: every input a command needs, checked before its first expensive step.
+
+Featurising, parsing and loading weights take seconds to minutes; a model that cannot be loaded
+offline, a missing language file, an output folder that cannot be written or a disk too small for a
+checkpoint must stop a command before that work, not after it. Each command has one preflight
+function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
+from the same shared checks:
+
+    check_model        the model's config.json (no weights) and the tokenizer load
+    check_data         every split x language (x language pair) to be read has local files or a hub source
+    check_writable     the output folder can be created and a file written in it
+    check_free_space   the folder's disk holds a checkpoint (estimated from the parameter count)
+
+Each raises the `XsynError` the later step would have raised, naming the model, file or folder and the fix.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from xsyn.data.cards import TaskCard
+from xsyn.data.loading import DataNotFoundError, check_available
+from xsyn.data.pairs import reads_pair_file
+from xsyn.run.settings import RunConfig
+from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
+
+# What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
+# state/ (the float32 weights and AdamW's two moments: 12), and state.tmp/ beside state/ while it replaces it (12).
+CHECKPOINT_BYTES_PER_PARAMETER = 28
+
+
+def run_tokenizer(model: str, tokenizer: str | None = None):
+    """A run's tokenizer: `tokenizer` if given, else the model's (for `tiny`: mBERT's)."""
+    from xsyn.models.defaults import DEFAULT_MODEL, TINY
+    from xsyn.models.presets import load_tokenizer
+
+    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model))
+
+
+def check_model(model: str, tokenizer: str | None):
+    """The run's tokenizer (returned, for the run to use), and the model's configuration read: an offline
+    hub name, a folder without config.json or a family xsyn does not lift fails here, in seconds."""
+    from xsyn.models.defaults import TINY
+    from xsyn.models.factory import checkpoint_config
+
+    if model != TINY:
+        checkpoint_config(model)
+    return run_tokenizer(model, tokenizer)
+
+
+def parameter_count(model: str, tokenizer) -> int:
+    """The encoder's parameters, counted on a model built on the meta device (no memory, no weights read)."""
+    import torch
+    from transformers import AutoModel
+
+    from xsyn.models.defaults import TINY
+    from xsyn.models.factory import checkpoint_config
+    from xsyn.models.presets import tiny_config
+
+    config = tiny_config(tokenizer) if model == TINY else checkpoint_config(model)
+    with torch.device("meta"):
+        encoder = AutoModel.from_config(config)
+    return sum(p.numel() for p in encoder.parameters())
+
+
+def check_writable(folder: str | Path, option: str) -> Path:
+    """`folder`, created if need be, with a file written in it and removed; else an `OutputError` naming the
+    folder (or the file that stands in its path) and `option`."""
+    folder = ensure_dir(folder, option=option)
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".xsyn-preflight.", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise explain_write_error(err, folder, option) from err
+    return folder
+
+
+def check_free_space(folder: str | Path, needed: int, option: str) -> None:
+    """An `OutputError` naming the folder, the bytes needed and the bytes free when its disk has less than `needed`."""
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.is_dir()), Path("."))
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise OutputError(errno.ENOSPC, f"{folder}: a checkpoint needs about {needed:,} bytes, and its disk has "
+                                        f"{free:,} bytes free; free some space or choose another {option}")
+
+
+def check_data(card: TaskCard, split: str, combinations: Sequence[Mapping[str, str]], data_dir: str | None
+               ) -> list[tuple[Mapping[str, str], DataNotFoundError]]:
+    """Each combination (segment -> language) of `split` that has neither local files nor a hub source,
+    with the error its loading would raise."""
+    missing = []
+    for langs in combinations:
+        try:
+            check_available(card, split, langs, data_dir)
+        except DataNotFoundError as err:
+            missing.append((langs, err))
+    return missing
+
+
+def preflight_finetune(config: RunConfig):
+    """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
+    from xsyn.run.task_data import cache_root
+
+    tokenizer = check_model(config.model, config.tokenizer)
+    card = config.card
+    held_out = "validation" not in card.splits and card.dev_fraction is not None
+    splits = ["train"] if held_out else ["train", "validation"]
+    same_language = {segment: config.train_lang for segment in card.segments}
+    for split in splits:
+        for _, err in check_data(card, split, [same_language], config.data_dir):
+            raise err
+    out = check_writable(config.resolved_output_dir(), "--output-dir")
+    check_writable(cache_root(config), "--cache-dir")
+    if config.gat_init is None:  # (a GAT folder sets the shape; the estimate stays close either way)
+        needed = parameter_count(config.model, tokenizer) * CHECKPOINT_BYTES_PER_PARAMETER
+        check_free_space(out, needed, "--output-dir")
+    return tokenizer
+
+
+def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Sequence[str], generalized: bool,
+                       out: Path, skip_missing: bool) -> None:
+    """Every language (and, with `generalized`, every language pair read from files of its own) has data,
+    and the output folder is writable: checked before the model is loaded. With `skip_missing` the
+    languages without data are left to be skipped (and listed) as before."""
+    segments = card.segments
+    combinations = [{segment: lang for segment in segments} for lang in langs]
+    if generalized and len(segments) > 1:
+        pairs = [{segments[0]: row, segments[1]: col} for row in langs for col in langs if row != col]
+        combinations += [pair for pair in pairs if reads_pair_file(card, pair)]
+    source_split = "train" if split == "validation" and "validation" not in card.splits else split
+    missing = check_data(card, source_split, combinations, config.data_dir)
+    if missing and not skip_missing:
+        names = ", ".join("-".join(dict.fromkeys(langs.values())) for langs, _ in missing)
+        raise DataNotFoundError(f"{card.name} {split}: no data for {names} ({len(missing)} of {len(combinations)} "
+                                "languages and pairs); pass --langs to choose languages, or --skip-missing to "
+                                f"evaluate those that have data. The first:\n{missing[0][1]}")
+    check_writable(out, "--output-dir")
+
+
+def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int = 0) -> Path:
+    """A command's output folder is writable and, where it will hold checkpoints of a model of
+    `checkpoint_parameters` parameters, its disk has room for one."""
+    folder = check_writable(folder, option)
+    if checkpoint_parameters:
+        check_free_space(folder, checkpoint_parameters * CHECKPOINT_BYTES_PER_PARAMETER, option)
+    return folder
+
+
+def preflight_pretraining(settings) -> None:
+    """`pretrain-gat`'s model and tokenizer load and its output folder is writable, before the treebanks are read."""
+    check_model(settings.model, settings.tokenizer)
+    check_writable(settings.output_dir, "--output-dir")
