@@ -48,12 +48,12 @@ def main() -> None:
 
     from xsyn.pretraining.probe import METRICS
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
-    from xsyn.run.settings import parse_overrides
+    from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
     from xsyn.utils.io import atomic_write_text
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    gat = parse_overrides([*BEST_SETTINGS, *args.sets]).get("syntax", {})
+    gat = parse_overrides([*BEST_SETTINGS, *args.sets]).get(MODEL_SETTINGS, {})
     runs = {}
     for delta in [int(d) for d in args.deltas.split(",")]:
         settings = PretrainSettings(

@@ -135,41 +135,34 @@ def test_every_option_of_every_command_has_help_and_help_names_only_the_product(
             assert outside not in text, (path, outside)
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    (["parse", "--out", "r.jsonl"], "--out is now --output"),
-    (["parser-quality", "--split", "dev"], "--split dev is now --split validation"),
-    (["parser-quality", "--limit=5"], "--limit is now --max-eval-examples"),
-    (["pretrain-gat", "--steps", "3", "--delta", "1"], "--delta is now --gat-delta"),
-    (["bench", "eval", "--train-steps", "3"], "--train-steps is now --max-steps"),
-    (["finetune", "--train-examples", "3"], "--train-examples is now --max-train-examples"),
+@pytest.mark.parametrize(("old", "suggested"), [
+    (["parse", "--out", "r.jsonl"], "--output"),
+    (["parser-quality", "--limit=5"], None),
+    (["pretrain-gat", "--delta", "1"], "--gat-delta"),
+    (["bench", "eval", "--train-steps", "3"], "--max-steps"),
+    (["finetune", "--train-examples", "3"], "--max-train-examples"),
 ])
-def test_old_option_names_still_parse_with_a_warning_and_are_not_offered(old, new):
-    res = CliRunner().invoke(main, [*old, "--help"])  # parsed (old names and values accepted), then help
-    assert res.exit_code == 0 and new in res.output
-    command = dict(every_command())[tuple(old[:2] if old[0] == "bench" else old[:1])]
-    offered = {opt for param in command.params for opt in param.opts}
-    old_name, new_name = (side.split()[0] for side in new.split(" is now "))
-    assert new_name in offered and (old_name == new_name or old_name not in offered)  # not offered in help
-
-
-def test_rewriting_keeps_values_and_arguments_after_a_double_dash():
-    from xsyn.cli.options import rewrite_renamed
-
-    options, values = {"--out": "--output"}, {"--split": {"dev": "validation"}}
-    assert rewrite_renamed(["--out=a", "--split", "dev", "--", "--out", "dev"], options, values) == [
-        "--output=a", "--split", "validation", "--", "--out", "dev"]
-    assert rewrite_renamed(["--split=dev", "--lang", "dev"], options, values) == ["--split=validation", "--lang",
-                                                                                    "dev"]
+def test_names_of_an_unreleased_rename_are_refused(old, suggested):
+    res = CliRunner().invoke(main, old)  # 0.1.0 is the only release: no aliases
+    option = next(arg.split("=")[0] for arg in old if arg.startswith("--"))
+    assert res.exit_code == 2 and f"No such option '{option}'" in res.output
+    assert suggested is None or f"'{suggested}'" in res.output  # click's own did-you-mean
 
 
 def test_settings_lists_every_set_key_with_type_default_and_the_cards_value():
     res = CliRunner().invoke(main, ["settings", "--task", "pawsx", "--variant", "gat", "--json"])
     table = json.loads(res.output)
-    assert table["gat_delta"] == {"type": "int", "default": 4, "card": 4}  # pawsx.toml: delta = 4
-    assert table["epochs"] == {"type": "float", "default": 3.0, "card": 5}
-    assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "int | None"
+    assert table["gat_delta"] == {"type": "an integer", "default": 4, "card": 4}  # pawsx's (the included table)
+    assert table["epochs"] == {"type": "a number", "default": 3.0, "card": 5.0}
+    assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "an integer"
     zh = json.loads(CliRunner().invoke(main, ["settings", "--task", "chnsenticorp", "--json"]).output)
     assert zh["train_lang"]["card"] == "zh"  # the card's first training language, not en
+    from xsyn.utils.shipped import TASKS, shipped_folder
+
+    as_file = CliRunner().invoke(main, ["settings", "--task", str(shipped_folder(TASKS) / "pawsx.toml"), "--json"])
+    assert json.loads(as_file.output)["gat_delta"]["card"] == 4  # --task PATH.toml, includes resolved
+    unknown = CliRunner().invoke(main, ["finetune", "--task", "pawz"])
+    assert unknown.exit_code == 2 and "'pawz' is neither a task (cged, " in unknown.output
 
 
 @pytest.mark.parametrize("args", [["--help"], ["tasks"], ["parse", "--help"], ["report", "--help"],
@@ -182,9 +175,7 @@ def test_commands_that_need_no_model_import_neither_torch_nor_transformers_nor_n
     assert "HEAVY []" in res.stderr, res.stderr[-2000:]
 
 
-# parse's records file option (`--out`, being renamed `--output`): the tests follow whichever it is
-PARSE_OUTPUT = next(opt for param in main.commands["parse"].params for opt in param.opts
-                    if opt in ("--output", "--out"))
+PARSE_OUTPUT = "--output"  # parse's records file
 
 
 def test_parse_counts_a_line_of_invisible_characters_as_blank(tmp_path):
@@ -283,9 +274,7 @@ def test_bench_eval_prints_the_data_wait_measured_and_at_the_simulated_step(monk
 
 
 def test_v_and_q_work_after_the_command_name_too():
-    old_name = ["finetune", "--train-examples", "5", "--help"]  # a renamed option: a warning on stderr
-    assert "--train-examples is now --max-train-examples" in CliRunner().invoke(main, old_name).output
-    quiet = CliRunner().invoke(main, [*old_name[:-1], "-q", "--help"])
-    assert quiet.exit_code == 0 and "is now" not in quiet.output  # errors only, as `xsyn -q finetune ...`
+    quiet = CliRunner().invoke(main, ["finetune", "--max-train-examples", "5", "-q", "--help"])
+    assert quiet.exit_code == 0 and "--max-train-examples" in quiet.output  # as `xsyn -q finetune ...`
     both = CliRunner().invoke(main, ["finetune", "-v", "-q", "--help"])
     assert both.exit_code == 2 and "-v and -q contradict each other" in both.output

@@ -70,7 +70,7 @@ def test_qa_cards_window_settings_reach_the_run_config():
     for name in ("mlqa", "xquad"):  # XTREME scripts/train_qa.sh
         config = resolve(name, "gat", load_card(name), {}, {})
         assert (config.max_length, config.doc_stride, config.max_query_length) == (384, 128, 64)
-    with pytest.raises(ConfigError, match="max_query_length must be >= 1"):
+    with pytest.raises(ConfigError, match="--max-query-length: must be >= 1, got 0"):
         resolve("mlqa", "gat", load_card("mlqa"), {}, {"max_query_length": 0})
 
 
@@ -95,7 +95,7 @@ def test_unknown_task_language_split_and_variant_list_the_valid_ones():
 
 
 MINIMAL = {
-    "name": "toy", "kind": "single-classification", "languages": ["en"], "splits": ["test"],
+    "name": "toy", "version": 1, "kind": "single-classification", "languages": ["en"], "splits": ["test"],
     "segments": ["text"], "labels": ["a", "b"], "metric": "accuracy",
     "local": [{"layout": "plain", "format": "tsv", "path": "{split}.tsv", "splits": {"test": "test"},
                "options": {"columns": {"text": "text", "label": "label"}}}],
@@ -126,25 +126,29 @@ def test_a_minimal_card_parses():
 
 
 @pytest.mark.parametrize("path, value, message", [
-    (["kind"], "regression", "toy.toml: kind 'regression' is not one of single-classification"),
-    (["metric"], "bleu", "metric 'bleu' is not one of accuracy, seqeval"),
-    (["splits"], ["dev"], "split 'dev' is not one of train, validation, test"),
-    (["segments"], ["a", "b"], "this kind has 1 segment"),
-    (["labels"], [], "labels must be a non-empty list"),
-    (["colour"], "red", "unknown key"),
-    (["local", 0, "format"], "xml", r"\[\[local\]\] #1: format 'xml' is not one of"),
-    (["local", 0, "path"], "{language}.tsv", r"uses \{language\}; allowed"),
-    (["local", 0, "splits"], {"train": "train"}, "splits train not in the card's splits"),
-    (["local", 0, "options", "quoting"], "double", "options.quoting must be 'none' or 'csv'"),
+    (["kind"], "regression", "toy.toml: kind: 'regression' is not one of single-classification"),
+    (["metric"], "bleu", "toy.toml: metric: 'bleu' is not one of accuracy, seqeval"),
+    (["splits"], ["dev"], "toy.toml: splits: 'dev' is not one of train, validation, test"),
+    (["segments"], ["a", "b"], "toy.toml: segments: this kind has 1 segment"),
+    (["labels"], [], "toy.toml: labels: must be a non-empty list"),
+    (["version"], "1.0", "toy.toml: version: expected an integer, got '1.0'"),
+    (["colour"], "red", "toy.toml: colour: unknown key"),
+    (["titel"], "Toy", "toy.toml: titel: unknown key; did you mean 'title'?"),
+    (["local", 0, "format"], "xml", r"toy.toml: local\[0\].format: 'xml' is not one of"),
+    (["local", 0, "path"], "{language}.tsv", r"toy.toml: local\[0\].path: '\{language\}.tsv' uses \{language\}; "
+                                            "allowed"),
+    (["local", 0, "splits"], {"train": "train"}, r"local\[0\].splits: train not in the card's splits"),
+    (["local", 0, "options", "quoting"], "double", r"local\[0\].options: options.quoting must be 'none' or 'csv'"),
     (["local", 0, "options", "colums"], {}, "format option 'colums' is unknown"),
-    (["hyperparameters"], {"gat": {"delta": "four"}}, r"\[hyperparameters.gat\]: delta must be int"),
-    (["hyperparameters"], {"gat": {"detla": 4}}, "unknown key"),
-    (["hyperparameters"], {"gatt": {"delta": 4}},
-     r"\[hyperparameters.gatt\] is not a model variant; sections: none, gat, sla, wla, sdoi, sep, mbert"),
+    (["local", 0, "lyout"], "x", r"toy.toml: local\[0\].lyout: unknown key; did you mean 'layout'\?"),
+    (["hyperparameters"], {"gatt": {"gat_delta": 4}},
+     r"toy.toml: hyperparameters.gatt: is not a model variant; sections: none, gat, sla, wla, sdoi, sep, mbert"),
+    (["hyperparameters"], {"gat": 4}, r"toy.toml: hyperparameters.gat: expected a table, got 4"),
     (["local", 0, "options", "columns"], {"text": "text", "lable": "label"},
-     "options.columns maps lable, not a role of this task; its roles: id, text, label"),
+     r"local\[0\].options.columns: maps lable, not a role of this task; its roles: id, text, label"),
     (["hub"], [{"dataset": "toy", "splits": {"test": "test"}, "columns": {"txt": "text"}}],
-     r"\[\[hub\]\] #1: columns maps txt, not a role of this task"),
+     r"hub\[0\].columns: maps txt, not a role of this task"),
+    (["hub"], [{"dataset": "toy", "splits": {"test": "test"}}], r"hub\[0\].columns: missing; expected a table"),
     (["local", 0, "options", "header"], False,
      "options.columns text = 'text': with header = false columns are 0-based indices"),
     (["local", 0, "options", "columns"], {"text": 0, "label": 1},
@@ -152,10 +156,10 @@ def test_a_minimal_card_parses():
     (["local", 0, "options"], {"header": False, "filter": {"lang": "{lang}"}, "columns": {"text": 0, "label": 1}},
      "options.filter names header columns, but header = false"),
     (["local", 0, "options", "token_columns"], ["tokens"], r"options.token_columns tokens not in options.columns"),
-    (["local", 0, "lang_codes"], {"en": 5}, "lang_codes en = 5 must be a string"),
-    (["local", 0, "lang_codes"], {"de": "deu"}, "lang_codes de not in the card's languages .en."),
-    (["label_names"], {"pos": "positive"}, "label_names names pos, which are not among labels"),
-    (["label_names"], {"1": 1}, "label_names must map labels to readable names"),
+    (["local", 0, "lang_codes"], {"en": 5}, r"local\[0\].lang_codes.en: expected a string, got 5"),
+    (["local", 0, "lang_codes"], {"de": "deu"}, r"local\[0\].lang_codes: de not in the card's languages .en."),
+    (["label_names"], {"pos": "positive"}, "toy.toml: label_names: names pos, which are not among labels"),
+    (["label_names"], {"1": 1}, r"toy.toml: label_names.1: expected a string, got 1"),
 ])
 def test_card_mistakes_name_the_file_key_and_valid_values(path, value, message):
     with pytest.raises(CardError, match=message):
@@ -166,7 +170,7 @@ def test_a_task_in_a_known_format_is_just_a_card(tmp_path):
     (tmp_path / "test.tsv").write_text("label\ttext\nb\tgood film\na\tbad film\n", encoding="utf-8")
     card_file = tmp_path / "toy.toml"
     card_file.write_text(
-        'name = "toy"\nkind = "single-classification"\nlanguages = ["en"]\nsplits = ["test"]\n'
+        'name = "toy"\nversion = 1\nkind = "single-classification"\nlanguages = ["en"]\nsplits = ["test"]\n'
         'segments = ["text"]\nlabels = ["a", "b"]\nmetric = "accuracy"\n'
         '[[local]]\nlayout = "plain"\nformat = "tsv"\npath = "{split}.tsv"\nsplits = { test = "test" }\n'
         'options = { columns = { text = "text", label = "label" } }\n', encoding="utf-8")
@@ -193,3 +197,63 @@ def test_tasks_command_lists_cards_and_their_sources():
     assert len(table) == 2 + len(ALL_TASKS) and table[0].startswith("| task | kind | languages |")
     unknown = CliRunner().invoke(main, ["tasks", "nope"])
     assert unknown.exit_code == 1 and "unknown task 'nope'; the tasks are: cged" in unknown.output
+
+
+def test_a_card_states_its_settings_under_the_run_settings_names():
+    from xsyn.run.settings import ConfigError, card_defaults
+
+    card = parse_card({**MINIMAL, "hyperparameters": {"gat": {"delta": 4}}}, "toy.toml")
+    with pytest.raises(ConfigError, match=r"^toy.toml: hyperparameters.gat.delta: neither a run setting nor a model "
+                                          r"setting; did you mean 'gat_delta'\?"):
+        card_defaults(card, "gat")
+    card = parse_card({**MINIMAL, "hyperparameters": {"gat": {"gat_delta": "four"}}}, "toy.toml")
+    with pytest.raises(ConfigError, match=r"^toy.toml: hyperparameters.gat.gat_delta: expected an integer, got 'four'"):
+        card_defaults(card, "gat")
+    card = parse_card({**MINIMAL, "hyperparameters": {"sla": {"learning_rate": [2e-5, "3e-5"]}}}, "toy.toml")
+    with pytest.raises(ConfigError, match=r"hyperparameters.sla.learning_rate\[1\]: expected a number, got '3e-5'"):
+        card_defaults(card, "sla")
+
+
+def _card_file(folder, text: str, name: str = "toy.toml"):
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+TOY = ('name = "toy"\nversion = 1\nkind = "single-classification"\nlanguages = ["en"]\nsplits = ["test"]\n'
+       'segments = ["text"]\nlabels = ["a", "b"]\nmetric = "accuracy"\n[[local]]\nlayout = "plain"\nformat = "tsv"\n'
+       'path = "{split}.tsv"\nsplits = { test = "test" }\noptions = { columns = { text = "text", label = "label" } }\n')
+
+
+def test_an_included_file_shares_its_tables_and_the_card_extends_them(tmp_path):
+    _card_file(tmp_path, '[hyperparameters.mbert]\nlearning_rate = 2e-5\nepochs = 5\n[hyperparameters.gat]\n'
+               'gat_delta = 4\n', "_shared.toml")
+    card = load_card(_card_file(tmp_path, TOY.replace("version = 1\n", 'version = 1\ninclude = "_shared.toml"\n')
+                                + "[hyperparameters.mbert]\nepochs = 3\nsource = \"here\"\n"))
+    assert card.hyperparameters == {"mbert": {"learning_rate": 2e-5, "epochs": 3, "source": "here"},
+                                    "gat": {"gat_delta": 4}}
+    missing = _card_file(tmp_path, TOY.replace("version = 1\n", 'version = 1\ninclude = ["nope.toml"]\n'), "m.toml")
+    with pytest.raises(CardError, match=r"m.toml: include: no file .*nope.toml"):
+        load_card(missing)
+    loop = _card_file(tmp_path, 'include = "_loop.toml"\n', "_loop.toml")
+    with pytest.raises(CardError, match="include: includes nest deeper than 8 files"):
+        load_card(_card_file(tmp_path, TOY.replace("version = 1\n", f'version = 1\ninclude = "{loop.name}"\n'),
+                             "l.toml"))
+
+
+def test_the_shipped_pair_cards_share_the_xtreme_tables_and_each_card_has_a_version():
+    for name in ALL_TASKS:
+        assert isinstance(load_card(name).version, int)
+    pawsx, xnli = load_card("pawsx").variant("gat"), load_card("xnli").variant("gat")
+    assert {k: v for k, v in pawsx.items() if k not in ("structural_loss_weight", "source")} == \
+        {k: v for k, v in xnli.items() if k not in ("structural_loss_weight", "source")}
+    assert "_xtreme_pair_classification" not in ALL_TASKS
+
+
+def test_the_content_hash_follows_the_resolved_content_not_the_layout_of_the_file(tmp_path):
+    first = load_card(_card_file(tmp_path, TOY, "a.toml"))
+    reordered = load_card(_card_file(tmp_path, "\n".join(reversed(TOY.split("[[local]]\n")[0].splitlines()))
+                                     + "\n[[local]]\n" + TOY.split("[[local]]\n")[1], "b.toml"))
+    edited = load_card(_card_file(tmp_path, TOY.replace('labels = ["a", "b"]', 'labels = ["a", "c"]'), "c.toml"))
+    assert first.content_hash == reordered.content_hash != edited.content_hash
+    assert first.stamp == {"name": "toy", "version": 1, "hash": first.content_hash}

@@ -54,12 +54,12 @@ def test_at_least_one_example_on_each_side():
 def test_cards_without_a_dev_set_state_the_share_they_hold_out():
     assert load_card("cged").dev_fraction == 0.1 and load_card("msra_ner").dev_fraction == 0.1
     assert load_card("chnsenticorp").dev_fraction is None  # its release ships dev.tsv
-    card = {"name": "t", "kind": "single-classification", "languages": ["en"], "splits": ["train", "test"],
-            "labels": ["a", "b"], "metric": "accuracy",
+    card = {"name": "t", "version": 1, "kind": "single-classification", "languages": ["en"],
+            "splits": ["train", "test"], "labels": ["a", "b"], "metric": "accuracy",
             "local": [{"layout": "x", "format": "conll", "path": "{split}.txt", "splits": {"train": "train"}}]}
     with pytest.raises(CardError, match="needs dev_fraction"):
         parse_card(card, "t.toml")
-    with pytest.raises(CardError, match="dev_fraction is for benchmarks without a validation split"):
+    with pytest.raises(CardError, match="t.toml: dev_fraction: is for benchmarks without a validation split"):
         parse_card({**card, "splits": ["train", "validation"], "dev_fraction": 0.1}, "t.toml")
 
 

@@ -17,8 +17,9 @@ from xsyn.syntax.segment import Segment
 
 def test_every_card_kind_is_in_the_registry_and_an_unknown_kind_is_a_card_error():
     assert {load_card(name).kind for name in list_tasks()} <= set(KINDS)
-    with pytest.raises(CardError, match=r"my\.toml: kind 'ranking' is not one of single-classification"):
-        parse_card({"name": "x", "kind": "ranking"}, "my.toml")
+    with pytest.raises(CardError, match=r"my\.toml: kind: 'ranking' is not one of single-classification"):
+        parse_card({"name": "x", "version": 1, "kind": "ranking", "languages": ["en"], "splits": ["test"],
+                    "metric": "accuracy"}, "my.toml")
 
 
 def test_no_module_outside_the_registry_tests_a_kind_by_name():

@@ -22,10 +22,10 @@ from click.testing import CliRunner
 from xsyn.cli import main
 from xsyn.experiments import cells, locks
 from xsyn.experiments.cells import cell_state
+from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.experiments.launch import record_run
 from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, lock_holder, process_start_time
 from xsyn.experiments.papers import load_paper
-from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment, recipe_names
 from xsyn.models.variants import VARIANTS
 
 PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
@@ -61,10 +61,10 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
                      "synth/gat-gat_delta=1-max_steps=7-seed2", "synth/gat-gat_delta=2-max_steps=7-seed2"]
     config = experiment.config(experiment.cells[2])
     assert (config.variant, config.seed, config.max_steps, config.train_lang) == ("gat", 1, 7, "svo")
-    assert config.syntax["gat_delta"] == 2 and config.learning_rate == 1e-4 and config.warmup_steps == 3
-    assert config.syntax["gat_layers"] == 2  # the card's, under the file's settings
+    assert config.model_settings["gat_delta"] == 2 and config.learning_rate == 1e-4 and config.warmup_steps == 3
+    assert config.model_settings["gat_layers"] == 2  # the card's, under the file's settings
     assert Path(config.output_dir) == tmp_path / "runs" / names[2]
-    assert "gat_delta" not in experiment.config(experiment.cells[0]).syntax  # the baseline is never varied
+    assert "gat_delta" not in experiment.config(experiment.cells[0]).model_settings  # the baseline is never varied
     assert experiment.evaluation_of("synth").langs == ("svo", "sov")
     assert recipe_names() == ["ahmad2021", "li2021", "parses", "sgnet", "synth"]
     other_model = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(model="my/bert"))
@@ -79,8 +79,9 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
     (lambda t: t.replace("[grid.gat]", "[grid.none]"), "[grid.none] varies the baseline"),
     (lambda t: t + "\nlearning_rates = [1]\n", "unknown key 'learning_rates'"),
     (lambda t: t.replace('"gat"]', '"gatt"]'), "unknown variant 'gatt'"),
-    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"), "learning_rate must be > 0"),
-    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"), "did you mean gat_delta"),
+    (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"),
+     "settings.learning_rate: must be a finite number > 0"),
+    (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"), "did you mean 'gat_delta'"),
     (lambda t: t.replace('langs = ["svo", "sov"]', 'langs = ["en"]'), "en not in the task's languages"),
     (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), "distinct integers"),
 ])

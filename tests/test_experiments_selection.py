@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from xsyn.experiments.cells import cell_state
+from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
 from xsyn.experiments.selection import read_dev_score, select
-from xsyn.experiments.spec import ExperimentError, Overrides, load_experiment
 
 SEARCH_FILE = """
 tasks = ["synth"]
@@ -51,7 +51,7 @@ def test_a_search_makes_cells_for_every_variant_and_evaluates_dev_for_the_choice
     assert experiment.evaluation_of("synth").splits == ("test",)  # dev is scored by each fine-tune itself
     cell = next(c for c in gat if dict(c.grid) == {"gat_delta": 2, "learning_rate": 3e-4, "epochs": 2})
     config = experiment.config(cell)
-    assert (config.learning_rate, config.epochs, config.syntax["gat_delta"]) == (3e-4, 2, 2)
+    assert (config.learning_rate, config.epochs, config.model_settings["gat_delta"]) == (3e-4, 2, 2)
 
 
 def test_a_setting_both_compared_and_searched_is_refused(tmp_path):
@@ -259,7 +259,7 @@ def test_the_papers_recipes_list_every_cell_of_their_tables():
     m 2 for SLA, k 3 for WLA) and 5 seeds. sgnet: SQuAD 2.0 and RACE over lr 4 x batch 3, MLQA and XQuAD."""
     from collections import Counter
 
-    from xsyn.experiments.spec import load_experiment as load
+    from xsyn.experiments.experiment_file import load_experiment as load
 
     li = load("li2021")
     per_system = {"none": 6, "wla": 6 * 3, "sla": 6 * 2}  # search points

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from xsyn.cli import main
+from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
@@ -63,6 +64,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert summary["steps"] == 8 and summary["train_examples"] == 128
     assert summary["versions"]["torch"] == torch.__version__ and "transformers" in summary["versions"]
     best = json.loads((run / "validation_results.json").read_text())
+    assert summary["card"] == best["card"] == load_card("synth").stamp  # version + content hash of the card
     assert best["primary"] == summary["best_dev_score"] == max(r["dev_primary"] for r in log if "dev" in r)
     assert {p.name for p in (run / "best").iterdir()} >= {"config.json", "model.safetensors", "xsyn_task.json",
                                                           "tokenizer.json"}
@@ -101,8 +103,8 @@ def _cli(args: list[str], **kw) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_path):
-    extra = ["--variant", "gat", "--seed", "5", "--max-steps", "12", "--eval-every", "4", "--set", "save_every=2",
-             "--set", "log_every=1"]
+    extra = ["--variant", "gat", "--seed", "5", "--max-steps", "12", "--eval-every", "4",
+             "--set", "checkpointing_steps=2", "--set", "log_every=1"]
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     assert _cli(finetune_args(vocab, cache, whole, *extra)).wait(300) == 0
     proc = _cli(finetune_args(vocab, cache, broken, *extra))
@@ -164,6 +166,7 @@ def evaluated(run) -> Path:
 
 def test_evaluate_writes_per_language_and_pair_results(evaluated):
     results = json.loads((evaluated / "results.json").read_text())
+    assert results["card"] == load_card("synth").stamp
     langs = ["svo", "sov", "vso", "ovs"]
     assert list(results["per_language"]) == langs
     assert results["n_examples"]["svo"] == 400 and results["dropped"]["svo"] == 0
@@ -296,8 +299,8 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
                                                  "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))
     assert res.exit_code == 0, res.output
-    syntax = json.loads((out / "config.json").read_text())["syntax"]
-    assert syntax["gat_layers"] == 2 and syntax["gat_residual"] is True and syntax["gat_position_embeddings"] is True
+    model = json.loads((out / "config.json").read_text())["model_settings"]
+    assert model["gat_layers"] == 2 and model["gat_residual"] is True and model["gat_position_embeddings"] is True
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
     assert all(torch.equal(saved[k], tuned[f"bert.gat.{k}"]) for k in saved)  # frozen: unchanged by training

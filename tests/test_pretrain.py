@@ -115,7 +115,8 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     assert code != 0 and "choose one or more of structural, seprem" in output
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--set", "gat_layer=6",
                              "--output-dir", str(tmp_path)])
-    assert code != 0 and "did you mean gat_layers?" in output
+    assert code != 0 and "--set: gat_layer: neither a run setting nor a model setting; did you mean 'gat_layers'?" \
+        in output
     (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
     assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output
@@ -229,7 +230,10 @@ def test_pretrain_settings_come_from_a_config_file_and_options_win(tmp_path):
     assert "--model tiny needs" not in res.output  # the option won (it then fails on the missing treebank)
     config.write_text('treebanks = ["en"]\nsteps_per_epoch = 3\n')
     res = CliRunner().invoke(main, ["pretrain-gat", "--config", str(config)])
-    assert res.exit_code == 2 and "unknown keys steps_per_epoch" in res.output
+    assert res.exit_code == 1 and f"{config}: steps_per_epoch: unknown key (known keys: " in res.output
+    config.write_text('treebanks = "en"\n[gat]\ngat_layers = "six"\n')
+    res = CliRunner().invoke(main, ["pretrain-gat", "--config", str(config)])
+    assert res.exit_code == 1 and f"{config}: treebanks: expected a list of strings, got 'en'" in res.output
     res = CliRunner().invoke(main, ["pretrain-gat"])
     assert res.exit_code == 2 and "Missing option(s) --treebanks, --treebank-dir, --output-dir" in res.output
 

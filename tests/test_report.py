@@ -75,7 +75,7 @@ def test_runs_that_differ_in_a_setting_are_separate_systems_and_bookkeeping_is_n
     def run(name, seed, delta, score, **config):
         return write_run(tmp_path, name, seed=seed, per_language={"de": score},
                          config={"train_lang": "en", "seed": seed, "output_dir": f"runs/{name}", "trackers": [],
-                                 "gat_init": f"pre/{name}", "syntax": {"gat_delta": delta}, **config})
+                                 "gat_init": f"pre/{name}", "model_settings": {"gat_delta": delta}, **config})
 
     runs = [run("d1-s1", 1, 1, 60.0), run("d1-s2", 2, 1, 64.0, trackers=["tensorboard"], log_every=5),
             run("d2-s1", 1, 2, 70.0), run("d2-s2", 2, 2, 74.0)]

@@ -9,6 +9,7 @@ import pytest
 from xsyn.data.cards import list_tasks, load_card
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import BOOKKEEPING_FIELDS, FIELD_NAMES, ConfigError, parse_overrides, read_config_file, resolve
+from xsyn.utils.errors import XsynError
 
 
 @pytest.mark.parametrize("task", list_tasks())
@@ -23,12 +24,12 @@ def test_a_card_search_grid_runs_its_first_value_and_records_the_grid():
     # Li et al. 2021, A.2 (chnsenticorp.toml): lr {2e-5, 3e-5}, epochs {3, 5, 10}, SLA m {3, 4}.
     card = load_card("chnsenticorp")
     config = resolve("chnsenticorp", "sla", card, {}, {"train_lang": "zh"})
-    assert (config.learning_rate, config.epochs, config.syntax["sla_distance"]) == (2e-5, 3, 3)
+    assert (config.learning_rate, config.epochs, config.model_settings["sla_distance"]) == (2e-5, 3, 3)
     assert config.hyperparameter_grid == {"learning_rate": [2e-5, 3e-5], "epochs": [3, 5, 10],
                                           "sla_distance": [3, 4]}
     chosen = resolve("chnsenticorp", "sla", card, {}, {"train_lang": "zh", "learning_rate": 3e-5,
                                                        **parse_overrides(["sla_distance=4"])})
-    assert (chosen.learning_rate, chosen.syntax["sla_distance"]) == (3e-5, 4)
+    assert (chosen.learning_rate, chosen.model_settings["sla_distance"]) == (3e-5, 4)
     assert chosen.hyperparameter_grid == {"epochs": [3, 5, 10]}  # only the grids still in use
 
 
@@ -46,29 +47,34 @@ def test_a_saved_config_repeats_its_variant_but_not_another_task(tmp_path):
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["batch_size=abc"], "batch_size must be an integer, got 'abc'"),
-    (["learning_rate=fast"], "learning_rate must be a number, got 'fast'"),
-    (["seed=1.5"], "seed must be an integer, got 1.5"),
-    (["trackers=5"], "trackers must be a list of strings, got 5"),
-    (["trackers=mlflow"], "trackers: 'mlflow' is not a tracker; choose from tensorboard, wandb"),
-    (["syntax_layers=0,x"], "syntax_layers must be"),
+    (["batch_size=abc"], "--set: batch_size: expected an integer, got 'abc'"),
+    (["learning_rate=fast"], "--set: learning_rate: expected a number, got 'fast'"),
+    (["seed=1.5"], "--set: seed: expected an integer, got 1.5"),
+    (["seed=-1"], "--set: seed: must be >= 0, got -1"),
+    (["trackers=5"], "--set: trackers: expected a list of strings, got 5"),
+    (["trackers=mlflow"], "--set: trackers: 'mlflow' is not one of tensorboard, wandb"),
+    (["syntax_layers=0,x"], "--set: syntax_layers: expected a list of integers or an integer, got [0, 'x']"),
     (["parser=stanzza"], "unknown parser 'stanzza'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL"),
     (["parser=conllu:"], "parser 'conllu:': give a CoNLL-U file or a folder of .conllu files after the colon"),
     (["parser=udpipe:/no/such/en.udpipe"], "parser 'udpipe:/no/such/en.udpipe': /no/such/en.udpipe does not exist"),
-    (["parser_batch_size=0"], "parser_batch_size must be >= 1, got 0"),
-    (["parser_download=always"], "parser_download 'always': choose one of none, reuse, download"),
-    (["epochs=-1"], "epochs must be > 0, got -1"),
-    (["warmup_steps=-5"], "warmup_steps must be >= 0, got -5"),
-    (["eval_every=0"], "eval_every must be >= 1, got 0"),
-    (["max_train_examples=0"], "max_train_examples must be >= 1, got 0"),
-    (["learnin_rate=0.1"], "'learnin_rate' is neither a run setting nor a model setting; did you mean "
-                           "learning_rate?"),
-    (["alpha=1.0"], "'alpha' is neither a run setting nor a model setting; did you mean structural_loss_weight?"),
-    (["gat_delta=abc"], "gat_delta must be an integer, got 'abc'"),
-    (["gat_residual=yes"], "gat_residual must be true or false, got 'yes'"),
+    (["parser_batch_size=0"], "--set: parser_batch_size: must be >= 1, got 0"),
+    (["parser_download=always"], "--set: parser_download: 'always' is not one of none, reuse, download"),
+    (["epochs=-1"], "--set: epochs: must be a finite number > 0, got -1.0"),
+    (["warmup_steps=-5"], "--set: warmup_steps: must be >= 0, got -5"),
+    (["eval_every=0"], "--set: eval_every: must be >= 1, got 0"),
+    (["max_train_examples=0"], "--set: max_train_examples: must be >= 1, got 0"),
+    (["mixed_precision=fp8"], "--set: mixed_precision: 'fp8' is not one of no, fp16, bf16"),
+    (["batch_size=10", "grad_accum=3"], "settings: batch_size 10 is not divisible by grad_accum 3"),
+    (["learnin_rate=0.1"], "--set: learnin_rate: neither a run setting nor a model setting; did you mean "
+                           "'learning_rate'?"),
+    (["alpha=1.0"], "--set: alpha: neither a run setting nor a model setting; did you mean "
+                    "'structural_loss_weight'?"),  # the papers' name, which cards used to take
+    (["gat_delta=abc"], "--set: gat_delta: expected an integer, got 'abc'"),
+    (["gat_residual=yes"], "--set: gat_residual: expected true or false, got 'yes'"),
+    (["hidden_dropout_prob=high"], "--set: hidden_dropout_prob: expected a number, got 'high'"),
 ])
 def test_bad_settings_name_the_setting_and_what_it_takes(overrides, message):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(XsynError) as err:
         resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(overrides))
     assert message in str(err.value)
 
@@ -78,21 +84,80 @@ def test_bookkeeping_names_run_settings():  # a renamed field must not silently 
 
 
 def test_list_settings_take_comma_lists_and_single_values_from_set():
-    assert parse_overrides(["syntax_layers=0,1", "trackers=wandb"]) == {"syntax": {"syntax_layers": [0, 1]},
+    assert parse_overrides(["syntax_layers=0,1", "trackers=wandb"]) == {"model_settings": {"syntax_layers": [0, 1]},
                                                                        "trackers": ["wandb"]}
     assert parse_overrides(["syntax_layers=[2, 3]", "trackers=tensorboard,wandb"]) == {
-        "syntax": {"syntax_layers": [2, 3]}, "trackers": ["tensorboard", "wandb"]}
-    assert parse_overrides(["syntax_layers=2"]) == {"syntax": {"syntax_layers": 2}}  # a count, as in the cards
+        "model_settings": {"syntax_layers": [2, 3]}, "trackers": ["tensorboard", "wandb"]}
+    assert parse_overrides(["syntax_layers=2"]) == {"model_settings": {"syntax_layers": 2}}  # a count, as in the cards
     config = resolve("pawsx", "gat", load_card("pawsx"), {}, parse_overrides(["syntax_layers=0,1"]))
-    assert config.syntax["syntax_layers"] == [0, 1]
+    assert config.model_settings["syntax_layers"] == [0, 1]
 
 
 def test_a_config_file_that_is_not_a_table_of_settings_is_named(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('syntax = "x"\n')
-    with pytest.raises(ConfigError, match=f"{bad}: syntax must be a table of model settings"):
+    bad.write_text('model_settings = "x"\n')
+    with pytest.raises(ConfigError, match=f"{bad}: model_settings: expected a table"):
         read_config_file(bad)
     latin = tmp_path / "latin.json"
     latin.write_bytes(json.dumps({"seed": 1, "tokenizer": "é"}).encode().replace(b"\\u00e9", b"\xe9"))
     with pytest.raises(ConfigError, match=f"{latin}: not UTF-8 text"):
         read_config_file(latin)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[model]\nname = "bert"\n', "model: expected a string, got a table"),  # issue 28: a table never dropped
+    ('[optimizer]\nname = "adamw"\n', "optimizer: unknown key (known keys: "),
+    ('lerning_rate = 0.1\n', "lerning_rate: unknown key; did you mean 'learning_rate'?"),
+    ('seed = "7"\n', "seed: expected an integer, got '7'"),
+    ('[model_settings]\ndelta = 2\n', "model_settings.delta: not a model setting; did you mean 'gat_delta'?"),
+    ('[model_settings]\ngat_delta = 2.5\n', "model_settings.gat_delta: expected an integer, got 2.5"),
+])
+def test_a_config_file_is_checked_key_by_key_even_where_a_flag_overrides_it(tmp_path, text, message):
+    path = tmp_path / "run.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        read_config_file(path)  # before any flag is merged: `--seed 3` cannot hide a wrong `seed` in the file
+    assert str(err.value).startswith(f"{path}: {message}")
+
+
+def test_a_config_saved_before_model_settings_was_renamed_still_reads(tmp_path):
+    card = load_card("pawsx")
+    saved = resolve("pawsx", "gat", card, {}, {"model_settings": {"gat_delta": 2}}).to_dict()
+    saved["syntax"] = saved.pop("model_settings")  # a run folder written before the rename
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    again = resolve("pawsx", None, card, read_config_file(tmp_path / "config.json"), {})
+    assert again.model_settings["gat_delta"] == 2
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["num_attention_heads=3"], "hidden_size 128 is not a multiple of num_attention_heads 3"),
+    (["syntax_heads=5"], "syntax_heads=5, but a syntax head is one of the model's 2 attention heads"),
+    (["syntax_layers=[4]"], "syntax_layers contains 4, but the model has layers 0..1"),
+])
+def test_a_model_setting_the_model_cannot_take_is_one_line_before_any_data(overrides, message):
+    flags = {"model": "tiny", **parse_overrides(overrides)}
+    with pytest.raises(ConfigError, match=f"^model settings for tiny: {message}"):
+        resolve("pawsx", "gat", load_card("pawsx"), {}, flags)
+
+
+def test_a_negative_seed_option_is_refused_naming_the_option():
+    with pytest.raises(ConfigError, match=r"^--seed: must be >= 0, got -3$"):
+        resolve("pawsx", "gat", load_card("pawsx"), {}, {"seed": -3})
+
+
+def test_a_card_given_as_a_file_is_the_runs_task_and_is_read_again_from_its_file(tmp_path):
+    import shutil
+
+    from xsyn.utils.shipped import TASKS, shipped_folder
+
+    own = tmp_path / "cards" / "my_pawsx.toml"
+    own.parent.mkdir()
+    for name in ("pawsx.toml", "_xtreme_pair_classification.toml"):  # its include travels with it
+        shutil.copy(shipped_folder(TASKS) / name, own.parent / ("my_pawsx.toml" if name == "pawsx.toml" else name))
+    own.write_text(own.read_text(encoding="utf-8").replace('name = "pawsx"', 'name = "my_pawsx"'), encoding="utf-8")
+    config = resolve(str(own), "gat", load_card(own), {}, {})
+    assert (config.task, config.task_card) == ("my_pawsx", str(own.absolute()))
+    assert str(config.resolved_output_dir()) == "runs/my_pawsx/gat-seed1111"
+    config.save(tmp_path / "config.json")
+    again = resolve("my_pawsx", None, load_card(own), read_config_file(tmp_path / "config.json"), {})
+    assert again.card.content_hash == load_card(own).content_hash and again.card.file == str(own.absolute())

@@ -1,10 +1,14 @@
-"""Evaluating on another task of the same kind, the bootstrap ± and the warnings `xsyn evaluate` prints."""
+"""Evaluating on another task of the same kind, the bootstrap ± and the warnings `xsyn evaluate` prints;
+the result fingerprint (an edited task card never reuses `partial/` results of the old one)."""
+
+from pathlib import Path
 
 import pytest
 
 from xsyn.cli.run import _echo_scores
-from xsyn.data.cards import load_card
-from xsyn.run.evaluation import _predicts_nothing, check_transferable
+from xsyn.data.cards import load_card, parse_card
+from xsyn.run.evaluation import _fingerprint, _predicts_nothing, check_transferable
+from xsyn.run.settings import RunConfig
 from xsyn.utils.errors import InputError
 
 
@@ -42,3 +46,29 @@ def test_evaluate_prints_the_metric_and_its_bootstrap_sd_and_says_why_validation
 def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(capsys):
     _echo_scores(summary(task="cged", primary="position_f1", predicted_nothing=["zh"]), split_chosen=True)
     assert "warning: the model predicted nothing (no span or error in any example) for zh" in capsys.readouterr().err
+
+
+
+
+class _Parser:
+    name, version = "chain", "1"
+
+    def cache_identity(self) -> dict:
+        return {}
+
+
+TOY = {"name": "toy", "version": 1, "kind": "single-classification", "languages": ["en"], "splits": ["test"],
+       "segments": ["text"], "labels": ["a", "b"], "metric": "accuracy",
+       "local": [{"layout": "plain", "format": "tsv", "path": "{split}.tsv", "splits": {"test": "test"},
+                  "options": {"columns": {"text": "text", "label": "label"}}}]}
+
+
+def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
+    def fingerprint(card):
+        return _fingerprint(Path("/no/checkpoint"), RunConfig(task="toy"), card, "test", _Parser(), None)
+
+    base = fingerprint(parse_card(TOY, "toy.toml"))
+    assert fingerprint(parse_card(TOY, "elsewhere/toy.toml")) == base  # where the card lies is not its content
+    assert fingerprint(parse_card({**TOY, "labels": ["a", "c"]}, "toy.toml")) != base
+    assert fingerprint(parse_card({**TOY, "version": 2}, "toy.toml")) != base
+    assert fingerprint(load_card("pawsx")) != base

@@ -9,7 +9,6 @@ import click
 
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
-from xsyn.cli.options import renamed
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
@@ -190,7 +189,6 @@ def _print_embedding_costs(costs: dict[str, dict]) -> None:
 
 
 @bench.command(name="eval")
-@renamed({"--train-steps": "--max-steps"})
 @click.option("--task", default="synth", show_default=True, help="The task card to train and evaluate.")
 @click.option("--model", default=TINY, show_default=True, help="The model to fine-tune.")
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")

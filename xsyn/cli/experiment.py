@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import main
-from xsyn.cli.options import XsynCommand
+from xsyn.cli.main import XsynCommand, main
 
 LAUNCHERS = ("local", "slurm")
 
@@ -17,7 +16,7 @@ def _load(source: str, data_dir: str | None = None, model: str | None = None, ma
     """The experiment with the command line's overrides; a file or setting that cannot run is an `XsynError`,
     which the `xsyn` group shows as a message. With `as_last_run` (status, report) and no cell-selecting
     option given, the settings the last `experiment run` recorded select the cells."""
-    from xsyn.experiments.spec import Overrides, load_experiment
+    from xsyn.experiments.experiment_file import Overrides, load_experiment
     from xsyn.run.settings import parse_overrides
 
     if as_last_run and data_dir is None and model is None and max_steps is None and not sets:
@@ -68,7 +67,7 @@ def experiment() -> None:
     """
 
 
-experiment.command_class = XsynCommand  # as every xsyn command: old option names can be declared with `renamed`
+experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its name too
 
 
 @experiment.command(name="run")

@@ -7,7 +7,6 @@ import logging
 import click
 
 from xsyn import __version__
-from xsyn.cli.options import XsynCommand
 from xsyn.utils.errors import XsynError
 
 
@@ -30,6 +29,28 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING)
+
+
+LOUDNESS = {"-v": logging.INFO, "--verbose": logging.INFO, "-q": logging.ERROR}  # `xsyn`'s own options
+
+
+def take_loudness(args: list[str]) -> tuple[list[str], set[int]]:
+    """`args` without `xsyn`'s -v/--verbose/-q (given after the command name), and the levels they ask for."""
+    end = args.index("--") if "--" in args else len(args)
+    levels = {LOUDNESS[arg] for arg in args[:end] if arg in LOUDNESS}
+    return [arg for arg in args[:end] if arg not in LOUDNESS] + args[end:], levels
+
+
+class XsynCommand(click.Command):
+    """A command that takes `xsyn`'s -v/-q after its name as well as before it (`xsyn finetune ... -v`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args, levels = take_loudness(args)
+        if len(levels) > 1:
+            raise click.UsageError("-v and -q contradict each other; give one")
+        if levels:
+            logging.getLogger("xsyn").setLevel(levels.pop())
+        return super().parse_args(ctx, args)
 
 
 class XsynGroup(click.Group):
@@ -62,6 +83,7 @@ def main(verbose: bool, quiet: bool) -> None:
 
 
 main.command_class = XsynCommand
+
 
 
 @main.group()

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.run import _run, quiet_libraries
+from xsyn.cli.run import quiet_libraries
 from xsyn.cli.syntax import parser_options, parser_settings
 
 
@@ -50,13 +50,13 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
         preflight_output(output.parent, "--output")  # before parsing and loading the model
     report: dict = {}
     overrides = {**parser_settings(flags), "cache_dir": cache_dir}
-    predictions = _run(run_predict, model_dir, input_file, lang=lang, parser=parser, tokens=tokens,
-                       batch_size=batch_size, overrides=overrides, progress=not quiet, report=report)
+    predictions = run_predict(model_dir, input_file, lang=lang, parser=parser, tokens=tokens,
+                              batch_size=batch_size, overrides=overrides, progress=not quiet, report=report)
     if output is None:
         for prediction in predictions:
             click.echo(json.dumps(prediction, ensure_ascii=False))
     else:
-        _run(write_predictions, predictions, output)
+        write_predictions(predictions, output)
     if not quiet:
         features = report["features"]
         print(f"{report['rows']} rows, {features['features']} features ({features['windowed_examples']} rows in "

@@ -15,12 +15,10 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted, is_main_process
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.pretraining.recipes import RECIPES, RENAMED, describe
 from xsyn.training.folder import RunFolder
-from xsyn.utils.errors import XsynError
 
 
 def _recipe_help() -> str:
@@ -35,8 +33,6 @@ def _list(value: str | None) -> list[str] | None:
 
 
 @main.command(name="pretrain-gat")
-@renamed({"--steps": "--max-steps", "--delta": "--gat-delta", "--max-train-sentences": "--max-train-examples",
-          "--max-eval-sentences": "--max-eval-examples", "--save-every": "--checkpointing-steps"})
 @click.option("--treebanks", default=None,
               help="Training treebanks: comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
 @click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -114,17 +110,13 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     """
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
     from xsyn.run.preflight import preflight_pretraining
-    from xsyn.run.settings import check_model_settings, parse_overrides
+    from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
 
     chosen = RECIPES[recipe]
-    try:
-        values = {name: chosen[name] for name in ("gat_delta", "gat_attention", "learning_rate")}
-        file_values = read_pretrain_config(config_file) if config_file else {}
-        gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get("syntax", {})}
-        values.update(file_values)
-        check_model_settings(gat)
-    except XsynError as err:
-        raise click.UsageError(str(err)) from None
+    values = {name: chosen[name] for name in ("gat_delta", "gat_attention", "learning_rate")}
+    file_values = read_pretrain_config(config_file) if config_file else {}
+    gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
+    values.update(file_values)
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
     values.update({k: v if not isinstance(v, Path) else str(v) for k, v in flags.items() if v is not None})
@@ -158,12 +150,13 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
 
 def read_pretrain_config(path: Path) -> dict:
     """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
-    a run's pretrain_config.json)."""
+    a run's pretrain_config.json), each checked against its field; `gat` holds model settings. A run folder
+    saved before the settings took finetune's names is read under the new names."""
     import logging
-    from dataclasses import fields
 
     from xsyn.pretraining.trainer import PretrainSettings
-    from xsyn.run.settings import ConfigError, read_settings_file
+    from xsyn.run.settings import ConfigError, check_model_settings, read_settings_file
+    from xsyn.utils.schema import check_values
 
     data = read_settings_file(path)
     data = data.get("settings", data) if isinstance(data.get("settings"), dict) else data
@@ -172,10 +165,9 @@ def read_pretrain_config(path: Path) -> dict:
             logging.getLogger("xsyn.cli").warning(f"{path}: setting {old} is now {new}")
             data[new] = data.pop(old)
     if "warmup" in data:
-        raise ConfigError(f"{path}: warmup (a fraction of the steps) is now warmup_steps (a number of steps); "
-                          f"write warmup_steps = N instead")
-    known = {f.name for f in fields(PretrainSettings)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
-    return dict(data)
+        raise ConfigError(path, "warmup", "a fraction of the steps is now warmup_steps (a number of steps); write "
+                          "warmup_steps = N instead")
+    values = check_values(PretrainSettings, data, str(path), required=False, error=ConfigError)
+    if "gat" in values:
+        values["gat"] = check_model_settings(values["gat"], str(path), "gat")
+    return values

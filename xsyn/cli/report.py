@@ -15,8 +15,6 @@ from xsyn.report.aggregate import (
     build_report,
 )
 from xsyn.report.render import write_report
-from xsyn.report.runs import ReportError
-from xsyn.utils.io import OutputError
 
 
 @main.command(name="report")
@@ -44,9 +42,6 @@ def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], 
       xsyn report runs/pawsx/gat-seed* --baseline runs/pawsx/none-seed1 \\
           --baseline runs/pawsx/none-seed2 --output-dir reports/pawsx
     """
-    try:
-        report = build_report(run_dirs, baseline_dirs, BootstrapSettings(resamples, bootstrap_seed, alpha))
-        written = write_report(report, output_dir, latex=latex)
-    except (ReportError, OutputError) as err:
-        raise click.ClickException(str(err)) from None
+    report = build_report(run_dirs, baseline_dirs, BootstrapSettings(resamples, bootstrap_seed, alpha))
+    written = write_report(report, output_dir, latex=latex)
     click.echo(f"wrote {len(written)} files to {output_dir}; start with {output_dir / 'report.md'}")

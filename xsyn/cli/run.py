@@ -12,24 +12,13 @@ from typing import NoReturn
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
-from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
+from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
 from xsyn.training.folder import RunFolder
-from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import on_terminal
-
-
-def _run(fn, *args, **kwargs):
-    """Call into the library: xsyn's own errors (bad settings, files, data; `XsynError`) become a message,
-    anything else is a bug and keeps its traceback."""
-    try:
-        return fn(*args, **kwargs)
-    except XsynError as err:
-        raise click.ClickException(str(err)) from None
 
 
 def quiet_libraries() -> None:
@@ -48,6 +37,20 @@ def is_main_process() -> bool:
     fix Accelerate's state without ACCELERATE_USE_CPU's cpu flag and split a CPU launch into
     independent single processes."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+class TaskChoice(click.ParamType):
+    """A shipped task card's name (see `xsyn tasks`) or a card file of one's own (`PATH.toml`)."""
+
+    name = "TASK|PATH.toml"
+
+    def convert(self, value, param, ctx):
+        if str(value).endswith(".toml") or value in list_tasks():
+            return value
+        self.fail(f"{value!r} is neither a task ({', '.join(list_tasks())}) nor a card file (PATH.toml)", param, ctx)
+
+    def shell_complete(self, ctx, param, incomplete):
+        return [click.shell_completion.CompletionItem(name) for name in list_tasks() if name.startswith(incomplete)]
 
 
 class _CheckpointingSteps(click.ParamType):
@@ -89,9 +92,8 @@ def data_options(fn):
 
 
 @main.command()
-@renamed({"--train-examples": "--max-train-examples"})
-@click.option("--task", type=click.Choice(list_tasks()), default=None,
-              help="A task card name (see `xsyn tasks`) [default: the --config file's].")
+@click.option("--task", type=TaskChoice(), default=None,
+              help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=click.Choice(VARIANTS), default=None,
               help="The model variant (see the README) [default: the --config file's, else gat].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
@@ -186,14 +188,15 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
                                        "to continue (a run writes it when it starts)")
             config_file = str(saved)
     file_values = read_config_file(config_file) if config_file else {}
-    task = task or file_values.get("task")
+    task = task or file_values.get("task_card") or file_values.get("task")
     if task is None:
         raise click.UsageError("Missing option '--task' (or a --config file that names it).")
     card = load_card(task)
     flags["trackers"] = list(flags.pop("trackers")) or None
     model_flags = {name: flags.pop(name) for name in ("gat_delta", "gat_attention")}
     overrides = parse_overrides(sets)
-    overrides["syntax"] = {**{k: v for k, v in model_flags.items() if v is not None}, **overrides.get("syntax", {})}
+    overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
+                                 **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
     config = resolve(task, variant, card, file_values, flags)
     folder = RunFolder(config.resolved_output_dir())
@@ -271,9 +274,9 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 @main.command()
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
-@click.option("--task", type=click.Choice(list_tasks()), default=None,
-              help="Evaluate on this task [default: the run's own]; another task must be of the same kind and "
-                   "labels (a model fine-tuned for MLQA on XQuAD).")
+@click.option("--task", type=TaskChoice(), default=None,
+              help="Evaluate on this task (a name or a card file PATH.toml) [default: the run's own]; another task "
+                   "must be of the same kind and labels (a model fine-tuned for MLQA on XQuAD).")
 @click.option("--langs", default=None, help="Comma-separated languages [default: all of the task's].")
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
@@ -294,10 +297,10 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
-    checkpoint = _run(locate_checkpoint, model_dir)
-    summary = _run(evaluate_run, checkpoint, split=split, langs=langs.split(",") if langs else None,
-                   generalized=generalized, output_dir=output_dir, overrides=overrides,
-                   skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
+    checkpoint = locate_checkpoint(model_dir)
+    summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
+                           generalized=generalized, output_dir=output_dir, overrides=overrides,
+                           skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
     if not is_main_process():
         return
     _echo_scores(summary, split_chosen=split is not None)

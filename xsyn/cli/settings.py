@@ -7,12 +7,12 @@ import json
 import click
 
 from xsyn.cli.main import main
-from xsyn.data.cards import list_tasks
+from xsyn.cli.run import TaskChoice
 from xsyn.models.variants import VARIANTS
 
 
 @main.command(name="settings")
-@click.option("--task", type=click.Choice(list_tasks()), default=None,
+@click.option("--task", type=TaskChoice(), default=None,
               help="Also show this task card's value of each setting (its papers' hyperparameters).")
 @click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True,
               help="The variant whose card section (--task) and model settings are shown.")
@@ -23,13 +23,13 @@ def settings_command(task: str | None, variant: str, as_json: bool) -> None:
     Run settings come first, then the model settings of the variant's syntax path.
     """
     from xsyn.data.cards import load_card
-    from xsyn.run.settings import card_defaults, setting_table
+    from xsyn.run.settings import MODEL_SETTINGS, card_defaults, setting_table
 
     card = load_card(task) if task else None
     values, source = ({}, "")
     if card is not None:
         run_values, source, _ = card_defaults(card, variant)
-        values = {**{k: v for k, v in run_values.items() if k != "syntax"}, **run_values.get("syntax", {})}
+        values = {**{k: v for k, v in run_values.items() if k != MODEL_SETTINGS}, **run_values.get(MODEL_SETTINGS, {})}
     table = {name: {**row, "card": values.get(name)} for name, row in setting_table(variant).items()}
     if as_json:
         click.echo(json.dumps(table, default=str))

@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.options import renamed
 from xsyn.syntax.parsing.registry import (
     PARSER_OPTIONS,
     ParserChoiceError,
@@ -73,7 +72,6 @@ def parser_settings(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 @main.command(name="parse")
-@renamed({"--out": "--output", "--device": "--parser-device", "--download": "--parser-download"})
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="File to parse or convert.")
 @click.option("--format", "fmt", type=click.Choice(["conllu", "text", "tokens"]), required=True,
@@ -143,8 +141,6 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
 
 
 @main.command(name="parser-quality")
-@renamed({"--limit": "--max-eval-examples", "--device": "--parser-device", "--download": "--parser-download"},
-         values={"--split": {"dev": "validation"}})
 @parser_options(default="stanza", purpose="The parser to score")
 @click.option("--treebanks", required=True,
               help="Comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")

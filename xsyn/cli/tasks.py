@@ -29,12 +29,9 @@ def tasks_markdown(cards) -> str:
 @click.option("--markdown", is_flag=True, help="Print all tasks as one Markdown table.")
 def tasks_command(name: str | None, markdown: bool) -> None:
     """List the task cards, or show one (NAME) with its splits, labels and hyperparameters."""
-    from xsyn.data.cards import CardError, list_tasks, load_card
+    from xsyn.data.cards import list_tasks, load_card
 
-    try:
-        cards = [load_card(name)] if name else [load_card(n) for n in list_tasks()]
-    except CardError as err:
-        raise click.ClickException(str(err)) from None
+    cards = [load_card(name)] if name else [load_card(n) for n in list_tasks()]
     if markdown:
         click.echo(tasks_markdown(cards))
         return

@@ -4,10 +4,12 @@ rows raise them without importing the cards that use them."""
 from __future__ import annotations
 
 from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import SchemaError
 
 
-class CardError(XsynError, ValueError):
-    """A task card is malformed, or a task, language or split does not exist."""
+class CardError(SchemaError):
+    """A task card is malformed, or a task, language or split does not exist (`file: key: problem`, the form
+    of every schema error)."""
 
 
 class RowError(XsynError, ValueError):

@@ -4,6 +4,6 @@ folder made by the code of `xsyn finetune` and `xsyn evaluate`; the report puts 
 scores beside ours. Recipes for the papers come with xsyn (`recipes/`), their scores in `papers/`.
 """
 
-from xsyn.experiments.spec import Cell, Experiment, ExperimentError, Overrides, load_experiment, recipe_names
+from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError, Overrides, load_experiment, recipe_names
 
 __all__ = ["Cell", "Experiment", "ExperimentError", "Overrides", "load_experiment", "recipe_names"]

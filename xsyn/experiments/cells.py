@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, format_age, lock_holder
 from xsyn.experiments.pretrain import ensure_pretrained
-from xsyn.experiments.spec import SYNTH_VOCAB, Cell, Experiment
-from xsyn.run.settings import BOOKKEEPING_FIELDS
+from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text
@@ -82,7 +82,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
     config = experiment.config(cell)
     try:
         check_same_run(folder, config.to_dict())
-    except ValueError as conflict:
+    except ExperimentError as conflict:
         return CellState(cell, FAILED, str(conflict))
     if all(evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples)
            for split in evaluation.splits):
@@ -198,15 +198,16 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     if not run.state.is_dir() and not run.best.is_dir():
         return  # nothing saved yet: a fresh start overwrites nothing of value
     try:
-        saved = json.loads(saved_file.read_text(encoding="utf-8"))
+        saved = current_names(json.loads(saved_file.read_text(encoding="utf-8")))
     except (FileNotFoundError, json.JSONDecodeError):
         return
     differ = sorted(key for key in set(saved) | set(config) if key not in BOOKKEEPING_FIELDS
                     and saved.get(key) != config.get(key))
     if differ:
         shown = "; ".join(f"{key}: {saved.get(key)!r} there, {config.get(key)!r} now" for key in differ[:3])
-        raise ValueError(f"{folder} holds a run with other settings ({shown}): the experiment file changed since it "
-                         "ran. Delete the folder to run the cell again, or give the experiment another runs_dir")
+        raise ExperimentError(f"{folder} holds a run with other settings ({shown}): the experiment file changed "
+                              "since it ran. Delete the folder to run the cell again, or give the experiment another "
+                              "runs_dir")
 
 
 def _run_in_processes(experiment: Experiment, cell: Cell, processes: int) -> None:

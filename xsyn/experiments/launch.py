@@ -32,8 +32,8 @@ from xsyn.experiments.cells import (
     cell_state,
     run_cell,
 )
+from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.locks import clear_stale_lock
-from xsyn.experiments.spec import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.worker import EXIT_BUSY
 from xsyn.utils.io import atomic_write_json
 

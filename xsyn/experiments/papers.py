@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from xsyn.experiments.spec import RECIPE_PACKAGE, ExperimentError
+from xsyn.experiments.experiment_file import RECIPE_PACKAGE, ExperimentError
 
 PAPER_FOLDER = "papers"
 

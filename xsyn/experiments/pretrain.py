@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
-from xsyn.experiments.spec import Experiment, ExperimentError
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.training.folder import RunFolder
 

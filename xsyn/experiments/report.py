@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.cells import DONE, cell_state
+from xsyn.experiments.experiment_file import Cell, Experiment, _slug
 from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
 from xsyn.experiments.selection import Selection, select
-from xsyn.experiments.spec import Cell, Experiment, _slug
 from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn.experiments.spec import Cell, Experiment
+from xsyn.experiments.experiment_file import Cell, Experiment
 from xsyn.training.folder import RunFolder
 
 

@@ -13,7 +13,7 @@ import os
 import socket
 
 from xsyn.experiments.cells import DONE, FAILED, run_cell, train_and_evaluate
-from xsyn.experiments.spec import Overrides, load_experiment
+from xsyn.experiments.experiment_file import Overrides, load_experiment
 
 EXIT_CODES = {DONE: 0, FAILED: 1}
 EXIT_BUSY = 3

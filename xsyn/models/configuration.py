@@ -26,7 +26,7 @@ from transformers import BertConfig
 
 from xsyn.models.variants import all_variants, get_variant, model_settings
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError
-from xsyn.utils.typecheck import type_mismatch
+from xsyn.utils.schema import type_mismatch
 
 __all__ = ["SyntaxConfigError", "XsynBertConfig", "syntax_setting_types"]
 
@@ -57,6 +57,12 @@ class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
         settings = {k: v for k, v in config.to_dict().items() if k not in dropped}
         settings.update(syntax)
         return cls(**settings)
+
+    def validate_attention_heads(self) -> None:
+        """BertSelfAttention splits the hidden size into the heads: caught here, before a model is built."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
+                             f"{self.num_attention_heads}: choose a head count that divides it")
 
     @property
     def syntax_layer_ids(self) -> list[int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
 
-from xsyn.models.defaults import DEFAULT_MODEL, TINY, TINY_SHAPE  # noqa: F401  (TINY*: re-exported)
+from xsyn.models.defaults import DEFAULT_MODEL, TINY_SHAPE
 from xsyn.utils.errors import InputError, MissingInputError, first_line
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")

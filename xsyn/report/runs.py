@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn.run.settings import BOOKKEEPING_FIELDS
+from xsyn.run.settings import BOOKKEEPING_FIELDS, MODEL_SETTINGS, current_names
 from xsyn.training.folder import PROBE_FILE, RESULTS_FILE
 from xsyn.utils.errors import XsynError
 
@@ -20,7 +20,7 @@ _OPTIONAL_OBJECTS = ("pairs", "config", "metric_options", "n_examples", "dropped
 Key = tuple[str, ...]  # (lang,) or (row, col)
 
 # Not a system's settings: what names the experiment and system already, the seed, and bookkeeping.
-_NOT_SETTINGS = {"task", "variant", "model", "seed", "syntax", *BOOKKEEPING_FIELDS}
+_NOT_SETTINGS = {"task", "variant", "model", "seed", MODEL_SETTINGS, *BOOKKEEPING_FIELDS}
 
 
 class ReportError(XsynError, ValueError):
@@ -58,12 +58,13 @@ class Run:
         return (self.results["variant"], self.results["model"])
 
     def settings(self) -> dict[str, Any]:
-        """The run's settings that make it this system and not another: its config, syntax settings
-        flattened, without bookkeeping (seed, folders, caches, logging) that cannot change a result.
+        """The run's settings that make it this system and not another: its config, model settings
+        flattened, without bookkeeping (seed, folders, caches,
+        logging) that cannot change a result.
         A pre-trained GAT counts by whether one was loaded, not by its folder (seeds may each have one)."""
-        config = dict(self.results.get("config") or {})
+        config = current_names(dict(self.results.get("config") or {}))
         flat = {key: value for key, value in config.items() if key not in _NOT_SETTINGS}
-        flat.update(config.get("syntax") or {})
+        flat.update(config.get(MODEL_SETTINGS) or {})
         if flat.get("gat_init") is not None:
             flat["gat_init"] = "pre-trained"
         return flat

@@ -38,13 +38,14 @@ from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
 from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
-from xsyn.run.settings import RunConfig, read_config_file
+from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.utils.schema import construct
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) 
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return RunConfig(**values)
+    return construct(RunConfig, values, str(config_file), error=ConfigError)
 
 
 def pair_axes(card: TaskCard) -> tuple[str, str]:
@@ -209,7 +210,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     model = accelerator.prepare(load_model(checkpoint.path))
     names = LabelNames(labels=checkpoint.labels, tags=checkpoint.tags)
     parser = make_parser(config)
-    fingerprint = _fingerprint(checkpoint.path, config, split, parser, max_examples)
+    fingerprint = _fingerprint(checkpoint.path, config, card, split, parser, max_examples)
     partial = eval_partial(out)
     loaded: dict[str, list] = {}  # language -> its parsed examples, reused by the pairs
     bar = progress_bar(len(langs) * (len(langs) if generalized else 1), 0, main and progress,
@@ -294,9 +295,11 @@ def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
     return f"{segment_langs[row]}-{segment_langs[col]}"
 
 
-def _fingerprint(checkpoint: Path, config: RunConfig, split: str, parser: Parser, max_examples: int | None) -> str:
-    """What decides a language's result: the weights, the data settings (the parser's version and
-    settings too: a changed CoNLL-U source or UDPipe model), the split, a cap on the examples."""
+def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parser: Parser,
+                 max_examples: int | None) -> str:
+    """What decides a language's result: the weights, the task card (version and content: an edited card's
+    data sources, labels or metric), the data settings (the parser's version and settings too: a changed
+    CoNLL-U source or UDPipe model), the split, a cap on the examples."""
     weights = checkpoint / "model.safetensors"
     stamp = f"{weights.stat().st_size}-{weights.stat().st_mtime_ns}" if weights.is_file() else str(checkpoint)
     settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "max_query_length", "parser",
@@ -304,7 +307,8 @@ def _fingerprint(checkpoint: Path, config: RunConfig, split: str, parser: Parser
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
         settings["max_eval_examples"] = max_examples
     parsing = [parser.name, parser.version, parser.cache_identity()]
-    return hashlib.sha256(json.dumps([stamp, settings, split, parsing], sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([stamp, card.stamp, settings, split, parsing],
+                                     sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _dropped(report: dict[str, Any]) -> int:
@@ -344,7 +348,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
 
     per_language = {lang: results[lang]["primary"] for lang in langs if lang in results}
     summary = {
-        "task": card.name, "variant": config.variant, "model": config.model, "seed": config.seed,
+        "task": card.name, "card": card.stamp, "variant": config.variant, "model": config.model, "seed": config.seed,
         "metric": card.metric, "primary": primary_name(card.metric), "split": split,
         "per_language": per_language,
         "average": sum(per_language.values()) / len(per_language) if per_language else None,

@@ -335,7 +335,6 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.parsing import ParserUnavailable
 
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")
@@ -351,7 +350,7 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
             try:
                 done = parse_segments([segment for _, segment in group], parser, cache,
                                       workers=parse_workers(config))
-            except (ParserUnavailable, ValueError) as err:
+            except XsynError as err:  # the parser's own error, given the line and language it met
                 raise PredictInputError(f"{source}: line {group[0][0]}: cannot parse language {lang!r} with "
                                         f"parser {config.parser!r} ({len(group)} segments in this language, "
                                         f"from line {group[0][0]} on): {err}") from None

@@ -73,8 +73,8 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     task_info = _read_json(task_file(checkpoint)) or {}
     model_config = _read_json(checkpoint / CONFIG_NAME) or {}
     run = _read_json(folder.config) or {}
-    dev = _read_json(folder.validation_results) or _read_json(run_dir / "dev_results.json")  # pre-0.2
-    card = load_card(task_info.get("task") or run["task"])
+    dev = _read_json(folder.validation_results)
+    card = load_card(run.get("task_card") or task_info.get("task") or run["task"])
     variant = model_config.get("variant", run.get("variant", "none"))
     base = run.get("model", "?")
     train_lang = task_info.get("train_lang") or run.get("train_lang", "en")
@@ -140,7 +140,7 @@ def _model_section(base: str, variant: str, model_config: dict[str, Any], task_i
 def _training_section(card: TaskCard, run: dict[str, Any], task_info: dict[str, Any], train_lang: str) -> str:
     data = (f"local files (`{_portable(run['data_dir'])}`)" if run.get("data_dir")
             else ", ".join(f"`{h.dataset}`" for h in card.hub) or "the task's files")
-    subset = run.get("max_train_examples", run.get("train_examples"))  # (the name before 0.2)
+    subset = run.get("max_train_examples")
     rows = [("task", f"`{card.name}` ({card.title}; {card.kind})"), ("training language", train_lang),
             ("training data", f"{data} (train split" + (f", first {subset} examples)" if subset else ")")),
             ("seed", run.get("seed", "?")), ("best checkpoint at step", task_info.get("step", "?"))]

@@ -1,107 +1,131 @@
 """The resolved configuration of a run: defaults < task card (papers' values) < --config file < flags.
 
 A `RunConfig` is saved as `config.json` next to every result, with where each value came from,
-so a run can be repeated exactly (`xsyn finetune --config runs/x/config.json`).
+so a run can be repeated exactly (`xsyn finetune --config runs/x/config.json`). It is a schema
+(`xsyn.utils.schema`): every layer (card section, --config file, --set, options) is checked against its
+fields where it is read, so a mistake names its file or option and key, even when a later layer overrides it.
 """
 
-from __future__ import annotations
-
-import difflib
 import json
 import logging
 import math
 import tomllib
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.cards import MODEL_HYPERPARAMETERS, PAPER_NAMES, TaskCard, load_card
+from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.models.variants import get_variant
-from xsyn.syntax.parsing.registry import (
-    BATCH_SIZE,
-    DOWNLOAD,
-    PARSER_OPTIONS,
-    ParserChoiceError,
-    resolve_parser_choice,
+from xsyn.models.variants import get_variant, model_settings, variant_names
+from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.utils.schema import (
+    SchemaError,
+    at_least,
+    between,
+    check_value,
+    check_values,
+    construct,
+    describe,
+    did_you_mean,
+    one_of,
+    strict,
+    validated_field,
 )
-from xsyn.utils.errors import XsynError
-from xsyn.utils.typecheck import type_mismatch
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
 MIXED_PRECISIONS = ("no", "fp16", "bf16")
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
+MODEL_SETTINGS = "model_settings"
+OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
 
 
-class ConfigError(XsynError, ValueError):
-    """A configuration value that cannot work; the message names the key and the fix."""
+class ConfigError(SchemaError):
+    """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
+def _finite_above_zero(value: Any) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
+
+
+def _count(default: int | None) -> Any:
+    """A field that counts (examples, steps, sizes): at least 1 (None where it allows none)."""
+    return validated_field(at_least(1), default=default)
+
+
+@strict
 @dataclass
 class RunConfig:
-    task: str
-    variant: str = "gat"
+    task: str  # the card's name
+    task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
+    variant: str = validated_field(one_of(variant_names), default="gat")
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
     train_lang: str = "en"
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
-    seed: int = DEFAULT_SEED
+    seed: int = validated_field(at_least(0), default=DEFAULT_SEED)
     # optimisation
-    epochs: float = 3.0
-    max_steps: int | None = None  # overrides epochs
-    learning_rate: float = 2e-5
-    batch_size: int = 32  # examples per optimiser step, over all processes and accumulation steps
-    grad_accum: int = 1
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    mixed_precision: str = "no"  # MIXED_PRECISIONS
+    epochs: float = validated_field(_finite_above_zero, default=3.0)
+    max_steps: int | None = _count(None)  # overrides epochs
+    learning_rate: float = validated_field(_finite_above_zero, default=2e-5)
+    batch_size: int = _count(32)  # examples per optimiser step, over all processes and accumulation steps
+    grad_accum: int = _count(1)
+    warmup_steps: int = validated_field(at_least(0), default=0)
+    weight_decay: float = validated_field(at_least(0), default=0.0)
+    max_grad_norm: float = validated_field(_finite_above_zero, default=1.0)
+    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
     # data
-    max_length: int = 128
-    doc_stride: int | None = None
-    max_query_length: int | None = None  # QA: question pieces kept (cards: 64); None: all
-    max_answer_length: int = 30
-    n_best: int = 20
-    max_train_examples: int | None = None  # use only the first N training examples (quick runs)
+    max_length: int = _count(128)
+    doc_stride: int | None = _count(None)
+    max_query_length: int | None = _count(None)  # QA: question pieces kept (cards: 64); None: all
+    max_answer_length: int = _count(30)
+    n_best: int = _count(20)
+    max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
     group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = None  # first N dev examples in training; an experiment caps its test sets too
-    dev_fraction: float | None = None  # tasks without a dev set: share of train held out (default: the card's)
-    dev_seed: int = 0  # ... and the seed that draws it (fixed, so runs of every seed share one dev set)
+    max_eval_examples: int | None = _count(None)  # first N dev examples in training; an experiment caps its tests too
+    dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
+    # the share of train held out as one (default: the card's)
+    dev_seed: int = validated_field(at_least(0), default=0)  # ... its seed (fixed: every seed shares one dev set)
     skip_bad_rows: bool = False
-    num_proc: int | None = None
-    eval_batch_size: int = 64  # examples per prediction batch, over all processes
+    num_proc: int | None = _count(None)
+    eval_batch_size: int = _count(64)  # examples per prediction batch, over all processes
     # parsing
     parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = None
-    parser_download: str = DOWNLOAD.default
+    parser_download: str = validated_field(one_of(DOWNLOAD.choices), default=DOWNLOAD.default)
     parser_device: str | None = None
-    parser_batch_size: int = BATCH_SIZE.default
-    parse_workers: int | None = None  # processes that parse side by side; default: the cores
+    parser_batch_size: int = _count(BATCH_SIZE.default)
+    parse_workers: int | None = _count(None)  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
-    eval_every: int | None = None  # optimiser steps between dev evaluations (default: once an epoch)
-    checkpointing_steps: int | str | None = None  # N steps or "epoch" between resumable states (default: at
-    # every evaluation)
-    save_total_limit: int | None = None  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
-    log_every: int = 10
-    trackers: list[str] = field(default_factory=list)  # tensorboard, wandb (accelerate trackers)
+    eval_every: int | None = _count(None)  # optimiser steps between dev evaluations (default: once an epoch)
+    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N steps or
+    # "epoch" between resumable states (default: at every evaluation)
+    save_total_limit: int | None = _count(None)  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
+    log_every: int = _count(10)
+    trackers: list[str] = validated_field(one_of(TRACKERS), default_factory=list)  # accelerate trackers
     # model variant
-    syntax: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields
+    model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
     gat_init: str | None = None  # a `xsyn pretrain-gat` output directory
     freeze_gat: bool = False
     hyperparameter_source: str = ""  # which card section the defaults came from
     hyperparameter_grid: dict[str, Any] = field(default_factory=dict)  # card grids whose first value is used
 
+    def validate_batch(self) -> None:
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}")
+
     @cached_property
     def card(self) -> TaskCard:
         """The run's task card, loaded once per run (`resolve` hands over the card it checked the
         settings against); not a setting, so not saved."""
-        return load_card(self.task)
+        return load_card(self.task_card or self.task)
 
     def resolved_output_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.task}/{self.variant}-seed{self.seed}")
@@ -116,12 +140,8 @@ class RunConfig:
 
 
 FIELD_NAMES = {f.name for f in fields(RunConfig)}
-# Settings renamed in 0.2 (one name per concept on every command): config files and --set still take
-# the old names for one release, with a warning.
-RENAMED_SETTINGS = {"train_examples": "max_train_examples", "eval_examples": "max_eval_examples",
-                    "save_every": "checkpointing_steps"}
 # Derived when a run is resolved: a config file that carries them (a saved config.json) does not set them.
-DERIVED_FIELDS = ("task", "hyperparameter_source", "hyperparameter_grid")
+DERIVED_FIELDS = ("task", "task_card", "hyperparameter_source", "hyperparameter_grid")
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
@@ -129,44 +149,61 @@ BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_b
                       "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
+CARD_NOTES = ("selection", "source")  # what a card's hyperparameter section documents, beside its settings
+# Model fields a run sets itself (from the task's label sets, or the variant), never a setting.
+NOT_MODEL_SETTINGS = ("variant", "num_intents", "num_slot_labels", "intent_labels", "slot_labels", "id2label",
+                      "label2id", "architectures", "transformers_version")
 
 
 def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, dict[str, list]]:
-    """The papers' hyperparameters for `variant` from the card, as RunConfig values; the card's
-    section; and its search grids (a list where the paper searched values, e.g. Li et al.'s
-    learning rates), of which the first value is taken."""
+    """The papers' hyperparameters for `variant` from the card, as RunConfig values (checked: a mistake names
+    the card and the key); the card's section; and its search grids (a list where the paper searched values,
+    e.g. Li et al.'s learning rates), of which the first value is taken."""
     values: dict[str, Any] = {"train_lang": card.train_languages[0]}
     section = variant if variant in card.hyperparameters else next(
         (s for s in BASELINE_SECTIONS if s in card.hyperparameters), None)
     if section is None:
         return values, "", {}
-    syntax: dict[str, Any] = {}
+    where, key = card.path or card.name, f"hyperparameters.{section}"
+    model: dict[str, Any] = {}
     grids: dict[str, list] = {}
-    for key, value in card.hyperparameters[section].items():
-        if isinstance(value, list) and value and key not in LIST_SETTINGS:
-            grids[key], value = value, value[0]
-        if key in MODEL_HYPERPARAMETERS:
+    for name, value in card.hyperparameters[section].items():
+        if name in CARD_NOTES:
+            if not isinstance(value, str):
+                raise ConfigError(where, f"{key}.{name}", f"expected a string, got {value!r}")
+            continue
+        if name == "seed":
+            raise ConfigError(where, f"{key}.seed", "a card states the papers' hyperparameters; the seed is each "
+                              "run's own (--seed): delete it from the card")
+        if isinstance(value, list) and value and name not in LIST_SETTINGS:
+            grids[name] = [_check_setting(name, v, where, f"{key}.{name}[{i}]") for i, v in enumerate(value)]
+            value = grids[name][0]
+        value = _check_setting(name, value, where, f"{key}.{name}")
+        if name not in FIELD_NAMES:
             if not get_variant(variant).is_baseline:
-                syntax[key] = value
-        elif key in FIELD_NAMES and key != "seed":
-            values[key] = value
-    if syntax:
-        values["syntax"] = syntax
-    used = {**values, **syntax}
-    return values, f"{card.path or card.name} [hyperparameters.{section}]", {k: v for k, v in grids.items()
-                                                                            if k in used}
+                model[name] = value
+        else:
+            values[name] = value
+    if model:
+        values[MODEL_SETTINGS] = model
+    used = {**values, **model}
+    return values, f"{where} [{key}]", {k: v for k, v in grids.items() if k in used}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """A JSON (e.g. a saved config.json) or TOML file of RunConfig keys."""
-    data = read_settings_file(path)
-    data = {current_setting_name(key, str(path)): value for key, value in data.items()}
-    unknown = sorted(set(data) - FIELD_NAMES)
-    if unknown:
-        raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}; valid keys: {', '.join(sorted(FIELD_NAMES))}")
-    if not isinstance(data.get("syntax", {}), dict):
-        raise ConfigError(f"{path}: syntax must be a table of model settings, got {data['syntax']!r}")
-    return data
+    """A JSON (e.g. a saved config.json) or TOML file of RunConfig keys, each checked against its field."""
+    data = current_names(read_settings_file(path))
+    values = check_values(RunConfig, data, str(path), required=False, error=ConfigError)
+    values[MODEL_SETTINGS] = check_model_settings(values.get(MODEL_SETTINGS, {}), str(path), MODEL_SETTINGS)
+    return values
+
+
+def current_names(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config's keys as RunConfig names them now (run folders saved before MODEL_SETTINGS was renamed)."""
+    if OLD_MODEL_SETTINGS in saved and MODEL_SETTINGS not in saved:
+        saved = {**saved, MODEL_SETTINGS: saved[OLD_MODEL_SETTINGS]}
+        del saved[OLD_MODEL_SETTINGS]
+    return saved
 
 
 def read_settings_file(path: str | Path) -> dict[str, Any]:
@@ -187,18 +224,10 @@ def read_settings_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def current_setting_name(key: str, where: str) -> str:
-    """A setting's name now (a renamed one's old name is taken, with a warning naming `where`)."""
-    if key in RENAMED_SETTINGS:
-        log.warning(f"{where}: setting {key} is now {RENAMED_SETTINGS[key]}; the old name goes in the next release")
-        return RENAMED_SETTINGS[key]
-    return key
-
-
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """`--set key=value` pairs: values are JSON when they parse as JSON, else strings.
+    """`--set key=value` pairs, checked: values are JSON when they parse as JSON, else strings.
 
-    A key that is not a RunConfig field is a syntax setting (an XsynBertConfig field), e.g.
+    A key that is not a RunConfig field is a model setting (an XsynBertConfig field), e.g.
     `--set gat_delta=2` or `--set sla_punct_visible=true`. A list setting also takes a comma list
     or one string: `--set syntax_layers=0,1`, `--set trackers=wandb` (`syntax_layers=2` is a count:
     the first two layers, as in the cards).
@@ -208,17 +237,80 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected key=value")
-        key = current_setting_name(key, "--set")
         value = _json_or_text(raw)
         if key in LIST_SETTINGS and "," in raw and not raw.lstrip().startswith("["):
             value = [_json_or_text(item.strip()) for item in raw.split(",")]
         elif key in LIST_SETTINGS and isinstance(value, str):
             value = [value]
+        value = _check_setting(key, value, "--set", key)
         if key in FIELD_NAMES:
             out[key] = value
         else:
-            out.setdefault("syntax", {})[key] = value
+            out.setdefault(MODEL_SETTINGS, {})[key] = value
     return out
+
+
+def split_settings(settings: dict[str, Any], where: str, key: str, error: type[SchemaError] = ConfigError
+                   ) -> dict[str, Any]:
+    """A table of settings as a file writes them (run and model settings side by side, as `--set` takes them),
+    checked: run settings stay, model settings go under MODEL_SETTINGS."""
+    out: dict[str, Any] = {}
+    for name, value in settings.items():
+        value = _check_setting(name, value, where, f"{key}.{name}" if key else name, error)
+        if name in FIELD_NAMES:
+            out[name] = value
+        else:
+            out.setdefault(MODEL_SETTINGS, {})[name] = value
+    return out
+
+
+def _check_setting(name: str, value: Any, where: str, key: str, error: type[SchemaError] = ConfigError) -> Any:
+    """One run or model setting, by name; a name that is neither is an error with a did-you-mean."""
+    if name == MODEL_SETTINGS and isinstance(value, dict):
+        return check_model_settings(value, where, key, error)
+    if name in FIELD_NAMES and name not in DERIVED_FIELDS:
+        return check_value(RunConfig, name, _run_hints()[name], value, where, key, error=error)
+    if name in _model_hints():
+        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key, error=error)
+    known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
+    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
+                      + " (`xsyn settings` lists them)")
+
+
+def check_model_settings(values: Any, where: str, key: str, error: type[SchemaError] = ConfigError
+                         ) -> dict[str, Any]:
+    """Model settings (XsynBertConfig fields, BERT's included): each name known, each value of its type."""
+    if not isinstance(values, dict):
+        raise error(where, key, f"expected a table of model settings, got {values!r}")
+    for name, value in values.items():
+        if name not in _model_hints():
+            raise error(where, f"{key}.{name}", "not a model setting"
+                              + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
+        values = {**values, name: check_value(_model_config_class(), name, _model_hints()[name], value, where,
+                                              f"{key}.{name}", error=error)}
+    return values
+
+
+@cache
+def _run_hints() -> dict[str, Any]:
+    return typing.get_type_hints(RunConfig)
+
+
+def _model_config_class() -> type:
+    from xsyn.models.configuration import XsynBertConfig
+
+    return XsynBertConfig
+
+
+@cache
+def _model_hints() -> dict[str, Any]:
+    """The type of each model setting: the XsynBertConfig fields a run may set (`syntax_layers` may be a
+    count, as the cards give it: the first n layers)."""
+    import torch
+
+    hints = typing.get_type_hints(_model_config_class(), localns={"torch": torch})  # BertConfig's hints name torch
+    names = [f.name for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS]
+    return {**{name: hints[name] for name in names}, "syntax_layers": list[int] | int | None}
 
 
 def _json_or_text(raw: str) -> Any:
@@ -243,37 +335,40 @@ def gat_shape(gat_init: str | Path) -> dict[str, Any]:
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
             ) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
-    (`gat_init`), a config file, flags.
+    (`gat_init`), a config file (read by `read_config_file`, so checked), flags (each checked here).
 
     The variant is `variant`, else the config file's, else `gat`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
-    is refused; what a run derives (its card section and grids) is never taken from a file.
+    is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
+    can be checked without reading data is checked here, the model's configuration included.
     """
+    task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
         raise ConfigError(f"the --config file is a run of task {file_values['task']!r}, not {task!r}: "
                           f"pass --task {file_values['task']}, or delete `task` from the file")
     variant = variant or file_values.get("variant") or "gat"
-    flags = {current_setting_name(key, "settings"): value for key, value in flags.items()}
+    flags = {name: _check_setting(name, value, "", f"--{name.replace('_', '-')}") if value is not None else None
+             for name, value in flags.items()}
     file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
     defaults, source, grid = card_defaults(card, variant)
     gat_init = flags.get("gat_init") or file_values.get("gat_init")
     if gat_init:
-        defaults = {**defaults, "syntax": {**defaults.get("syntax", {}), **gat_shape(gat_init)}}
-    merged: dict[str, Any] = {"task": task, "variant": variant}
-    syntax: dict[str, Any] = {}
+        defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **gat_shape(gat_init)}}
+    merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
+    model: dict[str, Any] = {}
     for layer in (defaults, file_values, flags):
         for key, value in layer.items():
             if value is None:
                 continue
-            if key == "syntax":
-                syntax.update(value)
+            if key == MODEL_SETTINGS:
+                model.update(value)
             else:
                 merged[key] = value
-    merged["syntax"] = syntax
+    merged[MODEL_SETTINGS] = model
     merged["hyperparameter_source"] = source
-    chosen = {*file_values, *flags, *file_values.get("syntax", {}), *flags.get("syntax", {})}
+    chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
-    config = RunConfig(**merged)
+    config = construct(RunConfig, merged, "settings", error=ConfigError)
     config.card = card
     _check(config, card)
     for name, values in config.hyperparameter_grid.items():
@@ -282,28 +377,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     return config
 
 
-# Lower bounds of numeric settings (None is always allowed where the field allows it).
-_AT_LEAST = {
-    "batch_size": 1, "grad_accum": 1, "max_length": 1, "eval_batch_size": 1, "log_every": 1, "max_steps": 1,
-    "max_query_length": 1, "max_answer_length": 1, "n_best": 1, "doc_stride": 1, "max_train_examples": 1,
-    "max_eval_examples": 1, "num_proc": 1, "parser_batch_size": 1, "parse_workers": 1, "eval_every": 1,
-    "save_total_limit": 1,
-    "warmup_steps": 0, "weight_decay": 0,
-}
-_POSITIVE = ("epochs", "learning_rate", "max_grad_norm")
-_CHOICES = {"mixed_precision": MIXED_PRECISIONS, DOWNLOAD.setting: DOWNLOAD.choices}
-
-
 def _check(config: RunConfig, card: TaskCard) -> None:
-    """Every setting against its type, range and choices; the message names the setting and the fix."""
-    hints = typing.get_type_hints(RunConfig)
-    for name in FIELD_NAMES:
-        value = getattr(config, name)
-        expected = type_mismatch(value, hints[name])
-        if expected:
-            raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{name} must be a finite number, got {value} (--set {name}=...)")
+    """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.gat_init and config.model == TINY:
         from xsyn.training.folder import RunFolder
 
@@ -315,127 +390,65 @@ def _check(config: RunConfig, card: TaskCard) -> None:
     if config.train_lang not in card.train_languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
                           f"{', '.join(card.train_languages)}")
-    for name, choices in _CHOICES.items():
-        if getattr(config, name) not in choices:
-            raise ConfigError(f"{name} {getattr(config, name)!r}: choose one of {', '.join(choices)}")
     try:
         missing = resolve_parser_choice(config.parser).missing_path()
     except ParserChoiceError as err:
         raise ConfigError(f"{err} (--parser or --set parser=...)") from None
     if missing:
         raise ConfigError(missing)
-    unknown = [name for name in config.trackers if name not in TRACKERS]
-    if unknown:
-        raise ConfigError(f"trackers: {unknown[0]!r} is not a tracker; choose from {', '.join(TRACKERS)}")
-    for name, least in _AT_LEAST.items():
-        value = getattr(config, name)
-        if value is not None and value < least:
-            raise ConfigError(f"{name} must be >= {least}, got {value}")
-    from xsyn.training.checkpoint import check_checkpointing_steps
-
-    check_checkpointing_steps(config.checkpointing_steps)
-    for name in _POSITIVE:
-        if not getattr(config, name) > 0:
-            raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
     if config.dev_fraction is not None:
         if "validation" in card.splits:
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
-        if not 0 < config.dev_fraction < 1:
-            raise ConfigError(f"dev_fraction must lie strictly between 0 and 1, got {config.dev_fraction}")
-    if config.batch_size % config.grad_accum:
-        raise ConfigError(f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
-    check_model_settings(config.syntax)
-    positions = model_positions(config)
-    if positions is not None and config.max_length > positions:
+    model = model_config(config)
+    if model is not None and config.max_length > model.max_position_embeddings:
+        positions = model.max_position_embeddings
         raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
                           f"{config.model} has (max_position_embeddings): choose --max-length {positions} or less")
 
 
-def model_positions(config: RunConfig) -> int | None:
-    """How many positions the run's model embeds (a `--set max_position_embeddings` included); None
-    where its config cannot be read here (a hub model not downloaded: loading it will say so)."""
-    if "max_position_embeddings" in config.syntax:
-        return config.syntax["max_position_embeddings"]
-    from xsyn.models.defaults import TINY_SHAPE
+def model_config(config: RunConfig) -> Any:
+    """The run's model configuration (an XsynBertConfig: the checkpoint's architecture with the run's model
+    settings), built to check it before any data is read; None where the checkpoint's config cannot be read
+    here (a hub model not downloaded: loading it will say so)."""
+    from huggingface_hub.errors import StrictDataclassError
 
+    from xsyn.models.configuration import SyntaxConfigError
+    from xsyn.models.factory import first_layers
+    from xsyn.models.presets import TINY_SHAPE
+
+    XsynBertConfig = _model_config_class()
     if config.model == TINY:
-        return TINY_SHAPE["max_position_embeddings"]
-    from transformers import AutoConfig
+        from transformers import BertConfig
 
+        base = BertConfig(**TINY_SHAPE)
+    else:
+        from transformers import AutoConfig
+
+        try:
+            base = AutoConfig.from_pretrained(config.model)
+        except (OSError, ValueError):
+            return None
+    settings = {**config.model_settings, "variant": config.variant}
+    depth = settings.get("num_hidden_layers", getattr(base, "num_hidden_layers", 0))
     try:
-        return AutoConfig.from_pretrained(config.model).max_position_embeddings
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-HEAD_SIZES = ("num_intents", "num_slot_labels")  # model fields a run sets from its label sets, not settings
+        return XsynBertConfig.from_bert_config(base, **first_layers(settings, depth))
+    except SyntaxConfigError as err:
+        raise ConfigError(f"model settings for {config.model}: {err}") from None
+    except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
+        raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
 
 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
     """Every key `--set` takes, with its type and default: the run settings, then the model settings
     (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
-    from xsyn.models.variants import model_settings  # (their dataclasses: no transformers, no torch)
-
-    hints = typing.get_type_hints(RunConfig)
     table: dict[str, dict[str, Any]] = {}
     for f in fields(RunConfig):
-        if f.name in (*DERIVED_FIELDS, "syntax"):
+        if f.name in (*DERIVED_FIELDS, MODEL_SETTINGS):
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
-        table[f.name] = {"type": _type_name(hints[f.name]), "default": default}
+        table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
     for name, (hint, default) in model_settings().items():
-        if name not in (*HEAD_SIZES, "variant"):
-            table[name] = {"type": _type_name(hint), "default": default}
+        if name not in NOT_MODEL_SETTINGS:
+            table[name] = {"type": describe(hint), "default": default}
     return table
-
-
-def _type_name(hint: Any) -> str:
-    return hint.__name__ if isinstance(hint, type) and not typing.get_args(hint) else str(hint)
-
-
-def check_model_settings(syntax: dict[str, Any]) -> None:
-    """Model settings are `XsynBertConfig` fields (its own, checked for type here, or BERT's); a
-    misspelt one would otherwise be carried along unused."""
-    from xsyn.models.variants import model_settings
-
-    types = {name: hint for name, (hint, _) in model_settings().items()}
-    types["syntax_layers"] = list[int] | int | None  # a card may give a count
-    for name, value in syntax.items():
-        if name not in types and name not in _bert_setting_names():
-            close = [PAPER_NAMES[name]] if name in PAPER_NAMES else difflib.get_close_matches(
-                name, sorted(set(types) | _bert_setting_names() | FIELD_NAMES), n=1)  # a paper's name, or a typo
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigError(f"{name!r} is neither a run setting nor a model setting{hint} (run settings: "
-                              "`xsyn finetune --help`; model settings: the table in xsyn/models/configuration.py)")
-        expected = type_mismatch(value, types[name]) if name in types else _bert_mismatch(name, value)
-        if expected:
-            raise ConfigError(f"{name} must be {expected}, got {value!r} (--set {name}=...)")
-
-
-def _bert_setting_names() -> set[str]:
-    """BERT's own config fields (transformers is imported only for a setting that is not xsyn's)."""
-    from xsyn.models.configuration import XsynBertConfig
-
-    return {f.name for f in fields(XsynBertConfig)}
-
-
-def _bert_mismatch(name: str, value: Any) -> str | None:
-    """What a BERT setting must be, when `value` is not that: the type of BertConfig's default
-    (numbers finite), probabilities in [0, 1], sizes and counts >= 1."""
-    from transformers import BertConfig
-
-    default = getattr(BertConfig(), name, None)
-    if isinstance(default, bool) or default is None:
-        return type_mismatch(value, bool) if isinstance(default, bool) else None
-    if isinstance(default, (int, float)):
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if isinstance(default, int) and not (number and float(value).is_integer()):
-            return "a whole number"
-        if not number or not math.isfinite(value):
-            return "a finite number"
-        if name.endswith(("_prob", "dropout")) and not 0 <= value <= 1:
-            return "a probability from 0 to 1"
-        if name.endswith(("_size", "_layers", "_heads", "_embeddings")) and value < 1:
-            return "a whole number >= 1"
-    return None

@@ -122,8 +122,9 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     state = train(config, task, accelerator, folder, resume=resume, show_progress=progress)
 
     # -- finish ----------------------------------------------------------------------------------
-    summary = {"task": config.task, "variant": config.variant, "model": config.model, "seed": config.seed,
-               "metric": card.metric, "best_dev_score": state.best_score, "best_step": state.best_step,
+    summary = {"task": config.task, "card": config.card.stamp, "variant": config.variant, "model": config.model,
+               "seed": config.seed, "metric": card.metric, "best_dev_score": state.best_score,
+               "best_step": state.best_step,
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
@@ -141,7 +142,7 @@ def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
     from xsyn.models.factory import build_model
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
-                        **card.task_kind.head_settings(names.labels, names.tags), **config.syntax)
+                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
@@ -210,7 +211,8 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
             raise OutputError(getattr(err, "errno", None) or 0, f"cannot write the checkpoint {staging} "
                               f"({first_line(err)}); {kept}. Free some space or make the folder writable, then "
                               "continue with --resume") from err
-        atomic_write_json(folder.validation_results, {"step": state.step, "metric": config.card.metric,
-                                                      "primary": result["primary"], "scores": result["scores"]})
+        atomic_write_json(folder.validation_results, {"step": state.step, "card": config.card.stamp,
+                                                      "metric": config.card.metric, "primary": result["primary"],
+                                                      "scores": result["scores"]})
         write_model_card(folder.best, folder.path)
     accelerator.wait_for_everyone()

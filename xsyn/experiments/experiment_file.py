@@ -48,10 +48,10 @@ from typing import Any
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.defaults import GAT_CONFIG, TINY
 from xsyn.models.variants import VARIANTS
-from xsyn.run.settings import FIELD_NAMES, ConfigError, RunConfig, current_setting_name, resolve
+from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
-from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import SchemaError
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
@@ -63,7 +63,7 @@ _TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "variants", "
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
-class ExperimentError(XsynError, ValueError):
+class ExperimentError(SchemaError):
     """An experiment file that cannot run as written; the message names the file, the key and the fix."""
 
 
@@ -203,7 +203,7 @@ class Experiment:
         task_options = self.task_options.get(cell.task, {})
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
         for layer in (self.settings, task_options.get("settings", {}), dict(cell.grid)):
-            _merge(flags, split_settings(layer))
+            _merge(flags, split_settings(layer, str(self.path), "settings", ExperimentError))
         _merge(flags, self.overrides.settings)
         data_dir = (str(Path(self.overrides.data_dir) / cell.task) if self.overrides.data_dir
                     else task_options.get("data_dir"))
@@ -227,24 +227,10 @@ class Experiment:
                                   "or choose another parser for every cell with --set parser=...")
 
 
-def split_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Run settings (RunConfig fields) stay; the others are model settings, under `syntax` (as `--set`)."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        key = current_setting_name(key, "experiment settings")
-        if key == "syntax" and isinstance(value, dict):
-            out.setdefault("syntax", {}).update(value)
-        elif key in FIELD_NAMES:
-            out[key] = value
-        else:
-            out.setdefault("syntax", {})[key] = value
-    return out
-
-
 def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
     for key, value in layer.items():
-        if key == "syntax":
-            into.setdefault("syntax", {}).update(value)
+        if key == MODEL_SETTINGS:
+            into.setdefault(MODEL_SETTINGS, {}).update(value)
         else:
             into[key] = value
 
