@@ -102,15 +102,6 @@ EVALUATE_FILES = [
 ]
 
 
-# Bugs this suite found, not fixed yet: each fails with a traceback today (strict: the mark goes with the fix).
-KNOWN_BUGS = {("best/config.json", "a JSON list"): "TypeError from transformers (** of a list)",
-              ("best/model.safetensors", "a folder"): "OSError from from_pretrained, not DamagedCheckpointError",
-              ("best/model.safetensors", "a symlink loop"): "OSError from from_pretrained, not DamagedCheckpointError",
-              ("best/tokenizer.json", "a JSON list"): "TypeError from the tokenizers library"}
-EVALUATE_FILES = [pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[case]))
-                  if case in KNOWN_BUGS else case for case in EVALUATE_FILES]
-
-
 @pytest.mark.parametrize(("name", "damage"), EVALUATE_FILES)
 def test_evaluate_names_a_damaged_checkpoint_file(run_copy, tmp_path, name, damage):
     target = run_copy / name

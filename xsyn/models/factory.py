@@ -125,6 +125,11 @@ def _from_pretrained(model_class: type[PreTrainedModel], source: str | Path, fix
     except SafetensorError as err:
         raise DamagedCheckpointError(f"{_damaged_weights(source)} cannot be read ({err}): the file is damaged "
                                      f"(cut short by a kill or a full disk?); {fix}") from None
+    except OSError as err:  # a local checkpoint whose weights file is missing, a folder, or a symlink loop
+        if not Path(source).is_dir():
+            raise
+        raise DamagedCheckpointError(f"{Path(source) / 'model.safetensors'} cannot be read ({first_line(err)}); "
+                                     f"{fix}") from None
     _report_loading(model_class.__name__, source, info)
     return model
 

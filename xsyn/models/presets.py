@@ -59,10 +59,13 @@ def _check_json_files(folder: Path) -> None:
         if not file.is_file():
             continue
         try:
-            json.loads(file.read_bytes())
+            value = json.loads(file.read_bytes())
         except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InputError(f"{file} cannot be read ({err}): the file is damaged (cut short by a kill or a full "
                              "disk?); restore the checkpoint, or use another one") from None
+        if not isinstance(value, dict):  # the libraries would fail on it with a TypeError
+            raise InputError(f"{file} holds a JSON {type(value).__name__}, not an object: the file is damaged or "
+                             "not a tokenizer's; restore the checkpoint, or use another one")
 
 
 def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
