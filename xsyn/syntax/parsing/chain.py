@@ -10,9 +10,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import regex
+
 from xsyn.syntax.record import SyntaxRecord
 
-_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|\w+(?:['’-]\w+)*|[^\w\s]")
+# A word is letters and digits with their combining marks (\p{M}): Devanagari, Arabic, Thai and Hebrew
+# vowel signs are marks, which Python's `\w` leaves out, so `re` would cut उसने into उसन + े.
+_WORD = regex.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|[\w\p{M}]+(?:['’-][\w\p{M}]+)*|[^\w\s\p{M}]")
+_PUNCTUATION = regex.compile(r"[^\w\s\p{M}]+")
 
 
 class ChainParser:
@@ -48,6 +53,6 @@ class ChainParser:
 def _chain(words: list[str], lang: str, **where: Any) -> SyntaxRecord:
     n = len(words)
     heads = [i + 2 for i in range(n - 1)] + [0]
-    upos = ["PUNCT" if re.fullmatch(r"[^\w\s]+", w) else "X" for w in words]
+    upos = ["PUNCT" if _PUNCTUATION.fullmatch(w) else "X" for w in words]
     deprels = ["dep"] * (n - 1) + ["root"]
     return SyntaxRecord(words, heads, upos, deprels, lang=lang, **where)
