@@ -259,9 +259,12 @@ def test_evaluate_killed_at_a_random_moment_then_rerun_gives_the_uninterrupted_r
     out = tmp_path / "eval"
     args = ["evaluate", "--model-dir", str(trained), *EVAL, "--generalized", "--output-dir", str(out)]
     process = xsyn_process(args)
-    time.sleep(random.Random(seed).uniform(3, 12))
+    saved = random.Random(seed).randint(1, 2)  # killed right after the 1st or 2nd saved language
+    while process.poll() is None and len(list((out / "partial").glob("*.json"))) < saved:
+        time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
-    process.wait()
+    assert process.wait() == -signal.SIGKILL  # killed mid-run, not finished first
+    assert not (out / "results.json").exists()
     assert subprocess.run([sys.executable, "-m", "xsyn", *args], capture_output=True,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}).returncode == 0
     got = json.loads((out / "results.json").read_text())
