@@ -140,14 +140,19 @@ def _quiet_loading():
     back; `_report_loading` says what matters in one line."""
     from transformers.utils import logging as hf_logging
 
-    report = logging.getLogger("transformers.modeling_utils")  # the logger the report is written to
-    level, bar = report.level, hf_logging.is_progress_bar_enabled()
-    report.setLevel(logging.ERROR)
+    # The report's logger; and tensor parallelism's, which a quiet modeling_utils wakes: transformers then
+    # checks the (unused) tensor-parallel plan and lists every layer it would not shard.
+    loggers = [logging.getLogger("transformers.modeling_utils"),
+               logging.getLogger("transformers.distributed.tensor_parallel")]
+    levels, bar = [one.level for one in loggers], hf_logging.is_progress_bar_enabled()
+    for one in loggers:
+        one.setLevel(logging.ERROR)
     hf_logging.disable_progress_bar()
     try:
         yield
     finally:
-        report.setLevel(level)
+        for one, level in zip(loggers, levels):
+            one.setLevel(level)
         if bar:
             hf_logging.enable_progress_bar()
 
