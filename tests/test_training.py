@@ -36,12 +36,12 @@ def finetune(*args: str):
 # -- numbers ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("setting", "expected"), [
-    ("learning_rate=Infinity", "learning_rate must be a finite number, got inf (--set learning_rate=...)"),
-    ("learning_rate=NaN", "learning_rate must be a finite number, got nan"),
-    ("weight_decay=-Infinity", "weight_decay must be a finite number, got -inf"),
-    ("hidden_dropout_prob=abc", "hidden_dropout_prob must be a finite number, got 'abc'"),
+    ("learning_rate=Infinity", "--set: learning_rate: must be a finite number > 0, got inf"),
+    ("learning_rate=NaN", "--set: learning_rate: must be a finite number > 0, got nan"),
+    ("weight_decay=-Infinity", "--set: weight_decay: must be >= 0, got -inf"),
+    ("hidden_dropout_prob=abc", "--set: hidden_dropout_prob: expected a number, got 'abc'"),
     ("hidden_dropout_prob=2", "hidden_dropout_prob must be a probability from 0 to 1, got 2"),
-    ("num_hidden_layers=1.5", "num_hidden_layers must be a whole number, got 1.5"),
+    ("num_hidden_layers=1.5", "--set: num_hidden_layers: expected an integer, got 1.5"),
 ])
 def test_settings_that_cannot_train_are_refused_by_name_before_any_data_is_read(common, tmp_path, setting,
                                                                                   expected):

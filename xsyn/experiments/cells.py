@@ -79,7 +79,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
     if cell.name in {name for names in experiment.missing_inputs.values() for name in names}:
         return CellState(cell, TODO, f"needs {experiment.missing_parser_model(cell)}")
-    config = experiment.config(cell)
+    config = experiment.config(cell, check_model=False)
     try:
         check_same_run(folder, config.to_dict())
     except ExperimentError as conflict:

@@ -184,10 +184,11 @@ class Experiment:
         langs = tuple(options.get("langs") or self.cards[task].languages)
         return Evaluation(splits, bool(options.get("generalized", False)), langs)
 
-    def config(self, cell: Cell) -> RunConfig:
+    def config(self, cell: Cell, check_model: bool = True) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
-        cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks."""
-        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell))
+        cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks
+        (`check_model` off: all but the model's configuration, which needs the model library)."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell), check_model=check_model)
 
     def missing_parser_model(self, cell: Cell) -> str | None:
         """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
@@ -332,7 +333,7 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     experiment.cells = _cells(experiment)
     for cell in experiment.cells:
         try:
-            experiment.config(cell)
+            experiment.config(cell, check_model=False)  # listing loads no model library; each run checks it
         except ConfigError as err:
             missing = experiment.missing_parser_model(cell)
             if missing is None or str(err) != missing:

@@ -64,6 +64,13 @@ class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
                              f"{self.num_attention_heads}: choose a head count that divides it")
 
+    def validate_dropout(self) -> None:
+        """BERT's dropout rates are probabilities; transformers' own config takes any number."""
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name, None)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a probability from 0 to 1, got {value}")
+
     @property
     def syntax_layer_ids(self) -> list[int]:
         """The layers whose self-attention sees syntax (all of them unless `syntax_layers` says)."""

@@ -154,6 +154,12 @@ def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int
 
 
 def preflight_pretraining(settings) -> None:
-    """`pretrain-gat`'s model and tokenizer load and its output folder is writable, before the treebanks are read."""
+    """`pretrain-gat`'s settings hold together, its treebanks' training files are there, its model and tokenizer
+    load and its output folder is writable, before the treebanks are read (the cheapest checks first)."""
+    from xsyn.syntax.treebanks import locate
+
+    settings.check()
+    for spec in settings.treebanks:
+        locate(spec, settings.treebank_dir).path(settings.train_split)
     check_model(settings.model, settings.tokenizer)
     check_writable(settings.output_dir, "--output-dir")

@@ -270,8 +270,9 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
         return check_model_settings(value, where, key, error)
     if name in FIELD_NAMES and name not in DERIVED_FIELDS:
         return check_value(RunConfig, name, _run_hints()[name], value, where, key, error=error)
-    if name in _model_hints():
-        return check_value(_model_config_class(), name, _model_hints()[name], value, where, key, error=error)
+    field = _model_field(name)
+    if field is not None:
+        return check_value(*field, value, where, key, error=error)
     known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
     raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
                       + " (`xsyn settings` lists them)")
@@ -283,12 +284,37 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
     if not isinstance(values, dict):
         raise error(where, key, f"expected a table of model settings, got {values!r}")
     for name, value in values.items():
-        if name not in _model_hints():
+        field = _model_field(name)
+        if field is None:
             raise error(where, f"{key}.{name}", "not a model setting"
                               + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
-        values = {**values, name: check_value(_model_config_class(), name, _model_hints()[name], value, where,
-                                              f"{key}.{name}", error=error)}
+        values = {**values, name: check_value(*field, value, where, f"{key}.{name}", error=error)}
     return values
+
+
+def _model_field(name: str) -> tuple[type, str, Any] | None:
+    """(the dataclass declaring it, its name, its type) for a model setting, None for an unknown name. xsyn's
+    own settings come from the variants' torch-free dataclasses (so `xsyn settings` and `experiment status`
+    load no model library); only BERT's own fields need transformers' config class."""
+    declared = _declared_model_fields()
+    if name in declared:
+        return declared[name][0], name, declared[name][1]
+    hints = _model_hints()
+    return (_model_config_class(), name, hints[name]) if name in hints else None
+
+
+@cache
+def _declared_model_fields() -> dict[str, tuple[type, Any]]:
+    from xsyn.models.variants import all_variants
+    from xsyn.models.variants.base import CommonSettings
+
+    declared: dict[str, tuple[type, Any]] = {}
+    for owner in (CommonSettings, *(v.settings for v in all_variants() if v.settings is not None)):
+        hints = typing.get_type_hints(owner)
+        declared.update({f.name: (owner, hints[f.name]) for f in fields(owner) if f.name not in NOT_MODEL_SETTINGS})
+    if "syntax_layers" in declared:  # a count, as the cards give it (the first n layers), or the layer ids
+        declared["syntax_layers"] = (declared["syntax_layers"][0], list[int] | int | None)
+    return declared
 
 
 @cache
@@ -332,15 +358,16 @@ def gat_shape(gat_init: str | Path) -> dict[str, Any]:
     return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
 
 
-def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
-            ) -> RunConfig:
+def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
+            *, check_model: bool = True) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
     (`gat_init`), a config file (read by `read_config_file`, so checked), flags (each checked here).
 
     The variant is `variant`, else the config file's, else `gat`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
     is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
-    can be checked without reading data is checked here, the model's configuration included.
+    can be checked without reading data is checked here, the model's configuration included (unless
+    `check_model` is off: listing an experiment's cells loads no model library; running one checks it).
     """
     task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
@@ -370,14 +397,14 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = construct(RunConfig, merged, "settings", error=ConfigError)
     config.card = card
-    _check(config, card)
+    _check(config, card, check_model)
     for name, values in config.hyperparameter_grid.items():
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
     return config
 
 
-def _check(config: RunConfig, card: TaskCard) -> None:
+def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.gat_init and config.model == TINY:
         from xsyn.training.folder import RunFolder
@@ -400,7 +427,7 @@ def _check(config: RunConfig, card: TaskCard) -> None:
         if "validation" in card.splits:
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
-    model = model_config(config)
+    model = model_config(config) if check_model else None
     if model is not None and config.max_length > model.max_position_embeddings:
         positions = model.max_position_embeddings
         raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
