@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -229,3 +230,27 @@ def test_thai_tokens_of_panx_align_as_gold_tokens(xlmr_tokenizer, shared_data):
             if thai.search(token) and "<unk>" not in joined:
                 assert joined == unicodedata.normalize("NFKC", token)
         assert tree.unaligned == 0 and np.all(tree.parent[1:-1] >= 0)
+
+
+def test_a_window_of_a_very_deep_tree_carries_a_bounded_number_of_ancestors():
+    """A chain parse of a 5,000-word row: each 64-piece window keeps at most 64 removed ancestors as extra
+    nodes (not the 5,000 words after it, which the tree tensors would square), and stays a tree."""
+    from transformers import BertTokenizerFast
+
+    from xsyn.syntax.parsing.chain import ChainParser
+
+    vocab = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbert_vocab" / "vocab.txt"
+    if not vocab.is_file():
+        pytest.skip(f"the mBERT vocabulary is not at {vocab}")
+    aligner = WordpieceAligner(BertTokenizerFast(str(vocab)), max_length=64)
+    (record,) = ChainParser().parse_texts([" ".join(f"w{i % 40}" for i in range(5000))], "xx")
+    trees = aligner.encode([record], stride=16, window_segment=0)
+    assert len(trees) > 100
+    for tree in trees:
+        assert len(tree.input_ids) <= 64 and len(tree.parent) <= 2 * 64
+        parent = tree.parent.tolist()
+        for start in range(len(parent)):  # every node reaches the root without a cycle
+            node, steps = start, 0
+            while parent[node] >= 0 and steps <= len(parent):
+                node, steps = parent[node], steps + 1
+            assert steps <= len(parent)

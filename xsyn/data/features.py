@@ -55,7 +55,7 @@ from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
 from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
 
-FEATURES_VERSION = "3"
+FEATURES_VERSION = "4"  # 4: a window carries at most max_length removed ancestors
 IGNORE = IGNORE_INDEX  # label of pieces and examples the loss skips
 INDEX_COLUMNS = ("example_index", "feature_index")  # which example (and which row) a batch row is
 # a multiple-choice feature's options: the fields with one value per piece, and those with one per tree node

@@ -270,12 +270,16 @@ class WordpieceAligner:
             removed: list[int] = []
             for p in range(lo, hi):
                 q = piece.parent[p]
-                while q != ROOT and q not in node_of:  # climb through removed ancestors
+                # Climb through removed ancestors, at most `max_length` of them per input: a real parse is
+                # shallow, but a chain over a 20,000-word row would put every later word into every window
+                # (a tree of 20,000 nodes, squared by the tree tensors); past the bound an ancestor hangs
+                # from the root.
+                while q != ROOT and q not in node_of and len(extra) + len(removed) < self.max_length:
                     node_of[q] = n + len(extra) + len(removed)
                     removed.append(q)
                     q = piece.parent[q]
-                parent.append(_node(node_of, piece.parent[p]))
-            extra += [_node(node_of, piece.parent[q]) for q in removed]
+                parent.append(node_of.get(piece.parent[p], 0))
+            extra += [node_of.get(piece.parent[q], 0) for q in removed]
             ids += piece.ids[lo:hi]
             upos += piece.upos[lo:hi]
             deprel += piece.deprel[lo:hi]
@@ -309,10 +313,6 @@ class WordpieceAligner:
             window=ranges[wseg],
             unaligned=unaligned, wordless=wordless, truncated=truncated,
         )
-
-
-def _node(node_of: dict[int, int], q: int) -> int:
-    return 0 if q == ROOT else node_of[q]
 
 
 def _longest_first(lengths: list[int], budget: int) -> list[int]:
