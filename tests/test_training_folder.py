@@ -101,3 +101,34 @@ def test_eval_results_are_found_per_split_oldest_first(tmp_path, split):
         (folder.eval_dir(name) / "results.json").write_text("{}")
         os.utime(folder.eval_dir(name) / "results.json", (1000 + k, 1000 + k))
     assert [p.parent.name for p in folder.eval_results()] == [f"eval-{split}", "eval-other"]
+
+
+def test_a_second_writer_of_a_run_folder_is_refused_until_the_first_is_gone(tmp_path):
+    """Two finetunes (or two --resume) into one folder would mix their files: the second is refused at once,
+    naming the first; the OS drops the lock when the first dies (kill -9 included), so it is never stale."""
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from xsyn.cli import main
+    from xsyn.training.folder import RunFolder, RunFolderBusy
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from xsyn.training.folder import RunFolder\n"
+        f"with RunFolder({str(tmp_path / 'run')!r}).writing():\n"
+        "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderBusy, match=f"is being written by pid {holder.pid} on"):
+            with RunFolder(tmp_path / "run").writing():
+                pass
+        result = CliRunner().invoke(main, ["finetune", "--task", "synth", "--variant", "none", "--model", "tiny",
+                                           "--output-dir", str(tmp_path / "run"), "--max-steps", "1"])
+        assert result.exit_code == 1 and f"is being written by pid {holder.pid}" in result.output
+        assert "Traceback" not in result.output
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunFolder(tmp_path / "run").writing():  # the killed holder's lock is gone with it
+        assert RunFolder(tmp_path / "run").entries() == []

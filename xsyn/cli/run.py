@@ -221,7 +221,7 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
 
 def _claim_output_dir(folder: RunFolder, overwrite: bool) -> None:
     """A fresh run's folder must be empty: what is there would be mixed with the new run's files, or lost."""
-    present = sorted(p.name for p in folder.path.iterdir()) if folder.path.is_dir() else []
+    present = folder.entries()
     if not present:
         return
     if not overwrite:

@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import shutil
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -83,7 +84,14 @@ class FinetuneTask:
 
 
 def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`)."""
+    """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`).
+    The main process holds the run folder's writer lock throughout (the other ranks write nothing)."""
+    folder = RunFolder(config.resolved_output_dir())
+    with folder.writing() if int(os.environ.get("RANK", "0")) == 0 else nullcontext():
+        return _finetune(config, resume, progress)
+
+
+def _finetune(config: RunConfig, resume: bool, progress: bool) -> dict[str, Any]:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 

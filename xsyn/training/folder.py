@@ -21,12 +21,23 @@ the curves) and adds `gat.safetensors` + `gat_config.json`, `probe_metrics.json`
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from xsyn.models.defaults import GAT_CONFIG
+from xsyn.utils.errors import XsynError
 from xsyn.utils.io import existing_dir
+
+WRITER_LOCK = ".writer.lock"  # the lock `RunFolder.writing` holds; not a file of the run
+
+
+class RunFolderBusy(XsynError):
+    """Another live process is writing the same run folder."""
 
 RESULTS_FILE = "results.json"  # an evaluation's results, in eval-<split>/ (or any folder `xsyn report` reads)
 PROBE_FILE = "probe_metrics.json"  # a pre-trained GAT's probe scores
@@ -46,6 +57,33 @@ class RunFolder:
         object.__setattr__(self, "path", Path(path))
 
     # -- settings and records ----------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Held while one process writes this run, so that a second writer (another `finetune` or a second
+        `--resume` into the same folder) is refused at once instead of mixing its files with the first's.
+        An OS lock (flock) on `.writer.lock`: the OS drops it when its process dies, so it is never stale."""
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = (self.path / WRITER_LOCK).open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise RunFolderBusy(f"{self.path} is being written by {holder}: wait for it to finish (or stop it), "
+                                "or choose another --output-dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.close()  # releases the lock
+
     @property
     def config(self) -> Path:
         return self.path / "config.json"
@@ -133,6 +171,10 @@ class RunFolder:
 
     def is_finished(self) -> bool:
         return self.train_results.is_file()
+
+    def entries(self) -> list[str]:
+        """The names in the folder, but for the writer lock (a folder that holds only it is empty)."""
+        return sorted(p.name for p in self.path.iterdir() if p.name != WRITER_LOCK) if self.path.is_dir() else []
 
     def run_files(self) -> list[Path]:
         """Everything a run writes here (what `--overwrite-output-dir` deletes; other files are left alone)."""
