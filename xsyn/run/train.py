@@ -86,19 +86,18 @@ class FinetuneTask:
 def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`).
     The main process holds the run folder's writer lock throughout (the other ranks write nothing)."""
+    _check_trackers(config.trackers or [])
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
     with folder.writing() if int(os.environ.get("RANK", "0")) == 0 else nullcontext():
-        return _finetune(config, resume, progress)
+        return _finetune(config, resume, progress, tokenizer, folder)
 
 
-def _finetune(config: RunConfig, resume: bool, progress: bool) -> dict[str, Any]:
+def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder: RunFolder) -> dict[str, Any]:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
-    _check_trackers(config.trackers or [])
-    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
-    folder = RunFolder(config.resolved_output_dir())
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
