@@ -64,19 +64,18 @@ def load_as_last_run(source: str, runs_dir: str | None) -> tuple[Experiment, Ove
     return load_experiment(source, overrides), overrides
 
 
-def held_elsewhere(experiment: Experiment, cells: list[Cell]) -> list[CellState]:
-    """The cells of `cells` whose lock a live process holds (after stale locks are cleared)."""
-    states = [cell_state(experiment, cell) for cell in cells]
-    return [state for state in states if state.state == RUNNING]
-
-
-def pending(experiment: Experiment, cells: list[Cell] | None = None) -> list[Cell]:
-    """The cells (default: all) that are neither done nor held by a live process, in the experiment's order;
-    the locks of processes that are gone are removed on the way."""
+def cell_states(experiment: Experiment, cells: list[Cell] | None = None) -> list[CellState]:
+    """The state of each cell (default: all), in the experiment's order; the locks of processes that are gone
+    are removed on the way."""
     chosen = experiment.cells if cells is None else cells
     for cell in chosen:
         clear_stale_lock(experiment.cell_dir(cell))
-    return [cell for cell in chosen if cell_state(experiment, cell).state not in (DONE, RUNNING)]
+    return [cell_state(experiment, cell) for cell in chosen]
+
+
+def pending(experiment: Experiment, cells: list[Cell] | None = None) -> list[Cell]:
+    """The cells (default: all) that are neither done nor held by a live process, in the experiment's order."""
+    return [state.cell for state in cell_states(experiment, cells) if state.state not in (DONE, RUNNING)]
 
 
 def visible_gpus() -> list[str]:
@@ -93,8 +92,9 @@ def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None 
     """Every pending cell (of `cells`, default all); with two or more GPUs, one worker process per GPU."""
     experiment.require_inputs()
     chosen = experiment.cells if cells is None else cells
-    cells = pending(experiment, chosen)
-    busy = held_elsewhere(experiment, chosen)
+    states = cell_states(experiment, chosen)  # once: each state resolves the cell's settings and reads its folder
+    cells = [state.cell for state in states if state.state not in (DONE, RUNNING)]
+    busy = [state for state in states if state.state == RUNNING]
     echo(f"{len(cells)} of {len(chosen)} cells to run" + (f" on GPUs {','.join(gpus)}" if len(gpus) > 1
                                                                       else ""))
     for state in busy:
