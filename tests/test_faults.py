@@ -247,8 +247,14 @@ def test_an_output_path_through_a_file_is_refused_naming_the_file(trained, tmp_p
 
 # -- kill -9 ------------------------------------------------------------------------------------------
 
+def _env() -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH (what was on it stays: a machine's extra packages)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+
+
 def xsyn_process(args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = _env()
     return subprocess.Popen([sys.executable, "-m", "xsyn", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
 
@@ -263,10 +269,10 @@ def test_evaluate_killed_at_a_random_moment_then_rerun_gives_the_uninterrupted_r
     while process.poll() is None and len(list((out / "partial").glob("*.json"))) < saved:
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL  # killed mid-run, not finished first
+    assert process.wait() == -signal.SIGKILL, process.stderr.read()[-3000:]  # killed mid-run, not finished first
     assert not (out / "results.json").exists()
     assert subprocess.run([sys.executable, "-m", "xsyn", *args], capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}).returncode == 0
+                          env=_env()).returncode == 0
     got = json.loads((out / "results.json").read_text())
     expected = CliRunner().invoke(main, args[:-1] + [str(tmp_path / "whole")])
     assert expected.exit_code == 0, expected.output

@@ -81,7 +81,9 @@ def evaluation_predictions(checkpoint: Path, task: str, data_dir: Path, cache: P
     vocab = LabelNames(info["labels"], info["tags"])
     data, _ = load_task_data(card, config, tokenizer, split, {s: "en" for s in card.segments}, names=vocab,
                              limit=N)
-    outputs = model_outputs(load_model(checkpoint), data.rows(), Accelerator(cpu=True), 4, tokenizer.pad_token_id)
+    accelerator = Accelerator()  # the process's device, as `xsyn predict` takes it
+    outputs = model_outputs(accelerator.prepare(load_model(checkpoint)), data.rows(), accelerator, 4,
+                            tokenizer.pad_token_id)
     predictions, _ = decode(card.task_kind, data.examples, data.features, outputs, metric=card.metric,
                             labels=vocab.labels, tags=vocab.tags)
     return predictions, outputs

@@ -112,6 +112,7 @@ def test_a_second_writer_of_a_run_folder_is_refused_until_the_first_is_gone(tmp_
     from click.testing import CliRunner
 
     from xsyn.cli import main
+    from xsyn.data.synth import write_vocab
     from xsyn.training.folder import RunFolder, RunFolderBusy
 
     holder = subprocess.Popen([sys.executable, "-c", (
@@ -123,9 +124,7 @@ def test_a_second_writer_of_a_run_folder_is_refused_until_the_first_is_gone(tmp_
         with pytest.raises(RunFolderBusy, match=f"is being written by pid {holder.pid} on"):
             with RunFolder(tmp_path / "run").writing():
                 pass
-        vocab = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbert_vocab" / "vocab.txt"
-        if not vocab.is_file():
-            pytest.skip(f"the mBERT vocabulary is not at {vocab}")
+        vocab = write_vocab(tmp_path / "vocab.txt")
         result = CliRunner().invoke(main, ["finetune", "--task", "synth", "--variant", "none", "--model", "tiny",
                                            "--tokenizer", str(vocab), "--output-dir", str(tmp_path / "run"),
                                            "--max-steps", "1"])

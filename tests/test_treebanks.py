@@ -46,7 +46,8 @@ def test_all_17_languages_are_found_in_the_shared_folder(shared_ud):
     assert found["ar"].treebank.name == "UD_Arabic-PUD"  # PADT is absent: the alternate is taken
     assert found["hi"].treebank.name == "UD_Hindi-PUD"
     assert found["ar"].evaluation_split() == "test"
-    assert set(found["en"].files) == {"train", "dev", "test"}
+    train = (ud / "UD_English-EWT" / "en_ewt-ud-train.conllu").is_file()  # a copy may leave it out (14 MB)
+    assert set(found["en"].files) == {"dev", "test"} | ({"train"} if train else set())
     assert found["en"].evaluation_split() == "dev"
     assert found["en"].evaluation_split(exclude="dev") == "test"
     assert all(set(f.files) == {"dev", "test"} for lang, f in found.items() if lang not in ("en", "ar", "hi"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,17 +231,12 @@ def test_thai_tokens_of_panx_align_as_gold_tokens(xlmr_tokenizer, shared_data):
         assert tree.unaligned == 0 and np.all(tree.parent[1:-1] >= 0)
 
 
-def test_a_window_of_a_very_deep_tree_carries_a_bounded_number_of_ancestors():
+def test_a_window_of_a_very_deep_tree_carries_a_bounded_number_of_ancestors(mbert_tokenizer):
     """A chain parse of a 5,000-word row: each 64-piece window keeps at most 64 removed ancestors as extra
     nodes (not the 5,000 words after it, which the tree tensors would square), and stays a tree."""
-    from transformers import BertTokenizerFast
-
     from xsyn.syntax.parsing.chain import ChainParser
 
-    vocab = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbert_vocab" / "vocab.txt"
-    if not vocab.is_file():
-        pytest.skip(f"the mBERT vocabulary is not at {vocab}")
-    aligner = WordpieceAligner(BertTokenizerFast(str(vocab)), max_length=64)
+    aligner = WordpieceAligner(mbert_tokenizer, max_length=64)
     (record,) = ChainParser().parse_texts([" ".join(f"w{i % 40}" for i in range(5000))], "xx")
     trees = aligner.encode([record], stride=16, window_segment=0)
     assert len(trees) > 100
