@@ -552,6 +552,14 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def checkout_commit() -> str:
+    """This checkout's commit (the device machine gets the files without .git: the merge records it here)."""
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout
+    return head.strip() + ("+uncommitted changes" if dirty.strip() else "")
+
+
 def summarise(results: dict[str, Any]) -> None:
     """The issue's headline keys: bf16 `step_time_ratio` per variant, and the XNLI (gat) `data_wait_fraction`."""
     rows = results["steps"].get("bench_model", {}).get("bfloat16", {})
@@ -583,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         merged = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.merge]
         joined = {**merged[0], "steps": {k: v for m in merged for k, v in m["steps"].items()},
-                  "merged_from": [m["environment"] for m in merged]}
+                  "merged_from": [m["environment"] for m in merged], "commit": checkout_commit()}
+        summarise(joined)
         Path(args.output).write_text(json.dumps(joined, indent=2) + "\n", encoding="utf-8")
         return 0
     args.steps = [s for s in args.steps.split(",") if s]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU run, on the device machine, in one command (after scripts/gpu_prepare.sh here):
-#   device tool: run  command="bash scripts/gpu_benchmarks.sh"  carry=[".gpu"]  timeout_s=600
-# Installs what .gpu/ carries, builds the tree kernel for the machine's Python, unpacks the data, and runs
-# scripts/gpu_benchmarks.py (every figure of issue 18) within the command's 10 minutes; gpu.json and the
-# logs land in $OUT. Extra arguments go to gpu_benchmarks.py (e.g. --steps pawsx_minilm for a second call).
+# The GPU run on the device machine (after scripts/gpu_prepare.sh here), e.g. in two calls of the device tool:
+#   run  command="bash scripts/gpu_benchmarks.sh --steps suite,bench_model,data_wait,accelerate --deadline 390"
+#        carry=[".gpu"]  timeout_s=460
+# Installs what .gpu/ carries, builds the tree kernel for the machine's Python, unpacks the data and the
+# MiniLM checkpoint, and runs scripts/gpu_benchmarks.py (the figures of issue 30); gpu.json and logs.tar.gz
+# land in $OUT. Extra arguments go to gpu_benchmarks.py (--steps, --deadline).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/xsyn-gpu-out}"

@@ -139,11 +139,17 @@ class GatSyntaxEncoder(nn.Module):
         return self.layer_norm(x)
 
     def probe(self, gat_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predicted squared distances (B, T, T) and squared norms (depths) (B, T) from G."""
-        p = self.distance_probe(gat_output)
-        sq = p.pow(2).sum(-1)
-        distances = (sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * p @ p.transpose(1, 2)).clamp(min=0)
-        depths = self.depth_probe(gat_output).pow(2).sum(-1)
+        """Predicted squared distances (B, T, T) and squared norms (depths) (B, T) from G.
+
+        In float32 whatever the autocast: |p_i|^2 + |p_j|^2 - 2 p_i.p_j cancels, and in bfloat16 (8
+        bits of mantissa) the difference of norms in the hundreds loses the small tree distances the
+        structural loss is about."""
+        with torch.autocast(gat_output.device.type, enabled=False):
+            g = gat_output.float()
+            p = F.linear(g, self.distance_probe.weight.float())
+            sq = p.pow(2).sum(-1)
+            distances = (sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * p @ p.transpose(1, 2)).clamp(min=0)
+            depths = F.linear(g, self.depth_probe.weight.float()).pow(2).sum(-1)
         return distances, depths
 
 
