@@ -467,15 +467,16 @@ def model_config(config: RunConfig) -> Any:
 
 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
-    """Every key `--set` takes, with its type and default: the run settings, then the model settings
-    (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
+    """Every key `--set` takes for a `variant` run, with its type and default: the run settings, then the
+    variant's model settings (its `XsynBertConfig` fields; none for the baseline)."""
     table: dict[str, dict[str, Any]] = {}
     for f in fields(RunConfig):
         if f.name in (*DERIVED_FIELDS, MODEL_SETTINGS):
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
+    own = get_variant(variant).setting_names()
     for name, (hint, default) in model_settings().items():
-        if name not in NOT_MODEL_SETTINGS:
+        if name in own:
             table[name] = {"type": describe(hint), "default": default}
     return table
