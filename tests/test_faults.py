@@ -439,3 +439,108 @@ def test_parse_killed_at_a_random_cache_write_then_rerun_parses_only_the_rest(pa
     assert (report["cache_hits"], report["parsed"]) == (kept, report["segments"] - kept)  # none parsed twice
     assert report["corrupt_cache_entries"] <= 1  # at most the line cut short by the kill
     assert out.read_bytes() == whole.read_bytes()
+
+
+# -- a damaged file of each kind, through the command a user gives it to --------------------------------
+
+SYNTH_CARD = Path(__file__).resolve().parents[1] / "tasks" / "synth.toml"
+SENTENCE = ("# text = The dog barks\n1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
+            "3\tbarks\tbark\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+CARDS = {  # a card given as --task PATH.toml: (content, what the one error line names)
+    "bad TOML": (b'name = "toy"\nkind = [\n', "not valid TOML"),
+    "not UTF-8": (SYNTH_CARD.read_bytes().replace(b"Synthetic", b"Synth\xe9tic"), "line 11, byte 15: not UTF-8"),
+    "wrong type": (SYNTH_CARD.read_bytes().replace(b"version = 1", b'version = "1.0"'),
+                   "version: expected an integer, got '1.0'"),
+    # in the gat section while the run is none's: named all the same, never silently carried
+    "unknown key": (SYNTH_CARD.read_bytes() + b'\ncolour = "red"\n', "hyperparameters.gat.colour: neither a run"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CARDS))
+def test_a_damaged_task_card_file_is_named_with_the_line_or_key(trained, tmp_path, case):
+    content, named = CARDS[case]
+    card = tmp_path / "card.toml"
+    card.write_bytes(content)
+    res = CliRunner().invoke(main, ["finetune", *QUICK, "--task", str(card), "--tokenizer",
+                                    str(trained.parent / "vocab.txt"), "--output-dir", str(tmp_path / "o")])
+    one_line_error(res, str(card), named)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_file_that_is_not_utf8_is_named_by_line(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_bytes(b'seed = 3\ntokenizer = "caf\xe9"\n')
+    res = CliRunner().invoke(main, ["finetune", "--config", str(config), "--output-dir", str(tmp_path / "o")])
+    one_line_error(res, str(config), "line 2, byte 17: not UTF-8 text (byte 0xe9)")
+    assert not (tmp_path / "o").exists()
+
+
+CONLLU = {  # (content, the line and the problem named)
+    "columns": (SENTENCE.replace("\t_\t_\n2", "\n2", 1).encode(), ":2: expected 10 tab-separated columns, found 8"),
+    "head": (SENTENCE.replace("\t2\tdet", "\t9\tdet").encode(), ":2: word 1 has head 9, outside the sentence"),
+    "not UTF-8": (SENTENCE.replace("dog barks", "d\xf6g barks").encode("latin-1"), ":1: not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("as_parser", [True, False], ids=["--parser conllu:PATH", "--format conllu"])
+@pytest.mark.parametrize("case", sorted(CONLLU))
+def test_a_damaged_conllu_file_is_named_by_line_and_the_output_kept(tmp_path, case, as_parser):
+    content, named = CONLLU[case]
+    source, text, out = tmp_path / "trees.conllu", tmp_path / "in.txt", tmp_path / "records.jsonl"
+    source.write_bytes(content)
+    text.write_text("The dog barks\n")
+    out.write_text("an earlier run's records\n")
+    given = ["--input", str(text), "--format", "text", "--parser", f"conllu:{source}"] if as_parser else \
+        ["--input", str(source), "--format", "conllu"]
+    res = CliRunner().invoke(main, ["parse", *given, "--lang", "en", "--quiet", "--cache-dir", str(tmp_path / "c"),
+                                    "--output", str(out)])
+    one_line_error(res, f"{source}{named}")
+    assert out.read_text() == "an earlier run's records\n"
+
+
+def test_a_damaged_treebank_under_the_gold_parser_is_named_by_line(trained, tmp_path):
+    folder = tmp_path / "data" / "UD_English-EWT"
+    folder.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"en_ewt-ud-{split}.conllu").write_text(SENTENCE)
+    train = folder / "en_ewt-ud-train.conllu"
+    train.write_text(SENTENCE.replace("\t3\tnsubj", "\t7\tnsubj"))
+    res = CliRunner().invoke(main, ["finetune", "--task", "udpos", "--model", "tiny", "--parser", "gold", "--quiet",
+                                    "--data-dir", str(tmp_path / "data"), "--tokenizer",
+                                    str(trained.parent / "vocab.txt"), "--cache-dir", str(tmp_path / "c"),
+                                    "--max-steps", "1", "--output-dir", str(tmp_path / "o")])
+    one_line_error(res, f"{train}:3: word 2 has head 7, outside the sentence's words 1..3", "--skip-bad-rows")
+    assert not (tmp_path / "o" / "state").exists()
+
+
+def test_a_text_input_to_parse_that_is_not_utf8_is_named_by_line(tmp_path):
+    source, out = tmp_path / "in.txt", tmp_path / "records.jsonl"
+    source.write_bytes(b"a good line\ncaf\xe9 au lait\n")
+    res = CliRunner().invoke(main, ["parse", "--input", str(source), "--format", "text", "--lang", "en", "--parser",
+                                    "chain", "--quiet", "--cache-dir", str(tmp_path / "c"), "--output", str(out)])
+    one_line_error(res, f"{source}:2: not UTF-8 text")
+    assert not out.exists()
+
+
+def test_a_folder_among_the_parse_cache_shards_is_left_alone_and_the_entries_kept(tmp_path):
+    source, cache = tmp_path / "in.txt", tmp_path / "cache"
+    source.write_text("the dog barks\na cat sleeps\n")
+    args = ["parse", "--input", str(source), "--format", "text", "--lang", "en", "--parser", "chain", "--quiet",
+            "--json", "--cache-dir", str(cache), "--output", str(tmp_path / "records.jsonl")]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    (cache / "parses" / "stray.jsonl").mkdir()  # a folder where a shard's name would be
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["cache_hits"] == 2  # nothing parsed before is lost
+
+
+def test_a_folder_where_a_cells_lock_goes_is_named_never_deleted(experiment_whole, tmp_path):
+    from xsyn.experiments.locks import LOCK_FILE
+
+    grid, _ = experiment_whole
+    blocker = tmp_path / "runs" / "synth" / CELLS[0] / LOCK_FILE
+    blocker.mkdir(parents=True)
+    (blocker / "notes.txt").write_text("mine")
+    res = CliRunner().invoke(main, experiment_args(grid, tmp_path / "runs"))
+    one_line_error(res, f"{blocker} is a folder where the cell's lock file goes", "move it away")
+    assert (blocker / "notes.txt").read_text() == "mine"
