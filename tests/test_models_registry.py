@@ -89,6 +89,15 @@ def test_a_variant_registered_from_outside_the_package_fine_tunes_through_the_no
     assert model.bert.toy.scale.item() != 0.5  # trained
 
 
+def test_an_experiment_file_may_name_a_registered_variant(toy, tmp_path):
+    from xsyn.experiments.experiment_file import load_experiment
+
+    path = tmp_path / "toy.toml"
+    path.write_text('tasks = ["synth"]\nvariants = ["none", "toy"]\nseeds = [1]\nmodels = ["tiny"]\n'
+                    '[settings]\nparser = "chain"\n')
+    assert [cell.name for cell in load_experiment(path).cells] == ["synth/none-seed1", "synth/toy-seed1"]
+
+
 def test_an_unknown_variant_is_named_with_the_registered_ones():
     with pytest.raises(SyntaxConfigError, match="variant='tree' is unknown; choose one of none, gat, sla, wla, "
                                                 "sdoi, sep"):

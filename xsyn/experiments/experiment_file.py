@@ -47,7 +47,7 @@ from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.defaults import GAT_CONFIG, TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import variant_names
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
@@ -104,7 +104,7 @@ class ExperimentTable:
     [pretrain]) are checked against the run settings and the variants when the cells are made."""
 
     tasks: list[str] = validated_field([_distinct, one_of(list_tasks)])
-    variants: list[str] = validated_field([_distinct, one_of(VARIANTS)])
+    variants: list[str] = validated_field([_distinct, one_of(variant_names)])
     seeds: list[int] = validated_field(_distinct)
     title: str | None = None  # default: the file's name
     description: str = ""
