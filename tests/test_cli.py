@@ -150,11 +150,18 @@ def test_names_of_an_unreleased_rename_are_refused(old, suggested):
 
 
 def test_settings_lists_every_set_key_with_type_default_and_the_cards_value():
+    from xsyn.models.variants import get_variant
+
     res = CliRunner().invoke(main, ["settings", "--task", "pawsx", "--variant", "gat", "--json"])
     table = json.loads(res.output)
     assert table["gat_delta"] == {"type": "an integer", "default": 4, "card": 4}  # pawsx's (the included table)
     assert table["epochs"] == {"type": "a number", "default": 3.0, "card": 5.0}
     assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "an integer"
+    sla = json.loads(CliRunner().invoke(main, ["settings", "--variant", "sla", "--json"]).output)
+    plain = json.loads(CliRunner().invoke(main, ["settings", "--variant", "none", "--json"]).output)
+    assert "epochs" in plain and "sla_distance" in sla and "gat_delta" not in sla  # a variant's own model settings
+    for variant, shown in (("gat", table), ("sla", sla)):
+        assert set(shown) - set(plain) == set(get_variant(variant).setting_names())  # the baseline: none
     zh = json.loads(CliRunner().invoke(main, ["settings", "--task", "chnsenticorp", "--json"]).output)
     assert zh["train_lang"]["card"] == "zh"  # the card's first training language, not en
     from xsyn.utils.shipped import TASKS, shipped_folder

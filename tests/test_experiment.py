@@ -75,21 +75,33 @@ def test_cells_are_the_grid_in_a_stable_order_with_resolved_settings(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'), "baseline 'sla' is not one of the variants"),
-    (lambda t: t.replace("[grid.gat]", "[grid.none]"), "[grid.none] varies the baseline"),
-    (lambda t: t + "\nlearning_rates = [1]\n", "unknown key 'learning_rates'"),
-    (lambda t: t.replace('"gat"]', '"gatt"]'), "unknown variant 'gatt'"),
+    (lambda t: t.replace('baseline = "none"', 'baseline = "sla"'), "baseline: 'sla' is not one of the variants"),
+    (lambda t: t.replace("[grid.gat]", "[grid.none]"), "grid.none: varies the baseline"),
+    (lambda t: t + "\nlearning_rates = [1]\n", "evaluation.learning_rates: unknown key"),  # below [evaluation]
+    (lambda t: t.replace("variants =", "variant ="), "variant: unknown key; did you mean 'variants'?"),
+    (lambda t: t + '\n[task.synth]\nsplitt = "test"\n', "task.synth.splitt: unknown key; did you mean 'split'?"),
+    (lambda t: t.replace('"gat"]', '"gatt"]'), "variants: 'gatt' is not one of none, gat"),
+    (lambda t: t.replace('tasks = ["synth"]', 'tasks = ["synthh"]'), "did you mean 'synth'?"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = 1"), "seeds: expected a list of integers, got 1"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, true]"), "seeds[1]: expected an integer, got True"),
+    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), "seeds: lists 1 twice"),
+    (lambda t: t.replace('models = ["tiny"]', "models = []"), "models: must not be empty"),
+    (lambda t: t.replace('langs = ["svo", "sov"]', 'generalized = "yes"'),
+     "evaluation.generalized: expected true or false, got 'yes'"),
+    (lambda t: t + '\n[task.xnli]\nsplit = "test"\n', "task.xnli: names a task that is not in tasks (synth)"),
+    (lambda t: t + '\n[task.synth]\nvariants = ["gat"]\n', "task.synth.variants: must be some of the file's"),
+    (lambda t: t.replace("gat_delta = [1, 2]", "gat_delta = 1"), "grid.gat.gat_delta: expected a non-empty list"),
     (lambda t: t.replace("learning_rate = 1e-4", "learning_rate = -1.0"),
      "settings.learning_rate: must be a finite number > 0"),
     (lambda t: t.replace("learning_rate = 1e-4", "gat_dleta = 2"), "did you mean 'gat_delta'"),
     (lambda t: t.replace('langs = ["svo", "sov"]', 'langs = ["en"]'), "en not in the task's languages"),
-    (lambda t: t.replace("seeds = [1, 2]", "seeds = [1, 1]"), "distinct integers"),
 ])
-def test_a_bad_experiment_file_is_refused_naming_the_key(tmp_path, edit, message):
+def test_a_bad_experiment_file_is_refused_naming_the_file_and_key(tmp_path, edit, message):
+    """One error form, as for cards and run settings: `file: dotted.key: what was expected; did you mean`."""
     path = write(tmp_path / "bad.toml", edit(GRID_FILE))
     with pytest.raises(ExperimentError) as err:
         load_experiment(path)
-    assert message in str(err.value) and str(path) in str(err.value)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
 
 
 def test_a_live_lock_makes_a_cell_running_and_a_dead_ones_lock_is_taken_over(tmp_path):

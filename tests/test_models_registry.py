@@ -89,6 +89,15 @@ def test_a_variant_registered_from_outside_the_package_fine_tunes_through_the_no
     assert model.bert.toy.scale.item() != 0.5  # trained
 
 
+def test_an_experiment_file_may_name_a_registered_variant(toy, tmp_path):
+    from xsyn.experiments.experiment_file import load_experiment
+
+    path = tmp_path / "toy.toml"
+    path.write_text('tasks = ["synth"]\nvariants = ["none", "toy"]\nseeds = [1]\nmodels = ["tiny"]\n'
+                    '[settings]\nparser = "chain"\n')
+    assert [cell.name for cell in load_experiment(path).cells] == ["synth/none-seed1", "synth/toy-seed1"]
+
+
 def test_an_unknown_variant_is_named_with_the_registered_ones():
     with pytest.raises(SyntaxConfigError, match="variant='tree' is unknown; choose one of none, gat, sla, wla, "
                                                 "sdoi, sep"):
@@ -101,22 +110,17 @@ def test_the_command_line_and_the_cards_read_the_registry_without_importing_torc
     import subprocess
     import sys
 
-    code = ("import sys\nfrom xsyn.models.variants import all_variants, card_setting_types\n"
+    code = ("import sys\nfrom xsyn.models.variants import all_variants, model_settings\n"
             "from xsyn.data.cards import list_tasks, load_card\n"
-            "print([v.name for v in all_variants()], card_setting_types()['gat_delta'], "
+            "print([v.name for v in all_variants()], model_settings()['gat_delta'][0].__name__, "
             "load_card('pawsx').hyperparameters['gat']['gat_delta'], 'torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.stdout.strip() == "['none', 'gat', 'sla', 'wla', 'sdoi', 'sep'] int 4 False", res.stderr
 
 
-def test_the_cards_model_settings_and_paper_names_come_from_the_variants():
+def test_the_cards_paper_names_come_from_the_variants():
     from xsyn.data.cards import PAPER_NAMES
-    from xsyn.models.variants import card_setting_types
 
-    assert card_setting_types() == {
-        "syntax_layers": "int", "gat_delta": "int", "syntax_heads": "int", "structural_loss_weight": "number",
-        "gat_layers": "int", "gat_heads": "int", "gat_head_size": "int", "sla_distance": "int",
-        "sla_punct_visible": "bool", "wla_window": "int"}
     assert PAPER_NAMES == {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
                            "m": "sla_distance", "punct_visible": "sla_punct_visible", "k": "wla_window"}
 

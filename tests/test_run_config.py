@@ -100,7 +100,7 @@ def test_a_config_file_that_is_not_a_table_of_settings_is_named(tmp_path):
         read_config_file(bad)
     latin = tmp_path / "latin.json"
     latin.write_bytes(json.dumps({"seed": 1, "tokenizer": "é"}).encode().replace(b"\\u00e9", b"\xe9"))
-    with pytest.raises(ConfigError, match=f"{latin}: not UTF-8 text"):
+    with pytest.raises(ConfigError, match=f"{latin}: line 1, byte 27: not UTF-8 text"):  # where an editor shows it
         read_config_file(latin)
 
 

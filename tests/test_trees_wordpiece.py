@@ -248,3 +248,26 @@ def test_a_window_of_a_very_deep_tree_carries_a_bounded_number_of_ancestors(mber
             while parent[node] >= 0 and steps <= len(parent):
                 node, steps = parent[node], steps + 1
             assert steps <= len(parent)
+
+
+def test_windows_deep_into_a_row_of_over_32767_words_keep_word_indices_within_int16(small_tokenizer):
+    """A 40,000-word row (a book pasted as one input): the windows past word 32,767 count words from their
+    first one; neighbouring pieces still share a word exactly when they did, and earlier windows are as before."""
+    from xsyn.syntax.parsing.chain import ChainParser
+
+    aligner = WordpieceAligner(small_tokenizer, max_length=512)
+    (record,) = ChainParser().parse_texts([" ".join(["the", "unbelievable"] * 20_000)], "xx")
+    (whole,) = aligner.segment_pieces([record])
+    trees = aligner.encode([record], stride=128, window_segment=0)
+    deep = 0
+    for tree in trees:
+        lo, hi = tree.window
+        true = np.asarray(whole.word_index[lo:hi])
+        got = tree.word_index[1:-1].astype(np.int64)
+        assert np.array_equal(np.diff(got), np.diff(true))  # the same pieces continue a word
+        if true.max() > np.iinfo(np.int16).max:
+            deep += 1
+            assert 0 <= got.min() and got.max() < 512
+        else:
+            assert np.array_equal(got, true)
+    assert deep > 10 and trees[-1].window[1] == len(whole.ids) == 80_000

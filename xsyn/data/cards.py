@@ -32,6 +32,7 @@ from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
 from xsyn.data.rows import FROM_TRAIN
 from xsyn.models.variants import paper_names, variant_names
+from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import Invalid, check_values, construct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
@@ -275,9 +276,12 @@ def load_card(name_or_path: str | Path) -> TaskCard:
 def read_card_table(path: Path, where: str, depth: int = 0) -> dict[str, Any]:
     """A card file's table with its `include`s merged under it: each included file (a path relative to the
     including one) gives tables the card extends key by key, and values the card may replace."""
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise CardError(f"{where}: {not_utf8_at(raw, err)}; save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
         raise CardError(f"{where}: not valid TOML ({err})") from None
     includes = data.pop(INCLUDE, [])
     includes = [includes] if isinstance(includes, str) else includes

@@ -77,8 +77,8 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         note = "" if holder.owner.get("host") == socket.gethostname() else (
             f" (another host: stale after {format_age(LOCK_TTL_S)} without a heartbeat)")
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
-    if cell.name in {name for names in experiment.missing_inputs.values() for name in names}:
-        return CellState(cell, TODO, f"needs {experiment.missing_parser_model(cell)}")
+    if cell.name in experiment.cell_needs:  # found when the file was read: no settings resolved per cell here
+        return CellState(cell, TODO, f"needs {experiment.cell_needs[cell.name]}")
     config = experiment.config(cell, check_model=False)
     try:
         check_same_run(folder, config.to_dict())

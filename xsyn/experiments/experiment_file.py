@@ -47,24 +47,91 @@ from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.defaults import GAT_CONFIG, TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import variant_names
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
-from xsyn.utils.schema import SchemaError
+from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, load, one_of, strict, validated_field
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
-_TOP_KEYS = {"title", "description", "tasks", "variants", "seeds", "models", "baseline", "runs_dir", "paper",
-             "settings", "grid", "search", "pretrain", "evaluation", "task"}
 PRETRAIN_FOLDER = "pretrain"  # under runs_dir: one GAT pre-training per model ([pretrain])
-_EVALUATION_KEYS = {"split", "generalized", "langs"}
-_TASK_KEYS = {*_EVALUATION_KEYS, "settings", "data_dir", "models", "variants", "search"}
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
 class ExperimentError(SchemaError):
     """An experiment file that cannot run as written; the message names the file, the key and the fix."""
+
+
+def _distinct(names: list | None) -> None:
+    """A non-empty list that names nothing twice (a task, variant, seed or model twice is one cell twice)."""
+    if names is None:
+        return
+    if not names:
+        raise ValueError("must not be empty")
+    twice = sorted({repr(name) for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"lists {', '.join(twice)} twice")
+
+
+@strict
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """[evaluation], and a task's own evaluation keys: None is 'not set here' (a task's own value wins over the
+    file's, the file's over the defaults: the test split, the task's languages, no language pairs)."""
+
+    split: str | list[str] | None = None  # "test", "validation" or both
+    generalized: bool | None = None  # every language pair of a cross-language task
+    langs: list[str] | None = None  # default: the task's languages
+
+
+@strict
+@dataclass(frozen=True)
+class TaskOptions(EvaluationOptions):
+    """[task.<name>]: one task's own settings, data folder, models and variants (some of the file's), search."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None
+    models: list[str] | None = validated_field(_distinct, default=None)
+    variants: list[str] | None = validated_field(_distinct, default=None)
+    search: dict[str, Any] | None = None  # replaces the file's [search] for this task
+
+
+@strict
+@dataclass(frozen=True)
+class ExperimentTable:
+    """An experiment file's table as it is written; the tables of settings ([settings], [grid], [search],
+    [pretrain]) are checked against the run settings and the variants when the cells are made."""
+
+    tasks: list[str] = validated_field([_distinct, one_of(list_tasks)])
+    variants: list[str] = validated_field([_distinct, one_of(variant_names)])
+    seeds: list[int] = validated_field(_distinct)
+    title: str | None = None  # default: the file's name
+    description: str = ""
+    models: list[str] | None = validated_field(_distinct, default=None)  # default: xsyn's default model
+    baseline: str | None = None  # default: the first variant
+    runs_dir: str | None = None  # default: experiments/<file name>
+    paper: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    pretrain: dict[str, Any] = field(default_factory=dict)
+    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+    task: dict[str, TaskOptions] = field(default_factory=dict)
+
+    def validate_baseline(self) -> None:
+        if self.baseline is not None and self.baseline not in self.variants:
+            raise Invalid("baseline", f"{self.baseline!r} is not one of the variants ({', '.join(self.variants)})")
+
+    def validate_task_options(self) -> None:
+        baseline = self.baseline or self.variants[0]
+        for task, options in self.task.items():
+            if task not in self.tasks:
+                raise Invalid(f"task.{task}", f"names a task that is not in tasks ({', '.join(self.tasks)})")
+            if options.variants is not None and (baseline not in options.variants
+                                                 or not set(options.variants) <= set(self.variants)):
+                raise Invalid(f"task.{task}.variants", f"must be some of the file's variants "
+                              f"({', '.join(self.variants)}), the baseline {baseline!r} among them")
 
 
 @dataclass(frozen=True)
@@ -128,13 +195,21 @@ class Experiment:
     settings: dict[str, Any]
     variant_grid: dict[str, dict[str, list]]  # variant -> setting -> values (the baseline is never varied)
     variant_search: dict[str, dict[str, dict[str, list]]]  # task -> variant -> setting -> values (tuned on dev)
-    evaluation: dict[str, Any]
-    task_options: dict[str, dict[str, Any]]
+    evaluation: EvaluationOptions
+    task_options: dict[str, TaskOptions]
     overrides: Overrides
     cards: dict[str, TaskCard]
     pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the GAT pre-training before fine-tuning
-    missing_inputs: dict[str, list[str]] = field(default_factory=dict)  # what is missing -> the cells that need it
+    cell_needs: dict[str, str] = field(default_factory=dict)  # cell name -> the missing input it needs (found once)
     cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def missing_inputs(self) -> dict[str, list[str]]:
+        """What is missing -> the cells that need it, in the cells' order."""
+        grouped: dict[str, list[str]] = {}
+        for name, missing in self.cell_needs.items():
+            grouped.setdefault(missing, []).append(name)
+        return grouped
 
     def pretrained_variants(self) -> list[str]:
         return list(self.pretrain.get("variants", ["gat"])) if self.pretrain else []
@@ -167,22 +242,24 @@ class Experiment:
         """The task's models: its own `models`, else the file's (the command line's --model wins over both)."""
         if self.overrides.model:
             return [self.overrides.model]
-        return list(self.task_options.get(task, {}).get("models") or self.models)
+        return list(self.options_of(task).models or self.models)
 
     def variants_of(self, task: str) -> list[str]:
         """The task's variants: its own `variants` (a paper's table without a row), else the file's."""
-        return list(self.task_options.get(task, {}).get("variants") or self.variants)
+        return list(self.options_of(task).variants or self.variants)
+
+    def options_of(self, task: str) -> TaskOptions:
+        return self.task_options.get(task, TaskOptions())
 
     def searched(self, task: str) -> bool:
         return any(self.variant_search.get(task, {}).values())
 
     def evaluation_of(self, task: str) -> Evaluation:
-        options = {**self.evaluation, **{k: v for k, v in self.task_options.get(task, {}).items()
-                                         if k in _EVALUATION_KEYS}}
-        split = options.get("split", "test")
+        own, shared = self.options_of(task), self.evaluation
+        split = _first_set(own.split, shared.split, "test")
         splits = (split,) if isinstance(split, str) else tuple(split)
-        langs = tuple(options.get("langs") or self.cards[task].languages)
-        return Evaluation(splits, bool(options.get("generalized", False)), langs)
+        langs = tuple(_first_set(own.langs, shared.langs, None) or self.cards[task].languages)
+        return Evaluation(splits, _first_set(own.generalized, shared.generalized, False), langs)
 
     def config(self, cell: Cell, check_model: bool = True) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
@@ -201,13 +278,13 @@ class Experiment:
 
     def _flags(self, cell: Cell) -> dict[str, Any]:
         card = self.cards[cell.task]
-        task_options = self.task_options.get(cell.task, {})
+        task_options = self.options_of(cell.task)
         flags: dict[str, Any] = {"train_lang": card.train_languages[0]}
-        for layer in (self.settings, task_options.get("settings", {}), dict(cell.grid)):
+        for layer in (self.settings, task_options.settings, dict(cell.grid)):
             _merge(flags, split_settings(layer, str(self.path), "settings", ExperimentError))
         _merge(flags, self.overrides.settings)
         data_dir = (str(Path(self.overrides.data_dir) / cell.task) if self.overrides.data_dir
-                    else task_options.get("data_dir"))
+                    else task_options.data_dir)
         flags.update({"model": cell.model, "seed": cell.seed, "output_dir": str(self.cell_dir(cell))})
         if data_dir:
             flags["data_dir"] = data_dir
@@ -226,6 +303,10 @@ class Experiment:
             message, cells = next(iter(self.missing_inputs.items()))
             raise ExperimentError(f"{self.path}: {message} ({len(cells)} cells need it, e.g. {cells[0]}); "
                                   "or choose another parser for every cell with --set parser=...")
+
+
+def _first_set(own: Any, shared: Any, default: Any) -> Any:
+    return own if own is not None else shared if shared is not None else default
 
 
 def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
@@ -268,65 +349,39 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     except OSError as err:
         raise ExperimentError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
     where = str(path)
-    _known(data, _TOP_KEYS, where)
-    tasks = _strings(data, "tasks", where)
-    for task in tasks:
-        if task not in list_tasks():
-            raise ExperimentError(f"{where}: tasks: unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
-    variants = _strings(data, "variants", where)
-    for variant in variants:
-        if variant not in VARIANTS:
-            raise ExperimentError(f"{where}: variants: unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    seeds = data.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                           for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ExperimentError(f"{where}: seeds must be a non-empty list of distinct integers, e.g. seeds = [1, 2, 3]")
-    models = [overrides.model] if overrides.model else _strings(data, "models", where, [RunConfig.model])
-    baseline = data.get("baseline", variants[0])
-    if baseline not in variants:
-        raise ExperimentError(f"{where}: baseline {baseline!r} is not one of the variants ({', '.join(variants)})")
-    grid, variant_grid = _grid(data.get("grid", {}), variants, where)
+    table = load(ExperimentTable, data, where, error=ExperimentError)
+    tasks, variants = table.tasks, table.variants
+    models = [overrides.model] if overrides.model else table.models or [RunConfig.model]
+    baseline = table.baseline or variants[0]
+    grid, variant_grid = _grid(table.grid, variants, "grid", where)
     if baseline in variant_grid:
-        raise ExperimentError(f"{where}: [grid.{baseline}] varies the baseline, and every system is compared with one "
+        raise ExperimentError(where, f"grid.{baseline}", "varies the baseline, and every system is compared with one "
                               "baseline: give the baseline fixed settings ([settings] or [task.<name>.settings])")
     variant_grid = {variant: {**grid, **variant_grid.get(variant, {})} for variant in variants
                     if variant != baseline and (grid or variant in variant_grid)}
-    task_options = _table(data, "task", where)
-    for task in task_options:
-        if task not in tasks:
-            raise ExperimentError(f"{where}: [task.{task}] names a task that is not in tasks ({', '.join(tasks)})")
-        _known(_table(task_options, task, where), _TASK_KEYS, f"{where} [task.{task}]")
-        if "models" in task_options[task]:
-            _strings(task_options[task], "models", f"{where} [task.{task}]")
-        if "variants" in task_options[task]:
-            own = _strings(task_options[task], "variants", f"{where} [task.{task}]")
-            if baseline not in own or not set(own) <= set(variants):
-                raise ExperimentError(f"{where} [task.{task}]: variants must be some of the file's variants "
-                                      f"({', '.join(variants)}), the baseline {baseline!r} among them")
-    search = _table(data, "search", where)
-    variant_search = {task: _search(task_options.get(task, {}).get("search", search), variants, variant_grid,
-                                    f"{where} [task.{task}] search" if "search" in task_options.get(task, {})
-                                    else f"{where} [search]")
-                      for task in tasks}
-    evaluation = _table(data, "evaluation", where)
-    _known(evaluation, _EVALUATION_KEYS, f"{where} [evaluation]")
+    task_options = table.task
+    variant_search = {}
+    for task in tasks:
+        own = task_options.get(task, TaskOptions()).search  # replaces the file's [search]
+        variant_search[task] = _search(table.search if own is None else own, variants, variant_grid,
+                                       "search" if own is None else f"task.{task}.search", where)
     try:
         cards = {task: load_card(task) for task in tasks}
     except CardError as err:
         raise ExperimentError(str(err)) from None
     name = path.stem
-    runs_dir = Path(overrides.runs_dir or data.get("runs_dir") or f"experiments/{name}").absolute()
+    runs_dir = Path(overrides.runs_dir or table.runs_dir or f"experiments/{name}").absolute()
     if overrides.data_dir:
         overrides = replace(overrides, data_dir=str(Path(overrides.data_dir).absolute()))
     overrides = replace(overrides, runs_dir=str(runs_dir))  # workers and cluster jobs may start elsewhere
     bundled = not Path(source).is_file()
     experiment = Experiment(
         source=str(source) if bundled else str(path.absolute()), path=path, name=name,
-        title=str(data.get("title", name)),
-        description=str(data.get("description", "")), tasks=tasks, variants=variants, seeds=seeds, models=models,
-        baseline=baseline, runs_dir=runs_dir, paper=data.get("paper"), settings=_table(data, "settings", where),
-        pretrain=_pretrain(_table(data, "pretrain", where), variants, where),
-        variant_grid=variant_grid, variant_search=variant_search, evaluation=evaluation, task_options=task_options,
+        title=table.title or name, description=table.description, tasks=tasks, variants=variants,
+        seeds=table.seeds, models=models, baseline=baseline, runs_dir=runs_dir, paper=table.paper,
+        settings=table.settings, pretrain=_pretrain(table.pretrain, variants, where),
+        variant_grid=variant_grid, variant_search=variant_search, evaluation=table.evaluation,
+        task_options=task_options,
         overrides=overrides, cards=cards)
     for task in tasks:
         _check_evaluation(experiment, task, where)
@@ -338,7 +393,7 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
             missing = experiment.missing_parser_model(cell)
             if missing is None or str(err) != missing:
                 raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
-            experiment.missing_inputs.setdefault(missing, []).append(cell.name)
+            experiment.cell_needs[cell.name] = missing
     return experiment
 
 
@@ -383,34 +438,33 @@ def _check_evaluation(experiment: Experiment, task: str, where: str) -> None:
                               f"({card.segments[0]}), so there are no language pairs; set generalized = false")
 
 
-def _grid(table: Any, variants: list[str], where: str) -> tuple[dict[str, list], dict[str, dict[str, list]]]:
-    if not isinstance(table, dict):
-        raise ExperimentError(f"{where}: [grid] must be a table of lists")
-    grid: dict[str, list] = {}
+def _grid(table: dict[str, Any], variants: list[str], key: str,
+          where: str) -> tuple[dict[str, list], dict[str, dict[str, list]]]:
+    """Setting -> values for every variant, and variant -> setting -> values from the sub-tables, of the table
+    at `key` ("grid", "search", "task.<name>.search")."""
+    shared: dict[str, list] = {}
     per_variant: dict[str, dict[str, list]] = {}
-    for key, value in table.items():
+    for name, value in table.items():
         if isinstance(value, dict):
-            if key not in variants:
-                raise ExperimentError(f"{where}: [grid.{key}]: {key!r} is not one of the variants "
-                                      f"({', '.join(variants)})")
-            per_variant[key] = {k: _values(v, f"[grid.{key}] {k}", where) for k, v in value.items()}
+            if name not in variants:
+                raise ExperimentError(where, f"{key}.{name}", "a sub-table is for one variant, and this is not one "
+                                      f"of the file's ({', '.join(variants)}){did_you_mean(name, variants)}")
+            per_variant[name] = {k: _values(v, f"{key}.{name}.{k}", where) for k, v in value.items()}
         else:
-            grid[key] = _values(value, f"[grid] {key}", where)
-    return grid, per_variant
+            shared[name] = _values(value, f"{key}.{name}", where)
+    return shared, per_variant
 
 
-def _search(table: Any, variants: list[str], variant_grid: dict[str, dict[str, list]],
+def _search(table: dict[str, Any], variants: list[str], variant_grid: dict[str, dict[str, list]], key: str,
             where: str) -> dict[str, dict[str, list]]:
     """Variant -> setting -> values searched on dev: the table's lists for every variant (the baseline
     included: the papers tune its learning rate too), its sub-tables for one variant each."""
-    if not isinstance(table, dict):
-        raise ExperimentError(f"{where} must be a table of lists, e.g. learning_rate = [2e-5, 3e-5]")
-    shared, own = _grid(table, variants, where)
+    shared, own = _grid(table, variants, key, where)
     searched = {variant: {**shared, **own.get(variant, {})} for variant in variants}
     for variant, settings in searched.items():
         both = sorted(set(settings) & set(variant_grid.get(variant, {})))
         if both:
-            raise ExperimentError(f"{where}: {', '.join(both)} is both in [grid] (systems compared) and searched "
+            raise ExperimentError(where, key, f"{', '.join(both)} is both in [grid] (systems compared) and searched "
                                   f"(tuned on dev) for {variant}; keep it in one of them")
     return {variant: settings for variant, settings in searched.items() if settings}
 
@@ -422,42 +476,17 @@ def _pretrain(table: dict[str, Any], variants: list[str], where: str) -> dict[st
         return {}
     own = table.get("variants", ["gat"])
     if not isinstance(own, list) or not own or not set(own) <= set(variants):
-        raise ExperimentError(f"{where} [pretrain]: variants must be a list of the file's variants that start from "
+        raise ExperimentError(where, "pretrain.variants", "expected a list of the file's variants that start from "
                               f"the pre-trained GAT, e.g. variants = [\"gat\"] (the file's: {', '.join(variants)})")
     for key in ("model", "output_dir"):
         if key in table:
-            raise ExperimentError(f"{where} [pretrain]: {key} is set per model by the experiment "
+            raise ExperimentError(where, f"pretrain.{key}", "set per model by the experiment "
                                   f"(<runs dir>/{PRETRAIN_FOLDER}/<model>); remove it")
     return dict(table)
 
 
-def _values(value: Any, what: str, where: str) -> list:
+def _values(value: Any, key: str, where: str) -> list:
     if not isinstance(value, list) or not value:
-        raise ExperimentError(f"{where}: {what} must be a non-empty list of values, e.g. gat_delta = [1, 2, 4]")
+        raise ExperimentError(where, key, f"expected a non-empty list of values, e.g. gat_delta = [1, 2, 4], "
+                              f"got {value!r}")
     return value
-
-
-def _known(table: dict[str, Any], known: set[str], where: str) -> None:
-    for key in table:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            raise ExperimentError(f"{where}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-                                  + f" (valid keys: {', '.join(sorted(known))})")
-
-
-def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ExperimentError(f"{where}: {key} must be a table ([{key}]), got {value!r}")
-    return value
-
-
-def _strings(data: dict[str, Any], key: str, where: str, default: list[str] | None = None) -> list[str]:
-    value = data.get(key, default)
-    if value is None:
-        raise ExperimentError(f"{where}: {key} is missing (a list, e.g. {key} = [...])")
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise ExperimentError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
-    if len(set(value)) != len(value):
-        raise ExperimentError(f"{where}: {key} names one entry twice: {value!r}")
-    return list(value)

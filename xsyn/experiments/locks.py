@@ -21,12 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn.utils.errors import XsynError
+
 LOCK_FILE = "lock.json"
 log = logging.getLogger("xsyn")
 
 
 class CellBusy(RuntimeError):
     """Another live process holds the cell's lock."""
+
+
+class LockInTheWay(XsynError):
+    """Something that is not a lock file sits where a cell's lock goes."""
 
 
 HEARTBEAT_S = 30.0
@@ -156,7 +162,7 @@ def acquire_lock(folder: Path) -> CellLock:
                     raise CellBusy(current.describe()) from None
                 if current is not None:
                     log.warning("%s: taking over a stale lock (%s)", path, current.stale_reason)
-                path.unlink(missing_ok=True)
+                _remove_stale(path)
         raise CellBusy(f"{path} keeps changing hands")
     finally:
         staged.unlink(missing_ok=True)
@@ -167,4 +173,12 @@ def clear_stale_lock(folder: Path) -> None:
     holder = lock_holder(folder / LOCK_FILE)
     if holder is not None and holder.stale:
         log.warning("%s: removing a stale lock (%s)", folder / LOCK_FILE, holder.stale_reason)
-        (folder / LOCK_FILE).unlink(missing_ok=True)
+        _remove_stale(folder / LOCK_FILE)
+
+
+def _remove_stale(path: Path) -> None:
+    """Delete a stale lock file; a folder in its place is none xsyn wrote, so it is named, never deleted."""
+    if path.is_dir() and not path.is_symlink():
+        raise LockInTheWay(f"{path} is a folder where the cell's lock file goes (xsyn never makes one): move it "
+                           "away, then run the experiment again")
+    path.unlink(missing_ok=True)

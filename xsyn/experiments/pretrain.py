@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.training.folder import RunFolder
+from xsyn.utils.schema import check_values, did_you_mean
 
 log = logging.getLogger("xsyn")
 WAIT_S = 30.0  # how often a worker that waits for another's pre-training looks again
@@ -41,27 +42,23 @@ def pretrain_settings(experiment: Experiment, model: str):
     from xsyn.pretraining.trainer import PretrainSettings
 
     table = experiment.pretrain
+    where = str(experiment.path)
     recipe_name = table.get("recipe", "paper")
     if recipe_name not in RECIPES:
-        raise ExperimentError(f"{experiment.path} [pretrain]: recipe {recipe_name!r}: choose from "
-                              f"{', '.join(sorted(RECIPES))}")
+        raise ExperimentError(where, "pretrain.recipe", f"{recipe_name!r} is not one of {', '.join(sorted(RECIPES))}"
+                              + did_you_mean(recipe_name, RECIPES))
     values: dict[str, Any] = dict(RECIPES[recipe_name])
-    values.update({key: value for key, value in table.items() if key not in ENGINE_KEYS})
+    values.update(check_values(PretrainSettings, {key: value for key, value in table.items() if key not in ENGINE_KEYS},
+                               where, "pretrain", required=False, error=ExperimentError))
     if experiment.overrides.data_dir:
         values["treebank_dir"] = str(Path(experiment.overrides.data_dir) / "udpos")
     values["treebank_dir"] = str(Path(values.get("treebank_dir", "ud")).absolute())
     values.update(model=model, output_dir=str(experiment.pretrain_dir(model)))
-    known = {f.name for f in fields(PretrainSettings)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ExperimentError(f"{experiment.path} [pretrain]: unknown key {unknown[0]!r}; the table takes "
-                              f"`xsyn pretrain-gat` settings ({', '.join(sorted(known - {'model', 'output_dir'}))})"
-                              f" and {', '.join(ENGINE_KEYS)}")
     try:
         settings = PretrainSettings(**values)
         settings.check()
     except (TypeError, ValueError) as err:
-        raise ExperimentError(f"{experiment.path} [pretrain]: {err}") from None
+        raise ExperimentError(where, "pretrain", str(err)) from None
     return settings
 
 

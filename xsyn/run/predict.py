@@ -38,6 +38,7 @@ from xsyn.data.example import Example
 from xsyn.run.settings import RunConfig
 from xsyn.syntax.segment import Segment
 from xsyn.utils.errors import XsynError
+from xsyn.utils.io import not_utf8_at
 
 log = logging.getLogger(__name__)
 TOKENIZATIONS = ("parser", "whitespace")
@@ -79,9 +80,7 @@ def read_input_file(path: str | Path) -> list[InputRow]:
     try:
         text = data.decode("utf-8-sig")  # (a byte order mark, as some editors write one, is not text)
     except UnicodeDecodeError as err:
-        line, column = data.count(b"\n", 0, err.start) + 1, err.start - data.rfind(b"\n", 0, err.start)
-        raise PredictInputError(f"{path}: line {line}, byte {column}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
-                                "save the file as UTF-8") from None
+        raise PredictInputError(f"{path}: {not_utf8_at(data, err)}; save the file as UTF-8") from None
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if path.suffix in (".jsonl", ".json", ".ndjson") or first.startswith("{"):
         return _json_lines(path, text)

@@ -21,6 +21,7 @@ from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
 from xsyn.models.variants import get_variant, model_settings, variant_names
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
     SchemaError,
     at_least,
@@ -158,14 +159,33 @@ NOT_MODEL_SETTINGS = ("variant", "num_intents", "num_slot_labels", "intent_label
 def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, dict[str, list]]:
     """The papers' hyperparameters for `variant` from the card, as RunConfig values (checked: a mistake names
     the card and the key); the card's section; and its search grids (a list where the paper searched values,
-    e.g. Li et al.'s learning rates), of which the first value is taken."""
+    e.g. Li et al.'s learning rates), of which the first value is taken. Every section is checked, not only
+    the one this variant takes: a mistake in a card is named whichever variant runs first."""
     values: dict[str, Any] = {"train_lang": card.train_languages[0]}
     section = variant if variant in card.hyperparameters else next(
         (s for s in BASELINE_SECTIONS if s in card.hyperparameters), None)
+    checked = {name: _checked_section(card, name) for name in card.hyperparameters}
     if section is None:
         return values, "", {}
-    where, key = card.path or card.name, f"hyperparameters.{section}"
     model: dict[str, Any] = {}
+    settings, grids = checked[section]
+    for name, value in settings.items():
+        if name not in FIELD_NAMES:
+            if not get_variant(variant).is_baseline:
+                model[name] = value
+        else:
+            values[name] = value
+    if model:
+        values[MODEL_SETTINGS] = model
+    used = {**values, **model}
+    return values, f"{card.path or card.name} [hyperparameters.{section}]", {k: v for k, v in grids.items()
+                                                                             if k in used}
+
+
+def _checked_section(card: TaskCard, section: str) -> tuple[dict[str, Any], dict[str, list]]:
+    """One hyperparameter section of a card: its settings checked (a grid's first value), and its grids."""
+    where, key = card.path or card.name, f"hyperparameters.{section}"
+    settings: dict[str, Any] = {}
     grids: dict[str, list] = {}
     for name, value in card.hyperparameters[section].items():
         if name in CARD_NOTES:
@@ -178,16 +198,8 @@ def card_defaults(card: TaskCard, variant: str) -> tuple[dict[str, Any], str, di
         if isinstance(value, list) and value and name not in LIST_SETTINGS:
             grids[name] = [_check_setting(name, v, where, f"{key}.{name}[{i}]") for i, v in enumerate(value)]
             value = grids[name][0]
-        value = _check_setting(name, value, where, f"{key}.{name}")
-        if name not in FIELD_NAMES:
-            if not get_variant(variant).is_baseline:
-                model[name] = value
-        else:
-            values[name] = value
-    if model:
-        values[MODEL_SETTINGS] = model
-    used = {**values, **model}
-    return values, f"{where} [{key}]", {k: v for k, v in grids.items() if k in used}
+        settings[name] = _check_setting(name, value, where, f"{key}.{name}")
+    return settings, grids
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -211,10 +223,11 @@ def read_settings_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} not found")
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8") from None
+        raise ConfigError(f"{path}: {not_utf8_at(data, err)}; save it as UTF-8") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
@@ -467,15 +480,16 @@ def model_config(config: RunConfig) -> Any:
 
 
 def setting_table(variant: str) -> dict[str, dict[str, Any]]:
-    """Every key `--set` takes, with its type and default: the run settings, then the model settings
-    (`XsynBertConfig` fields; their defaults as a `variant` model has them)."""
+    """Every key `--set` takes for a `variant` run, with its type and default: the run settings, then the
+    variant's model settings (its `XsynBertConfig` fields; none for the baseline)."""
     table: dict[str, dict[str, Any]] = {}
     for f in fields(RunConfig):
         if f.name in (*DERIVED_FIELDS, MODEL_SETTINGS):
             continue
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
+    own = get_variant(variant).setting_names()
     for name, (hint, default) in model_settings().items():
-        if name not in NOT_MODEL_SETTINGS:
+        if name in own:
             table[name] = {"type": describe(hint), "default": default}
     return table

@@ -98,7 +98,8 @@ class ParseCache:
     def refresh(self) -> None:
         """Index what other writers appended since the last look."""
         for shard in sorted(self.directory.glob("*.jsonl")):
-            self._scan(shard)
+            if shard.is_file():  # (a folder of that name is none of the cache's: left alone, as other files are)
+                self._scan(shard)
 
     def _scan(self, shard: Path) -> None:
         start = self._scanned.get(shard, 0)

@@ -283,7 +283,7 @@ class WordpieceAligner:
             ids += piece.ids[lo:hi]
             upos += piece.upos[lo:hi]
             deprel += piece.deprel[lo:hi]
-            word += piece.word_index[lo:hi]
+            word += _within_int16(piece.word_index[lo:hi])
             seg += [s] * (hi - lo)
             source += piece.source[lo:hi]
             unaligned += sum(1 for w in piece.word_index[lo:hi] if w < 0)
@@ -313,6 +313,16 @@ class WordpieceAligner:
             window=ranges[wseg],
             unaligned=unaligned, wordless=wordless, truncated=truncated,
         )
+
+
+def _within_int16(word: list[int]) -> list[int]:
+    """A segment's kept word indices; past int16 (a window deep into a row of over 32,767 words), counted
+    from its first kept word instead. The masks only compare a piece's word with its neighbour's, so this
+    changes nothing the model sees, and the indices fit: an input holds at most `max_length` pieces."""
+    if max(word, default=-1) <= _MAX_INT16:
+        return word
+    first = min(w for w in word if w >= 0)
+    return [w - first if w >= 0 else w for w in word]
 
 
 def _longest_first(lengths: list[int], budget: int) -> list[int]:
@@ -376,8 +386,6 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
     `(token, token + 1)` for gold tokens, or None for a piece of no token.
     """
     n = len(record.words)
-    if n > _MAX_INT16:
-        raise ValueError(f"a segment of {n} words exceeds the int16 word index; split it first")
     spans = record.units()
     if spans is None:
         raise ValueError("a record needs character spans or gold-token indices to be aligned")

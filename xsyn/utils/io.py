@@ -117,3 +117,9 @@ def existing_dir(final: str | Path) -> Path | None:
     if final.is_dir():
         return final
     return old if old.is_dir() else None
+
+
+def not_utf8_at(data: bytes, err: UnicodeDecodeError) -> str:
+    """Where `data` stops being UTF-8, as an editor shows it (a line and a byte in it), not as a file offset."""
+    line, column = data.count(b"\n", 0, err.start) + 1, err.start - data.rfind(b"\n", 0, err.start)
+    return f"line {line}, byte {column}: not UTF-8 text (byte 0x{data[err.start]:02x})"

@@ -52,20 +52,6 @@ def all_variants() -> tuple[SyntaxVariant, ...]:
     return tuple(get_variant(name) for name in _TARGETS)
 
 
-def card_setting_types() -> dict[str, str]:
-    """The model settings a task card may state (any variant's), with their card types: `int`, `number`,
-    `bool` or `str`. `syntax_layers` is a count in a card (the first n layers)."""
-    import dataclasses
-
-    types = {"syntax_layers": "int"}
-    for variant in all_variants():
-        declared = {f.name: f.type for f in dataclasses.fields(variant.settings)} if variant.settings else {}
-        for name in variant.card_settings:
-            if name not in types:
-                types[name] = _CARD_TYPES[str(declared[name])]
-    return types
-
-
 def model_settings() -> dict[str, tuple[Any, Any]]:
     """Every `XsynBertConfig` field xsyn adds to BERT's, as {name: (type, default)}: the shared fields
     (the variant and its layers first, the heads' sizes last) and each variant's settings, read from
@@ -99,4 +85,3 @@ def loss_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(part for variant in all_variants() for part in variant.loss_names()))
 
 
-_CARD_TYPES = {"int": "int", "bool": "bool", "str": "str", "float | int": "number"}

@@ -70,8 +70,7 @@ class SyntaxVariant:
     - `settings`: a dataclass of the variant's `XsynBertConfig` fields, with its `validate_<name>`
       check (run by the config, as `@strict` runs class validators);
     - `uses_layers`: whether `syntax_layers` chooses the layers it changes;
-    - `card_settings`: the settings a task card may state for it, `paper_names` the papers' names for
-      them (`delta` -> `gat_delta`);
+    - `paper_names`: the papers' names for its settings, which task cards may use (`delta` -> `gat_delta`);
     - `paper`: its BibTeX, cited by model cards;
     - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
@@ -82,7 +81,6 @@ class SyntaxVariant:
     is_baseline: bool = False
     settings: type | None = None
     uses_layers: bool = False
-    card_settings: tuple[str, ...] = ()
     paper_names: dict[str, str] = {}
     paper: str | None = None
     losses: tuple[LossTerm, ...] = ()

@@ -108,8 +108,6 @@ class Gat(SyntaxVariant):
     name = "gat"
     settings = GatSettings
     uses_layers = True
-    card_settings = ("gat_delta", "syntax_heads", "syntax_layers", "structural_loss_weight", "gat_layers",
-                     "gat_heads", "gat_head_size")
     paper_names = {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size"}
     paper = AHMAD_2021
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)

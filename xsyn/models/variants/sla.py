@@ -65,7 +65,6 @@ class LocalAttention(SyntaxVariant):
 class Sla(LocalAttention):
     name = "sla"
     settings = SlaSettings
-    card_settings = ("sla_distance", "sla_punct_visible")
     paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
 
     def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:

@@ -38,7 +38,6 @@ class WlaSettings:
 class Wla(LocalAttention):
     name = "wla"
     settings = WlaSettings
-    card_settings = ("wla_window",)
     paper_names = {"k": "wla_window"}
 
     def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
