@@ -354,6 +354,27 @@ def test_probe_predictions_are_squared_norms_of_the_projected_gat_output(plain, 
         torch.testing.assert_close(out.predicted_depths, ((g @ theta2.T) ** 2).sum(-1))
 
 
+def test_probe_distances_stay_float32_under_bf16_autocast():
+    """|p_i|^2 + |p_j|^2 - 2 p_i.p_j cancels: with bf16 products (8 bits of mantissa) norms in the
+    thousands leave errors in the tens, far above the tree distances the structural loss compares."""
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.gat import GatSyntaxEncoder
+
+    torch.manual_seed(0)
+    encoder = GatSyntaxEncoder(XsynBertConfig(vocab_size=64, hidden_size=64, num_hidden_layers=1,
+                                              num_attention_heads=2, intermediate_size=64, variant="gat"))
+    g = torch.randn(2, 24, encoder.distance_probe.in_features) * 3
+    p = (g.double() @ encoder.distance_probe.weight.double().T)
+    exact = ((p.unsqueeze(2) - p.unsqueeze(1)) ** 2).sum(-1)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        distances, depths = encoder.probe(g)
+        pb = encoder.distance_probe(g)  # what a bf16 product gives: the error the probe avoids
+        sq = pb.pow(2).sum(-1)
+        in_bf16 = sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * pb @ pb.transpose(1, 2)
+    assert distances.dtype == depths.dtype == torch.float32
+    assert (distances.double() - exact).abs().max() < 0.05 < (in_bf16.double() - exact).abs().max()
+
+
 def test_structural_loss_by_hand():
     # one sequence of 3 real pieces (n = 3) and a padded one of 2 (n = 2)
     predicted = torch.tensor([[[0.0, 2.0, 1.0], [2.0, 0.0, 4.0], [1.0, 4.0, 0.0]],
