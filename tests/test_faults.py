@@ -544,3 +544,26 @@ def test_a_folder_where_a_cells_lock_goes_is_named_never_deleted(experiment_whol
     res = CliRunner().invoke(main, experiment_args(grid, tmp_path / "runs"))
     one_line_error(res, f"{blocker} is a folder where the cell's lock file goes", "move it away")
     assert (blocker / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut short", "empty", "a JSON list"])
+def test_damaged_partial_results_of_an_interrupted_evaluation_are_evaluated_again(trained, tmp_path, damage):
+    out = Path(shutil.copytree(trained.parent / "eval", tmp_path / "eval"))
+    (out / "results.json").unlink()  # as an evaluation killed before its end leaves it
+    saved = sorted((out / "partial").glob("*.json"))
+    assert saved
+    for file in saved:
+        DAMAGES[damage](file)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir",
+                                    str(trained.parent / "cache"), "--output-dir", str(out)])
+    assert res.exit_code == 0, res.output
+    expected = json.loads((trained.parent / "eval" / "results.json").read_text())["per_language"]
+    assert json.loads((out / "results.json").read_text())["per_language"] == expected
+
+
+def test_report_over_a_results_file_that_is_not_text_names_it(trained, tmp_path):
+    run = Path(shutil.copytree(trained, tmp_path / "runs" / "run", symlinks=True))
+    shutil.copytree(trained.parent / "eval", run / "eval")
+    DAMAGES["garbage"](run / "eval" / "results.json")
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "runs"), "--output-dir", str(tmp_path / "report")])
+    one_line_error(res, f"{run / 'eval' / 'results.json'}: not valid JSON", "re-run the evaluation")

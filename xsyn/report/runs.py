@@ -144,7 +144,7 @@ def _read_json(file: Path) -> dict:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ReportError(f"{file} does not exist") from None
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ReportError(f"{file}: not valid JSON ({err}); re-run the evaluation that writes it") from None
     if not isinstance(data, dict):
         raise ReportError(f"{file}: expected a JSON object")

@@ -43,7 +43,7 @@ from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_par
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
-from xsyn.utils.errors import InputError, MissingInputError, XsynError
+from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
 from xsyn.utils.schema import construct
 
@@ -220,11 +220,10 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         key = _key(segment_langs, card)
         bar.set_postfix_str(key)  # what is being computed; counted done by the caller
         saved = partial / f"{split}-{key}.json"
-        if saved.is_file():
-            cached = json.loads(saved.read_text(encoding="utf-8"))
-            if cached.get("fingerprint") == fingerprint:
-                log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier, interrupted evaluation)")
-                return cached
+        cached = _kept_result(saved, fingerprint)
+        if cached is not None:
+            log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier, interrupted evaluation)")
+            return cached
         started = time.perf_counter()
         try:
             data, _ = load_task_data(card, config, tokenizer, split, segment_langs, names=names, parser=parser,
@@ -293,6 +292,22 @@ def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
         return langs[0]
     row, col = pair_axes(card)
     return f"{segment_langs[row]}-{segment_langs[col]}"
+
+
+def _kept_result(saved: Path, fingerprint: str) -> dict[str, Any] | None:
+    """An earlier, interrupted evaluation's result for one language or pair, when it was of this evaluation. It
+    is only a shortcut: a damaged one (a disk that failed, an edit) is evaluated again, and said so."""
+    try:
+        cached = json.loads(saved.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+        log.warning(f"{saved}: damaged ({first_line(err)}); evaluated again")
+        return None
+    if not isinstance(cached, dict) or "primary" not in cached:
+        log.warning(f"{saved}: damaged (not a result xsyn wrote); evaluated again")
+        return None
+    return cached if cached.get("fingerprint") == fingerprint else None
 
 
 def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parser: Parser,
