@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -567,3 +568,43 @@ def test_report_over_a_results_file_that_is_not_text_names_it(trained, tmp_path)
     DAMAGES["garbage"](run / "eval" / "results.json")
     res = CliRunner().invoke(main, ["report", str(tmp_path / "runs"), "--output-dir", str(tmp_path / "report")])
     one_line_error(res, f"{run / 'eval' / 'results.json'}: not valid JSON", "re-run the evaluation")
+
+
+@pytest.fixture(scope="module")
+def one_cell(trained, tmp_path_factory) -> tuple[Path, Path]:
+    """A finished one-cell experiment (its file, and its cell's folder)."""
+    root = tmp_path_factory.mktemp("one-cell")
+    grid = root / "grid.toml"
+    grid.write_text(GRID.format(cache=trained.parent / "cache").replace('["none", "gat"]', '["none"]'))
+    res = CliRunner().invoke(main, experiment_args(grid, root / "runs"))
+    assert res.exit_code == 0, res.output
+    return grid, root / "runs" / "synth" / CELLS[0]
+
+
+CELL_FILES = [("eval-test/results.json", "garbage", "to do"), ("eval-test/results.json", "a JSON list", "to do"),
+              ("config.json", "garbage", "done"), ("config.json", "a JSON list", "done")]
+
+
+@pytest.mark.parametrize(("name", "damage", "state"), CELL_FILES, ids=[f"{n}:{d}" for n, d, _ in CELL_FILES])
+def test_a_damaged_file_in_a_cell_folder_is_status_not_a_traceback_and_a_rerun_mends_it(one_cell, name, damage,
+                                                                                       state):
+    """What xsyn wrote into a cell (cut short by a kill, or a disk that failed): `status` and `report` still
+    work, a damaged result counts as not evaluated, and the next `run` evaluates the cell again."""
+    grid, cell = one_cell
+    runs, file = cell.parent.parent, cell / name
+    kept = file.read_bytes()
+    scores = json.loads((cell / "eval-test" / "results.json").read_text())["per_language"]
+    try:
+        DAMAGES[damage](file)
+        status = CliRunner().invoke(main, ["experiment", "status", str(grid), "--output-dir", str(runs),
+                                           "--max-steps", "4"])
+        assert status.exit_code == 0 and "Traceback" not in status.output, status.output
+        assert re.search(fr"{re.escape(CELLS[0])}\s+{state}", status.output), status.output
+        report = CliRunner().invoke(main, ["experiment", "report", str(grid), "--output-dir", str(runs),
+                                           "--max-steps", "4", "--resamples", "10"])
+        assert report.exit_code == 0, report.output
+        rerun = CliRunner().invoke(main, experiment_args(grid, runs))
+        assert rerun.exit_code == 0, rerun.output
+        assert json.loads((cell / "eval-test" / "results.json").read_text())["per_language"] == scores
+    finally:
+        file.write_bytes(kept)

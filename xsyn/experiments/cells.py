@@ -19,7 +19,6 @@ languages (`partial/`).
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import subprocess
@@ -35,7 +34,7 @@ from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import atomic_write_text
+from xsyn.utils.io import atomic_write_text, saved_json_object
 
 ERROR_FILE = "error.txt"
 LOG_FILE = "cell.log"
@@ -58,9 +57,8 @@ class CellState:
 def evaluation_done(folder: Path, split: str, langs: tuple[str, ...], generalized: bool,
                     max_examples: int | None = None) -> bool:
     file = eval_results(RunFolder(folder).eval_dir(split))
-    try:
-        results = json.loads(file.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+    results = saved_json_object(file)
+    if results is None:
         return False
     if not set(langs) <= set(results.get("per_language") or {}):
         return False
@@ -93,7 +91,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
     queued = folder / QUEUED_FILE
     detail = _progress(folder) if RunFolder(folder).state.is_dir() else ""
     if queued.is_file():
-        job = json.loads(queued.read_text(encoding="utf-8"))
+        job = saved_json_object(queued) or {}
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
                                                  f"at {job.get('submitted')}"]))
     missing = missing_data(experiment.cards[cell.task], config.data_dir)
@@ -197,10 +195,10 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     saved_file = run.config
     if not run.state.is_dir() and not run.best.is_dir():
         return  # nothing saved yet: a fresh start overwrites nothing of value
-    try:
-        saved = current_names(json.loads(saved_file.read_text(encoding="utf-8")))
-    except (FileNotFoundError, json.JSONDecodeError):
+    saved = saved_json_object(saved_file)
+    if saved is None:
         return
+    saved = current_names(saved)
     differ = sorted(key for key in set(saved) | set(config) if key not in BOOKKEEPING_FIELDS
                     and saved.get(key) != config.get(key))
     if differ:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
 from xsyn.report.render import _markdown_table, _number, _signed, format_delta, format_stat
 from xsyn.training.folder import RunFolder
-from xsyn.utils.io import atomic_write_json, atomic_write_text
+from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 
 @dataclass
@@ -198,10 +197,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
 
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
-    try:
-        return json.loads(RunFolder(experiment.cell_dir(cell)).config.read_text(encoding="utf-8")).get("max_steps")
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    return (saved_json_object(RunFolder(experiment.cell_dir(cell)).config) or {}).get("max_steps")
 
 
 def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, Any]], alpha: float) -> list[str]:

@@ -10,7 +10,6 @@ every one of its seeds has finished, so that a partly run grid never wins with f
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from xsyn.experiments.experiment_file import Cell, Experiment
 from xsyn.training.folder import RunFolder
+from xsyn.utils.io import saved_json_object
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,7 @@ def select(experiment: Experiment, task: str, finished: list[Cell],
 
 def read_dev_score(folder: Path) -> float | None:
     """The dev score a finished fine-tune kept its best checkpoint on (None while there is none)."""
-    try:
-        results = json.loads(RunFolder(folder).validation_results.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    value = results.get("primary") if isinstance(results, dict) else None
+    value = (saved_json_object(RunFolder(folder).validation_results) or {}).get("primary")
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 

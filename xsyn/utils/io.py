@@ -8,6 +8,7 @@ the option that chooses another place (`option`, e.g. `--output-dir`, `--output`
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -123,3 +124,13 @@ def not_utf8_at(data: bytes, err: UnicodeDecodeError) -> str:
     """Where `data` stops being UTF-8, as an editor shows it (a line and a byte in it), not as a file offset."""
     line, column = data.count(b"\n", 0, err.start) + 1, err.start - data.rfind(b"\n", 0, err.start)
     return f"line {line}, byte {column}: not UTF-8 text (byte 0x{data[err.start]:02x})"
+
+
+def saved_json_object(path: Path) -> dict | None:
+    """A JSON object xsyn saved, or None where there is none to trust: missing, or damaged (cut short by a kill,
+    not UTF-8, not JSON, not an object). For files whose absence means "not done yet", so damage means the same."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+        return None
+    return data if isinstance(data, dict) else None
