@@ -608,3 +608,23 @@ def test_a_damaged_file_in_a_cell_folder_is_status_not_a_traceback_and_a_rerun_m
         assert json.loads((cell / "eval-test" / "results.json").read_text())["per_language"] == scores
     finally:
         file.write_bytes(kept)
+
+
+EXPERIMENT_FILES = {  # an experiment file: (content, what the one error line names)
+    "bad TOML": (b'tasks = ["synth"]\ntitle = \n', "not valid TOML (Invalid value (at line 2, column 9))"),
+    "not UTF-8": (b'title = "Caf\xe9"\ntasks = ["synth"]\n', "line 1, byte 13: not UTF-8 text (byte 0xe9)"),
+    "empty": (b"", "tasks: missing"),
+    "wrong type": (b'tasks = "synth"\n', "tasks: expected a list of strings, got 'synth'"),
+    "unknown key": (b'tasks = ["synth"]\nvariant = ["gat"]\n', "variant: unknown key; did you mean 'variants'?"),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "status"])
+@pytest.mark.parametrize("case", sorted(EXPERIMENT_FILES))
+def test_a_damaged_experiment_file_is_named_with_the_line_or_key(tmp_path, case, command):
+    content, named = EXPERIMENT_FILES[case]
+    grid = tmp_path / "grid.toml"
+    grid.write_bytes(content)
+    res = CliRunner().invoke(main, ["experiment", command, str(grid), "--output-dir", str(tmp_path / "runs")])
+    one_line_error(res, f"{grid}: {named}")
+    assert not (tmp_path / "runs").exists()

@@ -51,6 +51,7 @@ from xsyn.models.variants import variant_names
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
+from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, load, one_of, strict, validated_field
 
 RECIPE_PACKAGE = "xsyn.experiments"
@@ -343,8 +344,11 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     before anything runs."""
     path = find_experiment_file(source)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ExperimentError(f"{path}: {not_utf8_at(raw, err)}; save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
         raise ExperimentError(f"{path}: not valid TOML ({err})") from None
     except OSError as err:
         raise ExperimentError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
