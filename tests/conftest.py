@@ -161,3 +161,27 @@ def file_size_limit():
             signal.signal(signal.SIGXFSZ, previous)
 
     return limited
+
+
+@pytest.fixture
+def immutable():
+    """Makes a folder unwritable even for root (tests run as root, whom chmod does not stop): chmod, and
+    the immutable attribute where running as root; undone at the end."""
+    import shutil
+    import subprocess
+
+    made = []
+
+    def freeze(folder: Path) -> None:
+        folder.chmod(0o555)
+        if os.geteuid() == 0:
+            if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)],
+                                                                capture_output=True).returncode:
+                pytest.skip("running as root, and this filesystem has no immutable attribute: chmod alone does "
+                            "not stop root")
+        made.append(folder)
+
+    yield freeze
+    for folder in made:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        folder.chmod(0o755)

@@ -628,3 +628,58 @@ def test_a_damaged_experiment_file_is_named_with_the_line_or_key(tmp_path, case,
     res = CliRunner().invoke(main, ["experiment", command, str(grid), "--output-dir", str(tmp_path / "runs")])
     one_line_error(res, f"{grid}: {named}")
     assert not (tmp_path / "runs").exists()
+
+
+# -- read-only folders: a new folder inside one, or an existing folder that cannot be written ---------------
+
+def read_only_case(case: str, trained: Path, frozen: Path, tmp_path: Path) -> tuple[list[str], str]:
+    """The command of `case` writing into (or below) `frozen`, and the option its error must name."""
+    vocab, cache, text = str(trained.parent / "vocab.txt"), str(trained.parent / "cache"), tmp_path / "in.txt"
+    text.write_text("the dog barks\n")
+    parse = ["parse", "--input", str(text), "--format", "text", "--lang", "en", "--parser", "chain", "--quiet"]
+    return {
+        "evaluate --output-dir": (["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir", cache,
+                                   "--output-dir", str(frozen / "eval")], "--output-dir"),
+        "evaluate --cache-dir": (["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir", str(frozen / "cache"),
+                                  "--output-dir", str(tmp_path / "eval")], "--cache-dir"),
+        "finetune --cache-dir": (["finetune", *QUICK, "--tokenizer", vocab, "--cache-dir", str(frozen / "cache"),
+                                  "--output-dir", str(tmp_path / "run")], "--cache-dir"),
+        "parse --output": ([*parse, "--cache-dir", str(tmp_path / "c"), "--output", str(frozen / "r.jsonl")],
+                           "--output"),
+        "parse --cache-dir": ([*parse, "--cache-dir", str(frozen / "c"), "--output", str(tmp_path / "r.jsonl")],
+                              "--cache-dir"),
+        "experiment run --output-dir": (["experiment", "run", "synth", "--output-dir", str(frozen / "runs"),
+                                         "--max-steps", "1"], "--output-dir"),
+    }[case]
+
+
+READ_ONLY = ["evaluate --output-dir", "evaluate --cache-dir", "finetune --cache-dir", "parse --output",
+             "parse --cache-dir", "experiment run --output-dir"]
+
+
+@pytest.mark.parametrize("case", READ_ONLY)
+def test_a_read_only_folder_is_named_with_the_option_before_any_work(trained, tmp_path, immutable, case):
+    frozen = tmp_path / "read-only"
+    frozen.mkdir()
+    immutable(frozen)
+    args, option = read_only_case(case, trained, frozen, tmp_path)
+    res = CliRunner().invoke(main, args)
+    one_line_error(res, str(frozen), "permission denied", f"choose a folder you can write to ({option})")
+
+
+def test_a_run_folder_made_read_only_keeps_its_run_and_resumes_once_writable(trained, run_copy, immutable):
+    """--resume into a run folder whose state/ cannot be replaced: named, the last complete state kept, and
+    the same command continues once the folder is writable again."""
+    args = ["finetune", *QUICK[:-2], "--max-steps", "3", "--tokenizer", str(trained.parent / "vocab.txt"),
+            "--cache-dir", str(trained.parent / "cache"), "--output-dir", str(run_copy), "--resume"]
+    before = {p.name: p.read_bytes() for p in (run_copy / "state").iterdir()}
+    immutable(run_copy / "state")
+    res = CliRunner().invoke(main, args)
+    one_line_error(res, f"cannot write the training state to {run_copy / 'state.tmp'}",
+                   f"the last complete state, {run_copy / 'state'}, is kept")
+    assert {p.name: p.read_bytes() for p in (run_copy / "state").iterdir()} == before
+    subprocess.run(["chattr", "-i", str(run_copy / "state")], capture_output=True)
+    (run_copy / "state").chmod(0o755)
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert json.loads((run_copy / "train_results.json").read_text())["steps"] == 3

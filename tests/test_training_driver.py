@@ -6,8 +6,6 @@ be written (read-only, or a disk that fills while a checkpoint is written)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -141,29 +139,6 @@ def test_a_folder_that_holds_files_is_refused_naming_both_ways_on(common, tmp_pa
 
 
 # -- an output folder that cannot be written --------------------------------------------------------
-
-@pytest.fixture
-def immutable():
-    """Makes a folder unwritable even for root (tests run as root, whom chmod does not stop): chmod, and
-    the immutable attribute where running as root; undone at the end."""
-    import os
-
-    made = []
-
-    def freeze(folder: Path) -> None:
-        folder.chmod(0o555)
-        if os.geteuid() == 0:
-            if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)],
-                                                                capture_output=True).returncode:
-                pytest.skip("running as root, and this filesystem has no immutable attribute: chmod alone does "
-                            "not stop root")
-        made.append(folder)
-
-    yield freeze
-    for folder in made:
-        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
-        folder.chmod(0o755)
-
 
 def test_a_read_only_output_folder_is_named_with_the_fix_and_nothing_is_touched(common, tmp_path, immutable):
     parent = tmp_path / "ro"
