@@ -683,3 +683,56 @@ def test_a_run_folder_made_read_only_keeps_its_run_and_resumes_once_writable(tra
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0, again.output
     assert json.loads((run_copy / "train_results.json").read_text())["steps"] == 3
+
+
+# -- a second run while the first is writing --------------------------------------------------------------
+
+def wait_for(path: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while not path.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.is_file(), process.stderr.read().decode()[-3000:]
+
+
+@pytest.mark.slow
+def test_a_second_finetune_into_a_folder_being_written_is_refused_whatever_its_option(trained, tmp_path):
+    out = tmp_path / "run"
+    args = ["finetune", *QUICK[:-2], "--tokenizer", str(trained.parent / "vocab.txt"), "--cache-dir",
+            str(trained.parent / "cache"), "--output-dir", str(out)]
+    first = xsyn_process([*args, "--max-steps", "5000"])
+    try:
+        wait_for(out / "train_log.jsonl", first)
+        for option in ([], ["--resume"], ["--overwrite-output-dir"]):
+            logged = (out / "train_log.jsonl").stat().st_size
+            res = CliRunner().invoke(main, [*args, "--max-steps", "2", *option])
+            one_line_error(res, f"{out} is being written by pid {first.pid}", "wait for it to finish (or stop it)")
+            # nothing of the first run deleted (--overwrite-output-dir once cleared the folder before asking)
+            assert (out / "config.json").is_file() and (out / "train_log.jsonl").stat().st_size >= logged
+        assert first.poll() is None  # the first run goes on
+    finally:
+        first.kill()
+        first.wait()
+
+
+@pytest.mark.slow
+def test_a_second_experiment_run_leaves_the_held_cell_to_its_owner_and_says_so(experiment_whole, tmp_path):
+    grid, _ = experiment_whole
+    runs = tmp_path / "runs"
+    args = ["experiment", "run", str(grid), "--output-dir", str(runs), "--max-steps", "5000", "--cell", "*/none-*"]
+    first = xsyn_process(args)
+    try:
+        cell = runs / "synth" / "none-max_steps=5000-seed1"
+        wait_for(cell / "train_log.jsonl", first)
+        res = CliRunner().invoke(main, args)
+        one_line_error(res, "1 cells are held by other live processes and were not run here",
+                       f"locked by pid {first.pid}")
+        status = CliRunner().invoke(main, ["experiment", "status", str(grid), "--output-dir", str(runs),
+                                           "--max-steps", "5000"])
+        assert re.search(fr"none-max_steps=5000-seed1\s+running\s+locked by pid {first.pid}", status.output)
+        res = CliRunner().invoke(main, ["finetune", *QUICK[:-2], "--tokenizer", str(runs / "synth-vocab.txt"),
+                                        "--output-dir", str(cell), "--resume"])
+        one_line_error(res, f"{cell} is being written by pid {first.pid}")
+        assert first.poll() is None
+    finally:
+        first.kill()
+        first.wait()

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NoReturn
 
@@ -220,18 +221,22 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
 
 
 def _claim_output_dir(folder: RunFolder, overwrite: bool) -> None:
-    """A fresh run's folder must be empty: what is there would be mixed with the new run's files, or lost."""
-    present = folder.entries()
-    if not present:
-        return
-    if not overwrite:
-        what = (f"a run that saved progress ({folder.state.name}/ or {folder.train_results.name})"
-                if folder.has_progress() else
-                f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})")
-        raise click.ClickException(f"{folder.path} already holds {what}: continue it with --resume "
-                                   f"{shlex.quote(str(folder.path))}, start afresh with --overwrite-output-dir, or "
-                                   "choose another --output-dir (or --seed)")
-    folder.clear()
+    """A fresh run's folder must be empty: what is there would be mixed with the new run's files, or lost.
+    Judged under the folder's writer lock: a run that another process is writing is named, never deleted."""
+    if not folder.entries():
+        return  # (a folder not made yet is made by the preflight, which names a path that cannot be one)
+    with folder.writing() if is_main_process() else nullcontext():
+        present = folder.entries()
+        if not present:
+            return
+        if not overwrite:
+            what = (f"a run that saved progress ({folder.state.name}/ or {folder.train_results.name})"
+                    if folder.has_progress() else
+                    f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})")
+            raise click.ClickException(f"{folder.path} already holds {what}: continue it with --resume "
+                                       f"{shlex.quote(str(folder.path))}, start afresh with --overwrite-output-dir, "
+                                       "or choose another --output-dir (or --seed)")
+        folder.clear()
 
 
 def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
