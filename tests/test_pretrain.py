@@ -4,6 +4,7 @@ SEPREM's distance-prediction objective, and the honest handling of long and miss
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -270,6 +271,19 @@ def test_a_pretraining_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     curves = [json.loads((d / "pretrain_config.json").read_text())["training"]["curve"] for d in (whole, killed)]
     assert curves[0] == curves[1] and [p["step"] for p in curves[0]] == [3, 6, 8]
     assert (whole / "train_log.jsonl").read_text() == (killed / "train_log.jsonl").read_text()
+
+
+def test_a_pretraining_into_a_folder_another_process_writes_is_refused(tmp_path, shared_data, minilm):
+    """Two pre-trainings (or two --resume) into one folder would mix their states: the second is named."""
+    from xsyn.training.folder import RunFolder
+
+    out = tmp_path / "gat"
+    with RunFolder(out).writing():  # as a first pre-training (or a finetune) holds it
+        code, output = pretrain(["--treebanks", "en", "--train-split", "dev", "--treebank-dir",
+                                 str(shared_data / "ud"), "--model", "tiny", "--tokenizer", str(minilm / "vocab.txt"),
+                                 "--max-steps", "1", "--quiet", "--output-dir", str(out)])
+    assert code == 1 and f"{out} is being written by pid {os.getpid()}" in output and "Traceback" not in output
+    assert RunFolder(out).entries() == []  # nothing of the second run was written
 
 
 def test_a_max_length_beyond_the_models_positions_is_refused(tmp_path, shared_data, minilm):

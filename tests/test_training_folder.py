@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,18 @@ def test_a_second_writer_of_a_run_folder_is_refused_until_the_first_is_gone(tmp_
         holder.wait()
     with RunFolder(tmp_path / "run").writing():  # the killed holder's lock is gone with it
         assert RunFolder(tmp_path / "run").entries() == []
+
+
+def test_only_the_main_rank_takes_the_writer_lock(tmp_path, monkeypatch):
+    """Under a distributed launch the other ranks write nothing: they hold no lock, so they never refuse
+    their own main process, while a second main process is refused as before."""
+    from xsyn.training.folder import RunFolder, RunFolderBusy
+
+    with RunFolder(tmp_path / "run").writing():
+        monkeypatch.setenv("RANK", "1")
+        with RunFolder(tmp_path / "run").writing():
+            pass
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(RunFolderBusy, match=f"is being written by pid {os.getpid()}"):
+            with RunFolder(tmp_path / "run").writing():
+                pass

@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import NoReturn
 
@@ -225,7 +224,7 @@ def _claim_output_dir(folder: RunFolder, overwrite: bool) -> None:
     Judged under the folder's writer lock: a run that another process is writing is named, never deleted."""
     if not folder.entries():
         return  # (a folder not made yet is made by the preflight, which names a path that cannot be one)
-    with folder.writing() if is_main_process() else nullcontext():
+    with folder.writing():
         present = folder.entries()
         if not present:
             return

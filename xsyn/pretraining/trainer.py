@@ -283,8 +283,14 @@ class PretrainTask:
 def run_pretraining(settings: PretrainSettings, progress: bool = False, resume: bool = False) -> dict:
     """Train, probe and write the output folder; returns the run summary (`pretrain_config.json`).
 
-    Only the main process writes; the others return an empty summary. With `resume`, it continues
-    from `state/` and ends as an uninterrupted run would."""
+    Only the main process writes, holding the folder's writer lock throughout (a second pre-training into
+    it is refused); the others return an empty summary. With `resume`, it continues from `state/` and ends
+    as an uninterrupted run would."""
+    with RunFolder(settings.output_dir).writing():
+        return _pretrain(settings, progress, resume)
+
+
+def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 

@@ -21,7 +21,6 @@ import logging
 import os
 import secrets
 import shutil
-from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -89,7 +88,7 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     _check_trackers(config.trackers or [])
     tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
-    with folder.writing() if int(os.environ.get("RANK", "0")) == 0 else nullcontext():
+    with folder.writing():
         return _finetune(config, resume, progress, tokenizer, folder)
 
 

@@ -62,9 +62,13 @@ class RunFolder:
     def writing(self) -> Iterator[None]:
         """Held while one process writes this run, so that a second writer (another `finetune` or a second
         `--resume` into the same folder) is refused at once instead of mixing its files with the first's.
-        An OS lock (flock) on `.writer.lock`: the OS drops it when its process dies, so it is never stale."""
+        An OS lock (flock) on `.writer.lock`: the OS drops it when its process dies, so it is never stale.
+        Under a distributed launch only the main process (RANK 0) takes it: the other ranks write nothing."""
         import fcntl
 
+        if int(os.environ.get("RANK", "0")) != 0:
+            yield
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         handle = (self.path / WRITER_LOCK).open("a+", encoding="utf-8")
         try:
