@@ -1,7 +1,9 @@
-"""Fault injection on the tiny model: damaged files of each kind xsyn reads, full disks, unwritable
-folders, and kill -9 mid-command. Each case asserts the exit status, a one-line message naming the file
-(no traceback), and that nothing written before is lost. Cases are parametrized rows; the few that
-start processes are marked slow."""
+"""Fault injection on the tiny model: a damaged file of each kind xsyn reads (run and checkpoint files,
+task cards, configs, experiment files, cell folders and locks, CoNLL-U, caches, inputs), full disks,
+read-only folders, kill -9 at seeded random moments of finetune, evaluate, experiment run and parse, and a
+second run while the first writes. Each case asserts the exit status, a one-line message naming the file
+(no traceback), and that nothing written before is lost. Cases are parametrized rows; the few that start
+processes are marked slow."""
 
 from __future__ import annotations
 
