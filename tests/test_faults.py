@@ -738,3 +738,21 @@ def test_a_second_experiment_run_leaves_the_held_cell_to_its_owner_and_says_so(e
     finally:
         first.kill()
         first.wait()
+
+
+@pytest.mark.parametrize("command", ["predict", "report"])
+def test_a_full_disk_under_predict_or_report_names_the_file_and_keeps_the_earlier_output(trained, tmp_path,
+                                                                                      file_size_limit, command):
+    source, earlier = tmp_path / "in.jsonl", tmp_path / "out" / "earlier.txt"
+    source.write_text(json.dumps(ROW) + "\n")
+    earlier.parent.mkdir()
+    earlier.write_text("an earlier run's output\n")
+    runs = tmp_path / "runs"
+    shutil.copytree(trained.parent / "eval", Path(shutil.copytree(trained, runs / "run", symlinks=True)) / "eval")
+    args = {"predict": ["predict", "--model-dir", str(trained), "--input", str(source), "--lang", "svo", "--quiet",
+                        "--cache-dir", str(trained.parent / "cache"), "--output", str(earlier)],
+            "report": ["report", str(runs), "--resamples", "10", "--output-dir", str(earlier.parent)]}[command]
+    with file_size_limit(100):
+        res = CliRunner().invoke(main, args)
+    one_line_error(res, "cannot write ", "file too large; free some space or choose another --")  # (the first write's)
+    assert earlier.read_text() == "an earlier run's output\n"
