@@ -14,3 +14,29 @@ def test_tasks_without_a_hub_copy_say_where_their_data_goes(tmp_path, monkeypatc
     assert missing_data(load_card("matis"), str(tmp_path / "matis")) == ""  # provided
     assert missing_data(load_card("synth"), None) == ""  # generated
     assert missing_data(load_card("pawsx"), None) == ""  # the hub has it
+
+
+def test_a_runs_folder_moved_whole_keeps_its_cells_and_a_changed_setting_is_still_refused(tmp_path):
+    """Paths inside the runs folder (the synth vocabulary, a pre-trained GAT) are compared by their place
+    in it: a moved or copied folder's cells are its own, not 'a run with other settings'."""
+    import json
+
+    import pytest
+
+    from xsyn.experiments.cells import check_same_run
+    from xsyn.experiments.experiment_file import ExperimentError
+
+    old, new = tmp_path / "old" / "runs", tmp_path / "elsewhere" / "runs"
+    saved = {"output_dir": str(old / "synth" / "gat-seed1"), "tokenizer": str(old / "synth-vocab.txt"),
+             "gat_init": str(old / "pretrain" / "tiny"), "learning_rate": 0.0003, "task": "synth"}
+    cell = new / "synth" / "gat-seed1"
+    (cell / "state").mkdir(parents=True)
+    (cell / "config.json").write_text(json.dumps(saved))
+    now = {**saved, "output_dir": str(cell), "tokenizer": str(new / "synth-vocab.txt"),
+           "gat_init": str(new / "pretrain" / "tiny")}
+    check_same_run(cell, now)  # the same run, moved
+    with pytest.raises(ExperimentError, match=r"learning_rate: 0.0003 there, 0.5 now"):
+        check_same_run(cell, {**now, "learning_rate": 0.5})
+    outside = tmp_path / "my-vocab.txt"  # a setting outside the runs folder is compared as written
+    with pytest.raises(ExperimentError, match=r"tokenizer: .*synth-vocab.txt' there"):
+        check_same_run(cell, {**now, "tokenizer": str(outside)})

@@ -199,6 +199,10 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     if saved is None:
         return
     saved = current_names(saved)
+    # A runs folder moved or copied whole keeps its cells: a path inside it (the synth vocabulary, the
+    # pre-trained GAT) is compared by where it lies in the folder, not by the old absolute path.
+    then, now = _moved_from(saved.get("output_dir"), folder)
+    saved = {key: _moved(value, then, now) for key, value in saved.items()}
     differ = sorted(key for key in set(saved) | set(config) if key not in BOOKKEEPING_FIELDS
                     and saved.get(key) != config.get(key))
     if differ:
@@ -206,6 +210,28 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
         raise ExperimentError(f"{folder} holds a run with other settings ({shown}): the experiment file changed "
                               "since it ran. Delete the folder to run the cell again, or give the experiment another "
                               "runs_dir")
+
+
+def _moved_from(saved_output_dir: Any, folder: Path) -> tuple[Path | None, Path]:
+    """Where the folder tree holding a cell was when its run was written, and where it is now: the two
+    paths less the trailing parts they share (the cell's name under the runs folder)."""
+    if not isinstance(saved_output_dir, str):
+        return None, folder
+    then, now = Path(saved_output_dir), folder.absolute()
+    while then.name and then.name == now.name:
+        then, now = then.parent, now.parent
+    return then, now
+
+
+def _moved(value: Any, then: Path | None, now: Path) -> Any:
+    """`value`, if it is a path inside the runs folder `then` (where a saved run was written), as the same
+    path inside `now` (where the folder is now)."""
+    if then is None or then == now or not isinstance(value, str):
+        return value
+    try:
+        return str(now / Path(value).relative_to(then))
+    except ValueError:  # not inside the runs folder: a setting of its own
+        return value
 
 
 def _run_in_processes(experiment: Experiment, cell: Cell, processes: int) -> None:
