@@ -205,16 +205,21 @@ def test_bench_parse_reports_rates_speedup_and_efficiency_per_worker_count(udpip
     source = tmp_path / "sentences.txt"
     source.write_text("\n".join(g.text for g in gold) + "\n", encoding="utf-8")
     res = CliRunner().invoke(main, ["bench", "parse", "--parser", f"udpipe:{udpipe_model}", "--input", str(source),
-                                    "--workers", "1,2", "--cache-entries", "300", "--cache-lookups", "50", "--json"])
+                                    "--workers", "1,2", "--cache-entries", "300", "--cache-lookups", "50",
+                                    "--repeats", "3", "--ceiling-loop", "200000", "--json"])
     assert res.exit_code == 0, res.output
     result = json.loads(res.output)
     one, two = result["parse"]
     distinct = len({g.text for g in gold})
     assert (one["workers"], two["workers"], one["sentences"], two["sentences"]) == (1, 2, distinct, distinct)
+    assert len(one["runs"]) == len(two["runs"]) == 3 and two["sentences_per_s"] == sorted(two["runs"])[1]  # median
     assert one["speedup"] == 1.0 and one["added_core_efficiency"] is None
     assert two["speedup"] == pytest.approx(two["sentences_per_s"] / one["sentences_per_s"])
     assert two["efficiency"] == pytest.approx(two["speedup"] / 2)
     assert two["added_core_efficiency"] == pytest.approx(two["speedup"] - 1)
+    machine_one, machine_two = result["machine_ceiling"]
+    assert machine_one["speedup"] == 1.0 and machine_two["speedup"] > 0
+    assert two["speedup_vs_machine"] == pytest.approx(two["speedup"] / machine_two["speedup"])
     assert (result["cache"]["entries"], result["cache"]["lookups"]) == (300, 50)
     few = CliRunner().invoke(main, ["bench", "parse", "--parser", f"udpipe:{udpipe_model}", "--input", str(source),
                                     "--workers", "1,4"])

@@ -1,14 +1,20 @@
 """The corpus-parsing benchmark behind `xsyn bench parse`.
 
-Two measurements:
+Three measurements:
 - parse throughput: the same sentences parsed from scratch (no cache) by `parse_segments` with 1, 2, ...
-  worker processes, the pool's start and the parser's model loads included, as a corpus run pays them.
+  worker processes, the pool's start and the parser's model loads included, as a corpus run pays them;
+  with `repeats` the worker counts take turns (1, 2, 1, 2, ...) and each row holds the median rate
+  (and every run's), so a burst of other work does not decide the ratio.
   `speedup` is the rate over the 1-worker rate; `efficiency` the speedup per worker (1.0: perfect), and
   `added_core_efficiency` what each worker beyond the first adds, in units of the first
   ((speedup - 1) / (workers - 1)). `sentences_per_cpu_s` counts the CPU time of this process and its
   workers: the rate one core gives when nothing else runs on it, and, compared across worker counts,
   what the workers cost besides parsing (their start, the model loads, sending records back); unlike
   the wall-clock figures it holds on a busy machine;
+- the machine's own ceiling (`machine_ceiling`): the same pure-Python loop in 1, 2, ... processes at
+  once, timed the same way. A virtual machine's cores are not always whole ones (a host's hyperthreads,
+  other guests): what N independent CPU-bound processes get there is the most N parse workers can get,
+  and `speedup_vs_machine` puts the parse speedup against it;
 - the parse cache at `cache_entries` entries: appending them in the chunks parsing writes (as
   parsing fsyncs them), opening the cache (indexing every shard, as each run does first), and looking up
   `lookups` random keys (reading, checking and decoding each record).
@@ -22,6 +28,9 @@ from __future__ import annotations
 import os
 import random
 import resource
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,29 +44,60 @@ from xsyn.syntax.segment import Segment
 
 
 def parse_throughput(parser: Parser, sentences: Sequence[str], lang: str, workers: Sequence[int],
-                     batch_size: int = 256) -> list[dict[str, Any]]:
-    """Sentences/s parsing `sentences` (distinct) from scratch with each number of `workers`."""
+                     batch_size: int = 256, repeats: int = 1) -> list[dict[str, Any]]:
+    """Sentences/s parsing `sentences` (distinct) from scratch with each number of `workers`; with
+    `repeats`, the counts take turns and each row gives the median run (`runs`: every run's rate)."""
     if len(sentences) < max(workers) * MIN_CHUNK:
         raise ValueError(f"{len(sentences)} sentences cannot keep {max(workers)} workers busy (chunks of at least "
                          f"{MIN_CHUNK}): give at least {max(workers) * MIN_CHUNK}")
-    rows: list[dict[str, Any]] = []
+    runs: dict[int, list[dict[str, Any]]] = {count: [] for count in workers}
+    for _ in range(repeats):
+        for count in workers:
+            segments = [Segment(lang, text=text) for text in sentences]
+            cpu_before = _cpu_seconds()
+            start = time.perf_counter()
+            parse_segments(segments, parser, None, workers=count, batch_size=batch_size)
+            seconds = time.perf_counter() - start
+            cpu = _cpu_seconds() - cpu_before
+            runs[count].append({"workers": count, "sentences": len(segments), "seconds": seconds,
+                                "sentences_per_s": len(segments) / seconds, "cpu_seconds": cpu,
+                                "sentences_per_cpu_s": len(segments) / cpu})
+    rows = []
     for count in workers:
-        segments = [Segment(lang, text=text) for text in sentences]
-        cpu_before = _cpu_seconds()
-        start = time.perf_counter()
-        parse_segments(segments, parser, None, workers=count, batch_size=batch_size)
-        seconds = time.perf_counter() - start
-        cpu = _cpu_seconds() - cpu_before
-        rows.append({"workers": count, "sentences": len(segments), "seconds": seconds,
-                     "sentences_per_s": len(segments) / seconds, "cpu_seconds": cpu,
-                     "sentences_per_cpu_s": len(segments) / cpu})
-    base = rows[0]["sentences_per_s"] / rows[0]["workers"]
+        ranked = sorted(runs[count], key=lambda run: run["sentences_per_s"])
+        rows.append({**ranked[(len(ranked) - 1) // 2],
+                     "runs": [run["sentences_per_s"] for run in runs[count]]})  # the median (lower, if even)
+    return with_speedups(rows, "sentences_per_s")
+
+
+def with_speedups(rows: list[dict[str, Any]], rate: str) -> list[dict[str, Any]]:
+    """`speedup` over the first row's rate per worker, `efficiency` per worker, `added_core_efficiency`."""
+    base = rows[0][rate] / rows[0]["workers"]
     for row in rows:
-        speedup = row["sentences_per_s"] / base
+        speedup = row[rate] / base
         row["speedup"] = speedup
         row["efficiency"] = speedup / row["workers"]
         row["added_core_efficiency"] = (speedup - 1) / (row["workers"] - 1) if row["workers"] > 1 else None
     return rows
+
+
+CEILING_LOOP = "s = 0\nfor i in range({n}):\n    s += i * i\n"  # pure CPU: no memory traffic, no I/O
+
+
+def machine_ceiling(workers: Sequence[int], loop: int = 20_000_000, repeats: int = 1) -> list[dict[str, Any]]:
+    """What this machine gives N independent CPU-bound processes: the same loop in each of N processes
+    started at once, the median wall time of `repeats` turns; `speedup` as for parsing."""
+    code = CEILING_LOOP.format(n=loop)
+    times: dict[int, list[float]] = {count: [] for count in workers}
+    for _ in range(repeats):
+        for count in workers:
+            start = time.perf_counter()
+            processes = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+            if any(process.wait() != 0 for process in processes):
+                raise RuntimeError("the ceiling loop failed in a subprocess")
+            times[count].append(time.perf_counter() - start)
+    rows = [{"workers": count, "loops_per_s": count / statistics.median(times[count])} for count in workers]
+    return with_speedups(rows, "loops_per_s")
 
 
 def _cpu_seconds() -> float:

@@ -233,11 +233,17 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
               help="Entries of the parse cache whose write, open and lookup rates are measured.")
 @click.option("--cache-lookups", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Random lookups timed in that cache.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Turns of the worker counts (1, 2, 1, 2, ...); each row gives the median turn.")
+@click.option("--ceiling-loop", type=click.IntRange(min=1), default=20_000_000, show_default=True,
+              help="Iterations of the pure-Python loop that measures what the machine gives N independent "
+                   "processes (the most N workers can get).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
-                cache_entries: int, cache_lookups: int, as_json: bool) -> None:
-    """Sentences/s of corpus parsing at 1, 2 and N worker processes, and the parse cache's rates at scale."""
-    from xsyn.benchmarks.parse import cache_rates, load_average, parse_throughput
+                cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
+    """Sentences/s of corpus parsing at 1, 2 and N worker processes against what the machine gives N
+    independent processes, and the parse cache's rates at scale."""
+    from xsyn.benchmarks.parse import cache_rates, load_average, machine_ceiling, parse_throughput
     from xsyn.syntax.parse import default_workers
     from xsyn.syntax.parsing import build_parser
 
@@ -255,23 +261,31 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
     before = load_average()
     try:
-        rows = parse_throughput(parser, sentences, lang, counts)
+        rows = parse_throughput(parser, sentences, lang, counts, repeats=repeats)
     except ValueError as err:
         raise click.ClickException(f"{input_path}: {err}") from None
+    ceiling = machine_ceiling(counts, ceiling_loop, repeats)
+    for row, machine in zip(rows, ceiling):
+        row["machine_speedup"] = machine["speedup"]
+        row["speedup_vs_machine"] = row["speedup"] / machine["speedup"]
     cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
     result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
-              "load_average_after": load_average(), "parse": rows, "cache": cache}
+              "load_average_after": load_average(), "repeats": repeats, "parse": rows, "machine_ceiling": ceiling,
+              "cache": cache}
     if as_json:
         click.echo(json.dumps(result))
         return
     click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
                f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
                f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
-    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s")
+    click.echo(f"median of {repeats} turns; machine = the same pure-Python loop in N processes at once")
+    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s  machine speedup  "
+               "vs machine")
     for row in rows:
         added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
         click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
-                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}")
+                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}  "
+                   f"{row['machine_speedup']:>15.2f}  {row['speedup_vs_machine']:>10.2f}")
     click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
                f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
                f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
