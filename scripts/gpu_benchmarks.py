@@ -174,16 +174,22 @@ def profile(run: Run) -> dict[str, Any]:
     return json.loads(run.command("profile", [sys.executable, "-c", code]).stdout.splitlines()[-1])
 
 
-PROFILE_CODE = """
-import json, torch
-from torch.profiler import ProfilerActivity, profile
-from xsyn.benchmarks.model import build, model_batch, synthetic_batch, train_step
+# The bert-base shape and batch of bench_model (tiny with --quick), on the device: the start of the
+# profile's and the compile step's code.
+BERT_BASE_BATCH = """
+from xsyn.benchmarks.model import synthetic_batch
 quick = {quick}
 shape = dict(num_hidden_layers=2 if quick else 12, hidden_size=64 if quick else 768,
              num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072,
              vocab_size=100 if quick else 119547, max_position_embeddings=512)
 b, t = (2, 32) if quick else (32, 128)
 batch = {{k: v.to("{device}") for k, v in synthetic_batch(b, t, shape["vocab_size"], 0).items()}}
+"""
+
+PROFILE_CODE = BERT_BASE_BATCH + """
+import json, torch
+from torch.profiler import ProfilerActivity, profile
+from xsyn.benchmarks.model import build, model_batch, train_step
 cuda = "{device}".startswith("cuda")
 tables, totals = {{}}, {{}}
 for variant in ["none"] + {variants}:
@@ -441,15 +447,9 @@ def torch_compile(run: Run) -> dict[str, Any]:
     return json.loads(run.command("compile", [sys.executable, "-c", code]).stdout.splitlines()[-1])
 
 
-COMPILE_CODE = """
+COMPILE_CODE = BERT_BASE_BATCH + """
 import json, time, torch
-from xsyn.benchmarks.model import build, model_batch, step_seconds, synthetic_batch
-quick = {quick}
-shape = dict(num_hidden_layers=2 if quick else 12, hidden_size=64 if quick else 768,
-             num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072,
-             vocab_size=100 if quick else 119547, max_position_embeddings=512)
-b, t = (2, 32) if quick else (32, 128)
-batch = {{k: v.to("{device}") for k, v in synthetic_batch(b, t, shape["vocab_size"], 0).items()}}
+from xsyn.benchmarks.model import build, model_batch, step_seconds
 rows = {{}}
 for variant in ("none", "gat"):
     eager = build(variant, shape, 0, "{device}")
