@@ -14,7 +14,6 @@ uploads the checkpoint folder, card included, when training ends.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.variants import get_variant
 from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import atomic_write_text
+from xsyn.utils.io import atomic_write_text, saved_json_object
 
 CARD_FILE = "README.md"
 TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warmup_steps", "weight_decay",
@@ -38,20 +37,12 @@ TRAINING_SETTINGS = ("learning_rate", "batch_size", "epochs", "max_steps", "warm
 # -- the card --------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _evaluations(checkpoint: Path, run_dir: Path, extra: Sequence[Path]) -> list[dict[str, Any]]:
     """The results.json files of this checkpoint's evaluations, one per split (the newest wins)."""
     found: dict[str, dict[str, Any]] = {}
     paths = RunFolder(run_dir).eval_results() + list(extra)
     for path in paths:
-        result = _read_json(path)
+        result = saved_json_object(path)
         if result and Path(result.get("checkpoint", "")).resolve() == checkpoint.resolve():
             found[result["split"]] = result
     return [found[split] for split in sorted(found)]
@@ -70,10 +61,10 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     from transformers.utils import CONFIG_NAME
 
     folder = RunFolder(run_dir)
-    task_info = _read_json(task_file(checkpoint)) or {}
-    model_config = _read_json(checkpoint / CONFIG_NAME) or {}
-    run = _read_json(folder.config) or {}
-    dev = _read_json(folder.validation_results)
+    task_info = saved_json_object(task_file(checkpoint)) or {}
+    model_config = saved_json_object(checkpoint / CONFIG_NAME) or {}
+    run = saved_json_object(folder.config) or {}
+    dev = saved_json_object(folder.validation_results)
     card = load_card(run.get("task_card") or task_info.get("task") or run["task"])
     variant = model_config.get("variant", run.get("variant", "none"))
     base = run.get("model", "?")
