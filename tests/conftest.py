@@ -75,6 +75,31 @@ def device(pytestconfig) -> str:
     return pytestconfig.xsyn_device
 
 
+def _xsyn_on_cpu(args: list[str], processes: int = 1) -> str:
+    """Run `xsyn ARGS` on the CPU in one process, or as the README launches two (ACCELERATE_USE_CPU=true
+    torchrun); its stdout. On the CPU on a GPU machine too: the comparisons are of process counts, not
+    devices. `--standalone` takes a free rendezvous port, so parallel test workers (pytest -n) never meet.
+    A failure shows the end of the output and of stderr, less the other ranks' waits for the one that
+    failed (torchrun prefixes each rank's lines)."""
+    import subprocess
+    import sys
+
+    launch = (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+              if processes > 1 else [])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, *launch, "-m", "xsyn", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + "\n".join(
+        line for line in proc.stderr.splitlines() if not line.startswith("[rank0]"))[-5000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def xsyn_on_cpu():
+    """`xsyn_on_cpu(args, processes=1)`: `xsyn ARGS` on the CPU in that many processes; its stdout."""
+    return _xsyn_on_cpu
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """`../shared/data` beside the checkout (real treebanks, benchmarks, the mBERT vocabulary)."""

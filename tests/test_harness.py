@@ -127,23 +127,12 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_pa
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def _on_cpu(args: list[str], processes: int) -> subprocess.CompletedProcess:
-    """`xsyn ARGS` on the CPU (on a GPU machine too: the comparison is of process counts), in one process
-    or two (torchrun --standalone takes a free rendezvous port, so parallel test workers do not meet)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    launch = (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
-              if processes > 1 else [])
-    return subprocess.run([sys.executable, *launch, "-m", "xsyn", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
-
-
 @pytest.mark.slow
-def test_evaluation_over_two_processes_gives_every_prediction_once(run, tmp_path):
+def test_evaluation_over_two_processes_gives_every_prediction_once(run, tmp_path, xsyn_on_cpu):
     # (training on two processes: tests/test_distributed.py)
     for processes in (1, 2):
-        proc = _on_cpu(["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--quiet", "--output-dir",
-                        str(tmp_path / f"e{processes}")], processes)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
+        xsyn_on_cpu(["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--quiet", "--output-dir",
+                     str(tmp_path / f"e{processes}")], processes)
     for lang in ("svo", "sov"):
         lines = [(tmp_path / e / "per_example" / f"test-{lang}.jsonl").read_text() for e in ("e1", "e2")]
         assert lines[0] == lines[1] and lines[0].count("\n") == 400
