@@ -444,3 +444,20 @@ def test_a_failed_cell_shows_xsyns_message_whole_not_a_librarys_last_line(tmp_pa
     assert outcome.detail.endswith("Check your internet connection.")
     error = (experiment.cell_dir(experiment.cells[0]) / "error.txt").read_text()
     assert "Traceback" in error and not (experiment.cell_dir(experiment.cells[0]) / LOCK_FILE).exists()
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_and_experiment_help_name_every_recipe_with_its_tasks_and_cells():
+    """The README's recipe list gives each bundled recipe's number of tasks and cells as the recipe has them
+    (it once listed li2021 as its three Chinese tasks and ahmad2021 as 6 tasks), and `experiment --help`
+    names every recipe (it once left out `parses`)."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    helped = " ".join(CliRunner().invoke(main, ["experiment", "--help"]).output.split())
+    for name in recipe_names():
+        experiment = load_experiment(name)
+        stated = re.search(rf"`{name}` \((\d+) tasks?, ([\d,]+) cells", text)
+        assert stated, f"README does not state {name}'s tasks and cells"
+        assert (int(stated[1]), int(stated[2].replace(",", ""))) == (len(experiment.tasks), len(experiment.cells))
+        assert re.search(rf"bundled recipe: [a-z0-9, ]*\b{name}\b", helped), name

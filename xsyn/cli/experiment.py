@@ -54,12 +54,26 @@ def experiment_options(fn):
     return fn
 
 
-@main.group()
+class _ExperimentGroup(click.Group):
+    """Its help names the bundled recipes as the package holds them, read only when the help is shown."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from xsyn.experiments.experiment_file import recipe_names
+
+        template = self.help
+        self.help = template.replace("{recipes}", ", ".join(recipe_names()))
+        try:
+            super().format_help_text(ctx, formatter)
+        finally:
+            self.help = template
+
+
+@main.group(cls=_ExperimentGroup)
 def experiment() -> None:
     """A paper's table in one command: a grid of runs from a TOML file, resumable, with one report.
 
     \b
-    FILE|RECIPE is an experiment file or a bundled recipe: ahmad2021, li2021, sgnet, synth.
+    FILE|RECIPE is an experiment file or a bundled recipe: {recipes}.
       xsyn experiment run synth                  # every cell that is not finished, in order
       xsyn experiment status synth               # done / running / failed / to do
       xsyn experiment report synth               # index.md + a report per task
