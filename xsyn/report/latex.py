@@ -7,6 +7,8 @@ Needs `\\usepackage{booktabs}` in the paper.
 
 from __future__ import annotations
 
+import re
+
 from xsyn.report.aggregate import Delta, Experiment, Report, Stat
 from xsyn.report.render import (
     experiment_caps,
@@ -19,7 +21,9 @@ from xsyn.report.render import (
 )
 
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+            # what report texts hold beyond ASCII, as math (no inputenc or fonts needed)
+            "·": r"$\cdot$", "−": r"$-$", "±": r"$\pm$", "Δ": r"$\Delta$"}
 
 
 def latex_tables(report: Report) -> str:
@@ -28,7 +32,8 @@ def latex_tables(report: Report) -> str:
 
 
 def escape(text: str) -> str:
-    return "".join(_SPECIAL.get(char, char) for char in text)
+    # "--" would be an en dash, so `--max-eval-examples` keeps its two hyphens as -{}-
+    return re.sub(r"-(?=-)", "-{}", "".join(_SPECIAL.get(char, char) for char in text))
 
 
 def _table(experiment: Experiment, alpha: float) -> str:
@@ -50,8 +55,8 @@ def _table(experiment: Experiment, alpha: float) -> str:
             cells = [_delta_tex(comparison.per_language.get(lang)) for lang in languages]
             average = "--" if comparison.average is None else f"${comparison.average:+.1f}$"
             lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
-    caption = (f"{escape(section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
-               f"{'/'.join(map(str, seeds))} seed(s); $^\\dagger$ source language")
+    caption = (f"{escape(section_title(experiment, ', '))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd "
+               f"over {'/'.join(map(str, seeds))} {'seed' if seeds == [1] else 'seeds'}; $^\\dagger$ source language")
     if experiment.comparisons:
         caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
                     "(one-sided paired bootstrap)")

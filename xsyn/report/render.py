@@ -73,11 +73,11 @@ def experiment_systems(experiment: Experiment) -> list[System]:
     return [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])]
 
 
-def section_title(experiment: Experiment) -> str:
+def section_title(experiment: Experiment, separator: str = " · ") -> str:
     """Task and split, and the metric where it is not named after the task (`mlqa · validation`)."""
     parts = [experiment.task, experiment.split] + ([experiment.metric] if experiment.metric != experiment.task
                                                   else [])
-    return " · ".join(parts)
+    return separator.join(parts)
 
 
 def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, scale: _Scale, put) -> str:
