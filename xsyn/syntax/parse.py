@@ -33,6 +33,7 @@ from xsyn.utils.progress import Progress
 class ParseReport:
     segments: int = 0  # segments seen
     gold: int = 0  # segments that came with a gold tree
+    attached: int = 0  # segments that already held a parse (pair evaluation's segments, parsed per language)
     unique: int = 0  # distinct segments among the rest
     duplicates: int = 0  # segments that repeat an earlier one (parsed once, for the first)
     cache_hits: int = 0  # distinct segments found in the cache
@@ -45,7 +46,9 @@ class ParseReport:
         return asdict(self)
 
     def __str__(self) -> str:
-        text = (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique "
+        held = ", ".join(part for n, part in ((self.gold, f"{self.gold} with gold trees"),
+                                              (self.attached, f"{self.attached} parsed before")) if n)
+        text = (f"{self.segments} segments{f' ({held})' if held else ''}, {self.unique} unique "
                 f"({self.duplicates} repeats), {self.cache_hits} cache hits, {self.parsed} parsed in "
                 f"{self.seconds:.2f}s")
         if self.parsed:
@@ -80,14 +83,17 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
         if seg.record is None and parser.data_trees and seg.gold_tree is not None:
             seg.record = seg.gold_tree
         if seg.record is not None:
-            report.gold += 1
+            if seg.record is seg.gold_tree:
+                report.gold += 1
+            else:  # parsed before, by whatever parser the run uses (chain, stanza, ...): not a gold tree
+                report.attached += 1
             continue
         content = seg.text if seg.text is not None else list(seg.tokens or [])
         key = cache_key(content, seg.lang, parser.name, parser.version, identity,
                         sent_id=seg.sent_id if preparsed else None)
         groups.setdefault(key, []).append(seg)
     report.unique = len(groups)
-    report.duplicates = report.segments - report.gold - report.unique
+    report.duplicates = report.segments - report.gold - report.attached - report.unique
     found: dict[str, SyntaxRecord] = {}
     if cache is not None:
         for key in groups:
