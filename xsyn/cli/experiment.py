@@ -162,27 +162,66 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     click.echo(f"finished; `xsyn experiment report {source}` writes the report")
 
 
+SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
+
+
 @experiment.command(name="status")
 @experiment_options
-def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None:
-    """A table of the cells: done / running / failed / to do, with a failure's last line."""
-    from xsyn.experiments.cells import cell_state
+@click.option("--cells", "every_cell", is_flag=True,
+              help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
+def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell) -> None:
+    """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
+    (once per task), and the paper's published averages beside ours so far."""
+    from xsyn.experiments.cells import FAILED, RUNNING, STATES, cell_state, tally_by_task
+    from xsyn.experiments.pretrain import pretrain_states
+    from xsyn.experiments.report import paper_status
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     states = [cell_state(spec, cell) for cell in spec.cells]
+    listed = states if every_cell or len(states) <= SHORT_LIST else [s for s in states if s.state in (RUNNING, FAILED)]
     width = max(len(s.cell.name) for s in states)
-    click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
-    for state in states:
+    if listed:
+        click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
+    for state in listed:
         click.echo(f"{state.cell.name:<{width}}  {state.state:<7}  {state.detail}".rstrip())
-    from xsyn.experiments.pretrain import pretrain_states
-
     for unit in pretrain_states(spec):
         click.echo(f"{'pretrain/' + unit.model:<{width}}  {unit.state:<7}  {unit.detail} ({unit.folder})".rstrip())
-    for message, names in spec.missing_inputs.items():
-        click.echo(f"missing: {message} ({len(names)} cells need it; `run` refuses to start until it is there, "
-                   "or --set parser=... chooses another)")
-    counts = {name: sum(s.state == name for s in states) for name in ("done", "running", "failed", "to do")}
-    click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    tallies = tally_by_task(states)
+    task_width = max(len("task"), *(len(t.task) for t in tallies))
+    click.echo(f"\n{'task':<{task_width}}  {'cells':>5}  " + "  ".join(f"{name:>7}" for name in STATES))
+    for tally in tallies:
+        click.echo(f"{tally.task:<{task_width}}  {sum(tally.states.values()):>5}  "
+                   + "  ".join(f"{tally.states[name]:>7}" for name in STATES))
+    _echo_needs(tallies)
+    _echo_paper(paper_status(spec, {s.cell.name: s for s in states}))
+    counts = {name: sum(s.state == name for s in states) for name in STATES}
+    click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
+               + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
+                  else ""))
+
+
+def _echo_needs(tallies) -> None:
+    """Each missing input once, with the tasks (and how many of their cells) that need it."""
+    needed: dict[str, list[str]] = {}
+    for tally in tallies:
+        for message, n in tally.needs.items():
+            needed.setdefault(message, []).append(f"{tally.task}: {n} cells")
+    for message, where in needed.items():
+        click.echo(f"missing ({'; '.join(where)}): needs {message}")
+
+
+def _echo_paper(rows) -> None:
+    """Per task, model and published score: each system's published average, ours so far in brackets."""
+    tables: dict[tuple, list[str]] = {}
+    for row in rows:
+        ours = (f"{row.ours:.1f}, {row.seeds}/{row.seeds_planned} seeds, {row.languages}/{row.paper_languages} langs"
+                if row.ours is not None else "–")
+        tables.setdefault((row.task, row.model, row.score, row.table), []).append(
+            f"{row.paper_system} ({row.label}) {row.paper:.1f} [{ours}]")
+    if tables:
+        click.echo("\npublished averages, ours over the finished cells in [brackets]:")
+    for (task, model, score, table), systems in tables.items():
+        click.echo(f"  {task} {model} {score} ({table}): " + ", ".join(systems))
 
 
 @experiment.command(name="report")

@@ -29,7 +29,7 @@ from xsyn.report import BootstrapSettings, Report, ReportError, build_report, wr
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
 from xsyn.report.render import _markdown_table, _number, _signed, format_delta, format_stat
-from xsyn.training.folder import RunFolder
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 
@@ -284,3 +284,61 @@ def _json_ready(value: Any) -> Any:
         return [_json_ready(v) for v in value]
     return value
 
+
+
+# --------------------------------------------------------------------------- `experiment status`
+
+
+@dataclass(frozen=True)
+class PaperStatus:
+    """One system's published average beside ours so far, for `xsyn experiment status`."""
+
+    task: str
+    model: str
+    label: str  # the variant and its grid point, as the cell names spell them
+    paper_system: str
+    table: str  # "Table 2, page 4543"
+    score: str
+    paper: float  # the printed average, else the mean of the paper's languages
+    ours: float | None  # the seed mean of our finished runs over the languages both have (None: none finished)
+    languages: int  # languages both have
+    paper_languages: int
+    seeds: int  # our finished seeds that `ours` averages
+    seeds_planned: int
+
+
+def paper_status(experiment: Experiment, states: dict[str, Any]) -> list[PaperStatus]:
+    """Each published system of the experiment's paper with its average, and ours over the finished cells
+    (after the dev search, where the task has one): what `status` shows before any report is written."""
+    if not experiment.paper:
+        return []
+    paper = load_paper(experiment.paper)
+    rows = []
+    for task in experiment.tasks:
+        split = experiment.evaluation_of(task).splits[0]
+        for model in experiment.models_of(task):
+            cells = [c for c in experiment.cells if c.task == task and c.model == model]
+            shown, _ = select(experiment, task, [c for c in cells if states[c.name].state == DONE])
+            for published in paper.scores_for(task, model, split):
+                rows += [_paper_status_row(experiment, published, paper, task, model, system, cells, shown, split)
+                         for system in dict.fromkeys((c.variant, c.system) for c in cells)
+                         if system[0] in published.systems]
+    return rows
+
+
+def _paper_status_row(experiment: Experiment, published: PaperScores, paper: Paper, task: str, model: str,
+                      system: tuple[str, tuple], cells: list[Cell], shown: list[Cell], split: str) -> PaperStatus:
+    variant, grid = system
+    theirs = published.systems[variant]
+    results = [saved_json_object(eval_results(RunFolder(experiment.cell_dir(c)).eval_dir(split))) or {}
+               for c in shown if (c.variant, c.system) == system]
+    per_seed = [{lang: values.get(published.score) for lang, values in (r.get("scores") or {}).items()
+                 if isinstance(values, dict)} for r in results]
+    shared = [lang for lang in published.languages
+              if per_seed and all(isinstance(s.get(lang), (int, float)) for s in per_seed)]
+    ours = _mean([_mean([s[lang] for lang in shared]) for s in per_seed]) if shared else None
+    planned = len({c.seed for c in cells if (c.variant, c.system) == system})
+    return PaperStatus(task, model, variant + "".join(f"-{key}={value}" for key, value in grid),
+                       paper.system_names[variant], f"{published.table}, {published.where}", published.score,
+                       published.average.get(variant, _mean(list(theirs.values()))), ours, len(shared),
+                       len(published.languages), len(per_seed) if shared else 0, planned)
