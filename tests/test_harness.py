@@ -157,6 +157,7 @@ def evaluated(run) -> Path:
 def test_evaluate_writes_per_language_and_pair_results(evaluated):
     results = json.loads((evaluated / "results.json").read_text())
     assert results["card"] == load_card("synth").stamp
+    assert results["train_parser"] == results["config"]["parser"] == "chain"  # the report tells them apart
     langs = ["svo", "sov", "vso", "ovs"]
     assert list(results["per_language"]) == langs
     assert results["n_examples"]["svo"] == 400 and results["dropped"]["svo"] == 0

@@ -95,3 +95,29 @@ def test_training_curves_of_the_run_folders_are_copied_into_the_report(tmp_path)
     assert "### Training curves" in markdown and "(pawsx-test-accuracy/curves-gat-seed1.png)" in markdown
     assert (tmp_path / "out" / "pawsx-test-accuracy" / "curves-gat-seed1.png").read_bytes() == b"\x89PNG curves"
     json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def test_gold_against_predicted_trees_names_each_parser_lists_every_language_and_draws_a_training_once(tmp_path):
+    """One gat run trained on gold trees, evaluated with gold trees and with a parser's, beside a none baseline
+    on gold trees: the baseline row said no parser, "Examples:" listed only the first system's languages, the
+    run's curves were drawn once per evaluation, and nothing said train and test trees differed."""
+    run_dir = tmp_path / "runs" / "gat-seed1"
+    (run_dir / "training_curves.png").parent.mkdir(parents=True)
+    (run_dir / "training_curves.png").write_bytes(b"\x89PNG curves")
+    gold = write_run(run_dir, "eval-test", per_language={"en": 90.0}, config={"train_lang": "en", "parser": "gold"})
+    predicted = write_run(run_dir, "eval-test-udpipe", per_language={"en": 85.0, "de": 70.0},
+                          config={"train_lang": "en", "parser": "udpipe:models"})
+    edit_results(gold, run_dir=str(run_dir), train_parser="gold", n_examples={"en": 200})
+    edit_results(predicted, run_dir=str(run_dir), train_parser="gold", n_examples={"en": 200, "de": 180})
+    none = write_run(tmp_path, "none", variant="none", per_language={"en": 88.0, "de": 60.0},
+                     config={"train_lang": "en", "parser": "gold"})
+    markdown = markdown_of(tmp_path, [gold, predicted], [none])
+    rows = [line.split(" | ")[0] for line in markdown.splitlines() if line.startswith("| ")]
+    assert {"| gat (parser=gold)", "| gat (parser=udpipe:models)", "| none (baseline, parser=gold)"} <= set(rows)
+    assert "Examples: en 200, de 180." in markdown
+    assert markdown.count("![training curves]") == 1
+    assert "gat (parser=gold), seed 1; gat (parser=udpipe:models), seed 1 (one training, evaluated each way):" \
+        in markdown
+    assert (f"trained on the trees of parser gold, tested on those of parser udpipe:models (`xsyn evaluate "
+            f"--parser`): {predicted}") in markdown
+    assert "tested on those of parser gold" not in markdown  # the gold evaluation is on the trees it trained on

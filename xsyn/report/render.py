@@ -97,7 +97,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
              *[format_stat(system.per_language.get(lang)) for lang in languages],
              format_stat(system.average), *([format_stat(system.transfer_gap)] if with_gap else [])]
             for system in systems]
-    lines += [_markdown_table(header, rows), "", _examples_line(systems[0], languages)]
+    lines += [_markdown_table(header, rows), "", _examples_line(systems, languages)]
     caps = experiment_caps(experiment)
     if caps:
         lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {cap}" for cap in caps]]
@@ -184,10 +184,17 @@ def chance_level(experiment: Experiment) -> float | None:
     return 100.0 / len(card.labels) if card.labels else None
 
 
-def _examples_line(system: System, languages: list[str]) -> str:
-    results = system.runs[0].results
-    counts = results.get("n_examples") or {}
-    dropped = results.get("dropped") or {}
+def _examples_line(systems: list[System], languages: list[str]) -> str:
+    """Examples per language and what was dropped, from the first run that scored each language (a system
+    may cover fewer languages than the table)."""
+    counts: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    for system in systems:
+        results = system.runs[0].results
+        for key, n in (results.get("n_examples") or {}).items():
+            counts.setdefault(key, n)
+        for key, n in (results.get("dropped") or {}).items():
+            dropped.setdefault(key, n)
     text = "Examples: " + ", ".join(f"{lang} {counts[lang]}" for lang in languages if lang in counts)
     lost = {key: n for key, n in dropped.items() if n}
     if lost:
@@ -276,14 +283,19 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
 
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
     """Each run's training curves (the PNG its run folder holds), copied beside the report and shown."""
-    lines = []
+    trainings: dict[Path, list[tuple[str, int]]] = {}  # one training evaluated several ways (--parser): drawn once
     for system in experiment_systems(experiment):
         for run in system.runs:
             source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
             if source.is_file():
-                copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
-                             source.read_bytes())
-                lines += [f"{system.label}, seed {run.seed}:", "", f"![training curves]({copied})", ""]
+                trainings.setdefault(source.resolve(), []).append((system.label, run.seed))
+    lines = []
+    for source, shown in trainings.items():
+        label, seed = shown[0]
+        copied = put(f"{experiment_folder(experiment)}/curves-{_slug(label)}-seed{seed}.png", source.read_bytes())
+        lines += ["; ".join(f"{label}, seed {seed}" for label, seed in shown)
+                  + (" (one training, evaluated each way)" if len(shown) > 1 else "") + ":", "",
+                  f"![training curves]({copied})", ""]
     return ["### Training curves", "", *lines[:-1]] if lines else []
 
 
