@@ -67,8 +67,22 @@ def test_every_run_folder_has_its_training_curves(four_steps):
 
     out, _ = four_steps
     picture = imread(out / "training_curves.png")
-    assert picture.shape[0] > 300 and picture.shape[1] > 300  # three panels: losses, learning rate, dev score
+    assert picture.shape[0] > 300 and picture.shape[1] > 300  # a panel per loss, learning rate, dev score
     assert not list(out.glob(".training_curves.png.*"))  # written atomically, no temp file left
+
+
+def test_each_loss_has_its_own_panel_so_a_small_task_loss_is_not_flattened_by_a_large_one(four_steps):
+    """gat's task loss (~0.7) and distance loss (~10) shared one axis, so the task loss looked flat."""
+    from xsyn.utils.plots import curve_panels
+
+    out, _ = four_steps
+    records = log_lines(out)
+    panels = curve_panels(records)
+    labels = [label for label, _, _ in panels]
+    assert labels == ["task_loss", "distance_loss", "depth_loss", "learning rate", "dev score"]
+    task = dict(panels[0][1])
+    assert task == {r["step"]: r["task_loss"] for r in records if "task_loss" in r} and len(task) == 4
+    assert [step for step, _ in panels[4][1]] == [2, 4] and panels[4][2] and not panels[0][2]
 
 
 def test_progress_off_a_terminal_is_lines_with_the_task_loss_and_dev_scores_show_with_v(four_steps):
