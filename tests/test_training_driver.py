@@ -139,6 +139,17 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
     results = json.loads((out / "eval-test" / "results.json").read_text())
     assert sorted(results["per_language"]) == ["sov", "svo"]
     assert f"svo\t{results['primary']} {results['per_language']['svo']:.2f}" in res.output  # as `xsyn evaluate`
+    # once more: the run is complete, which is said; nothing is reloaded (56 s on XNLI), featurised or rewritten
+    import xsyn.run.train
+
+    config_written = (out / "config.json").stat().st_mtime_ns
+    monkeypatch.setattr(xsyn.run.train, "load_task_data", lambda *a, **k: pytest.fail("the data was reloaded"))
+    monkeypatch.setattr(xsyn.run.train, "preflight_finetune", lambda *a, **k: pytest.fail("the model was reloaded"))
+    res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output
+    assert json.loads(res.output[res.output.index("{"):])["steps"] == 4
+    assert (out / "config.json").stat().st_mtime_ns == config_written
 
 
 def test_a_folder_that_holds_files_is_refused_naming_both_ways_on(common, tmp_path):

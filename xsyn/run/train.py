@@ -35,7 +35,14 @@ from xsyn.training.driver import TrainState, check_micro_batches, train
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
-from xsyn.utils.io import OutputError, atomic_write_json, atomic_write_text, ensure_dir, replace_dir
+from xsyn.utils.io import (
+    OutputError,
+    atomic_write_json,
+    atomic_write_text,
+    ensure_dir,
+    replace_dir,
+    saved_json_object,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +93,11 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`).
     The main process holds the run folder's writer lock throughout (the other ranks write nothing)."""
     _check_trackers(config.trackers or [])
-    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
+    finished = _finished_summary(folder, config) if resume else None
+    if finished is not None:
+        return finished
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     with folder.writing():
         return _finetune(config, resume, progress, tokenizer, folder)
 
@@ -140,6 +150,22 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     if config.trackers:
         accelerator.end_training()
     accelerator.wait_for_everyone()
+    return summary
+
+
+SCHEDULE = ("epochs", "max_steps")  # a resumed finished run given a longer one trains on
+
+
+def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
+    """A finished run's summary, where `--resume` asks for the schedule it already completed: said, and
+    nothing reloaded, featurised or rewritten. None where there is something to continue."""
+    summary = saved_json_object(folder.train_results)
+    saved = saved_json_object(folder.config) or {}
+    if summary is None or any(saved.get(key) != getattr(config, key) for key in SCHEDULE):
+        return None
+    logger.warning(f"{folder.path} is a finished run ({summary.get('steps')} steps, {folder.train_results.name}): "
+                   f"nothing to continue, nothing reloaded or rewritten; `xsyn evaluate --model-dir {folder.path}` "
+                   "scores it, --overwrite-output-dir (without --resume) trains it again")
     return summary
 
 
