@@ -361,10 +361,38 @@ def test_a_tracker_that_is_not_installed_stops_the_run_before_it_trains(vocab, c
     assert not (tmp_path / "run").exists()
 
 
-def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
-    res = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+def test_demo_runs_every_stage_continues_after_ctrl_c_and_writes_the_report(tmp_path, monkeypatch):
+    """Ctrl-C in the demo printed only `Aborted!` and a rerun was refused; now it names the command that
+    continues, which does (the demo's config names the gold trees it trains on, not `chain`)."""
+    from xsyn.training.loop import Stepper
+
+    real_step, calls, stop_at = Stepper.step, [], [3]
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == stop_at[0]:  # in none's third step, after the state of step 2 was saved
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Stepper, "step", counted)
+    args = ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--set", "checkpointing_steps=1", "--quiet"]
+    res = CliRunner().invoke(main, args)
+    none, gat = (tmp_path / "runs" / f"{variant}-seed{DEFAULT_SEED}" for variant in ("none", "gat"))
+    assert res.exit_code == 130, res.output
+    assert f"interrupted: the state of step 2 is saved in {none / 'state'}. Continue with:" in res.output
+    assert (f"xsyn demo --output-dir {tmp_path} --seed {DEFAULT_SEED} --max-steps 4 --set checkpointing_steps=1 "
+            "--quiet") in res.output
+    calls.clear()
+    stop_at[0] = None
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
+    assert f"continuing the demo in {tmp_path} (none saved at step 2)" in res.output
     assert "zero-shot test accuracy (trained on svo)" in res.output
+    assert len(calls) == 2 + 4  # none's steps 3 and 4, then gat's four: nothing trained twice
+    assert json.loads((none / "train_results.json").read_text())["steps"] == 4
+    config = json.loads((gat / "config.json").read_text())
+    assert config["parser"] == "gold"
+    assert json.loads((gat / "data_report.json").read_text())["train"]["parse"]["gold"] == 4000  # 2,000 pairs
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## synth · test · accuracy" in report and "Δ against none (baseline)" in report
     for variant in ("none", "gat"):
@@ -375,8 +403,8 @@ def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     figures = {p.name for p in pngs if not p.name.startswith("curves-")}  # (each run's training curves, if any)
     assert figures == {"per_language.png", "pairs-gat.png", "pairs-none_baseline.png", "pairs-delta-gat.png"}
-    again = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
-    assert again.exit_code != 0 and "already holds a demo" in again.output  # not silently retrained
+    other = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "5", "--quiet"])
+    assert other.exit_code != 0 and "already holds a demo of other options" in other.output  # never mixed
 
 
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
