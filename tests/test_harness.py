@@ -419,6 +419,16 @@ def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_pat
     assert written == "A1, 2, 3, S\nA1, 8, 8, R\nB2, correct\n"
 
 
+def test_evaluate_records_the_run_folder_absolute_whatever_path_was_typed(run, tmp_path, monkeypatch):
+    """`xsyn report` run from another folder lost the training curves: run_dir was kept as typed."""
+    monkeypatch.chdir(run.parent)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", run.name, "--langs", "svo", "--quiet",
+                                    "--output-dir", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    results = json.loads((tmp_path / "e" / "results.json").read_text())
+    assert results["run_dir"] == str(run.resolve()) and Path(results["checkpoint"]).is_absolute()
+
+
 def test_evaluate_prints_each_score_with_its_metric_and_bootstrap_sd(run, tmp_path):
     res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo", "--quiet",
                                     "--output-dir", str(tmp_path / "e")])

@@ -121,3 +121,22 @@ def test_gold_against_predicted_trees_names_each_parser_lists_every_language_and
     assert (f"trained on the trees of parser gold, tested on those of parser udpipe:models (`xsyn evaluate "
             f"--parser`): {predicted}") in markdown
     assert "tested on those of parser gold" not in markdown  # the gold evaluation is on the trees it trained on
+
+
+def test_training_curves_are_found_from_any_folder_or_named_as_not_found(tmp_path, monkeypatch):
+    """results.json kept `run_dir` as typed (`../runs/...`), so a report run elsewhere lost the curves silently."""
+    run_dir = tmp_path / "runs" / "gat-seed1"
+    evaluation = write_run(run_dir, "eval-test", per_language={"en": 90.0})
+    (run_dir / "training_curves.png").write_bytes(b"\x89PNG curves")
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)  # the relative path as an older evaluation typed it no longer resolves
+    edit_results(evaluation, run_dir="../runs/gat-seed1")
+    assert markdown_of(tmp_path, [evaluation]).count("![training curves]") == 1  # found beside the evaluation
+    moved = write_run(tmp_path / "copied", "eval-test", per_language={"en": 90.0})  # evaluation copied out alone
+    edit_results(moved, run_dir="../runs/gat-seed1")
+    markdown = markdown_of(tmp_path / "b", [moved])
+    assert "![training curves]" not in markdown
+    assert ("Training curves not found: gat, seed 1: none in ../runs/gat-seed1/training_curves.png or "
+            f"{tmp_path / 'copied' / 'training_curves.png'}.") in markdown
+

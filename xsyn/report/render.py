@@ -13,7 +13,6 @@ from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.runs import ProbeRun
-from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
@@ -284,12 +283,16 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
     """Each run's training curves (the PNG its run folder holds), copied beside the report and shown."""
     trainings: dict[Path, list[tuple[str, int]]] = {}  # one training evaluated several ways (--parser): drawn once
+    missing = []
     for system in experiment_systems(experiment):
         for run in system.runs:
-            source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
-            if source.is_file():
+            candidates = run.curves_candidates()
+            source = next((path for path in candidates if path.is_file()), None)
+            if source is not None:
                 trainings.setdefault(source.resolve(), []).append((system.label, run.seed))
-    lines = []
+            elif run.results.get("run_dir"):  # an xsyn run, whose folder should hold them
+                missing.append(f"{system.label}, seed {run.seed}: none in {' or '.join(map(str, candidates))}")
+    lines = [f"Training curves not found: {'; '.join(missing)}.", ""] if missing else []
     for source, shown in trainings.items():
         label, seed = shown[0]
         copied = put(f"{experiment_folder(experiment)}/curves-{_slug(label)}-seed{seed}.png", source.read_bytes())

@@ -376,7 +376,9 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "metric_options": {} if card.metric == "mlqa" else
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
-        "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
+        # absolute, so that `xsyn report` finds the run folder (its training curves) from any folder
+        "run_dir": str(Path(run_dir).resolve()), "checkpoint": str(Path(checkpoint).resolve()),
+        "config": config.to_dict(),
         # the parser the model was trained with, where --parser scores it on another's trees (gold vs predicted)
         "train_parser": (read_config_file(RunFolder(run_dir).config).get("parser")
                          if RunFolder(run_dir).config.is_file() else None),
