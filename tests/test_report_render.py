@@ -64,7 +64,7 @@ def test_mlqa_pair_axes_name_the_context_language_for_rows(tmp_path):
     none = write_run(tmp_path, "none", variant="none", task="mlqa", metric="mlqa", per_language={"zh": 100.0},
                      pairs={"zh": {"en": 100.0}}, examples={"zh": rows, "zh-en": rows})
     markdown = markdown_of(tmp_path, [gat], [none])
-    assert "### Language pairs: gat (rows: context language, columns: question language)" in markdown
+    assert "### Language pairs: gat (rows: context language, columns: question language; n: examples" in markdown
     assert "rows: context language, columns: question language)" in markdown.split("### Δ language pairs")[1]
     edit_results(gat, pair_axes=["question", "context"])  # what evaluate recorded wins over the card
     assert "gat (rows: question language" in markdown_of(tmp_path / "b", [gat])
@@ -140,3 +140,16 @@ def test_training_curves_are_found_from_any_folder_or_named_as_not_found(tmp_pat
     assert ("Training curves not found: gat, seed 1: none in ../runs/gat-seed1/training_curves.png or "
             f"{tmp_path / 'copied' / 'training_curves.png'}.") in markdown
 
+
+
+def test_the_pair_table_and_heatmap_show_the_examples_behind_each_cell(tmp_path, monkeypatch):
+    """Generalized evaluation drops up to 43 of 100 pairs per cell; the heatmap did not show how many were left."""
+    calls = []
+    real = plots.heatmap_png
+    monkeypatch.setattr(plots, "heatmap_png", lambda *a, **k: calls.append(k) or real(*a, **k))
+    gat = write_run(tmp_path, "gat", per_language={"en": 90.0, "de": 80.0},
+                    pairs={"en": {"en": 90.0, "de": 70.0}, "de": {"en": 60.0, "de": 80.0}})
+    edit_results(gat, n_examples={"en": 100, "de": 98, "en-de": 57, "de-en": 61})
+    markdown = markdown_of(tmp_path, [gat])
+    assert "| en | 90.0 (n=100) | 70.0 (n=57) |" in markdown and "| de | 60.0 (n=61) | 80.0 (n=98) |" in markdown
+    assert calls[0]["counts"] == [[100, 57], [61, 98]]

@@ -297,7 +297,7 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.run.evaluation import dropped_lines, evaluate_run, locate_checkpoint
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
@@ -311,9 +311,7 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if summary.get("pairs"):
         click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
                    "output folder)")
-    dropped = {key: n for key, n in summary["dropped"].items() if n}
-    if dropped:
-        click.echo("not scored (pairs: ids without a counterpart or with disagreeing labels): "
-                   + ", ".join(f"{key} {n}" for key, n in dropped.items()))
+    for line in dropped_lines(summary):
+        click.echo(line)
     if summary["missing_languages"]:
         click.echo(f"skipped (no data): {', '.join(summary['missing_languages'])}")

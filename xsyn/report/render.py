@@ -245,13 +245,16 @@ def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) 
     matrix = [[_mean_or_nan(system.pairs[row].get(col)) for col in cols_langs] for row in rows_langs]
     title = f"{experiment.task} · {system.label} · {experiment.primary} ({experiment.split})"
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, matrix))
+    examples = system.runs[0].results.get("n_examples") or {}  # the seeds score the same examples
+    counts = [[examples.get(row if row == col else f"{row}-{col}") for col in cols_langs] for row in rows_langs]
     put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
         matrix, rows_langs, cols_langs, title=title, value_label=f"{experiment.primary} (%)",
         row_label=f"{row_axis} language", col_label=f"{col_axis} language", limits=(scale.low, scale.high),
-        chance=chance_level(experiment)))
-    rows = [[row, *map(_number, values)] for row, values in zip(rows_langs, matrix, strict=True)]
-    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language)", "",
-            _markdown_table(["", *system.pair_cols], rows), "",
+        chance=chance_level(experiment), counts=counts))
+    rows = [[row, *(_number(value) + (f" (n={n})" if n is not None else "") for value, n in zip(values, line))]
+            for row, values, line in zip(rows_langs, matrix, counts, strict=True)]
+    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language; "
+            "n: examples scored)", "", _markdown_table(["", *system.pair_cols], rows), "",
             f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 

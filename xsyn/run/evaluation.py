@@ -241,7 +241,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
                   "predicted_nothing": _predicts_nothing(result["predictions"]),
                   "scores": result["scores"], "n_examples": len(data.examples),
-                  "dropped": _dropped(data.report), "metric_options": result["metric_options"],
+                  "dropped_by_reason": (dropped := _dropped(data.report)), "dropped": sum(dropped.values()),
+                  "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
         if main:
             _write_examples(out, card, split, key, data.examples, result)
@@ -326,12 +327,37 @@ def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str
                                      sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _dropped(report: dict[str, Any]) -> int:
-    """Examples of the sources that are not scored: skipped rows (train and dev only) and, for a
-    language pair joined by id, ids with no counterpart in the other language or disagreeing labels."""
+# Why an example of the sources is not scored: results.json's `dropped_by_reason` keys, and what each means
+DROP_REASONS = {"no_counterpart": "ids without a counterpart in the other language",
+                "labels_disagree": "pairs whose languages disagree on the label",
+                "skipped_rows": "rows skipped as bad (--skip-bad-rows)"}
+
+
+def _dropped(report: dict[str, Any]) -> dict[str, int]:
+    """Examples of the sources that are not scored, per reason (only those that occur): for a language pair
+    joined by id, ids with no counterpart in the other language and pairs whose labels disagree; skipped rows
+    (train and dev only)."""
     load = report["load"]
     skipped = len(load.get("skipped", [])) + sum(len(x.get("skipped", [])) for x in load.get("loads", []))
-    return skipped + load.get("label_mismatches", 0) + sum(load.get("unmatched", {}).values())
+    counts = dict(zip(DROP_REASONS, (sum(load.get("unmatched", {}).values()), load.get("label_mismatches", 0),
+                                     skipped), strict=True))
+    return {reason: n for reason, n in counts.items() if n}
+
+
+def dropped_lines(summary: dict[str, Any]) -> list[str]:
+    """What an evaluation did not score: a line per reason, with its total, the languages or pairs it hit
+    and the one it hit most (of that key's examples before dropping)."""
+    by_key = summary.get("dropped_by_reason") or {}
+    lines = []
+    for reason, meaning in DROP_REASONS.items():
+        counts = {key: reasons[reason] for key, reasons in by_key.items() if reasons.get(reason)}
+        if counts:
+            worst = max(counts, key=counts.__getitem__)
+            before = summary["n_examples"][worst] + summary["dropped"][worst]
+            lines.append(f"not scored: {sum(counts.values())} {meaning}, in {len(counts)} of "
+                         f"{len(summary['n_examples'])} languages and pairs; most in {worst}: {counts[worst]} of "
+                         f"{before}")
+    return lines + (["(per language and pair: dropped_by_reason in results.json)"] if lines else [])
 
 
 def _jsonable(value: Any) -> Any:
@@ -371,6 +397,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "bootstrap_sd": {k: r.get("bootstrap_sd") for k, r in results.items()},
         "predicted_nothing": sorted(k for k, r in results.items() if r.get("predicted_nothing")),
         "dropped": {k: r["dropped"] for k, r in results.items()},
+        "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
         "metric_options": {} if card.metric == "mlqa" else

@@ -17,9 +17,10 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
                 value_label: str, diverging: bool = False, marks: Sequence[Sequence[str]] | None = None,
                 row_label: str = "first-segment language",
                 col_label: str = "second-segment language", limits: tuple[float, float] | None = None,
-                chance: float | None = None) -> bytes:
+                chance: float | None = None, counts: Sequence[Sequence[int | None]] | None = None) -> bytes:
     """A labelled, annotated heatmap; `diverging` centres a red-blue map at 0 (for deltas). `limits`
-    fixes the colour scale (the figures of one report share it); `chance` is marked on the colour bar."""
+    fixes the colour scale (the figures of one report share it); `chance` is marked on the colour bar;
+    `counts`, the examples behind each cell, are written under its value."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -60,6 +61,8 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
             red, green, blue, _ = cmap(norm(value))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
             text = (f"{value:+.1f}" if diverging else f"{value:.1f}") + (marks[i][j] if marks else "")
+            if counts is not None and counts[i][j] is not None:
+                text += f"\nn={counts[i][j]}"
             axes.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     return _png(figure)
 
