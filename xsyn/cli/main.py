@@ -8,6 +8,7 @@ import click
 
 from xsyn import __version__
 from xsyn.utils.errors import XsynError
+from xsyn.utils.progress import quiet_library_bars_off_terminal
 
 
 class _ClickHandler(logging.Handler):
@@ -80,6 +81,7 @@ def main(verbose: bool, quiet: bool) -> None:
     if verbose and quiet:
         raise click.UsageError("-v and -q contradict each other; give one")
     configure_logging(verbose, quiet)
+    quiet_library_bars_off_terminal()  # every command, and the processes it starts (experiment cells)
 
 
 main.command_class = XsynCommand

@@ -218,7 +218,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
 
     def run_one(segment_langs: dict[str, str]) -> dict[str, Any] | None:
         key = _key(segment_langs, card)
-        bar.set_postfix_str(key)  # what is being computed; counted done by the caller
+        bar.postfix["now"] = key  # what is being computed; counted done by the caller
         saved = partial / f"{split}-{key}.json"
         cached = _kept_result(saved, fingerprint)
         if cached is not None:
@@ -264,7 +264,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     if generalized:
         row_seg, col_seg = pair_axes(card)
         present = [lang for lang in langs if lang in results]
-        bar.total = len(langs) + len(present) * (len(present) - 1)  # no pairs of a language without data
+        bar.set_total(len(langs) + len(present) * (len(present) - 1))  # no pairs of a language without data
         for row in present:
             for col in present:
                 record = results[row] if row == col else run_one({row_seg: row, col_seg: col})
