@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import warnings
 
 import click
 
@@ -29,7 +31,12 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
     handler = _ClickHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING)
+    # under a distributed launch only the main process (global rank 0) prints status and warnings: every
+    # rank meets them alike, and N copies of each say nothing more; errors stay on every rank
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    logger.setLevel(logging.ERROR if quiet or not main_process else logging.INFO if verbose else logging.WARNING)
+    if not main_process:
+        warnings.simplefilter("ignore")  # the libraries' Python warnings too
 
 
 LOUDNESS = {"-v": logging.INFO, "--verbose": logging.INFO, "-q": logging.ERROR}  # `xsyn`'s own options
@@ -49,7 +56,7 @@ class XsynCommand(click.Command):
         args, levels = take_loudness(args)
         if len(levels) > 1:
             raise click.UsageError("-v and -q contradict each other; give one")
-        if levels:
+        if levels and int(os.environ.get("RANK", "0")) == 0:  # (another rank stays at errors only)
             logging.getLogger("xsyn").setLevel(levels.pop())
         return super().parse_args(ctx, args)
 

@@ -38,7 +38,7 @@ from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
 from xsyn.training.checkpoint import check_checkpointing_steps
-from xsyn.training.driver import check_micro_batches, train
+from xsyn.training.driver import check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder
 from xsyn.training.loop import epoch_batches
 from xsyn.trees.batch import collate_trees, tree_features
@@ -298,6 +298,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
     settings.check()
     accelerator = Accelerator()
     check_micro_batches(settings, accelerator.num_processes)
+    warn_fewer_processes(accelerator.num_processes)
     set_seed(settings.seed)
     folder = RunFolder(settings.output_dir)
     train_data = [read_treebank(spec, settings.treebank_dir, settings.train_split,

@@ -31,7 +31,7 @@ from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
-from xsyn.training.driver import TrainState, check_micro_batches, train
+from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
@@ -111,6 +111,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
     check_micro_batches(config, accelerator.num_processes)
+    warn_fewer_processes(accelerator.num_processes)
     if main:
         ensure_dir(folder.path)
         config.save(folder.config)

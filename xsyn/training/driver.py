@@ -107,6 +107,21 @@ def total_steps(settings: LoopSettings, n_rows: int) -> int:
     return settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(n_rows / settings.batch_size)))
 
 
+def warn_fewer_processes(processes: int, environ: dict[str, str] | None = None) -> None:
+    """A launch that asked for more processes than run: a launcher's WORLD_SIZE above them, or the rendezvous
+    address (MASTER_ADDR) a launcher sets for several processes where only this one runs, as `accelerate
+    launch --cpu --num_processes 2` starts one. Warned once, by the main process: the run goes on, slower."""
+    import os
+
+    env = os.environ if environ is None else environ
+    asked = int(env.get("WORLD_SIZE", "0") or 0)
+    if asked > processes or (not asked and processes == 1 and env.get("MASTER_ADDR")):
+        logger.warning(f"the launcher asked for {asked or 'several'} processes, but {processes} runs"
+                       + ("" if asked else " (MASTER_ADDR is set, WORLD_SIZE is not)")
+                       + ": `accelerate launch --cpu` starts one process whatever --num_processes says; for N CPU "
+                       "processes: ACCELERATE_USE_CPU=true torchrun --nproc_per_node N -m xsyn ...")
+
+
 def check_micro_batches(settings: LoopSettings, processes: int) -> None:
     """Every process needs a row of every micro-batch to take the step with the others (checked by the
     tasks' setups before any data is read)."""
