@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn import versions
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
@@ -45,6 +44,7 @@ from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_result
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.utils.provenance import provenance
 from xsyn.utils.schema import construct
 
 log = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
         "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
-        "versions": versions(),
+        **provenance(),
     }
     if pairs:
         summary["pairs"] = pairs
