@@ -19,12 +19,12 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
+from xsyn import provenance
 from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
-from xsyn.utils.provenance import provenance
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
          "--max-train-examples", "128", "--set", "max_eval_examples=64", "--batch-size", "16", "--max-length", "48"]

@@ -7,7 +7,7 @@ must leave what a run computes unchanged. A fixed seed, one CPU thread and the r
 (card, data, batches, dropout, optimiser, the variant's extra losses and random draws) make the result a
 function of the code and the platform alone.
 
-Two ways of comparing, chosen by the platform's fingerprint (`xsyn.utils.provenance`: the versions, the
+Two ways of comparing, chosen by the platform's fingerprint (`xsyn.versions()`, `xsyn.utils.machine`: the versions, the
 CPU model and its kernel flags, torch's CPU capability, the MKL and oneDNN builds, the thread count):
 - the same fingerprint as the fixture's: bit for bit (losses equal, a SHA-256 over the saved tensors);
 - another one: float kernels may round differently (another CPU model of the same instruction set moves
@@ -84,7 +84,8 @@ def on_cpu_threads(threads: int):
 
 def fingerprint(threads: int = 1) -> dict[str, Any]:
     """What golden runs' floats depend on besides the code: versions and CPU platform, on `threads` threads."""
-    from xsyn.utils.provenance import cpu_platform, versions
+    from xsyn import versions
+    from xsyn.utils.machine import cpu_platform
 
     with on_cpu_threads(threads):
         return {"versions": versions(), "platform": cpu_platform()}

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from xsyn import provenance
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.pretraining.probe import ProbeEvaluator
@@ -45,7 +46,6 @@ from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import atomic_write_text
-from xsyn.utils.provenance import provenance
 
 OBJECTIVES = ("structural", "seprem")
 WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is not given

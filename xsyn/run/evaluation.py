@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
@@ -44,7 +45,6 @@ from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_result
 from xsyn.training.loop import progress_bar
 from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
-from xsyn.utils.provenance import provenance
 from xsyn.utils.schema import construct
 
 log = logging.getLogger(__name__)

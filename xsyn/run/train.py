@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from xsyn import provenance
 from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
 from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
@@ -35,7 +36,6 @@ from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
 from xsyn.utils.io import OutputError, atomic_write_json, atomic_write_text, ensure_dir, replace_dir
-from xsyn.utils.provenance import provenance
 
 logger = logging.getLogger(__name__)
 

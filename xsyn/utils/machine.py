@@ -1,10 +1,10 @@
-"""What a result depends on besides the code, its settings and the seed; saved beside every run's results.
+"""The machine a result was computed on, as far as float results depend on it besides the versions.
 
-`provenance()` is what `train_results.json`, `results.json` and `pretrain_config.json` record:
-`versions` (the packages) and `platform` (what the float kernels choose by). A run is bit-identical
-when repeated only where both match: another CPU model with the same instruction set can take another
-oneDNN/MKL kernel or blocking and differ in the last bits (1e-7 relative in a loss after three
-steps), another thread count sums in another order, and a GPU run depends on the GPU and its CUDA.
+`xsyn.provenance()` records `machine()` as `platform` beside `versions` in `train_results.json`,
+`results.json` and `pretrain_config.json`. A run is bit-identical when repeated only where both
+match: another CPU model with the same instruction set can take another oneDNN/MKL kernel or blocking
+and differ in the last bits (1e-7 relative in a loss after three steps), another thread count sums in
+another order, and a GPU run depends on the GPU and its CUDA.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import xsyn
-
 CPUINFO = Path("/proc/cpuinfo")
 # The instruction-set extensions that MKL, oneDNN and torch's own kernels dispatch on: vector widths and
 # the bf16/fp16/int8/AMX units. Other cpuinfo flags (virtualisation, power management) choose no kernel.
@@ -22,18 +20,6 @@ KERNEL_FLAG = re.compile(r"(sse|ssse|avx|amx|fma|f16c)")
 # How `torch.__config__.show()` names the BLAS and the deep-learning kernel library it was built with.
 LIBRARY_VERSION = {"mkl": re.compile(r"Math Kernel Library Version (.+?) for "),
                    "onednn": re.compile(r"MKL-DNN v(\S+)")}
-
-
-def versions() -> dict[str, str]:
-    """The versions a result depends on."""
-    import platform
-
-    import accelerate
-    import torch
-    import transformers
-
-    return {"xsyn": xsyn.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "accelerate": accelerate.__version__, "python": platform.python_version()}
 
 
 def cpu_platform() -> dict[str, Any]:
@@ -80,6 +66,6 @@ def gpus() -> list[str]:
     return [f"{torch.cuda.get_device_name(i)} (CUDA/HIP {toolkit})" for i in range(torch.cuda.device_count())]
 
 
-def provenance() -> dict[str, Any]:
-    """`versions` and `platform` (the CPU's and, where there are any, the GPUs'), as results record them."""
-    return {"versions": versions(), "platform": {**cpu_platform(), "gpus": gpus()}}
+def machine() -> dict[str, Any]:
+    """The CPU platform and, where there are any, the GPUs: what `xsyn.provenance()` records as `platform`."""
+    return {**cpu_platform(), "gpus": gpus()}

@@ -7,8 +7,8 @@ import platform
 
 import torch
 
-from xsyn.utils import provenance
-from xsyn.utils.provenance import cpu_model, cpu_platform, kernel_libraries
+from xsyn.utils import machine
+from xsyn.utils.machine import cpu_model, cpu_platform, kernel_libraries
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -50,7 +50,7 @@ def test_mkl_and_onednn_versions_are_read_from_the_build_description_or_none():
 
 def test_the_platform_records_the_threads_in_use_and_this_torchs_build(monkeypatch, tmp_path):
     (tmp_path / "cpuinfo").write_text(CPUINFO, encoding="utf-8")
-    monkeypatch.setattr(provenance, "CPUINFO", tmp_path / "cpuinfo")
+    monkeypatch.setattr(machine, "CPUINFO", tmp_path / "cpuinfo")
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(3)
