@@ -103,7 +103,8 @@ def weights_sha256(tensors: dict) -> str:
 
 def sketch(tensor):
     """(SKETCH_GROUPS,) float64: the sums of the tensor's elements, each with a random sign, over random
-    groups; signs and groups are drawn from a generator seeded with the element count."""
+    groups; signs and groups are drawn from torch's CPU generator seeded with the element count (a stream
+    torch keeps across versions; a new torch pin re-records the fixture anyway)."""
     import torch
 
     flat = tensor.detach().flatten().double()
