@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn import versions
+from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
@@ -377,7 +377,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
         "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
-        "versions": versions(),
+        **provenance(),
     }
     if pairs:
         summary["pairs"] = pairs
