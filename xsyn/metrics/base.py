@@ -80,15 +80,19 @@ class Metric(ABC):
     def compute(self, predictions: Sequence, references: Sequence) -> dict[str, float]:
         return self.scores_of(self.count_table(predictions, references))
 
+    def totals(self, table: CountTable, weights: np.ndarray | None = None) -> Mapping[str, np.ndarray]:
+        """What `scores` reads: the column sums of `table` (one per row of resample `weights` (B, N)).
+        A metric whose formula cancels over raw sums (a correlation) overrides it with stable sums."""
+        shape = () if weights is None else (weights.shape[0],)
+        return _ZeroDefault(table.totals(weights), shape=shape)
+
     def scores_of(self, table: CountTable) -> dict[str, float]:
         """Corpus-level scores of the examples in `table`."""
-        totals = _ZeroDefault(table.totals(), shape=())
-        return {name: float(value) for name, value in self.scores(totals).items()}
+        return {name: float(value) for name, value in self.scores(self.totals(table)).items()}
 
     def primary_scores(self, table: CountTable, weights: np.ndarray) -> np.ndarray:
         """The primary score for each row of resample weights (B, N) -> (B,)."""
-        totals = _ZeroDefault(table.totals(weights), shape=(weights.shape[0],))
-        return np.asarray(self.scores(totals)[self.primary], dtype=float)
+        return np.asarray(self.scores(self.totals(table, weights))[self.primary], dtype=float)
 
     def resample_fn(self, predictions: Sequence, references: Sequence) -> Callable[[np.ndarray], float]:
         """`fn(indices)`: the primary score recomputed on the examples at `indices` (with repeats)."""
