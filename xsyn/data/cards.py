@@ -33,7 +33,7 @@ from xsyn.data.readers import READERS
 from xsyn.data.rows import FROM_TRAIN
 from xsyn.models.variants import paper_names, variant_names
 from xsyn.utils.io import not_utf8_at
-from xsyn.utils.schema import Invalid, check_values, construct, one_of, strict, validated_field
+from xsyn.utils.schema import Invalid, check_values, construct, distinct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
@@ -60,8 +60,8 @@ class LocalSource:
     layout: str
     format: str = validated_field(one_of(lambda: sorted(READERS)))
     path: str | list[str]
-    splits: dict[str, str]
-    languages: tuple[str, ...] | None = None
+    splits: dict[str, str] = validated_field(distinct)
+    languages: tuple[str, ...] | None = validated_field(distinct, default=None)
     lang_codes: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -91,10 +91,10 @@ class HubSource:
     `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
 
     dataset: str
-    splits: dict[str, str]
+    splits: dict[str, str] = validated_field(distinct)
     columns: dict[str, str]
     config: str | None = None
-    languages: tuple[str, ...] | None = None
+    languages: tuple[str, ...] | None = validated_field(distinct, default=None)
     filter: dict[str, str] = field(default_factory=dict)
     revision: str | None = None
     lang_codes: dict[str, str] = field(default_factory=dict)
@@ -111,11 +111,11 @@ class TaskCard:
     name: str
     version: int  # raise it when an edit changes what the card means; recorded with `content_hash`
     kind: str = validated_field(one_of(KINDS))
-    languages: tuple[str, ...]
-    splits: tuple[str, ...] = validated_field(one_of(SPLITS))
+    languages: tuple[str, ...] = validated_field(distinct)
+    splits: tuple[str, ...] = validated_field([distinct, one_of(SPLITS)])
     metric: str = validated_field(one_of(METRICS))
     title: str = ""  # default: the name
-    train_languages: tuple[str, ...] = ()  # default: every language
+    train_languages: tuple[str, ...] = validated_field(distinct, default=())  # default: every language
     segments: tuple[str, ...] = ()  # default: the kind's own
     labels: tuple[str, ...] | str | None = None  # None for kinds without labels; FROM_TRAIN
     tags: tuple[str, ...] | str | None = None
