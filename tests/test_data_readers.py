@@ -14,6 +14,7 @@ released layouts exactly:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 from collections import Counter
@@ -405,3 +406,38 @@ def test_conllu_rows_are_the_syntactic_words_with_their_upos_and_a_bad_sentence_
     assert len(skipping.bad.skipped) == 1 and skipping.bad.skipped[0].startswith(f"{path}:10: ")
     with pytest.raises(DataFormatError, match=f"^{path}:10: .*never skipped"):
         list(READERS["conllu"].read(ReadRequest([path], "de", "test", {}, BadRows(skip=True, test=True))))
+
+
+def _conllu_word(k: int, form: str, upos: str, head: int) -> str:
+    return f"{k}\t{form}\t{form.lower()}\t{upos}\t_\t_\t{head}\t{'root' if head == 0 else 'dep'}\t_\t_"
+
+
+def test_a_conllu_error_names_the_file_and_the_word_line_without_a_sent_id(tmp_path):
+    """Issue 39, point 5: a file without `# sent_id` lines was named as 'sentence None'."""
+    folder = tmp_path / "UD_English-EWT"
+    folder.mkdir()
+    lines = ["# text = Ann ran", _conllu_word(1, "Ann", "PROPN", 2), _conllu_word(2, "ran", "VERB", 0), "",
+             "# text = Bo sat .", _conllu_word(1, "Bo", "PROPN", 2), _conllu_word(2, "sat", "VRB", 0),
+             _conllu_word(3, ".", "PUNCT", 2), ""]
+    path = folder / "en_ewt-ud-test.conllu"
+    path.write_text("\n".join(lines), encoding="utf-8")  # "VRB" (line 7) is not a UPOS tag
+    with pytest.raises(DataFormatError) as caught:
+        load_examples("udpos", "en", "test", data_dir=tmp_path, allow_hub=False)
+    assert str(caught.value).startswith(f"{path}:7 (token 2 of the sentence at line 5): tag(s) VRB not in the "
+                                        "card's tags")
+    assert "None" not in str(caught.value)
+    path.write_text("\n".join(["# sent_id = s2", *lines[4:]]), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(path))}:4 \(token 2 of the sentence at line 1, "
+                                              r"sentence s2\): tag\(s\) VRB"):
+        load_examples("udpos", "en", "test", data_dir=tmp_path, allow_hub=False)
+
+
+def test_an_fce_label_error_names_the_bad_tokens_line_not_the_sentences(tmp_path):
+    """Issue 39, point 6: the error named the line where the sentence starts (496), not the token's (504)."""
+    sentence = [f"w{k}\tc" for k in range(12)]
+    sentence[8] = "w8\tx"  # the ninth token of the sentence that starts at line 3: line 11
+    path = tmp_path / "fce-public.test.original.tsv"
+    path.write_text("\n".join(["Hi\tc", "", *sentence, ""]), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(path))}:11 \(token 9 of the sentence at line 3\): "
+                                              r"tag\(s\) x not in the card's tags"):
+        load_examples("fce", "en", "test", data_dir=tmp_path, allow_hub=False)

@@ -51,6 +51,15 @@ class Row:
     where: str
     values: dict[str, Any]
     number: int | None = None  # place among the file's data rows, unreadable ones included: its default id
+    token_lines: Sequence[int] = ()  # token-per-line formats: the line of each token, in `file`
+    file: str = ""
+
+    def where_of(self, token: int | None) -> str:
+        """Where a problem with one token (0-based; None: with the row) is: the token's own line where known."""
+        if token is None or not 0 <= token < len(self.token_lines):
+            return self.where
+        sentence = self.where.removeprefix(f"{self.file}:")
+        return f"{self.file}:{self.token_lines[token]} (token {token + 1} of the sentence at line {sentence})"
 
 
 @dataclass
@@ -359,7 +368,8 @@ class ConllReader(Reader):
         if self.option(request, "tag_scheme") == "iob1":
             tags, changed = iob1_to_iob2(tags)
             request.notes["IOB1 tags rewritten as IOB2 B- tags"] += changed
-        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags})
+        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags},
+                  token_lines=[lineno for lineno, _ in block], file=str(path))
 
 
 # -- SQuAD JSON -----------------------------------------------------------------------------------
@@ -643,15 +653,17 @@ class ConlluReader(Reader):
     sentence's tree goes along as the row's `tree` (served by `--parser gold`, ignored by the others)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
-        from xsyn.syntax.conllu import ConlluStats, parse_conllu
+        from xsyn.syntax.conllu import ConlluStats, conllu_sentences
 
         for path in request.files:
             stats = ConlluStats()
             text = read_text(path, request.notes)
-            for record in parse_conllu(text, source=str(path), lang=request.lang, skip_invalid=True, stats=stats):
-                yield Row(f"{path}: sentence {record.sent_id}", {"id": record.sent_id, "tokens": list(record.words),
-                                                                 "tags": list(record.upos),
-                                                                 "tree": record.on_word_tokens()})
+            for record, lines in conllu_sentences(text, source=str(path), lang=request.lang, skip_invalid=True,
+                                                  stats=stats):
+                named = f", sentence {record.sent_id}" if record.sent_id is not None else ""
+                yield Row(f"{path}:{lines[0]}{named}", {"id": record.sent_id, "tokens": list(record.words),
+                                                       "tags": list(record.upos), "tree": record.on_word_tokens()},
+                          token_lines=lines[1:], file=str(path))
             for problem in stats.skipped:  # each names its file and line
                 where, _, reason = problem.partition(": ")
                 request.bad(where, reason)
