@@ -192,6 +192,10 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     if task is None:
         raise click.UsageError("Missing option '--task' (or a --config file that names it).")
     card = load_card(task)
+    if resume_dir and config_file == str(saved) and file_values.get("task", card.name) != card.name:
+        raise click.UsageError(f"--resume {resume_dir} is a run of task {file_values['task']!r} (its {saved.name}), "
+                               f"but --task names {card.name!r}: leave out --task to continue that run, or give "
+                               "--resume the folder of a run of this task")
     flags["trackers"] = list(flags.pop("trackers")) or None
     model_flags = {name: flags.pop(name) for name in ("gat_delta", "gat_attention")}
     overrides = parse_overrides(sets)

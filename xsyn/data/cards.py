@@ -19,6 +19,7 @@ values (`xsyn.utils.schema`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import string
@@ -311,6 +312,7 @@ def parse_card(data: dict[str, Any], where: str) -> TaskCard:
     for derived in ("path", "file", "content_hash"):
         if derived in data:
             raise CardError(where, derived, "unknown key (the loader records it)")
+    _refuse_misplaced_keys(data, where)
     values = check_values(TaskCard, data, where, error=CardError)
     kind = KINDS[values["kind"]]
     values.setdefault("title", values["name"])
@@ -320,6 +322,26 @@ def parse_card(data: dict[str, Any], where: str) -> TaskCard:
     values["path"] = where
     values["content_hash"] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return construct(TaskCard, values, where, error=CardError)
+
+
+def _refuse_misplaced_keys(data: dict[str, Any], where: str) -> None:
+    """A card key written below a [table] header belongs to that table in TOML: name the table and the fix."""
+    card_keys = {f.name for f in dataclasses.fields(TaskCard) if f.init}
+    tables: list[tuple[str, str, Any, set[str]]] = []
+    for name, cls in (("local", LocalSource), ("hub", HubSource)):
+        entries = data.get(name)
+        own = {f.name for f in dataclasses.fields(cls)}
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            tables.append((f"{name}[{i}]", f"[[{name}]] (number {i + 1})", entry, own))
+    sections = data.get("hyperparameters")
+    for section, settings in (sections.items() if isinstance(sections, dict) else []):
+        tables.append((f"hyperparameters.{section}", f"[hyperparameters.{section}]", settings, set()))
+    for key, header, table, own in tables:
+        for name in table if isinstance(table, dict) else []:
+            if name in card_keys and name not in own:
+                raise CardError(where, f"{key}.{name}", f"found in the {header} table, but {name!r} is a key of the "
+                                "card itself: TOML puts a key in the table whose [header] is above it, so move it "
+                                "above the card's first [header]")
 
 
 def _subset(values: tuple[str, ...], allowed: tuple[str, ...], key: str, of: str) -> None:
