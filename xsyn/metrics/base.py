@@ -48,6 +48,9 @@ class Metric(ABC):
 
     id: ClassVar[str]
     primary: ClassVar[str]  # the key of the single number tables show
+    # What a prediction that finds nothing is, in words, for the warning when every prediction is one
+    # (`says_nothing`): "no token flagged as an error". "" where a prediction always says something (a label).
+    nothing: ClassVar[str] = ""
 
     @abstractmethod
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
@@ -56,6 +59,22 @@ class Metric(ABC):
     @abstractmethod
     def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """All scores from summed counts; works elementwise on arrays of resampled totals."""
+
+    def says_nothing(self, prediction: Any) -> bool:
+        """Whether one prediction finds nothing (no error, entity, answer); only read where `nothing` is set."""
+        return False
+
+    def nothing_predicted(self, predictions: Sequence) -> str | None:
+        """What the predictions say, in words, where they all say nothing (`nothing`) or, for single labels or
+        scores, all say the same; None otherwise. Scores that reward silence look good for that reason alone."""
+        if not predictions:
+            return None
+        if self.nothing:
+            return self.nothing if all(self.says_nothing(p) for p in predictions) else None
+        first = predictions[0]
+        if isinstance(first, (list, tuple, set, frozenset, dict)) or any(p != first for p in predictions):
+            return None
+        return f"the same prediction, {first!r}, for every example"
 
     def count_table(self, predictions: Sequence, references: Sequence) -> CountTable:
         if len(predictions) != len(references):
