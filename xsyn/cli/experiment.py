@@ -93,9 +93,12 @@ experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its
 @click.option("--wait", is_flag=True, help="Wait for the cells other processes are running (local) or for the "
               "jobs (slurm), and print each cell's outcome.")
 @click.option("--progress", is_flag=True, help="local: progress bars for each cell's training and evaluation.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="xsyn's cache folder for every cell: parses/ and features/ (default: $XSYN_CACHE or ~/.cache/xsyn); "
+                   "as --set cache_dir=DIR.")
 def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, gpus, cell_patterns, partition,
                 gpus_per_node, time_min, cpus_per_task, mem_gb, array_parallelism, account, qos, constraint,
-                wait, progress) -> None:
+                wait, progress, cache_dir) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
     from xsyn.cli.run import quiet_libraries
@@ -104,7 +107,8 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
 
     if not progress:
         quiet_libraries()
-    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    spec = _load(source, data_dir, model, max_steps, output_dir, (*sets, *([f"cache_dir={cache_dir}"] if cache_dir
+                                                                           else [])))
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
