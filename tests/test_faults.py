@@ -220,6 +220,30 @@ def test_evaluate_on_a_full_disk_names_the_file_and_keeps_earlier_results(traine
     assert all(p.read_bytes() == data for p, data in before.items())  # nothing written before is lost
 
 
+def test_a_full_disk_while_a_small_features_cache_file_closes_is_the_one_line_message(small_tokenizer, tmp_path,
+                                                                                    file_size_limit):
+    """Issue 39, point 3: where the disk fills as datasets closes a small cache file, its own ValueError ("I/O
+    operation on closed file") came on top of the OSError. Every limit, the closing included, gives the message."""
+    from test_data_features import PANX_TAGS, tagged
+
+    from xsyn.data.cards import load_card
+    from xsyn.data.features import prepare_features
+    from xsyn.utils.io import OutputError
+
+    card, examples = load_card("panx"), [tagged(["the", "dog"], ["O", "B-PER"], f"s{i}") for i in range(20)]
+    closing = 0
+    for limit in range(2_000, 12_001, 500):  # from the first write to a file that fits
+        cache = tmp_path / str(limit)
+        try:
+            with file_size_limit(limit):
+                prepare_features(card, examples, small_tokenizer, 16, tags=PANX_TAGS, cache_dir=cache)
+        except OutputError as err:
+            assert str(err).endswith(": file too large; free some space or choose another --cache-dir")
+            assert os.listdir(cache) == []  # nothing half-written left behind
+            closing += not isinstance(err.__cause__, OSError)  # the library's error on closing, named as the write
+    assert closing > 0  # the sweep reached the closing write (without the fix: a ValueError)
+
+
 def test_finetune_on_a_full_disk_names_the_checkpoint_and_can_continue(trained, tmp_path, file_size_limit):
     vocab = trained.parent / "vocab.txt"
     out = tmp_path / "run"
