@@ -73,8 +73,8 @@ def test_mtop_token_span_that_is_not_a_number_names_column_8_and_the_field(tmp_p
             '{"tokens": ["ab", "cd"], "tokenSpans": [{"start": 0, "length": 2}, {"start": "a", "length": 2}]}\n')
     (tmp_path / "en").mkdir()
     (tmp_path / "en" / "test.txt").write_text(line, encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"test\.txt:1: column 8 \(tokens JSON\): tokenSpans\[1\]: start: expected a whole "
-                                              r"number, got the string 'a' \(tokenSpans\[1\] = "):
+    with pytest.raises(DataFormatError, match=r"test\.txt:1: column 8 \(tokens JSON\): tokenSpans\[1\]: start: "
+                                              r"expected a whole number, got the string 'a' \(tokenSpans\[1\] = "):
         load_examples("mtop", "en", "test", data_dir=tmp_path, allow_hub=False)
 
 
