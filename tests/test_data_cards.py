@@ -171,6 +171,7 @@ def test_a_minimal_card_parses():
     (["hub"], [{"dataset": "toy", "splits": {"test": "test"}, "columns": {"text": "text"}, "languages": []}],
      r"^toy.toml: hub\[0\].languages: must not be empty$"),
     (["labels"], ["a", "a"], "^toy.toml: labels: lists a value twice$"),
+    (["label_map"], {"0": "a", "1": "bee"}, r"^toy.toml: label_map: maps to bee, which are not among labels \(a, b\)$"),
 ])
 def test_card_mistakes_name_the_file_key_and_valid_values(path, value, message):
     with pytest.raises(CardError, match=message):

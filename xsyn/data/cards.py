@@ -178,6 +178,10 @@ class TaskCard:
         unknown = sorted(set(self.label_names) - set(self.labels)) if isinstance(self.labels, tuple) else []
         if unknown:
             raise Invalid("label_names", f"names {', '.join(unknown)}, which are not among labels")
+        mapped = sorted(set(self.label_map.values()) - set(self.labels)) if isinstance(self.labels, tuple) else []
+        if mapped:  # every row so mapped would be refused as a label the card does not have
+            raise Invalid("label_map", f"maps to {', '.join(mapped)}, which are not among labels "
+                                       f"({', '.join(self.labels)})")
 
     def validate_sources(self) -> None:
         if not self.local and not self.hub:
