@@ -77,6 +77,14 @@ def test_every_metric_says_what_a_model_that_predicts_nothing_predicted(metric, 
     assert scorer.nothing_predicted(says) is None
 
 
+def test_one_example_is_no_model_that_always_says_the_same():
+    from xsyn.metrics import get_metric
+
+    assert get_metric("accuracy").nothing_predicted(["pos"]) is None
+    assert get_metric("accuracy").nothing_predicted(["pos", "pos"]) == "the same prediction, 'pos', for every example"
+    assert get_metric("word_accuracy").nothing_predicted([["NOUN"]]) is None
+
+
 
 
 class _Parser:

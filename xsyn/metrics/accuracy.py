@@ -38,7 +38,8 @@ class WordAccuracy(Metric):
 
     def nothing_predicted(self, predictions: Sequence) -> str | None:
         tags = {tag for sentence in predictions for tag in sentence}
-        return f"the same tag, {next(iter(tags))!r}, for every word" if len(tags) == 1 else None
+        words = sum(len(sentence) for sentence in predictions)
+        return f"the same tag, {next(iter(tags))!r}, for every word" if len(tags) == 1 and words > 1 else None
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         if not isinstance(prediction, (list, tuple)) or not isinstance(reference, (list, tuple)):

@@ -72,7 +72,8 @@ class Metric(ABC):
         if self.nothing:
             return self.nothing if all(self.says_nothing(p) for p in predictions) else None
         first = predictions[0]
-        if isinstance(first, (list, tuple, set, frozenset, dict)) or any(p != first for p in predictions):
+        if (len(predictions) < 2 or isinstance(first, (list, tuple, set, frozenset, dict))
+                or any(p != first for p in predictions)):
             return None
         return f"the same prediction, {first!r}, for every example"
 
