@@ -148,7 +148,8 @@ def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
     from xsyn.models.factory import build_model
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
-                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
+                        tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
+                        **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:
