@@ -20,9 +20,11 @@ from xsyn.models.defaults import DEFAULT_SEED
               help="A setting for both runs, as `xsyn finetune --set` (e.g. --set warmup_steps=4; repeatable).")
 @click.option("--overwrite-output-dir", is_flag=True, help="Replace an earlier demo in --output-dir (without "
               "it, a demo of the same options is continued, one of other options refused).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="xsyn's cache folder: parses/ and features/ [default: OUTPUT_DIR/cache].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...], overwrite_output_dir: bool,
-         quiet: bool) -> None:
+         cache_dir: str | None, quiet: bool) -> None:
     """Generate the synthetic typology benchmark, train none and gat, evaluate, report.
 
     Interrupted (Ctrl-C), the same command continues it from the runs' saved states."""
@@ -35,13 +37,15 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
         from xsyn.cli.run import quiet_libraries
 
         quiet_libraries()
+    settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}
     try:
         summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir,
-                           settings=parse_overrides(sets))
+                           settings=settings)
     except KeyboardInterrupt as stop:
         again = ["xsyn", "demo", "--output-dir", output_dir, "--seed", str(seed),
                  *(["--max-steps", str(max_steps)] if max_steps is not None else []),
-                 *(arg for value in sets for arg in ("--set", value)), *(["--quiet"] if quiet else [])]
+                 *(arg for value in sets for arg in ("--set", value)),
+                 *(["--cache-dir", cache_dir] if cache_dir else []), *(["--quiet"] if quiet else [])]
         interrupted(stop, RunFolder(getattr(stop, "run_dir", output_dir)), shlex.join(again))
     langs = list(summary["per_language"]["none"])
     click.echo("\nzero-shot test accuracy (trained on " + langs[0] + ")")
