@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 
 from xsyn.utils.progress import Progress, duration
 
@@ -83,6 +84,8 @@ def test_library_bars_are_switched_off_away_from_a_terminal_for_this_process_and
 
     for name in LIBRARY_BAR_SWITCHES:
         monkeypatch.delenv(name, raising=False)
+    # as read when datasets was imported (an earlier in-process command of the suite may have set it)
+    monkeypatch.setattr(sys.modules["datasets.utils.tqdm"], "HF_DATASETS_DISABLE_PROGRESS_BARS", None)
 
     class Terminal(io.StringIO):
         def isatty(self):
