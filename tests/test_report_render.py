@@ -42,10 +42,17 @@ def test_caps_that_shaped_the_numbers_are_listed_per_experiment(tmp_path):
     assert "Caps" not in uncapped and "Not the full benchmark" not in uncapped
 
 
-def test_heatmaps_of_one_report_share_one_scale_and_mark_chance(tmp_path, monkeypatch):
+@pytest.fixture
+def heatmap_calls(monkeypatch) -> list[dict]:
+    """The keyword arguments of every heatmap the report draws (drawn as well)."""
     calls = []
     real = plots.heatmap_png
     monkeypatch.setattr(plots, "heatmap_png", lambda *args, **kwargs: calls.append(kwargs) or real(*args, **kwargs))
+    return calls
+
+
+def test_heatmaps_of_one_report_share_one_scale_and_mark_chance(tmp_path, heatmap_calls):
+    calls = heatmap_calls
     pawsx = write_run(tmp_path, "p", per_language={"en": 90.0, "de": 80.0},
                       pairs={"en": {"en": 90.0, "de": 60.0}, "de": {"en": 70.0, "de": 80.0}})
     xnli = write_run(tmp_path, "x", task="xnli", per_language={"en": 95.0, "de": 85.0},
@@ -141,15 +148,11 @@ def test_training_curves_are_found_from_any_folder_or_named_as_not_found(tmp_pat
             f"{tmp_path / 'copied' / 'training_curves.png'}.") in markdown
 
 
-
-def test_the_pair_table_and_heatmap_show_the_examples_behind_each_cell(tmp_path, monkeypatch):
+def test_the_pair_table_and_heatmap_show_the_examples_behind_each_cell(tmp_path, heatmap_calls):
     """Generalized evaluation drops up to 43 of 100 pairs per cell; the heatmap did not show how many were left."""
-    calls = []
-    real = plots.heatmap_png
-    monkeypatch.setattr(plots, "heatmap_png", lambda *a, **k: calls.append(k) or real(*a, **k))
     gat = write_run(tmp_path, "gat", per_language={"en": 90.0, "de": 80.0},
                     pairs={"en": {"en": 90.0, "de": 70.0}, "de": {"en": 60.0, "de": 80.0}})
     edit_results(gat, n_examples={"en": 100, "de": 98, "en-de": 57, "de-en": 61})
     markdown = markdown_of(tmp_path, [gat])
     assert "| en | 90.0 (n=100) | 70.0 (n=57) |" in markdown and "| de | 60.0 (n=61) | 80.0 (n=98) |" in markdown
-    assert calls[0]["counts"] == [[100, 57], [61, 98]]
+    assert heatmap_calls[0]["counts"] == [[100, 57], [61, 98]]
