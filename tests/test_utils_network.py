@@ -65,3 +65,12 @@ def test_the_endpoint_the_hub_libraries_use_is_the_one_probed(monkeypatch):
     assert network.hub_address() == ("mirror.example", 8080)
     monkeypatch.delenv("HF_ENDPOINT")
     assert network.hub_address() == ("huggingface.co", 443)
+
+
+def test_a_run_on_a_hub_model_decides_before_its_first_hub_request(undecided):
+    """The settings' check of a hub model's config was the first request, and it retried before the probe."""
+    from xsyn.data.cards import load_card
+    from xsyn.run.settings import resolve
+
+    resolve("synth", "none", load_card("synth"), {}, {"model": "nosuch-org/nosuch-model", "parser": "chain"})
+    assert len(undecided) == 1 and huggingface_hub.constants.HF_HUB_OFFLINE

@@ -471,6 +471,10 @@ def model_config(config: RunConfig) -> Any:
     else:
         from transformers import AutoConfig
 
+        from xsyn.utils.network import offline_unless_reachable
+
+        if not Path(config.model).exists():  # a hub name: the first hub request of a run, so decided here
+            offline_unless_reachable()
         try:
             base = AutoConfig.from_pretrained(config.model)
         except (OSError, ValueError):
