@@ -31,7 +31,7 @@ from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
-from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
+from xsyn.training.driver import TrainState, check_micro_batches, total_steps, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
@@ -154,17 +154,16 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     return summary
 
 
-SCHEDULE = ("epochs", "max_steps")  # a resumed finished run given a longer one trains on
-
-
 def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
-    """A finished run's summary, where `--resume` asks for the schedule it already completed: said, and
-    nothing reloaded, featurised or rewritten. None where there is something to continue."""
+    """A finished run's summary, where `--resume` asks for no more steps than it trained: said, and nothing
+    reloaded, featurised or rewritten. None where there is something to continue (a longer schedule given
+    with --resume, or one an interrupted resume asked for)."""
     summary = saved_json_object(folder.train_results)
-    saved = saved_json_object(folder.config) or {}
-    if summary is None or any(saved.get(key) != getattr(config, key) for key in SCHEDULE):
+    if summary is None or not isinstance(summary.get("train_features"), int):
         return None
-    logger.warning(f"{folder.path} is a finished run ({summary.get('steps')} steps, {folder.train_results.name}): "
+    if summary.get("steps", 0) < total_steps(config, summary["train_features"]):
+        return None
+    logger.warning(f"{folder.path} is a finished run ({summary['steps']} steps, {folder.train_results.name}): "
                    f"nothing to continue, nothing reloaded or rewritten; `xsyn evaluate --model-dir {folder.path}` "
                    "scores it, --overwrite-output-dir (without --resume) trains it again")
     return summary
