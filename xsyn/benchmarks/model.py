@@ -207,6 +207,44 @@ def step_flops(model, batch: dict, dtype: str = "float32") -> int:
     return counter.get_total_flops()
 
 
+def step_ops(model, batch: dict, dtype: str = "float32") -> dict[str, int]:
+    """The ATen ops one step dispatches, by op, views left out (they launch no kernel): a proxy, on any
+    device, for the kernels an eager GPU step launches, on whose issue a small step waits."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpCounter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: Counter[str] = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view:
+                self.ops[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    with OpCounter() as counter:
+        train_step(model, batch, dtype)
+    return dict(counter.ops.most_common())
+
+
+def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
+              dtype: str = "float32", family: str = "bert") -> dict[str, dict[str, Any]]:
+    """Per variant (eager, after one warm-up step): the ops of one training step, in all and by op, and their
+    ratio to `none`'s."""
+    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    results = {}
+    for variant in variants:
+        model = build(variant, shape, seed, device, family)
+        train_step(model, batch, dtype)
+        by_op = step_ops(model, batch, dtype)
+        results[variant] = {"ops_per_step": sum(by_op.values()), "ops": by_op}
+    for result in results.values():
+        result["ops_ratio"] = result["ops_per_step"] / results["none"]["ops_per_step"]
+    return results
+
+
 def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, repeats: int, seed: int,
             device: str, dtype: str = "float32", peak: float | None = None, warmup: int = 1,
             plain_bert: bool = True, family: str = "bert") -> dict[str, dict[str, float]]:

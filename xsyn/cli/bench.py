@@ -95,12 +95,15 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
                    "family and plain row, plus what its embedding matrix costs (step with it trained and frozen, "
                    "AdamW update and state): mbert, xlmr-base, xlmr-large. Replaces --layers, --hidden, --heads "
                    "and --vocab-size.")
+@click.option("--count-ops", is_flag=True,
+              help="Instead of timing, count the ATen ops (views aside) one eager step of each variant dispatches: "
+                   "a device-free proxy for the kernels a GPU step launches.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
 def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
+                skip_plain_bert: bool, encoders: str | None, count_ops: bool, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
     from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
@@ -121,6 +124,9 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
              "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
              "max_position_embeddings": max(512, seq_len)}
     peak = peak_tflops or known_peak(device, dtype)
+    if count_ops:
+        _print_op_counts(chosen, shape, batch_size, seq_len, seed, device, dtype, as_json)
+        return
     if encoders is not None:
         names = [name for name in encoders.split(",") if name]
         unknown = [name for name in names if name not in ENCODER_SHAPES]
@@ -157,6 +163,24 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
                f"{device} {dtype}, fastest (and median) of {repeats} interleaved rounds; "
                "plain_bert: transformers' BertForSequenceClassification (sdpa)")
     _print_rows(results, peak)
+
+
+def _print_op_counts(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
+                     dtype: str, as_json: bool) -> None:
+    from xsyn.benchmarks.model import count_ops
+
+    results = count_ops(variants, shape, batch_size, seq_len, seed, device, dtype)
+    if as_json:
+        click.echo(json.dumps(results))
+        return
+    click.echo(f"ATen ops (views aside) of one eager forward + backward, {shape['num_hidden_layers']} layers, "
+               f"hidden {shape['hidden_size']}, batch {batch_size} x {seq_len} pieces, {device} {dtype}")
+    click.echo(f"{'variant':<10} {'ops/step':>9} {'x none':>7}  most added over none")
+    base = results["none"]["ops"]
+    for variant, r in results.items():
+        added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
+        top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
+        click.echo(f"{variant:<10} {r['ops_per_step']:>9,} {r['ops_ratio']:>7.3f}  {top}")
 
 
 def _print_rows(results: dict[str, dict], peak: float | None) -> None:
