@@ -111,7 +111,8 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         fields = {"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
                   "tree_deprel": tree_deprel, "tree_word": tree_word, "tree_segment": tree_segment}
         self._check_fields(fields)
-        tree = TreeTensors(tree_parent, tree_upos, tree_word, tree_segment) if self._needs_tree() else None
+        tree = (TreeTensors(tree_parent, tree_upos, tree_word, tree_segment, host_check=False)  # no wait in the step
+                if self._needs_tree() else None)
         batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"))
         context = variant.context(self, tree, batch, compute_structural_loss)
         syntax = {} if context is None else {"xsyn_syntax": context}
