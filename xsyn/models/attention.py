@@ -1,9 +1,13 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
 `SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `bias` adjusts the
-query/key/value projections (the GAT's bias), `combine` adjusts the attention output (SLA/WLA's gated
-local attention). Attention runs through transformers' attention functions (`sdpa` by default, or
-`eager`, which also returns the probabilities).
+query/key/value projections (the GAT's bias), `attend` runs the attention over them (SLA/WLA's gated
+local attention runs BERT's and the local one in one call). Attention runs through transformers'
+attention functions (`sdpa` by default, or `eager`, which also returns the probabilities).
+
+Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
+once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
+bfloat16 by cuDNN's attention (pytorch PR 191612), and a boolean one is converted again in every call.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
-# attend(mask) -> (output, probabilities or None): the layer's attention over its own Q, K, V under `mask`
-Attend = Callable[[torch.Tensor | None], tuple[torch.Tensor, torch.Tensor | None]]
+# attention(query, key, value, mask) -> (output (B, T, H, Dh), probabilities or None): the layer's attention
+# function, with its dropout and scaling
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+                     tuple[torch.Tensor, torch.Tensor | None]]
+MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that take an additive (B, 1, T, T) mask
 
 
 class SyntaxSelfAttention(BertSelfAttention):
@@ -26,9 +33,10 @@ class SyntaxSelfAttention(BertSelfAttention):
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return query, key, value
 
-    def combine(self, syntax: Any, hidden_states: torch.Tensor, output: torch.Tensor,
-                weights: torch.Tensor | None, attend: Attend) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return output, weights
+    def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return attention(query, key, value, attention_mask)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 past_key_values=None, xsyn_syntax: Any = None, **kwargs):
@@ -44,23 +52,32 @@ class SyntaxSelfAttention(BertSelfAttention):
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         dropout = self.dropout.p if self.training else 0.0
 
-        def attend(mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-            return function(self, query, key, value, mask, dropout=dropout, scaling=self.scaling, **kwargs)
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return function(self, q, k, v, mask, dropout=dropout, scaling=self.scaling, **kwargs)
 
-        output, weights = self.combine(xsyn_syntax, hidden_states, *attend(attention_mask), attend)
+        output, weights = self.attend(xsyn_syntax, hidden_states, query, key, value, attention_mask, attention)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
 
-def attention_mask_for(mask: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
-    """A (B, T, T) bool mask (True = attend) in the form the attention function expects, (B, 1, T, T).
+def compute_dtype(model: torch.nn.Module, device: torch.device) -> torch.dtype:
+    """The dtype a model's attention computes in: autocast's where it is on (mixed precision), else the weights'."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return next(model.parameters()).dtype
 
-    `sdpa` takes it as is; `eager` adds it to the scores, so it becomes 0 / most-negative.
-    """
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, T, T) bool (True = attend) -> (B, 1, T, T) additive in `dtype`: 0 / the most negative number."""
     mask = mask.unsqueeze(1)
-    if implementation in (None, "sdpa"):
-        return mask
-    if implementation == "eager":
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-            ~mask, torch.finfo(dtype).min)
-    raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
-                     "load the model with attn_implementation='sdpa' (the default) or 'eager'")
+    return torch.full(mask.shape, torch.finfo(dtype).min, dtype=dtype, device=mask.device).masked_fill_(mask, 0)
+
+
+def attention_mask_for(model: torch.nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    """A (B, T, T) bool syntax mask (True = attend) as the model's attention function takes it: (B, 1, T, T),
+    additive, in the dtype the attention computes in (see the module docstring)."""
+    implementation = model.config._attn_implementation
+    if implementation not in MASK_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
+                         "load the model with attn_implementation='sdpa' (the default) or 'eager'")
+    return additive_mask(mask, compute_dtype(model, mask.device))

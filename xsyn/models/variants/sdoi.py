@@ -81,8 +81,7 @@ class Sdoi(SyntaxVariant):
     def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
         from xsyn.models.attention import attention_mask_for
 
-        return model.sdoi(hidden, attention_mask_for(tree.sdoi_mask(), model.config._attn_implementation,
-                                                     model.dtype))
+        return model.sdoi(hidden, attention_mask_for(model, tree.sdoi_mask()))
 
 
 VARIANT = Sdoi()

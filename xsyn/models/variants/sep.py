@@ -106,8 +106,7 @@ class Sep(SyntaxVariant):
 
     def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> SepContext:
-        import torch
-
+        from xsyn.models.attention import compute_dtype
         from xsyn.models.distance_prediction import corrupt_distances, select_pairs
         from xsyn.trees.tensors import sep_weights
 
@@ -118,9 +117,8 @@ class Sep(SyntaxVariant):
             weights = sep_weights(corrupt_distances(tree.distances, pairs, model.config.sep_max_distance))
         else:
             weights = tree.sep_weights()
-        device = weights.device.type  # under autocast, cast once here rather than in every layer's product
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else model.dtype
-        return SepContext(weights.to(dtype), pairs)
+        # under autocast, cast once here rather than in every layer's product
+        return SepContext(weights.to(compute_dtype(model, weights.device)), pairs)
 
     def auxiliary_losses(self, model: XsynBertModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:

@@ -61,6 +61,16 @@ class LocalAttention(SyntaxVariant):
 
         install_local_attention(model)
 
+    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+        """The (B, T, T) bool mask of what is local to each piece."""
+        raise NotImplementedError
+
+    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> torch.Tensor:
+        from xsyn.models.local_attention import local_attention_mask
+
+        return local_attention_mask(model, self.local_mask(model.config, tree), batch.attention_mask)
+
 
 class Sla(LocalAttention):
     name = "sla"
@@ -70,13 +80,8 @@ class Sla(LocalAttention):
     def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos", "tree_word")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        from xsyn.models.attention import attention_mask_for
-
-        config = model.config
-        return attention_mask_for(tree.sla_mask(config.sla_distance, config.sla_punct_visible),
-                                  config._attn_implementation, model.dtype)
+    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+        return tree.sla_mask(config.sla_distance, config.sla_punct_visible)
 
 
 VARIANT = Sla()

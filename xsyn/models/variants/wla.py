@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError
+from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.models.variants.sla import LocalAttention
 
 if TYPE_CHECKING:
@@ -43,12 +43,8 @@ class Wla(LocalAttention):
     def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
         return ("tree_upos", "tree_word", "tree_segment")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        from xsyn.models.attention import attention_mask_for
-
-        return attention_mask_for(tree.wla_mask(model.config.wla_window), model.config._attn_implementation,
-                                  model.dtype)
+    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+        return tree.wla_mask(config.wla_window)
 
 
 VARIANT = Wla()
