@@ -20,9 +20,8 @@ from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVari
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
@@ -56,7 +55,7 @@ class LocalAttention(SyntaxVariant):
     paper = LI_2021
     parameter_markers = ("gate",)
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.local_attention import install_local_attention
 
         install_local_attention(model)
@@ -67,10 +66,10 @@ class Sla(LocalAttention):
     settings = SlaSettings
     paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos", "tree_word")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:
         from xsyn.models.attention import attention_mask_for
 

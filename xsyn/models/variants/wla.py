@@ -18,9 +18,8 @@ from xsyn.models.variants.sla import LocalAttention
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 
@@ -40,10 +39,10 @@ class Wla(LocalAttention):
     settings = WlaSettings
     paper_names = {"k": "wla_window"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_upos", "tree_word", "tree_segment")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:
         from xsyn.models.attention import attention_mask_for
 
