@@ -181,3 +181,15 @@ def test_the_architecture_check_finds_a_name_comparison():
     tree = ast.parse(code)
     assert _names_compared(tree, set(VARIANTS), "variant") == [1, 3]
     assert _names_compared(tree, set(HEAD_NAMES), "head") == [2]
+
+
+def test_the_models_package_has_no_import_circle():
+    """Every import counts (TYPE_CHECKING and function-level ones too): the variants and the layers they install
+    name transformers' base classes, never the config or model modules that read the registry."""
+    import grimp
+
+    graph = grimp.build_graph("xsyn", include_external_packages=False)
+    models = sorted(m for m in graph.modules if m.startswith("xsyn.models"))
+    circles = [(a, b) for i, a in enumerate(models) for b in models[i + 1:]
+               if graph.chain_exists(a, b) and graph.chain_exists(b, a)]
+    assert circles == []

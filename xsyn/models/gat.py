@@ -33,21 +33,27 @@ layers, LayerNorm, probes); the word embeddings are BERT's and are not part of i
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
 from torch.nn import functional as F
+from transformers.utils import ModelOutput
 
 from xsyn.models.attention import SyntaxSelfAttention
-from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
-from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE
+from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
+
+if TYPE_CHECKING:
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
 
 GAT_WEIGHTS = "gat.safetensors"
 # The relation logits are this multiple of their parameters, so that they move at 10x the
@@ -205,13 +211,89 @@ class GatSelfAttention(SyntaxSelfAttention):
         return self.syntax_bias(syntax, query, key, value)
 
 
-def save_gat(encoder: GatSyntaxEncoder, config: XsynBertConfig, directory: str | Path) -> None:
-    """Write a GAT checkpoint: `gat.safetensors` and the shape settings in `gat_config.json`."""
+def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
+               mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """G (B, T, k d_g) of a batch's trees by the GAT of `model` (an `XsynBertModel` of variant `gat`, or a
+    head on one), under `mask` (default: tree distance <= gat_delta).
+
+    The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
+    by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
+    the pieces that are not padding in XLM-R) where the config sets `gat_position_embeddings`.
+    """
+    encoder = _gat_model(model)
+    embeddings, config = encoder.embeddings, encoder.config
+    words = embeddings.word_embeddings(input_ids)
+    if config.gat_position_embeddings:
+        if position_ids is None and encoder.family.padded_positions:
+            position_ids = embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)
+        elif position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
+        words = words + embeddings.position_embeddings(position_ids)
+    mask = tree.gat_mask(config.gat_delta) if mask is None else mask
+    relations = tree.edge_relations if config.gat_edge_direction else None
+    return encoder.gat(words, tree.upos, mask, deprel, relations)
+
+
+@dataclass
+class ProbeOutput(ModelOutput):
+    """The GAT's structural probes on one batch, with their targets and L1 losses."""
+
+    predicted_distances: torch.FloatTensor | None = None  # (B, T, T) squared distances
+    predicted_depths: torch.FloatTensor | None = None  # (B, T) squared norms
+    distances: torch.LongTensor | None = None  # (B, T, T) tree distances
+    depths: torch.LongTensor | None = None  # (B, T) tree depths
+    distance_loss: torch.FloatTensor | None = None
+    depth_loss: torch.FloatTensor | None = None
+    gat_output: torch.FloatTensor | None = None
+
+
+def syntax_probe(model: XsynBertModel, input_ids: torch.Tensor, tree_parent: torch.Tensor, tree_upos: torch.Tensor,
+                 attention_mask: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                 *, tree: TreeTensors | None = None, **unused) -> ProbeOutput:
+    """Run only the GAT of `model` and its probes (no BERT layers): predictions, targets and L1 losses.
+
+    Takes a whole collated batch (`**batch`); fields the GAT does not read are ignored. `tree`
+    passes the batch's tree tensors where the caller has already built them.
+    """
+    encoder = _gat_model(model)
+    encoder.check_batch_fields({"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
+                                "tree_deprel": tree_deprel, "tree_word": None, "tree_segment": None})
+    if tree is None:
+        tree = TreeTensors(tree_parent, tree_upos, None, None)
+    gat_output = gat_encode(encoder, input_ids, tree, tree_deprel)
+    predicted_distances, predicted_depths = encoder.gat.probe(gat_output)
+    real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+    distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
+                                                tree.depth, real)
+    return ProbeOutput(predicted_distances=predicted_distances, predicted_depths=predicted_depths,
+                       distances=tree.distances, depths=tree.depth, distance_loss=distance_loss,
+                       depth_loss=depth_loss, gat_output=gat_output)
+
+
+def gat_state_dict(model: XsynBertModel) -> dict[str, torch.Tensor]:
+    """The GAT checkpoint: UPOS (and relation) embeddings, GAT layers, LayerNorm, probes."""
+    return _gat_model(model).gat.state_dict()
+
+
+def save_gat(model: XsynBertModel, directory: str | Path) -> None:
+    """Write the GAT checkpoint of `model`: `gat.safetensors` and the shape settings in `gat_config.json`."""
+    encoder = _gat_model(model)
     directory = Path(directory)
-    tensors = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
+    tensors = {k: v.detach().contiguous() for k, v in encoder.gat.state_dict().items()}
     atomic_write_bytes(directory / GAT_WEIGHTS, safetensors_bytes(tensors))
-    settings = {name: getattr(config, name) for name in GAT_SHAPE_FIELDS + ("gat_delta",)}
+    settings = {name: getattr(encoder.config, name) for name in GAT_SHAPE_FIELDS + ("gat_delta",)}
     atomic_write_text(directory / GAT_CONFIG, json.dumps(settings, indent=2) + "\n")
+
+
+def load_gat(model: XsynBertModel, directory: str | Path) -> None:
+    """Load a GAT checkpoint (from `save_gat` / `xsyn pretrain-gat`) into `model`; shapes must match."""
+    encoder = _gat_model(model)
+    encoder.gat.load_state_dict(load_gat_state(directory, encoder.config))
+
+
+def freeze_gat(model: XsynBertModel) -> None:
+    """Stop training the GAT and its probes (the syntax-bias projections stay trainable)."""
+    _gat_model(model).gat.requires_grad_(False)
 
 
 def load_gat_state(directory: str | Path, config: XsynBertConfig) -> dict[str, torch.Tensor]:
@@ -229,3 +311,19 @@ def load_gat_state(directory: str | Path, config: XsynBertConfig) -> dict[str, t
                              f"model has {name}={getattr(config, name)!r}; build the model with the same value")
     return load_file(weights_path)
 
+
+def pretrained_gat_settings(directory: str | Path) -> dict[str, Any]:
+    """The model settings a pre-trained GAT (an `xsyn pretrain-gat` folder) was built with, BERT's width aside."""
+    path = Path(directory) / GAT_CONFIG
+    if not path.is_file():
+        raise MissingInputError(f"{directory}: {path} not found; point it at an `xsyn pretrain-gat` output folder")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
+
+
+def _gat_model(model: XsynBertModel) -> XsynBertModel:
+    """The `XsynBertModel` under `model` (itself, or a head's encoder), which must have a GAT."""
+    encoder = model.base_model
+    if getattr(encoder, "gat", None) is None:  # installed by the gat variant
+        raise ValueError(f"this model's variant is {encoder.config.variant!r}; GAT operations need variant 'gat'")
+    return encoder

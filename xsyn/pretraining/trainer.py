@@ -33,6 +33,8 @@ from torch import nn
 from xsyn import versions
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
+from xsyn.models.gat import gat_encode, save_gat, syntax_probe
+from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
@@ -199,14 +201,14 @@ class GatPretrainer(nn.Module):
         losses = {}
         tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)  # shared by both objectives
         if "structural" in self.objectives:
-            probe = self.encoder.syntax_probe(**batch, tree=tree)
+            probe = syntax_probe(self.encoder, **batch, tree=tree)
             losses["distance"], losses["depth"] = probe.distance_loss, probe.depth_loss
         if self.distance_head is not None:
             # SEPREM's masking draws, on the batch's device, seeded from the share's seed (see xsyn.training)
             generator = torch.Generator(batch["input_ids"].device).manual_seed(int(torch.randint(2**62, ())))
             pairs = select_pairs(tree.distances, batch["attention_mask"].bool(), generator)
             mask = corrupt_mask(tree.gat_mask(self.encoder.config.gat_delta), pairs, generator)
-            gat_output = self.encoder.gat_encode(batch["input_ids"], tree, batch.get("tree_deprel"), mask)
+            gat_output = gat_encode(self.encoder, batch["input_ids"], tree, batch.get("tree_deprel"), mask)
             losses["seprem"] = self.distance_head.loss(gat_output, pairs, tree.distances)
         return losses
 
@@ -217,7 +219,7 @@ def build_encoder(settings: PretrainSettings):
     from xsyn.models.presets import load_tokenizer
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
-    encoder = build_model(settings.model, "gat", None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
+    encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
                           gat_attention=settings.gat_attention, **settings.gat)
     return encoder, tokenizer
 
@@ -234,7 +236,7 @@ def probe_scores(encoder: nn.Module, encoded: Encoded, records: Sequence[SyntaxR
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         batch = collate_trees([encoded.trees[k] for k in chunk], pad_token_id)
-        out = encoder.syntax_probe(**{k: v.to(device) for k, v in batch.items()})
+        out = syntax_probe(encoder, **{k: v.to(device) for k, v in batch.items()})
         distances = out.predicted_distances.float().cpu().numpy()
         depths = out.predicted_depths.float().cpu().numpy()
         for row, k in enumerate(chunk):
@@ -362,7 +364,7 @@ def probe_and_save(settings: PretrainSettings, encoder, tokenizer, aligner: Word
         evaluation.append({**data.summary(), "too_long_not_scored": encoded.too_long})
     summary = {"settings": asdict(settings), "seed": settings.seed, "versions": versions(), "training": training,
                "evaluation": evaluation, "probe_metrics": metrics, "gat_config": encoder.config.to_diff_dict()}
-    encoder.save_gat(folder.path)
+    save_gat(encoder, folder.path)
     if settings.model == TINY:
         encoder.save_pretrained(folder.tiny_model)
         tokenizer.save_pretrained(folder.tiny_model)

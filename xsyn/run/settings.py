@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import get_variant, model_settings, variant_names
+from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
     SchemaError,
@@ -359,22 +361,21 @@ def _json_or_text(raw: str) -> Any:
         return raw
 
 
-def gat_shape(gat_init: str | Path) -> dict[str, Any]:
-    """The shape settings a pre-trained GAT (an `xsyn pretrain-gat` folder) was built with."""
-    from xsyn.models.gat import GAT_SHAPE_FIELDS
-
-    path = Path(gat_init) / GAT_CONFIG
-    if not path.is_file():
-        raise ConfigError(f"--gat-init {gat_init}: {path} not found; point it at an `xsyn pretrain-gat` "
-                          "output folder")
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
+def pretrained_settings(variant: str, gat_init: str | Path) -> dict[str, Any]:
+    """The model settings (shapes) of the variant's pre-trained syntax module in `gat_init`, which the run adopts."""
+    try:
+        return get_variant(variant).pretrained_settings(gat_init)
+    except SyntaxConfigError as err:
+        raise ConfigError(str(err)) from None
+    except MissingInputError as err:
+        raise ConfigError(f"--gat-init {err}") from None
 
 
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
             *, check_model: bool = True) -> RunConfig:
-    """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
-    (`gat_init`), a config file (read by `read_config_file`, so checked), flags (each checked here).
+    """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
+    syntax module (`gat_init`: a pre-trained GAT), a config file (read by `read_config_file`, so checked),
+    flags (each checked here).
 
     The variant is `variant`, else the config file's, else `gat`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
@@ -393,7 +394,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     defaults, source, grid = card_defaults(card, variant)
     gat_init = flags.get("gat_init") or file_values.get("gat_init")
     if gat_init:
-        defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **gat_shape(gat_init)}}
+        pretrained = pretrained_settings(variant, gat_init)
+        defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **pretrained}}
     merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
     model: dict[str, Any] = {}
     for layer in (defaults, file_values, flags):
@@ -453,7 +455,6 @@ def model_config(config: RunConfig) -> Any:
     here (a hub model not downloaded: loading it will say so)."""
     from huggingface_hub.errors import StrictDataclassError
 
-    from xsyn.models.configuration import SyntaxConfigError
     from xsyn.models.factory import first_layers
     from xsyn.models.presets import TINY_SHAPE
 

@@ -144,15 +144,18 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
 
 
 def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
-    """The variant on the card's head, its GAT initialised (and frozen) as the settings say."""
+    """The variant on the card's head, its pre-trained syntax module (gat: the GAT) loaded, and frozen, as the
+    settings say."""
     from xsyn.models.factory import build_model
+    from xsyn.models.variants import get_variant
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
                         **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
+    variant = get_variant(config.variant)
     if config.gat_init:
-        model.base_model.load_gat(config.gat_init)
+        variant.load_pretrained(model, config.gat_init)
     if config.freeze_gat:
-        model.base_model.freeze_gat()
+        variant.freeze_pretrained(model)
     return model
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xsyn.utils.errors import XsynError
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 
@@ -94,30 +94,48 @@ class SyntaxVariant:
     def loss_names(self) -> tuple[str, ...]:
         return tuple(part for term in self.losses for part in term.parts)
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         """The `tree_*` batch fields `forward` needs (besides `input_ids`)."""
         return ()
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         """Swap or add the variant's modules on a freshly built `XsynBertModel`."""
 
-    def after_lift(self, model: XsynBertModel) -> None:
+    def after_lift(self, model: PreTrainedModel) -> None:
         """Adjust the encoder once a checkpoint's weights are in (`build_model`)."""
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         """Initialise one of the variant's own modules (after BERT's rule for Linear/Embedding/LayerNorm)."""
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> Any:
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> Any:
         """What the variant's layers read, computed once per batch (passed to them as `xsyn_syntax`).
         `with_losses`: the auxiliary losses are wanted for this batch."""
         return None
 
-    def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor
+    def output(self, model: PreTrainedModel, tree: TreeTensors, hidden: torch.Tensor
                ) -> torch.Tensor | None:
         """A replacement for BERT's last hidden state (which is then pooled again), or None to keep it."""
         return None
 
-    def auxiliary_losses(self, model: XsynBertModel, context: Any, tree: TreeTensors, batch: SyntaxBatch,
+    def auxiliary_losses(self, model: PreTrainedModel, context: Any, tree: TreeTensors, batch: SyntaxBatch,
                          hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         """The parts of `losses` computed for this batch (none, when they are not wanted)."""
         return {}
+
+    # -- a pre-trained syntax module (gat: `xsyn pretrain-gat`), read by fine-tuning ----------------
+
+    def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
+        """The model settings a pre-trained module in `directory` fixes (its shapes), which a run adopts."""
+        raise self._no_pretrained("--gat-init")
+
+    def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
+        """Load the pre-trained module in `directory` into `model` (a freshly built model of this variant)."""
+        raise self._no_pretrained("--gat-init")
+
+    def freeze_pretrained(self, model: PreTrainedModel) -> None:
+        """Keep the pre-trained module fixed while the rest of `model` trains."""
+        raise self._no_pretrained("--freeze-gat")
+
+    def _no_pretrained(self, option: str) -> SyntaxConfigError:
+        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; "
+                                 f"drop {option}, or choose a variant that has one (gat)")

@@ -32,6 +32,7 @@ structural probes give the auxiliary loss `structural_loss_weight * (distance_lo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xsyn.models.defaults import GAT_ATTENTIONS
@@ -39,9 +40,8 @@ from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, 
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 BIAS_TARGETS = ("query", "key", "value")
@@ -113,17 +113,17 @@ class Gat(SyntaxVariant):
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.gat import GatSelfAttention, GatSyntaxEncoder
 
         for i in model.config.syntax_layer_ids:
             model.encoder.layer[i].attention.self = GatSelfAttention(model.config, layer_idx=i)
         model.gat = GatSyntaxEncoder(model.config)
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         from transformers import initialization as init
 
         from xsyn.models.gat import AdditiveGatLayer, GatSyntaxEncoder
@@ -134,11 +134,13 @@ class Gat(SyntaxVariant):
         elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
             init.zeros_(module.relation_bias)  # no preference among the relations at first
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:
-        return model.gat_encode(batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids)
+        from xsyn.models.gat import gat_encode
 
-    def auxiliary_losses(self, model: XsynBertModel, context: torch.Tensor, tree: TreeTensors,
+        return gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids)
+
+    def auxiliary_losses(self, model: PreTrainedModel, context: torch.Tensor, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if not with_losses:
             return {}
@@ -148,5 +150,20 @@ class Gat(SyntaxVariant):
         distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
                                                     tree.depth, batch.real_tokens())
         return {"distance_loss": distance_loss, "depth_loss": depth_loss}
+
+    def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
+        from xsyn.models.gat import pretrained_gat_settings
+
+        return pretrained_gat_settings(directory)
+
+    def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
+        from xsyn.models.gat import load_gat
+
+        load_gat(model, directory)
+
+    def freeze_pretrained(self, model: PreTrainedModel) -> None:
+        from xsyn.models.gat import freeze_gat
+
+        freeze_gat(model)
 
 VARIANT = Gat()

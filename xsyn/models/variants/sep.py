@@ -29,9 +29,8 @@ from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, 
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 XU_2021 = """@inproceedings{xu-etal-2021-syntax,
@@ -83,10 +82,10 @@ class Sep(SyntaxVariant):
     losses = (LossTerm(("seprem_loss",), "sep_distance_loss_weight"),)
     parameter_markers = ("seprem", "seprem_head")
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos")
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.distance_prediction import DistancePredictionHead
         from xsyn.models.sep import SepLayer
 
@@ -96,7 +95,7 @@ class Sep(SyntaxVariant):
         model.seprem_head = (DistancePredictionHead(config.hidden_size, config.sep_max_distance)
                              if config.sep_distance_loss_weight > 0 else None)
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         from transformers import initialization as init
 
         from xsyn.models.sep import SepMix
@@ -104,7 +103,7 @@ class Sep(SyntaxVariant):
         if isinstance(module, SepMix):
             init.constant_(module.alpha, config.sep_alpha)
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> SepContext:
         from xsyn.models.attention import compute_dtype
         from xsyn.models.distance_prediction import corrupt_distances, select_pairs
@@ -120,7 +119,7 @@ class Sep(SyntaxVariant):
         # under autocast, cast once here rather than in every layer's product
         return SepContext(weights.to(compute_dtype(model, weights.device)), pairs)
 
-    def auxiliary_losses(self, model: XsynBertModel, context: SepContext, tree: TreeTensors,
+    def auxiliary_losses(self, model: PreTrainedModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if context.pairs is None:
             return {}

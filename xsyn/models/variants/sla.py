@@ -20,9 +20,8 @@ from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVari
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
@@ -39,7 +38,7 @@ LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
 
 @dataclass(init=False, repr=False, eq=False)
 class SlaSettings:
-    """The `sla` fields of `XsynBertConfig` (see the table above)."""
+    """The `sla` fields of `PretrainedConfig` (see the table above)."""
 
     sla_distance: int = 3
     sla_punct_visible: bool = False
@@ -56,16 +55,16 @@ class LocalAttention(SyntaxVariant):
     paper = LI_2021
     parameter_markers = ("gate",)
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.local_attention import install_local_attention
 
         install_local_attention(model)
 
-    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
         """The (B, T, T) bool mask of what is local to each piece."""
         raise NotImplementedError
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> torch.Tensor:
         from xsyn.models.local_attention import local_attention_mask
 
@@ -77,10 +76,10 @@ class Sla(LocalAttention):
     settings = SlaSettings
     paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos", "tree_word")
 
-    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
         return tree.sla_mask(config.sla_distance, config.sla_punct_visible)
 
 

@@ -18,15 +18,14 @@ from xsyn.models.variants.sla import LocalAttention
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 
 @dataclass(init=False, repr=False, eq=False)
 class WlaSettings:
-    """The `wla` fields of `XsynBertConfig` (see the table above)."""
+    """The `wla` fields of `PretrainedConfig` (see the table above)."""
 
     wla_window: int = 4
 
@@ -40,10 +39,10 @@ class Wla(LocalAttention):
     settings = WlaSettings
     paper_names = {"k": "wla_window"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_upos", "tree_word", "tree_segment")
 
-    def local_mask(self, config: XsynBertConfig, tree: TreeTensors) -> torch.Tensor:
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
         return tree.wla_mask(config.wla_window)
 
 
