@@ -117,6 +117,12 @@ def data_options(fn):
               "(tagging, QA) or truncated (classification) [default: the card's, else 128].")
 @click.option("--mixed-precision", type=click.Choice(MIXED_PRECISIONS), default=None,
               help="Train in bf16 or fp16 autocast [default: no].")
+@click.option("--torch-compile", type=click.Choice(COMPILE_MODES), is_flag=False, flag_value="default", default=None,
+              metavar="[MODE]", help="Compile the model with torch.compile: default, reduce-overhead (CUDA graphs) "
+              "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "
+              "batch shapes (and recompiles) arise.")
+@click.option("--pad-to-multiple-of", type=click.IntRange(min=1), default=None,
+              help="Pad each batch's length up to a multiple of N (e.g. 16 or 64) [default: the longest input].")
 @click.option("--eval-every", type=int, default=None,
               help="Validation every N steps [default: each epoch].")
 @click.option("--max-train-examples", type=int, default=None, help="Use only the first N training examples.")

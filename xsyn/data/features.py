@@ -406,13 +406,14 @@ def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_id
 
 
 def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 0,
-                     syntax: bool = True) -> dict[str, Any]:
+                     syntax: bool = True, pad_to_multiple_of: int | None = None) -> dict[str, Any]:
     """A training/eval batch: `xsyn.trees.batch.collate_trees` plus the label columns (per-piece ones
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
     import torch
 
     choices = "choice_lengths" in features[0]
-    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax)
+    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax,
+                          pad_to_multiple_of=pad_to_multiple_of)
     if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
         batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)
     width = batch["input_ids"].shape[1]

@@ -31,6 +31,7 @@ class SyntaxSelfAttention(BertSelfAttention):
 
     def bias(self, syntax: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Adjust the (B, T, hidden) query, key and value projections (head h: columns h Dh .. (h + 1) Dh)."""
         return query, key, value
 
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
@@ -45,10 +46,8 @@ class SyntaxSelfAttention(BertSelfAttention):
             raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        query = self.query(hidden_states).view(shape).transpose(1, 2)
-        key = self.key(hidden_states).view(shape).transpose(1, 2)
-        value = self.value(hidden_states).view(shape).transpose(1, 2)
-        query, key, value = self.bias(xsyn_syntax, query, key, value)
+        projected = self.bias(xsyn_syntax, self.query(hidden_states), self.key(hidden_states), self.value(hidden_states))
+        query, key, value = (x.view(shape).transpose(1, 2) for x in projected)
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         dropout = self.dropout.p if self.training else 0.0
 
@@ -60,11 +59,11 @@ class SyntaxSelfAttention(BertSelfAttention):
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
 
-def compute_dtype(model: torch.nn.Module, device: torch.device) -> torch.dtype:
-    """The dtype a model's attention computes in: autocast's where it is on (mixed precision), else the weights'."""
+def compute_dtype(device: torch.device, weights: torch.dtype) -> torch.dtype:
+    """The dtype products compute in on `device`: autocast's where it is on (mixed precision), else the weights'."""
     if torch.is_autocast_enabled(device.type):
         return torch.get_autocast_dtype(device.type)
-    return next(model.parameters()).dtype
+    return weights
 
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -80,4 +79,4 @@ def attention_mask_for(model: torch.nn.Module, mask: torch.Tensor) -> torch.Tens
     if implementation not in MASK_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
                          "load the model with attn_implementation='sdpa' (the default) or 'eager'")
-    return additive_mask(mask, compute_dtype(model, mask.device))
+    return additive_mask(mask, compute_dtype(mask.device, model.dtype))

@@ -7,7 +7,7 @@ design; `gat_residual` and `gat_position_embeddings` add the last two as options
 LayerNorm (as in the released code) keeps G's scale fixed for the bias it feeds.
 
 - `dot` attention (paper eq. 2): query = key = T = X W_T, value = X W_V, scaled dot product, run
-  by torch's fused `scaled_dot_product_attention` under the boolean tree mask.
+  by torch's fused `scaled_dot_product_attention` under the tree mask (additive, in the compute dtype).
 - `additive` attention (the released code, Velickovic et al. 2018): h = X W,
   e_ij = LeakyReLU_0.2(a_1 . h_i + a_2 . h_j), output sum_j softmax_j(e_ij) h_j.
 
@@ -44,7 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.utils import ModelOutput
 
-from xsyn.models.attention import SyntaxSelfAttention
+from xsyn.models.attention import SyntaxSelfAttention, additive_mask, compute_dtype
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
@@ -75,10 +75,13 @@ class DotGatLayer(nn.Module):
         self.value = nn.Linear(in_size, heads * head_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask`: the additive (B, 1, T, T) tree mask in the compute dtype; `bias`: relation logits (B, k, T, T)."""
         b, t, _ = x.shape
-        qk = self.tied_query_key(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
-        v = self.value(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
-        attn_mask = mask.unsqueeze(1) if bias is None else bias.masked_fill(~mask.unsqueeze(1), -torch.inf)
+        # both projections in one GEMM over the stacked weights (their names, and checkpoints, unchanged)
+        weight = torch.cat([self.tied_query_key.weight, self.value.weight])
+        projected = F.linear(x, weight, torch.cat([self.tied_query_key.bias, self.value.bias]))
+        qk, v = (y.view(b, t, self.heads, self.head_size).transpose(1, 2) for y in projected.chunk(2, dim=-1))
+        attn_mask = mask if bias is None else mask + bias.to(mask.dtype)
         out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=attn_mask,
                                              dropout_p=self.dropout if self.training else 0.0)
         return out.transpose(1, 2).reshape(b, t, -1)
@@ -102,7 +105,7 @@ class AdditiveGatLayer(nn.Module):
         scores = F.leaky_relu(src.unsqueeze(-1) + dst.unsqueeze(-2), 0.2)
         if bias is not None:
             scores = scores + bias
-        scores = scores.masked_fill(~mask.unsqueeze(1), torch.finfo(scores.dtype).min)
+        scores = scores + mask  # the additive tree mask
         weights = F.dropout(scores.softmax(-1), p=self.dropout, training=self.training)
         return (weights @ h).transpose(1, 2).reshape(b, t, -1)
 
@@ -135,6 +138,7 @@ class GatSyntaxEncoder(nn.Module):
         """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask;
         `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`."""
         x = word_embeddings + self.upos_embeddings(upos)
+        mask = additive_mask(mask, compute_dtype(x.device, x.dtype))  # once for all layers, in their dtype
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
         for index, layer in enumerate(self.layers):
@@ -176,7 +180,8 @@ def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.T
 
 
 class SyntaxBias(nn.Module):
-    """G G^Q_l, G G^K_l (and/or G G^V_l) for the first `syntax_heads` heads of one layer."""
+    """G G^Q_l, G G^K_l (and/or G G^V_l) for the first `syntax_heads` heads of one layer. Its projections are
+    run for all layers at once, by `syntax_biases`; the layer adds its part to its projections."""
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
@@ -186,35 +191,60 @@ class SyntaxBias(nn.Module):
             target: nn.Linear(config.gat_output_size, self.heads * self.head_size)
             for target in config.bias_target_names})
 
-    def forward(self, gat_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+    def forward(self, biases: dict[str, torch.Tensor], query: torch.Tensor, key: torch.Tensor,
                 value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Add the bias to the syntax heads of (B, H, T, Dh) projections; other heads pass through."""
+        """Add each target's bias, (B, T, hidden) with zeros past the first heads' columns, to its projection."""
         states = {"query": query, "key": key, "value": value}
-        b, t, _ = gat_output.shape
-        for target, projection in self.projections.items():
-            bias = projection(gat_output).view(b, t, self.heads, self.head_size).transpose(1, 2)
-            x = states[target]
-            states[target] = torch.cat([x[:, : self.heads] + bias, x[:, self.heads:]], dim=1)
+        for target, bias in biases.items():
+            states[target] = states[target] + bias  # one add: no slice and cat of the heads, nor their backward
         return states["query"], states["key"], states["value"]
+
+
+@dataclass
+class GatContext:
+    """What the `gat` variant's layers read: G, and each syntax layer's biases by target."""
+
+    gat_output: torch.Tensor  # (B, T, k d_g)
+    biases: dict[int, dict[str, torch.Tensor]]  # layer -> target -> (B, T, hidden), 0 past the syntax heads
+
+
+def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
+    """Every syntax layer's bias projections of G, in one GEMM over their stacked weights (one kernel and one
+    backward for all layers, where a GEMM per layer and target launches 12 to 36 times as many)."""
+    layers = _gat_model(model).encoder.layer
+    projections = [(i, target, projection) for i in model.config.syntax_layer_ids
+                   for target, projection in layers[i].attention.self.syntax_bias.projections.items()]
+    weight = torch.cat([projection.weight for *_, projection in projections])
+    bias = torch.cat([projection.bias for *_, projection in projections])
+    stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))
+    hidden = model.config.hidden_size
+    # zero-padded to the projections' width once for all (B, T, n, hidden); `unbind`'s backward is one stack
+    parts = F.pad(stacked, (0, hidden - stacked.shape[-1])).unbind(2)
+    biases: dict[int, dict[str, torch.Tensor]] = {}
+    for (i, target, _), part in zip(projections, parts):
+        biases.setdefault(i, {})[target] = part
+    return biases
 
 
 class GatSelfAttention(SyntaxSelfAttention):
     """A syntax layer of the `gat` variant: BERT's attention with the GAT bias on its first heads (the
-    batch's syntax context is G)."""
+    batch's syntax context is a `GatContext`)."""
 
     def __init__(self, config: XsynBertConfig, layer_idx: int):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def bias(self, syntax: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    def bias(self, syntax: GatContext, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return self.syntax_bias(syntax, query, key, value)
+        return self.syntax_bias(syntax.biases[self.layer_idx], query, key, value)
 
 
 def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
-               mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+               mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+               word_embeddings: torch.Tensor | None = None) -> torch.Tensor:
     """G (B, T, k d_g) of a batch's trees by the GAT of `model` (an `XsynBertModel` of variant `gat`, or a
-    head on one), under `mask` (default: tree distance <= gat_delta).
+    head on one), under `mask` (default: tree distance <= gat_delta). `word_embeddings` is the encoder's
+    lookup of `input_ids` where it was made already (the model's forward shares it).
 
     The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
     by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
@@ -222,7 +252,7 @@ def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors,
     """
     encoder = _gat_model(model)
     embeddings, config = encoder.embeddings, encoder.config
-    words = embeddings.word_embeddings(input_ids)
+    words = embeddings.word_embeddings(input_ids) if word_embeddings is None else word_embeddings
     if config.gat_position_embeddings:
         if position_ids is None and encoder.family.padded_positions:
             position_ids = embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)

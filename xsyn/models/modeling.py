@@ -97,11 +97,13 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         self.check_batch_fields(fields)
         tree = (TreeTensors(tree_parent, tree_upos, tree_word, tree_segment, host_check=False)  # no wait in the step
                 if self._needs_tree() else None)
-        batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"))
+        inputs = self._shared_word_embeddings(input_ids, kwargs) if variant.reads_word_embeddings else {}
+        batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"),
+                            inputs.get("inputs_embeds"))
         context = variant.context(self, tree, batch, compute_structural_loss)
         syntax = {} if context is None else {"xsyn_syntax": context}
-        out = super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                              **syntax, **kwargs)
+        inputs = {"input_ids": input_ids, **kwargs, **inputs}
+        out = super().forward(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs, **syntax)
         hidden, pooled = out.last_hidden_state, out.pooler_output
         replaced = variant.output(self, tree, hidden)
         if replaced is not None:
@@ -111,6 +113,17 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         losses = variant.auxiliary_losses(self, context, tree, batch, hidden, compute_structural_loss and weighted)
         return XsynModelOutput(last_hidden_state=hidden, pooler_output=pooled, hidden_states=out.hidden_states,
                                attentions=out.attentions, syntax_context=context, syntax_losses=losses or None)
+
+    def _shared_word_embeddings(self, input_ids: torch.Tensor | None, kwargs: dict) -> dict[str, Any]:
+        """The encoder's inputs with the word-piece lookup made once, for the variant and the encoder alike:
+        `inputs_embeds`, and the positions the encoder would take from `input_ids` (XLM-R's skip padding)."""
+        if input_ids is None or kwargs.get("inputs_embeds") is not None:
+            return {}
+        embeddings = self.embeddings
+        positions = kwargs.get("position_ids")
+        if positions is None and self.family.padded_positions:
+            positions = embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)
+        return {"input_ids": None, "inputs_embeds": embeddings.word_embeddings(input_ids), "position_ids": positions}
 
     def _needs_tree(self) -> bool:
         return bool(self.syntax_variant.batch_fields(self.config))

@@ -34,9 +34,9 @@ class IndexedRows(torch.utils.data.Dataset):
         return {**self.rows[i], "feature_index": i}
 
 
-def make_collate(pad_token_id: int):
+def make_collate(pad_token_id: int, pad_to_multiple_of: int | None = None):
     """The DataLoader's collate function: `xsyn.data.features.collate_features`, the one place that batches."""
-    return partial(collate_features, pad_token_id=pad_token_id)
+    return partial(collate_features, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
 
 
 def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:

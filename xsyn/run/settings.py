@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import get_variant, model_settings, variant_names
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
@@ -60,6 +60,11 @@ def _count(default: int | None) -> Any:
     return validated_field(at_least(1), default=default)
 
 
+def _compile_mode(value: Any) -> None:
+    if value is not None:
+        one_of(COMPILE_MODES)(value)
+
+
 @strict
 @dataclass
 class RunConfig:
@@ -82,6 +87,8 @@ class RunConfig:
     weight_decay: float = validated_field(at_least(0), default=0.0)
     max_grad_norm: float = validated_field(_finite_above_zero, default=1.0)
     mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
+    torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
+    pad_to_multiple_of: int | None = _count(None)  # batch lengths rounded up to it: few shapes, few recompiles
     # data
     max_length: int = _count(128)
     doc_stride: int | None = _count(None)

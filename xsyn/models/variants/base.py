@@ -42,6 +42,7 @@ class SyntaxBatch:
     attention_mask: torch.Tensor | None
     tree_deprel: torch.Tensor | None
     position_ids: torch.Tensor | None
+    word_embeddings: torch.Tensor | None = None  # BERT's lookup of input_ids, where the variant reads it
 
     def real_tokens(self) -> torch.Tensor:
         """1 for the pieces that are not padding."""
@@ -73,6 +74,8 @@ class SyntaxVariant:
     - `paper_names`: the papers' names for its settings, which task cards may use (`delta` -> `gat_delta`);
     - `paper`: its BibTeX, cited by model cards;
     - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
+    - `reads_word_embeddings`: its hooks read BERT's word-piece embeddings (`SyntaxBatch.word_embeddings`:
+      one lookup, and one dense gradient of the table, shared with the encoder);
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
       model settings).
     """
@@ -85,6 +88,7 @@ class SyntaxVariant:
     paper: str | None = None
     losses: tuple[LossTerm, ...] = ()
     parameter_markers: tuple[str, ...] = ()
+    reads_word_embeddings: bool = False
 
     def setting_names(self) -> tuple[str, ...]:
         """The config fields that are this variant's settings (what a model card lists)."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
 
+    from xsyn.models.gat import GatContext
     from xsyn.trees.tensors import TreeTensors
 
 BIAS_TARGETS = ("query", "key", "value")
@@ -112,6 +113,7 @@ class Gat(SyntaxVariant):
     paper = AHMAD_2021
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
+    reads_word_embeddings = True
 
     def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
@@ -135,18 +137,20 @@ class Gat(SyntaxVariant):
             init.zeros_(module.relation_bias)  # no preference among the relations at first
 
     def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        from xsyn.models.gat import gat_encode
+                ) -> GatContext:
+        from xsyn.models.gat import GatContext, gat_encode, syntax_biases
 
-        return gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids)
+        gat_output = gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids,
+                                word_embeddings=batch.word_embeddings)
+        return GatContext(gat_output, syntax_biases(model, gat_output))
 
-    def auxiliary_losses(self, model: PreTrainedModel, context: torch.Tensor, tree: TreeTensors,
+    def auxiliary_losses(self, model: PreTrainedModel, context: GatContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if not with_losses:
             return {}
         from xsyn.models.gat import structural_loss
 
-        predicted_distances, predicted_depths = model.gat.probe(context)
+        predicted_distances, predicted_depths = model.gat.probe(context.gat_output)
         distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
                                                     tree.depth, batch.real_tokens())
         return {"distance_loss": distance_loss, "depth_loss": depth_loss}

@@ -117,7 +117,7 @@ class Sep(SyntaxVariant):
         else:
             weights = tree.sep_weights()
         # under autocast, cast once here rather than in every layer's product
-        return SepContext(weights.to(compute_dtype(model, weights.device)), pairs)
+        return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)
 
     def auxiliary_losses(self, model: PreTrainedModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
