@@ -247,35 +247,52 @@ def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, s
 
 def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, repeats: int, seed: int,
             device: str, dtype: str = "float32", peak: float | None = None, warmup: int = 1,
-            plain_bert: bool = True, family: str = "bert") -> dict[str, dict[str, float]]:
+            plain_bert: bool = True, family: str = "bert", compile_mode: str | None = None
+            ) -> dict[str, dict[str, float]]:
     """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
-    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, syntax
-    parameters, ratios to `none`."""
+    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, the ops
+    of an eager step, syntax parameters, ratios to `none`. With `compile_mode` every row is timed compiled
+    (`torch.compile` in that mode), with the seconds of its first (compiling) step and its compiled graphs
+    (1 + recompiles: every variant's forward is one graph)."""
+    from xsyn.models.compiled import compile_model, compiled_graphs
+
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
-    for _ in range(warmup):  # first-call allocations, kernel selection
-        for row, model in models.items():
-            train_step(model, model_batch(row, batch), dtype)
+    runners = {v: compile_model(m, compile_mode) if compile_mode else m for v, m in models.items()}
+    first_step, graphs = {}, dict.fromkeys(rows, 0)
+    for _ in range(warmup):  # first-call allocations, kernel selection, compiling
+        for row, runner in runners.items():
+            before, start = compiled_graphs(), time.perf_counter()
+            train_step(runner, model_batch(row, batch), dtype)
+            first_step.setdefault(row, time.perf_counter() - start)
+            graphs[row] += compiled_graphs() - before
     times: dict[str, list[float]] = {v: [] for v in rows}
     for _ in range(repeats):
-        for row, model in models.items():
-            times[row].append(step_seconds(model, model_batch(row, batch), device, dtype))
+        for row, runner in runners.items():
+            before = compiled_graphs()
+            times[row].append(step_seconds(runner, model_batch(row, batch), device, dtype))
+            graphs[row] += compiled_graphs() - before
     results = {}
     for row, model in models.items():
         inputs = model_batch(row, batch)
         seconds = min(times[row])
         flops = step_flops(model, inputs, dtype)
         results[row] = {"step_seconds": seconds, "median_seconds": statistics.median(times[row]),
-                        "peak_bytes": peak_bytes(model, inputs, device, dtype),
+                        "peak_bytes": peak_bytes(runners[row], inputs, device, dtype),
                         "tokens_per_second": batch_size * seq_len / seconds, "flops_per_step": flops,
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
+                        "ops_per_step": sum(step_ops(model, inputs, dtype).values()),
                         "syntax_parameters": (0 if row.startswith(PLAIN) else
                                               sum(p.numel() for _, p in model.base_model.syntax_parameters()))}
+        if compile_mode:
+            results[row].update(compile_mode=compile_mode, compile_seconds=first_step[row],
+                                compiled_graphs=graphs[row], recompiles=max(0, graphs[row] - 1))
     base = results["none"]
     for result in results.values():
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
+        result["ops_ratio"] = result["ops_per_step"] / base["ops_per_step"]
     return results
 
 

@@ -14,7 +14,7 @@ import click
 from xsyn.cli.main import main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
 from xsyn.training.folder import RunFolder

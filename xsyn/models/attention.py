@@ -8,10 +8,13 @@ attention functions (`sdpa` by default, or `eager`, which also returns the proba
 Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
 once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
 bfloat16 by cuDNN's attention (pytorch PR 191612), and a boolean one is converted again in every call.
+Where cuDNN's attention backward is wrong with a mask (NaN query gradients when T % 128 == 64, pytorch
+issue 196678, since torch 2.11), `safe_attention` keeps the step on the other fused backends.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -80,3 +83,18 @@ def attention_mask_for(model: torch.nn.Module, mask: torch.Tensor) -> torch.Tens
         raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
                          "load the model with attn_implementation='sdpa' (the default) or 'eager'")
     return additive_mask(mask, compute_dtype(mask.device, model.dtype))
+
+
+CUDNN_BAD_REMAINDER = (128, 64)  # pytorch issue 196678: masked cuDNN SDPA backward, T % 128 == 64
+
+
+def safe_attention(inputs: torch.Tensor):
+    """A context for a model's step over `inputs` (B, T, ...): on CUDA with T % 128 == 64, SDPA may use any fused
+    backend but cuDNN's (whose masked backward gives NaN query gradients there); elsewhere nothing changes. The
+    backend is chosen in the forward pass, and the backward follows it."""
+    modulus, remainder = CUDNN_BAD_REMAINDER
+    if inputs.device.type != "cuda" or inputs.shape[1] % modulus != remainder:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

@@ -25,6 +25,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.bert.modeling_bert import BertModel, BertPreTrainedModel
 
+from xsyn.models.attention import safe_attention
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.families import EncoderFamily, family_of, resolve
 from xsyn.models.variants import get_variant, loss_names
@@ -100,12 +101,13 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         inputs = self._shared_word_embeddings(input_ids, kwargs) if variant.reads_word_embeddings else {}
         batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"),
                             inputs.get("inputs_embeds"))
-        context = variant.context(self, tree, batch, compute_structural_loss)
-        syntax = {} if context is None else {"xsyn_syntax": context}
-        inputs = {"input_ids": input_ids, **kwargs, **inputs}
-        out = super().forward(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs, **syntax)
-        hidden, pooled = out.last_hidden_state, out.pooler_output
-        replaced = variant.output(self, tree, hidden)
+        with safe_attention(input_ids if input_ids is not None else kwargs["inputs_embeds"]):  # every attention
+            context = variant.context(self, tree, batch, compute_structural_loss)
+            syntax = {} if context is None else {"xsyn_syntax": context}
+            inputs = {"input_ids": input_ids, **kwargs, **inputs}
+            out = super().forward(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs, **syntax)
+            hidden, pooled = out.last_hidden_state, out.pooler_output
+            replaced = variant.output(self, tree, hidden)
         if replaced is not None:
             hidden = replaced
             pooled = self.pooler(hidden) if self.pooler is not None else None  # pool the replaced output
