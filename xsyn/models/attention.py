@@ -40,6 +40,8 @@ class SyntaxSelfAttention(BertSelfAttention):
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The attention output (B, T, H, Dh) and probabilities (or None) over the (B, H, T, Dh) projections;
+        `attention_mask` is BERT's (padding), `attention` the layer's attention function."""
         return attention(query, key, value, attention_mask)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -49,7 +51,7 @@ class SyntaxSelfAttention(BertSelfAttention):
             raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        projected = self.bias(xsyn_syntax, self.query(hidden_states), self.key(hidden_states), self.value(hidden_states))
+        projected = self.bias(xsyn_syntax, *(linear(hidden_states) for linear in (self.query, self.key, self.value)))
         query, key, value = (x.view(shape).transpose(1, 2) for x in projected)
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         dropout = self.dropout.p if self.training else 0.0

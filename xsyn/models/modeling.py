@@ -45,8 +45,8 @@ class SyntaxLosses:
 
 @dataclass
 class XsynModelOutput(SyntaxLosses, BaseModelOutputWithPooling):
-    """BERT's output, plus what the variant computed from the trees (`syntax_context`: the GAT's G, a
-    local mask ...) and its auxiliary losses (when asked for)."""
+    """BERT's output, plus what the variant computed from the trees (`syntax_context`: the GAT's G and its
+    layers' biases, a local mask ...) and its auxiliary losses (when asked for)."""
 
     syntax_context: Any = None
     syntax_losses: dict[str, torch.FloatTensor] | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
-from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.families import FAMILY_NAMES
 from xsyn.models.variants import get_variant, model_settings, variant_names
 from xsyn.models.variants.base import SyntaxConfigError

@@ -18,7 +18,7 @@ from xsyn.models.variants.sla import LocalAttention
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PretrainedConfig, PreTrainedModel
+    from transformers import PretrainedConfig
 
     from xsyn.trees.tensors import TreeTensors
 
