@@ -22,7 +22,7 @@ from xsyn.trees.tensors import TreeTensors
 # The issue's proxy shape: 12 layers, small width, batch 4 x 32, bf16 autocast.
 PROXY = {"num_hidden_layers": 12, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
          "vocab_size": 500, "max_position_embeddings": 64}
-OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.25, "sep": 1.25}
+OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.20, "sep": 1.25}
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "vocab_size": 100, "max_position_embeddings": 64}
 
@@ -131,25 +131,26 @@ def test_the_stacked_local_attention_is_the_gated_mix_of_two_attentions():
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_the_stacked_bias_projection_equals_each_layers_own(small_tokenizer):
-    """One GEMM over all layers' stacked projections, zero-padded: each part is that layer's G W + b on its
-    first heads' columns and 0 on the others."""
-    from xsyn.models.gat import syntax_biases
+def test_the_stacked_bias_projection_equals_each_layers_own():
+    """One GEMM over all layers' stacked projections: each part is that layer's G W + b on its first heads'
+    columns, plus the BERT projection's own bias everywhere; the layer's projection adds it in its GEMM."""
+    from xsyn.models.gat import project_with, syntax_biases
 
     model = build("gat", {**TINY, "num_hidden_layers": 3, "num_attention_heads": 4}, 0, "cpu")
-    config = model.config
-    encoder = model.bert
+    config, encoder = model.config, model.bert
     gat_output = torch.randn(2, 5, config.gat_output_size)
     biases = syntax_biases(encoder, gat_output)
     width = config.syntax_heads * config.hidden_size // config.num_attention_heads
     assert sorted(biases) == config.syntax_layer_ids == [0, 1, 2]
+    hidden = torch.randn(2, 5, config.hidden_size)
     for i, targets in biases.items():
-        projections = encoder.encoder.layer[i].attention.self.syntax_bias.projections
-        assert sorted(targets) == sorted(projections) == ["key", "query"]
+        attention = encoder.encoder.layer[i].attention.self
+        assert sorted(targets) == sorted(attention.syntax_bias.projections) == ["key", "query"]
         for target, bias in targets.items():
-            assert bias.shape == (2, 5, config.hidden_size)
-            torch.testing.assert_close(bias[..., :width], projections[target](gat_output), rtol=1e-5, atol=1e-6)
-            assert not bias[..., width:].any()
+            own, projection = getattr(attention, target), attention.syntax_bias.projections[target]
+            expected = own(hidden) + F.pad(projection(gat_output), (0, config.hidden_size - width))
+            torch.testing.assert_close(project_with(own, hidden, bias), expected, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(bias[..., width:], own.bias[width:].expand(2, 5, -1))
 
 
 def test_lengths_padded_to_a_multiple_keep_every_tree_tensor(small_tokenizer):

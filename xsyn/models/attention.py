@@ -1,7 +1,7 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
-`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `bias` adjusts the
-query/key/value projections (the GAT's bias), `attend` runs the attention over them (SLA/WLA's gated
+`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `project` makes the
+query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over them (SLA/WLA's gated
 local attention runs BERT's and the local one in one call). Attention runs through transformers'
 attention functions (`sdpa` by default, or `eager`, which also returns the probabilities).
 
@@ -32,10 +32,10 @@ MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that t
 class SyntaxSelfAttention(BertSelfAttention):
     """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
 
-    def bias(self, syntax: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Adjust the (B, T, hidden) query, key and value projections (head h: columns h Dh .. (h + 1) Dh)."""
-        return query, key, value
+    def project(self, syntax: Any, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The (B, T, hidden) query, key and value projections of the layer's input (head h: columns
+        h Dh .. (h + 1) Dh); a variant may add to them (the GAT's bias)."""
+        return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
 
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
@@ -51,8 +51,7 @@ class SyntaxSelfAttention(BertSelfAttention):
             raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        projected = self.bias(xsyn_syntax, *(linear(hidden_states) for linear in (self.query, self.key, self.value)))
-        query, key, value = (x.view(shape).transpose(1, 2) for x in projected)
+        query, key, value = (x.view(shape).transpose(1, 2) for x in self.project(xsyn_syntax, hidden_states))
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         dropout = self.dropout.p if self.training else 0.0
 

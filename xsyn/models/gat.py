@@ -180,8 +180,8 @@ def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.T
 
 
 class SyntaxBias(nn.Module):
-    """G G^Q_l, G G^K_l (and/or G G^V_l) for the first `syntax_heads` heads of one layer. Its projections are
-    run for all layers at once, by `syntax_biases`; the layer adds its part to its projections."""
+    """The projections G^Q_l, G^K_l (and/or G^V_l) of one layer's bias G G^X_l on its first `syntax_heads`
+    heads: run for all layers at once by `syntax_biases`, added by the layer in its own projections' GEMMs."""
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
@@ -191,39 +191,43 @@ class SyntaxBias(nn.Module):
             target: nn.Linear(config.gat_output_size, self.heads * self.head_size)
             for target in config.bias_target_names})
 
-    def forward(self, biases: dict[str, torch.Tensor], query: torch.Tensor, key: torch.Tensor,
-                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Add each target's bias, (B, T, hidden) with zeros past the first heads' columns, to its projection."""
-        states = {"query": query, "key": key, "value": value}
-        for target, bias in biases.items():
-            states[target] = states[target] + bias  # one add: no slice and cat of the heads, nor their backward
-        return states["query"], states["key"], states["value"]
-
 
 @dataclass
 class GatContext:
-    """What the `gat` variant's layers read: G, and each syntax layer's biases by target."""
+    """What the `gat` variant's layers read: G, and each syntax layer's additive terms by target."""
 
     gat_output: torch.Tensor  # (B, T, k d_g)
-    biases: dict[int, dict[str, torch.Tensor]]  # layer -> target -> (B, T, hidden), 0 past the syntax heads
+    # layer -> target -> (B, T, hidden): the projection's own bias, plus G G^X_l + b_l on the first heads
+    biases: dict[int, dict[str, torch.Tensor]]
 
 
 def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
-    """Every syntax layer's bias projections of G, in one GEMM over their stacked weights (one kernel and one
-    backward for all layers, where a GEMM per layer and target launches 12 to 36 times as many)."""
+    """What every syntax layer adds to its projections' GEMMs: G G^X_l + b_l on the syntax heads' columns, in
+    one GEMM over all layers' stacked weights (one kernel and one backward, where a GEMM per layer and target
+    launches 12 to 36 times as many), plus the projection's own bias everywhere (so the layer's GEMM adds
+    both at once, and one sum gives all those biases' gradients)."""
     layers = _gat_model(model).encoder.layer
-    projections = [(i, target, projection) for i in model.config.syntax_layer_ids
+    projections = [(layers[i].attention.self, i, target, projection) for i in model.config.syntax_layer_ids
                    for target, projection in layers[i].attention.self.syntax_bias.projections.items()]
     weight = torch.cat([projection.weight for *_, projection in projections])
     bias = torch.cat([projection.bias for *_, projection in projections])
-    stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))
-    hidden = model.config.hidden_size
-    # zero-padded to the projections' width once for all (B, T, n, hidden); `unbind`'s backward is one stack
-    parts = F.pad(stacked, (0, hidden - stacked.shape[-1])).unbind(2)
+    stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))  # (B, T, n, w)
+    own = torch.stack([getattr(attention, target).bias for attention, _, target, _ in projections])  # (n, hidden)
+    # zero-padded to the projections' width once for all, plus their own biases; `unbind`'s backward is one stack
+    parts = (F.pad(stacked, (0, own.shape[-1] - stacked.shape[-1])) + own.to(stacked.dtype)).unbind(2)
     biases: dict[int, dict[str, torch.Tensor]] = {}
-    for (i, target, _), part in zip(projections, parts):
+    for (_, i, target, _), part in zip(projections, parts):
         biases.setdefault(i, {})[target] = part
     return biases
+
+
+def project_with(linear: nn.Module, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x W^T + `bias`, for a (B, T, out) `bias` that holds the projection's own bias: the addition is the GEMM's
+    (addmm's input), not an op after it. A wrapped projection (an adapter) runs its own forward instead."""
+    if type(linear) is not nn.Linear:
+        return linear(x) + (bias - linear.bias.to(bias.dtype))
+    # (B, T) merge into rows as views: `bias` is a slice of the stacked (B, T, n, out) tensor
+    return torch.addmm(bias.flatten(0, 1), x.flatten(0, 1), linear.weight.t()).view(bias.shape)
 
 
 class GatSelfAttention(SyntaxSelfAttention):
@@ -234,9 +238,11 @@ class GatSelfAttention(SyntaxSelfAttention):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def bias(self, syntax: GatContext, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return self.syntax_bias(syntax.biases[self.layer_idx], query, key, value)
+    def project(self, syntax: GatContext, hidden_states: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        biases = syntax.biases[self.layer_idx]
+        return tuple(project_with(linear, hidden_states, biases[target]) if target in biases else linear(hidden_states)
+                     for target, linear in (("query", self.query), ("key", self.key), ("value", self.value)))
 
 
 def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
