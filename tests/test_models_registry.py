@@ -61,8 +61,7 @@ TOY = Toy()
 def toy():
     register_variant("toy", f"{__name__}:TOY")
     yield get_variant("toy")
-    variants._TARGETS.pop("toy")  # leave the registry as the other tests expect it
-    variants._resolved.pop("toy")
+    variants.VARIANT_REGISTRY.remove("toy")  # leave the registry as the other tests expect it
 
 
 def test_a_variant_registered_from_outside_the_package_fine_tunes_through_the_normal_path(toy, tmp_path):
@@ -99,9 +98,11 @@ def test_an_experiment_file_may_name_a_registered_variant(toy, tmp_path):
 
 
 def test_an_unknown_variant_is_named_with_the_registered_ones():
-    with pytest.raises(SyntaxConfigError, match="variant='tree' is unknown; choose one of none, gat, sla, wla, "
-                                                "sdoi, sep"):
+    with pytest.raises(SyntaxConfigError, match="unknown variant 'tree'; choose one of none, gat, sla, wla, "
+                                                "sdoi, sep$"):
         get_variant("tree")
+    with pytest.raises(SyntaxConfigError, match="unknown variant 'gta'; .*; did you mean 'gat'"):
+        get_variant("gta")
     with pytest.raises(ValueError, match="already registered"):
         register_variant("gat", "somewhere:ELSE")
 
@@ -119,21 +120,26 @@ def test_the_command_line_and_the_cards_read_the_registry_without_importing_torc
 
 
 def test_the_cards_paper_names_come_from_the_variants():
-    from xsyn.data.cards import PAPER_NAMES
-
-    assert PAPER_NAMES == {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
-                           "m": "sla_distance", "punct_visible": "sla_punct_visible", "k": "wla_window"}
+    assert variants.paper_names() == {"delta": "gat_delta", "alpha": "structural_loss_weight",
+                                      "gat_dim": "gat_head_size", "m": "sla_distance",
+                                      "punct_visible": "sla_punct_visible", "k": "wla_window"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_each_variants_settings_are_config_fields_it_validates(variant):
+def test_each_variants_settings_are_config_attributes_with_their_schemas_rules(variant):
     from xsyn.models.configuration import XsynBertConfig
 
     settings = get_variant(variant).settings
     if settings is None:
         return
-    assert hasattr(XsynBertConfig, f"validate_{variant}")
-    assert set(settings.__dataclass_fields__) <= set(XsynBertConfig.__dataclass_fields__)
+    config = XsynBertConfig()
+    for name, field in settings.__dataclass_fields__.items():
+        assert getattr(config, name) == field.default  # every registered variant's settings, at their defaults
+        rules = field.metadata.get("validator")
+        if rules is not None:  # a setting with a rule: a value that breaks it is named, as --set names it
+            bad = {"str": "nonsense"}.get(type(field.default).__name__, -5)
+            with pytest.raises(SyntaxConfigError, match=f"^{name}: "):
+                XsynBertConfig(**{name: bad})
 
 
 # -- the architecture: names are the registry's --------------------------------------------------------

@@ -277,7 +277,7 @@ def test_probe_metrics_become_a_table_and_a_chart(tmp_path):
     (lambda root: [write_run(root, "a", seed=1, per_language={"en": 1.0, "de": 1.0}),
                    write_run(root, "b", seed=2, per_language={"en": 2.0})], "cover different languages"),
     (lambda root: [write_run(root, "a", metric="bleu", per_language={"en": 1.0})],
-     r"a/results.json: unknown metric 'bleu'; valid: accuracy, .*seqeval"),
+     r"a/results.json: unknown metric 'bleu'; choose one of accuracy, .*seqeval"),
     (lambda root: [write_run(root, "a", per_language={"en": 1.0}, pairs={"en": {"de": None}})],
      r"a/results.json: the score of en-de is None, not a number"),
     (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), per_language={})],

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from xsyn import versions
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY, gat_output_size
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.models.gat import gat_encode, save_gat, syntax_probe
 from xsyn.models.variants.gat import VARIANT as GAT
@@ -188,7 +188,7 @@ class GatPretrainer(nn.Module):
         self.encoder = encoder
         self.objectives = tuple(objectives)
         self.dropout = dropout
-        self.distance_head = (DistancePredictionHead(encoder.config.gat_output_size, max_distance)
+        self.distance_head = (DistancePredictionHead(gat_output_size(encoder.config), max_distance)
                               if "seprem" in self.objectives else None)
         encoder.requires_grad_(False)
         encoder.gat.requires_grad_(True)

@@ -16,9 +16,16 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
+from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
-from xsyn.models.variants import get_variant, model_settings, variant_names
+from xsyn.models.variants import (
+    DEFAULT_VARIANT,
+    get_variant,
+    model_settings,
+    paper_names,
+    setting_fields,
+    variant_names,
+)
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
@@ -65,7 +72,7 @@ def _count(default: int | None) -> Any:
 class RunConfig:
     task: str  # the card's name
     task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
-    variant: str = validated_field(one_of(variant_names), default="gat")
+    variant: str = validated_field(one_of(variant_names), default=DEFAULT_VARIANT)
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
     train_lang: str = "en"
@@ -288,8 +295,8 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
     field = _model_field(name)
     if field is not None:
         return check_value(*field, value, where, key, error=error)
-    known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
-    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
+    known = {*FIELD_NAMES, *_model_setting_names()} - set(DERIVED_FIELDS)
+    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, paper_names())
                       + " (`xsyn settings` lists them)")
 
 
@@ -301,35 +308,25 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
     for name, value in values.items():
         field = _model_field(name)
         if field is None:
-            raise error(where, f"{key}.{name}", "not a model setting"
-                              + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
+            raise error(where, f"{key}.{name}", "not a model setting" + did_you_mean(
+                name, _model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
         values = {**values, name: check_value(*field, value, where, f"{key}.{name}", error=error)}
     return values
 
 
 def _model_field(name: str) -> tuple[type, str, Any] | None:
-    """(the dataclass declaring it, its name, its type) for a model setting, None for an unknown name. xsyn's
-    own settings come from the variants' torch-free dataclasses (so `xsyn settings` and `experiment status`
-    load no model library); only BERT's own fields need transformers' config class."""
-    declared = _declared_model_fields()
-    if name in declared:
-        return declared[name][0], name, declared[name][1]
-    hints = _model_hints()
+    """(the schema declaring it, its name, its type) for a model setting, None for an unknown name. xsyn's own
+    settings are read from the registry's schemas when asked (so `xsyn settings` and `experiment status` load no
+    model library, and a variant registered late is known); only BERT's own fields need transformers' config."""
+    declared = setting_fields()
+    if name in declared and name not in NOT_MODEL_SETTINGS:
+        field = declared[name]
+        return field.owner, name, LAYERS_HINT if name == "syntax_layers" else field.hint
+    hints = _bert_hints()
     return (_model_config_class(), name, hints[name]) if name in hints else None
 
 
-@cache
-def _declared_model_fields() -> dict[str, tuple[type, Any]]:
-    from xsyn.models.variants import all_variants
-    from xsyn.models.variants.base import CommonSettings
-
-    declared: dict[str, tuple[type, Any]] = {}
-    for owner in (CommonSettings, *(v.settings for v in all_variants() if v.settings is not None)):
-        hints = typing.get_type_hints(owner)
-        declared.update({f.name: (owner, hints[f.name]) for f in fields(owner) if f.name not in NOT_MODEL_SETTINGS})
-    if "syntax_layers" in declared:  # a count, as the cards give it (the first n layers), or the layer ids
-        declared["syntax_layers"] = (declared["syntax_layers"][0], list[int] | int | None)
-    return declared
+LAYERS_HINT = list[int] | int | None  # `syntax_layers`: the layer ids, or a count as the cards give it (the first n)
 
 
 @cache
@@ -344,14 +341,16 @@ def _model_config_class() -> type:
 
 
 @cache
-def _model_hints() -> dict[str, Any]:
-    """The type of each model setting: the XsynBertConfig fields a run may set (`syntax_layers` may be a
-    count, as the cards give it: the first n layers)."""
+def _bert_hints() -> dict[str, Any]:
+    """The type of each of BERT's own config fields a run may set."""
     import torch
 
     hints = typing.get_type_hints(_model_config_class(), localns={"torch": torch})  # BertConfig's hints name torch
-    names = [f.name for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS]
-    return {**{name: hints[name] for name in names}, "syntax_layers": list[int] | int | None}
+    return {f.name: hints[f.name] for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS}
+
+
+def _model_setting_names() -> set[str]:
+    return {*_bert_hints(), *setting_fields()} - set(NOT_MODEL_SETTINGS)
 
 
 def _json_or_text(raw: str) -> Any:
@@ -387,7 +386,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     if file_values.get("task", task) != task:
         raise ConfigError(f"the --config file is a run of task {file_values['task']!r}, not {task!r}: "
                           f"pass --task {file_values['task']}, or delete `task` from the file")
-    variant = variant or file_values.get("variant") or "gat"
+    variant = variant or file_values.get("variant") or DEFAULT_VARIANT
     flags = {name: _check_setting(name, value, "", f"--{name.replace('_', '-')}") if value is not None else None
              for name, value in flags.items()}
     file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
