@@ -39,6 +39,7 @@ from typing import Any
 from xsyn.data.errors import CardError
 from xsyn.data.example import Example
 from xsyn.utils.errors import XsynError
+from xsyn.utils.registry import Registry
 
 
 class DataFormatError(XsynError, ValueError):
@@ -712,9 +713,9 @@ class SynthReader(Reader):
                                   self.option(request, "seed"))
 
 
-READERS: dict[str, Reader] = {
+READERS: Registry[Reader] = Registry("data format", {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
     "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
     "race_json": RaceJsonReader(),
     "synth": SynthReader(),
-}
+}, of=Reader)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xsyn.utils.errors import InputError
+from xsyn.utils.registry import Registry
 
 _XLMR = "transformers.models.xlm_roberta.modeling_xlm_roberta"
 _ROBERTA = "transformers.models.roberta.modeling_roberta"
@@ -100,7 +101,7 @@ _CAMEMBERT_PAPER = """@inproceedings{martin-etal-2020-camembert,
 }"""
 XSYN_BERT = "xsyn_bert"
 
-FAMILIES = (
+FAMILIES: Registry[EncoderFamily] = Registry("encoder family", {family.name: family for family in (
     EncoderFamily("bert", ("bert",), XSYN_BERT, "Bert", f"{_BERT}:BertEmbeddings", "bert", None, False,
                   "transformers:BertConfig", _plain(_BERT, "Bert"), _BERT_PAPER),
     EncoderFamily("xlm-roberta", ("xlm-roberta",), "xsyn_xlm_roberta", "XLMRoberta",
@@ -112,17 +113,17 @@ FAMILIES = (
     EncoderFamily("camembert", ("camembert",), "xsyn_camembert", "Camembert", f"{_CAMEMBERT}:CamembertEmbeddings",
                   "roberta", f"{_CAMEMBERT}:CamembertClassificationHead", True, "transformers:CamembertConfig",
                   _plain(_CAMEMBERT, "Camembert"), _CAMEMBERT_PAPER),
-)
-_BY_TYPE = {t: f for f in FAMILIES for t in (*f.checkpoint_types, f.xsyn_type)}
+)}, of=EncoderFamily, name_of=lambda family: family.name)
 
 
 def family_of(model_type: str, source: str = "the model") -> EncoderFamily:
     """The family of a checkpoint's or an xsyn config's `model_type`; else an `InputError` listing them."""
-    if model_type not in _BY_TYPE:
-        known = ", ".join(t for f in FAMILIES for t in f.checkpoint_types)
+    by_type = {t: f for f in FAMILIES.values() for t in (*f.checkpoint_types, f.xsyn_type)}
+    if model_type not in by_type:
+        known = ", ".join(t for f in FAMILIES.values() for t in f.checkpoint_types)
         raise InputError(f"{source} is a {model_type!r} model; xsyn's variants are built on encoders with BERT's "
                          f"layers: model_type {known} (or a saved xsyn model)")
-    return _BY_TYPE[model_type]
+    return by_type[model_type]
 
 
 def resolve(target: str) -> Any:

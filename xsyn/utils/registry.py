@@ -51,17 +51,19 @@ class Registry(Mapping[str, T], Generic[T]):
     - `of`: the type every entry is an instance of (a subclass of, with `classes=True`), checked on load;
       `expected` names it in messages (default: its module and name);
     - `name_of`: the name an entry gives itself, which must be the name it is registered under;
+    - `check`: any further rule an entry must meet: the problem, in words, or None;
     - `error`: the exception an unknown name raises (a subclass of `UnknownName` or any one-argument error);
     - `plugin_error`: the exception a broken entry point raises.
     """
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, group: str | None = None,
                  of: type | None = None, classes: bool = False, expected: str | None = None,
-                 name_of: Callable[[T], str] | None = None, error: Callable[[str], Exception] = UnknownName,
+                 name_of: Callable[[T], str] | None = None, check: Callable[[T], str | None] | None = None,
+                 error: Callable[[str], Exception] = UnknownName,
                  plugin_error: type[Exception] = PluginError):
         self.what, self.group, self.of, self.classes = what, group, of, classes
         self.expected = expected or (f"{of.__module__}.{of.__qualname__}" if of is not None else "an entry")
-        self.name_of, self.error, self.plugin_error = name_of, error, plugin_error
+        self.name_of, self.rule, self.error, self.plugin_error = name_of, check, error, plugin_error
         self._targets: dict[str, Any] = dict(entries or {})
         self._loaded: dict[str, T] = {}
         self._plugins: dict[str, metadata.EntryPoint] = {}
@@ -163,6 +165,9 @@ class Registry(Mapping[str, T], Generic[T]):
         if not fits or (self.name_of is not None and self.name_of(entry) != name):
             whose = f" whose name is {name!r}" if self.name_of is not None else ""
             raise error(f"{where} must name a {self.expected}{whose}, got {entry!r}")
+        problem = self.rule(entry) if self.rule is not None else None
+        if problem:
+            raise error(f"{where} {problem}")
 
 
 def _import(target: str) -> Any:
