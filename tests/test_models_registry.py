@@ -148,15 +148,27 @@ HEAD_NAMES = tuple(HEAD_CLASSES)  # the head registry's names
 
 
 def _names_compared(tree: ast.AST, names: set[str], subject: str) -> list[int]:
-    """Lines comparing an expression about `subject` (`config.variant`, `head`) with one of `names`
-    (==, !=, in, not in), or tables keyed by two or more of them."""
+    """Lines comparing an expression about `subject` (`config.variant`, `head`, or a loop variable over
+    `variants`) with one of `names` (==, !=, in, not in), calls handing one of `names` to a function about
+    `subject` as a literal (`build_model(..., "gat")`), or tables keyed by two or more of them."""
+    loops = {target.id for node in ast.walk(tree) if isinstance(node, ast.comprehension | ast.For)
+             and subject in ast.unparse(node.iter) for target in ast.walk(node.target) if isinstance(target, ast.Name)}
+
+    def about(node: ast.AST) -> bool:
+        text = ast.unparse(node)
+        return subject in text or any(isinstance(n, ast.Name) and n.id in loops for n in ast.walk(node))
+
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             constants = {c.value for operand in operands for c in ast.walk(operand)
                          if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            if constants & names and any(subject in ast.unparse(o) for o in operands):
+            if constants & names and any(about(o) for o in operands):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Call) and subject == "variant":
+            literal = [a for a in node.args if isinstance(a, ast.Constant) and a.value in names]
+            if literal and ast.unparse(node.func).split(".")[-1] in ("build_model", "resolve", "build", "get_variant"):
                 found.append(node.lineno)
         elif isinstance(node, ast.Dict):
             keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
@@ -183,9 +195,12 @@ def test_no_module_outside_the_registry_tests_a_variant_or_a_head_by_name():
 
 def test_the_architecture_check_finds_a_name_comparison():
     code = ('if config.variant == "sdoi": pass\nif head in ("qa", "token"): pass\n'
-            'PAPERS = {"gat": 1, "sla": 2}\n')
+            'PAPERS = {"gat": 1, "sla": 2}\n'
+            'chosen = [v for v in variants.split(",") if v != "none"]\n'  # the bench's old baseline rule
+            'encoder = build_model(settings.model, "gat", None)\n'  # pre-training's old variant
+            'if options.get("quoting") == "none": pass\n')  # a word, not a variant
     tree = ast.parse(code)
-    assert _names_compared(tree, set(VARIANTS), "variant") == [1, 3]
+    assert sorted(_names_compared(tree, set(VARIANTS), "variant")) == [1, 3, 4, 5]
     assert _names_compared(tree, set(HEAD_NAMES), "head") == [2]
 
 

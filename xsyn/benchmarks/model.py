@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xsyn.models.variants import baseline_name
+
 if TYPE_CHECKING:
     import torch
 
@@ -212,7 +214,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
             plain_bert: bool = True, family: str = "bert") -> dict[str, dict[str, float]]:
     """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
     seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, syntax
-    parameters, ratios to `none`."""
+    parameters, ratios to the baseline (`none`)."""
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
@@ -234,7 +236,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
                         "syntax_parameters": (0 if row.startswith(PLAIN) else
                                               sum(p.numel() for _, p in model.base_model.syntax_parameters()))}
-    base = results["none"]
+    base = results[baseline_name()]
     for result in results.values():
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
@@ -249,7 +251,7 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     per parameter)."""
     import torch
 
-    model = build("none", shape, seed, device, family)
+    model = build(baseline_name(), shape, seed, device, family)
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     embeddings = model.base_model.embeddings
     words = embeddings.word_embeddings.weight

@@ -11,7 +11,7 @@ from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import baseline_name, variant_names
 
 
 def _kernel_note(result: dict) -> str:
@@ -70,8 +70,9 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 
 
 @bench.command(name="model")
-@click.option("--variants", default=",".join(VARIANTS), show_default=True,
-              help="Comma-separated variants to time; `none` is always included as the baseline.")
+@click.option("--variants", default=None,
+              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
+                   "registered variant].")
 @click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
 @click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
 @click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
@@ -98,7 +99,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
-def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
+def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
                 skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
@@ -106,10 +107,12 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
     from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
     from xsyn.benchmarks.model import peak_tflops as known_peak
 
-    chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
-    unknown = [v for v in chosen if v not in VARIANTS]
+    baseline, registered = baseline_name(), variant_names()
+    named = registered if variants is None else dict.fromkeys(variants.split(","))
+    chosen = [baseline] + [v for v in named if v and v != baseline]
+    unknown = [v for v in chosen if v not in registered]
     if unknown:
-        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
+        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}",
                                  param_hint="--variants")
     device = _device(device)
     gpu = device.startswith("cuda")

@@ -53,6 +53,11 @@ def get_variant(name: str) -> SyntaxVariant:
     return VARIANT_REGISTRY[name]
 
 
+def baseline_name() -> str:
+    """The registered variant that is plain BERT, which the others are compared with."""
+    return next(variant.name for variant in all_variants() if variant.is_baseline)
+
+
 def all_variants() -> tuple[SyntaxVariant, ...]:
     return tuple(VARIANT_REGISTRY.values())
 
