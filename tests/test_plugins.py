@@ -85,7 +85,9 @@ def install(folder: Path, entry_points: str = ENTRY_POINTS, module: str = PLUGIN
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xsyn-outside\nVersion: 1.0\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
-    sys.path.insert(0, str(folder))
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    sys.modules.pop("xsyn_outside", None)  # the module as written now
     for registry in REGISTRIES:
         registry.refresh()
 

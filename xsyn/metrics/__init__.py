@@ -26,13 +26,16 @@ Every score is a percentage. Each metric is per-example counts plus a formula ov
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from xsyn.metrics.base import CountTable, Metric, MetricInputError
 from xsyn.utils.registry import Registry, UnknownName
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from xsyn.metrics.base import Metric
 
 # Every metric by id, imported on first use; another package adds one (a `Metric` subclass with its `id`) through
 # the entry-point group `xsyn.metrics`, and its task cards may then name it.
@@ -50,11 +53,18 @@ METRICS: Registry[type[Metric]] = Registry("metric", {
     "detection": "xsyn.metrics.detection:ErrorDetection",
     "squad_v2": "xsyn.metrics.qa:Squad2QA",
     "subset_accuracy": "xsyn.metrics.accuracy:SubsetAccuracy",
-}, group="xsyn.metrics", of=Metric, classes=True, name_of=lambda cls: cls.id)
+}, group="xsyn.metrics", of="xsyn.metrics.base:Metric", classes=True, name_of=lambda cls: cls.id)
 METRIC_IDS = tuple(METRICS)  # the built-in metrics
 
 __all__ = ["METRICS", "METRIC_IDS", "CountTable", "Metric", "MetricInputError", "UnknownName", "compute",
            "get_metric", "primary_name", "primary_score", "resample_fn"]
+_BASE = ("CountTable", "Metric", "MetricInputError")  # imported on first use: the cards read METRICS without numpy
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _BASE:
+        raise AttributeError(f"module 'xsyn.metrics' has no attribute {name!r}")
+    return getattr(importlib.import_module("xsyn.metrics.base"), name)
 
 
 def get_metric(metric_id: str, **options: Any) -> Metric:

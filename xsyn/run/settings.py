@@ -8,7 +8,6 @@ fields where it is read, so a mistake names its file or option and key, even whe
 
 import json
 import logging
-import math
 import tomllib
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -40,6 +39,7 @@ from xsyn.utils.schema import (
     construct,
     describe,
     did_you_mean,
+    finite_above_zero,
     one_of,
     strict,
     validated_field,
@@ -55,11 +55,6 @@ OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files 
 
 class ConfigError(SchemaError):
     """A configuration value that cannot work; the message names the file or option, the key and the fix."""
-
-
-def _finite_above_zero(value: Any) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a finite number > 0, got {value!r}")
 
 
 def _count(default: int | None) -> Any:
@@ -80,14 +75,14 @@ class RunConfig:
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
     seed: int = validated_field(at_least(0), default=DEFAULT_SEED)
     # optimisation
-    epochs: float = validated_field(_finite_above_zero, default=3.0)
+    epochs: float = validated_field(finite_above_zero, default=3.0)
     max_steps: int | None = _count(None)  # overrides epochs
-    learning_rate: float = validated_field(_finite_above_zero, default=2e-5)
+    learning_rate: float = validated_field(finite_above_zero, default=2e-5)
     batch_size: int = _count(32)  # examples per optimiser step, over all processes and accumulation steps
     grad_accum: int = _count(1)
     warmup_steps: int = validated_field(at_least(0), default=0)
     weight_decay: float = validated_field(at_least(0), default=0.0)
-    max_grad_norm: float = validated_field(_finite_above_zero, default=1.0)
+    max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
     mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
     # data
     max_length: int = _count(128)
@@ -270,6 +265,13 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
         else:
             out.setdefault(MODEL_SETTINGS, {})[key] = value
     return out
+
+
+def check_flags(schema: type, flags: dict[str, Any], error: type[SchemaError] = ConfigError) -> dict[str, Any]:
+    """Command-line options, each checked against its field of `schema` and named as the option (`--gat-delta`)."""
+    hints = typing.get_type_hints(schema)
+    return {name: check_value(schema, name, hints[name], value, "", f"--{name.replace('_', '-')}", error=error)
+            for name, value in flags.items()}
 
 
 def split_settings(settings: dict[str, Any], where: str, key: str, error: type[SchemaError] = ConfigError

@@ -48,8 +48,8 @@ class Registry(Mapping[str, T], Generic[T]):
 
     - `what`: what an entry is, for messages ("variant", "task kind");
     - `group`: the entry-point group other packages register in (None: closed to them);
-    - `of`: the type every entry is an instance of (a subclass of, with `classes=True`), checked on load;
-      `expected` names it in messages (default: its module and name);
+    - `of`: the type every entry is an instance of (a subclass of, with `classes=True`), checked on load, or
+      "module:attribute" of it (imported at the first check); `expected` names it (default: module and name);
     - `name_of`: the name an entry gives itself, which must be the name it is registered under;
     - `check`: any further rule an entry must meet: the problem, in words, or None;
     - `error`: the exception an unknown name raises (a subclass of `UnknownName` or any one-argument error);
@@ -57,12 +57,13 @@ class Registry(Mapping[str, T], Generic[T]):
     """
 
     def __init__(self, what: str, entries: Mapping[str, T | str] | None = None, *, group: str | None = None,
-                 of: type | None = None, classes: bool = False, expected: str | None = None,
+                 of: type | str | None = None, classes: bool = False, expected: str | None = None,
                  name_of: Callable[[T], str] | None = None, check: Callable[[T], str | None] | None = None,
                  error: Callable[[str], Exception] = UnknownName,
                  plugin_error: type[Exception] = PluginError):
         self.what, self.group, self.of, self.classes = what, group, of, classes
-        self.expected = expected or (f"{of.__module__}.{of.__qualname__}" if of is not None else "an entry")
+        self.expected = expected or (of.replace(":", ".") if isinstance(of, str)
+                                     else f"{of.__module__}.{of.__qualname__}" if of is not None else "an entry")
         self.name_of, self.rule, self.error, self.plugin_error = name_of, check, error, plugin_error
         self._targets: dict[str, Any] = dict(entries or {})
         self._loaded: dict[str, T] = {}
@@ -160,8 +161,9 @@ class Registry(Mapping[str, T], Generic[T]):
         return entry
 
     def _check(self, name: str, entry: Any, where: str, error: Callable[[str], Exception]) -> None:
-        fits = self.of is None or (isinstance(entry, type) and issubclass(entry, self.of) if self.classes
-                                   else isinstance(entry, self.of))
+        of = _import(self.of) if isinstance(self.of, str) else self.of
+        fits = of is None or (isinstance(entry, type) and issubclass(entry, of) if self.classes
+                              else isinstance(entry, of))
         if not fits or (self.name_of is not None and self.name_of(entry) != name):
             whose = f" whose name is {name!r}" if self.name_of is not None else ""
             raise error(f"{where} must name a {self.expected}{whose}, got {entry!r}")
