@@ -14,7 +14,9 @@ named by import path and resolved on first use, so the command line reads this m
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xsyn.utils.errors import InputError
@@ -113,12 +115,42 @@ FAMILIES: Registry[EncoderFamily] = Registry("encoder family", {family.name: fam
     EncoderFamily("camembert", ("camembert",), "xsyn_camembert", "Camembert", f"{_CAMEMBERT}:CamembertEmbeddings",
                   "roberta", f"{_CAMEMBERT}:CamembertClassificationHead", True, "transformers:CamembertConfig",
                   _plain(_CAMEMBERT, "Camembert"), _CAMEMBERT_PAPER),
-)}, of=EncoderFamily, name_of=lambda family: family.name)
+)}, of=EncoderFamily, name_of=lambda family: family.name, error=InputError)
+
+
+def family_named(name: str) -> EncoderFamily:
+    """A family by its name (`bert`, `xlm-roberta`, ...); else an `InputError` listing them."""
+    return FAMILIES[name]
+
+
+def tokenizer_family(tokenizer: Any) -> EncoderFamily | None:
+    """The family a tokenizer belongs to: by its class, as transformers' tokenizer table pairs classes with
+    model types, else by the `model_type` of a config.json beside it (a checkpoint's folder); None for a
+    generic tokenizer (`TokenizersBackend`, `PreTrainedTokenizerFast`) that says neither."""
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    own = type(tokenizer).__name__.removesuffix("Fast")
+    for family in FAMILIES.values():
+        for model_type in family.checkpoint_types:
+            names = TOKENIZER_MAPPING_NAMES.get(model_type) or ()
+            names = (names,) if isinstance(names, str) else names
+            if own in {name.removesuffix("Fast") for name in names if name}:
+                return family
+    config = Path(str(getattr(tokenizer, "name_or_path", "") or "")) / "config.json"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return _by_type().get(model_type)
+
+
+def _by_type() -> dict[str, EncoderFamily]:
+    return {t: f for f in FAMILIES.values() for t in (*f.checkpoint_types, f.xsyn_type)}
 
 
 def family_of(model_type: str, source: str = "the model") -> EncoderFamily:
     """The family of a checkpoint's or an xsyn config's `model_type`; else an `InputError` listing them."""
-    by_type = {t: f for f in FAMILIES.values() for t in (*f.checkpoint_types, f.xsyn_type)}
+    by_type = _by_type()
     if model_type not in by_type:
         known = ", ".join(t for f in FAMILIES.values() for t in f.checkpoint_types)
         raise InputError(f"{source} is a {model_type!r} model; xsyn's variants are built on encoders with BERT's "
