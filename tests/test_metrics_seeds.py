@@ -101,7 +101,7 @@ def test_exact_permutation_p_matches_scipys_permutation_test(n):
     x = rng.normal(size=n)
     y = x + rng.normal(scale=0.8, size=n)
     y[0] = y[1]  # a tie: average ranks
-    result = spearman_permutation(x, y)
+    result = spearman_permutation(x, y, 10000, 0)
     assert result.rho == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
     # one sample under "pairings" permutes it against the fixed x: all n! pairings, none drawn at random
     expected = stats.permutation_test((y,), lambda b: abs(stats.spearmanr(x, b).statistic),
@@ -126,10 +126,10 @@ def test_sampled_permutation_p_is_seeded_and_near_the_exact_one():
 def test_large_offsets_do_not_change_rho():
     x = [1e12 + v for v in (0.1, 0.2, 0.3, 0.4, 0.5)]
     y = [3.0, 1.0, 4.0, 1.5, 5.0]
-    assert spearman_permutation(x, y).rho == pytest.approx(stats.spearmanr([1, 2, 3, 4, 5], y).statistic)
+    assert spearman_permutation(x, y, 100, 0).rho == pytest.approx(stats.spearmanr([1, 2, 3, 4, 5], y).statistic)
 
 
 def test_too_few_or_constant_points_say_why():
-    assert "at least 3" in spearman_permutation([1.0, 2.0], [2.0, 1.0]).reason
-    flat = spearman_permutation([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])
+    assert "at least 3" in spearman_permutation([1.0, 2.0], [2.0, 1.0], 100, 0).reason
+    flat = spearman_permutation([1.0, 2.0, 3.0], [0.5, 0.5, 0.5], 100, 0)
     assert flat.rho is None and "every y value is the same" in flat.reason

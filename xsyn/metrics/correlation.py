@@ -15,10 +15,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-DEFAULT_PERMUTATIONS = 10000
-DEFAULT_PERMUTATION_SEED = 20210801
 MIN_POINTS = 3
 _TIE = 1e-12  # a permuted |rho| this close to the observed one counts as reaching it (float noise)
 
@@ -36,9 +32,9 @@ class Correlation:
     reason: str | None = None
 
 
-def spearman_permutation(x: Sequence[float], y: Sequence[float], permutations: int = DEFAULT_PERMUTATIONS,
-                         seed: int = DEFAULT_PERMUTATION_SEED) -> Correlation:
+def spearman_permutation(x: Sequence[float], y: Sequence[float], permutations: int, seed: int) -> Correlation:
     """Spearman's rho of `x` and `y` and its two-sided permutation p-value."""
+    import numpy as np
     from scipy.stats import rankdata
 
     if len(x) != len(y):
@@ -65,5 +61,5 @@ def spearman_permutation(x: Sequence[float], y: Sequence[float], permutations: i
     return Correlation(n, rho, (reached + 1) / (permutations + 1), permutations, False, seed)
 
 
-def _centred(ranks: np.ndarray) -> np.ndarray:
+def _centred(ranks):
     return ranks - ranks.mean()

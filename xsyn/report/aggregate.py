@@ -9,15 +9,17 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xsyn.metrics.seeds import SeedTest, seed_ttest
 from xsyn.report.runs import RESULTS_FILE, Key, ProbeRun, ReportError, Run, find_runs, read_per_example
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_BOOTSTRAP_SEED = 20210801
 DEFAULT_ALPHA = 0.05
 _CONSISTENCY_TOLERANCE = 0.01  # points: recomputed per-example score vs results.json
+
+if TYPE_CHECKING:  # xsyn.metrics loads numpy: `xsyn report --help` must not
+    from xsyn.metrics.seeds import SeedTest
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class Report:
     experiments: list[Experiment]
     probes: list[ProbeRun]
     bootstrap: BootstrapSettings
+    analyses: list = field(default_factory=list)  # `findings.Analysis`, from `findings.analyse(report, ...)`
 
 
 def build_report(run_dirs: Sequence[Path], baseline_dirs: Sequence[Path] = (),
@@ -266,10 +269,12 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
     left_out = [lang for lang in system.languages if lang not in baseline.per_language]
     if left_out:
         notes.append(f"{system.label}: no baseline score for {', '.join(left_out)}; no delta there")
+    from xsyn.metrics.seeds import seed_ttest
+
     average_test = None
     if set(system.languages) == set(baseline.languages):
         average = system.average.mean - baseline.average.mean
-        average_test = seed_ttest(_by_seed(system, system.average), _by_seed(baseline, baseline.average))
+        average_test = seed_ttest(by_seed(system, system.average), by_seed(baseline, baseline.average))
         gap = (system.transfer_gap.mean - baseline.transfer_gap.mean
                if system.transfer_gap and baseline.transfer_gap else None)
     else:  # means are linear: the delta of averages over the shared languages from the seed means
@@ -291,7 +296,7 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
     return comparison
 
 
-def _by_seed(system: System, stat: Stat) -> dict:
+def by_seed(system: System, stat: Stat) -> dict:
     """{seed: value} of one of the system's seed statistics (its values follow the runs' order)."""
     return dict(zip((run.seed for run in system.runs), stat.values, strict=True))
 
@@ -321,9 +326,10 @@ def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: B
     """Difference of seed means; p from the paired bootstrap over the examples all runs share."""
     from xsyn.metrics import MetricInputError, get_metric
     from xsyn.metrics.bootstrap import paired_bootstrap
+    from xsyn.metrics.seeds import seed_ttest
 
     mean = _cell(system, key).mean - _cell(baseline, key).mean
-    seed_test = seed_ttest(_by_seed(system, _cell(system, key)), _by_seed(baseline, _cell(baseline, key)))
+    seed_test = seed_ttest(by_seed(system, _cell(system, key)), by_seed(baseline, _cell(baseline, key)))
     by_seeds = {"seed_test": seed_test, "seed_significant": seed_test.significant(bootstrap.alpha) and mean != 0}
     runs = [*system.runs, *baseline.runs]
     missing = [run.per_example_file(key) for run in runs if not run.per_example_file(key).is_file()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -42,6 +43,10 @@ def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[
         sections.append(_experiment_markdown(experiment, report.bootstrap, scale, put))
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
+    if report.analyses:
+        from xsyn.report.findings_render import analyses_markdown  # (it builds on this module's helpers)
+
+        sections.append(analyses_markdown(report.analyses, put))
     put("report.md", _header_markdown(report) + "\n\n".join(sections) + "\n")
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
@@ -457,6 +462,7 @@ def _report_json(report: Report) -> dict:
                   "alpha": report.bootstrap.alpha},
         "experiments": [_experiment_json(experiment) for experiment in report.experiments],
         "probes": [{"run": str(probe.path), "per_language": probe.metrics} for probe in report.probes],
+        "analyses": [dataclasses.asdict(analysis) for analysis in report.analyses],
     }
 
 
