@@ -106,7 +106,7 @@ def test_pair_matrices_use_the_distance_between_each_pairs_languages(tmp_path):
 def test_parser_reads_parser_quality_output_and_names_languages_without_las(tmp_path):
     quality = tmp_path / "quality.json"
     las = {"en": 0.91, "de": 0.86, "nl": 0.84, "es": 0.88, "zh": 0.71, "ja": 0.79}
-    quality.write_text(json.dumps({lang: {"treebank": "UD_x", "uas": 0.9, "las": value} for lang, value in las.items()}))
+    quality.write_text(json.dumps({lang: {"treebank": "UD_x", "uas": 0.9, "las": v} for lang, v in las.items()}))
     scores = read_parser_scores(quality)
     (parser,) = analyse(make_report(tmp_path), AnalysisSettings(("parser",), scores, str(quality)))
     assert parser.left_out == [f"fr: no LAS for it in {quality}"]
