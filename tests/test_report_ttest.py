@@ -70,4 +70,5 @@ def test_one_seed_says_why_no_ttest(tmp_path):
     markdown = (report(tmp_path, gat, none) / "report.md").read_text(encoding="utf-8")
     assert "| gat | -1.0 | +10.0 | +4.5 | -11.0 |" in markdown  # no mark of either kind
     assert "gat: no t-test over seeds (1 seed on each side; a t-test needs at least 2)." in markdown
-    assert "gat: no t-test over seeds against none (baseline), 1 seed on each side" in markdown
+    cell = json.loads((tmp_path / "out" / "report.json").read_text())["experiments"][0]["comparisons"][0]
+    assert cell["per_language"]["de"]["ttest"]["reason"] == "1 seed on each side; a t-test needs at least 2"

@@ -287,7 +287,6 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
     comparison = Comparison(system.label, baseline.label, per_language, average, gap, average_test=average_test,
                             average_seed_significant=bool(average_test and average
                                                           and average_test.significant(bootstrap.alpha)))
-    _note_no_ttest(comparison, notes)
     for row, cols in system.pairs.items():
         for col in cols:
             if col in baseline.pairs.get(row, {}):
@@ -299,15 +298,6 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
 def by_seed(system: System, stat: Stat) -> dict:
     """{seed: value} of one of the system's seed statistics (its values follow the runs' order)."""
     return dict(zip((run.seed for run in system.runs), stat.values, strict=True))
-
-
-def _note_no_ttest(comparison: Comparison, notes: list[str]) -> None:
-    """Why the t-test over seeds marks nothing, once per comparison (the same reason holds for every cell)."""
-    tests = [cell.seed_test for cell in comparison.per_language.values()]
-    tests += [cell.seed_test for cols in comparison.pairs.values() for cell in cols.values()]
-    reasons = {test.reason for test in tests if test is not None and test.kind is None}
-    for reason in sorted(reasons):
-        notes.append(f"{comparison.system}: no t-test over seeds against {comparison.baseline}, {reason}")
 
 
 def _mean_of(system: System, languages: list[str]) -> float:
