@@ -59,7 +59,8 @@ def _table(experiment: Experiment, alpha: float) -> str:
     if experiment.comparisons:
         caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
                     f"(one-sided paired bootstrap), $^{_DAGGER}$ $p < {alpha:g}$ (two-sided t-test over seeds; "
-                    + " ".join(escape(seed_test_line(comparison)) for comparison in experiment.comparisons) + ")")
+                    + "; ".join(escape(seed_test_line(comparison).rstrip(".")) for comparison in experiment.comparisons)
+                    + ")")
     caps = experiment_caps(experiment)
     if caps:
         caption += ". Not the full benchmark: " + "; ".join(escape(cap) for cap in caps)
