@@ -82,6 +82,8 @@ def test_zero_variance():
     assert stats.ttest_rel([71.0, 72.0, 73.0], [70.0, 71.0, 72.0]).pvalue == 0.0
     same = seed_ttest(by_seed([71.0, 72.0]), by_seed([71.0, 72.0]))
     assert same.p_value is None and "same on every seed" in same.reason
+    rounded = seed_ttest(by_seed([80.0, 81.0]), by_seed([80.2, 81.2]))  # -0.2 each, up to float rounding
+    assert rounded.statistic == -math.inf and rounded.p_value == 0.0
     flat = seed_ttest(by_seed([72.0, 72.0, 72.0]), by_seed([70.0, 70.0], [8, 9]))
     assert flat.kind == WELCH and flat.statistic == math.inf and flat.p_value == 0.0
     assert stats.ttest_ind([72.0, 72.0, 72.0], [70.0, 70.0], equal_var=False).pvalue == 0.0

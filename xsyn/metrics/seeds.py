@@ -10,12 +10,15 @@ differences are taken seed by seed before anything is summed, Welch's samples ar
 value first (exact for scores within a factor of two of it), sums are `math.fsum`, the variance is
 the two-pass form, and Welch's degrees of freedom are computed from the shares of the variance so
 that tiny variances do not underflow when squared. Zero variance with a non-zero difference is
-t = ±inf, p = 0 (scipy's limit); zero variance with no difference has no test.
+t = ±inf, p = 0 (scipy's limit); zero variance with no difference has no test. A spread within the
+rounding of the scores themselves counts as zero (64 ulps of the largest score: 80.0 - 80.2 and
+81.0 - 81.2 differ in the 15th digit, and scipy would call that a t of 1e14).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +56,8 @@ def seed_ttest(system: Mapping[Any, float], baseline: Mapping[Any, float]) -> Se
         if n_system < 2:
             return SeedTest(None, n_system, n_baseline,
                             reason=f"{_seeds(n_system)} on each side; a t-test needs at least 2")
-        return _paired([system[seed] - baseline[seed] for seed in system], n_system)
+        return _paired([system[seed] - baseline[seed] for seed in system], n_system,
+                       _rounding(*system.values(), *baseline.values()))
     if min(n_system, n_baseline) < 2:
         side = "the system" if n_system < 2 else "the baseline"
         return SeedTest(None, n_system, n_baseline,
@@ -62,12 +66,17 @@ def seed_ttest(system: Mapping[Any, float], baseline: Mapping[Any, float]) -> Se
     return _welch(list(system.values()), list(baseline.values()))
 
 
+def _rounding(*values: float) -> float:
+    """The spread that float rounding of these values alone can produce."""
+    return 64 * sys.float_info.epsilon * max(abs(value) for value in values)
+
+
 def _seeds(n: int) -> str:
     return f"{n} seed" if n == 1 else f"{n} seeds"
 
 
-def _paired(differences: list[float], n: int) -> SeedTest:
-    mean, variance = _mean_variance(differences)
+def _paired(differences: list[float], n: int, rounding: float) -> SeedTest:
+    mean, variance = _mean_variance(differences, rounding)
     statistic = _ratio(mean, math.sqrt(variance / n))
     if statistic is None:
         return SeedTest(PAIRED, n, n, df=n - 1, reason="the two systems score the same on every seed")
@@ -75,9 +84,9 @@ def _paired(differences: list[float], n: int) -> SeedTest:
 
 
 def _welch(system: Sequence[float], baseline: Sequence[float]) -> SeedTest:
-    shift = baseline[0]
-    mean_s, var_s = _mean_variance([value - shift for value in system])
-    mean_b, var_b = _mean_variance([value - shift for value in baseline])
+    shift, rounding = baseline[0], _rounding(*system, *baseline)
+    mean_s, var_s = _mean_variance([value - shift for value in system], rounding)
+    mean_b, var_b = _mean_variance([value - shift for value in baseline], rounding)
     n_s, n_b = len(system), len(baseline)
     share_s, share_b = var_s / n_s, var_b / n_b
     spread = share_s + share_b
@@ -90,10 +99,11 @@ def _welch(system: Sequence[float], baseline: Sequence[float]) -> SeedTest:
     return SeedTest(WELCH, n_s, n_b, statistic, df, _two_sided_p(statistic, df))
 
 
-def _mean_variance(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample variance (n - 1), two-pass with exact sums."""
+def _mean_variance(values: Sequence[float], rounding: float) -> tuple[float, float]:
+    """Mean and sample variance (n - 1), two-pass with exact sums; a spread within `rounding` is 0."""
     mean = math.fsum(values) / len(values)
-    return mean, math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    variance = math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return mean, 0.0 if math.sqrt(variance) <= rounding else variance
 
 
 def _ratio(difference: float, error: float) -> float | None:

@@ -321,6 +321,9 @@ def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: B
     mean = _cell(system, key).mean - _cell(baseline, key).mean
     seed_test = seed_ttest(by_seed(system, _cell(system, key)), by_seed(baseline, _cell(baseline, key)))
     by_seeds = {"seed_test": seed_test, "seed_significant": seed_test.significant(bootstrap.alpha) and mean != 0}
+    if seed_test.statistic is not None and math.isinf(seed_test.statistic):
+        notes.append(f"{'-'.join(key)}: the difference is the same on every seed ({seed_test.n_system} seeds), so the "
+                     "t-test's p is 0 (its limit at zero variance); more seeds would test it")
     runs = [*system.runs, *baseline.runs]
     missing = [run.per_example_file(key) for run in runs if not run.per_example_file(key).is_file()]
     if missing:
