@@ -82,7 +82,7 @@ def test_zero_variance():
     assert stats.ttest_rel([71.0, 72.0, 73.0], [70.0, 71.0, 72.0]).pvalue == 0.0
     same = seed_ttest(by_seed([71.0, 72.0]), by_seed([71.0, 72.0]))
     assert same.p_value is None and "same on every seed" in same.reason
-    rounded = seed_ttest(by_seed([80.0, 81.0]), by_seed([80.2, 81.2]))  # -0.2 each, up to float rounding
+    rounded = seed_ttest(by_seed([58.0, 57.2]), by_seed([58.2, 57.4]))  # -0.2 each, 4e-15 apart in floats
     assert rounded.statistic == -math.inf and rounded.p_value == 0.0
     flat = seed_ttest(by_seed([72.0, 72.0, 72.0]), by_seed([70.0, 70.0], [8, 9]))
     assert flat.kind == WELCH and flat.statistic == math.inf and flat.p_value == 0.0

@@ -75,10 +75,10 @@ def test_one_seed_says_why_no_ttest(tmp_path):
 
 
 def test_a_difference_the_same_on_every_seed_is_pointed_out(tmp_path):
-    """Scores move in steps of 1/n: two seeds that both differ by exactly 0.2 give t = -inf, p = 0 (scipy's
-    limit), marked as significant; the notes say what that p rests on."""
-    gat = runs(tmp_path, {1: {"en": 90.0, "de": 80.0}, 2: {"en": 92.0, "de": 81.0}}, "gat")
-    none = runs(tmp_path, {1: {"en": 91.0, "de": 80.2}, 2: {"en": 90.0, "de": 81.2}}, "none")
+    """Scores move in steps of 1/n: two seeds that both differ by 0.2 (58.0 - 58.2 and 57.2 - 57.4, equal
+    but for float rounding) give t = -inf, p = 0 (scipy's limit), marked; the notes say what that p rests on."""
+    gat = runs(tmp_path, {1: {"en": 90.0, "de": 58.0}, 2: {"en": 92.0, "de": 57.2}}, "gat")
+    none = runs(tmp_path, {1: {"en": 91.0, "de": 58.2}, 2: {"en": 90.0, "de": 57.4}}, "none")
     markdown = (report(tmp_path, gat, none) / "report.md").read_text(encoding="utf-8")
     assert "| gat | +0.5 | -0.2‡ |" in markdown
     assert "- de: the difference is the same on every seed (2 seeds), so the t-test's p is 0" in markdown
