@@ -154,6 +154,8 @@ def test_command_line_writes_the_analysis_section_and_explains_bad_requests(tmp_
     assert png_size(out / "analysis" / "family-pawsx-test-gat-languages.png")[0] > 400
     failed = CliRunner().invoke(main, [*common, "--analysis", "parser"])
     assert failed.exit_code == 1 and "--analysis parser needs the parser's LAS per language" in failed.output
+    alone = CliRunner().invoke(main, ["report", *runs, "--output-dir", str(out), "--analysis", "family"])
+    assert alone.exit_code == 1 and "no run has one: give the baseline's runs with --baseline" in alone.output
     failed = CliRunner().invoke(main, [*common, "--analysis", "genus"])
     assert failed.exit_code == 1 and "--analysis genus: unknown analysis; choose from family, typology, parser" \
         in failed.output

@@ -118,6 +118,9 @@ def analyse(report: Report, settings: AnalysisSettings) -> list[Analysis]:
     if "parser" in settings.names and settings.parser_scores is None:
         raise ReportError("--analysis parser needs the parser's LAS per language: pass --parser-quality FILE "
                           "(the JSON `xsyn parser-quality --output` writes, or lines of `lang LAS`)")
+    if settings.names and not any(experiment.comparisons for experiment in report.experiments):
+        raise ReportError(f"--analysis {','.join(settings.names)} reads gains over a baseline, and no run has one: "
+                          "give the baseline's runs with --baseline")
     found = []
     for experiment in report.experiments:
         systems = {system.label: system for system in experiment.systems}
