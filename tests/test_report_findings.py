@@ -124,6 +124,9 @@ def test_a_las_text_file_and_its_errors(tmp_path):
     listing.write_text("de 86.1\nzh seventy\n")
     with pytest.raises(ReportError, match=r"las.tsv:2: LAS 'seventy' is not a number"):
         read_parser_scores(listing)
+    listing.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ReportError, match=r"las.tsv: cannot be read as text"):
+        read_parser_scores(listing)
     listing.write_text('{"de": {"uas": 0.9}}')
     with pytest.raises(ReportError, match=r"las.tsv: de: LAS None is not a number"):
         read_parser_scores(listing)

@@ -270,7 +270,11 @@ def read_parser_scores(path) -> dict[str, float]:
     from pathlib import Path
 
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: cannot be read as text ({err}); pass the JSON `xsyn parser-quality --output` "
+                          "writes, or lines of `lang LAS`") from None
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
