@@ -127,6 +127,11 @@ def test_a_las_text_file_and_its_errors(tmp_path):
     listing.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(ReportError, match=r"las.tsv: cannot be read as text"):
         read_parser_scores(listing)
+    listing.write_text('{"de": 0.86}')
+    assert read_parser_scores(listing) == {"de": 0.86}
+    listing.write_text('[0.86]')
+    with pytest.raises(ReportError, match=r"las.tsv: expected a JSON object .* found a list"):
+        read_parser_scores(listing)
     listing.write_text('{"de": {"uas": 0.9}}')
     with pytest.raises(ReportError, match=r"las.tsv: de: LAS None is not a number"):
         read_parser_scores(listing)

@@ -275,12 +275,15 @@ def read_parser_scores(path) -> dict[str, float]:
     except (OSError, UnicodeDecodeError) as err:
         raise ReportError(f"{path}: cannot be read as text ({err}); pass the JSON `xsyn parser-quality --output` "
                           "writes, or lines of `lang LAS`") from None
-    if text.lstrip().startswith("{"):
+    if text.lstrip()[:1] in ("{", "["):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise ReportError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); pass the file "
                               "`xsyn parser-quality --output` writes") from None
+        if not isinstance(data, dict):
+            raise ReportError(f"{path}: expected a JSON object {{lang: LAS}} or {{lang: {{\"las\": ...}}}}, found a "
+                              f"{type(data).__name__}")
         return {str(lang): _las(value.get("las") if isinstance(value, dict) else value, f"{path}: {lang}")
                 for lang, value in data.items()}
     scores = {}
