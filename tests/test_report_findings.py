@@ -167,3 +167,17 @@ def test_command_line_writes_the_analysis_section_and_explains_bad_requests(tmp_
     failed = CliRunner().invoke(main, [*common, "--analysis", "genus"])
     assert failed.exit_code == 1 and "--analysis genus: unknown analysis; choose from family, typology, parser" \
         in failed.output
+
+
+def test_a_task_of_artificial_languages_gets_no_uriel_analysis(tmp_path):
+    """synth's `sov` is also the ISO code of Sonsorol (Austronesian): its card says its languages are made up."""
+    def run(variant, seed, score):
+        return write_run(tmp_path, f"{variant}{seed}", variant=variant, seed=seed, task="synth",
+                         per_language={"svo": 99.0, "sov": score, "vso": 60.0}, config={"train_lang": "svo"})
+
+    report = build_report([run("gat", 1, 70.0)], [run("none", 1, 65.0)])
+    family, typology = analyse(report, AnalysisSettings(("family", "typology")))
+    assert family.points == [] and typology.points == []
+    assert family.finding == ("no family analysis: synth's languages are artificial (svo, sov, vso), and URIEL "
+                              "has none of them")
+    assert "sov: an artificial language" in typology.left_out

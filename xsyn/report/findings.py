@@ -89,6 +89,23 @@ class _Gains:
     def source(self) -> str:
         return self.system.source_lang
 
+    def unknown_to_uriel(self, name: str, x_label: str | None) -> list[Analysis]:
+        """The analysis of a task whose card says its languages are artificial: no points, the reason."""
+        from xsyn.data.cards import load_card
+        from xsyn.utils.errors import XsynError
+
+        try:
+            artificial = load_card(self.experiment.task).artificial_languages
+        except XsynError:  # a card the report cannot find: its languages are taken as real ones
+            return []
+        if not artificial:
+            return []
+        languages = list(self.comparison.per_language)
+        return [self.analysis(name, "languages", x_label, [],
+                              f"no {name} analysis: {self.experiment.task}'s languages are artificial "
+                              f"({', '.join(languages)}), and URIEL has none of them",
+                              left_out=[f"{lang}: an artificial language" for lang in languages])]
+
     def source_left_out(self, why: str) -> list[str]:
         return [f"{self.source}: {why}"] if self.source in self.comparison.per_language else []
 
@@ -147,6 +164,9 @@ def gain_error(system_stat: Stat, baseline_stat: Stat, system: System, baseline:
 def family_analysis(gains: _Gains) -> list[Analysis]:
     from xsyn.report.uriel import load_uriel
 
+    artificial = gains.unknown_to_uriel("family", None)
+    if artificial:
+        return artificial
     uriel = load_uriel()
     points, left_out = [], gains.source_left_out("the source language, not a transfer target")
     paths = {}
@@ -192,6 +212,9 @@ def _closeness(uriel, source: str, names: dict[str, str], group: str) -> tuple:
 def typology_analysis(gains: _Gains) -> list[Analysis]:
     from xsyn.report.uriel import load_uriel
 
+    artificial = gains.unknown_to_uriel("typology", f"URIEL syntactic distance from {gains.source}")
+    if artificial:
+        return artificial
     uriel = load_uriel()
     found = []
     languages = _placed(gains.language_points(include_source=False),
