@@ -192,6 +192,10 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     if task is None:
         raise click.UsageError("Missing option '--task' (or a --config file that names it).")
     card = load_card(task)
+    if resume_dir and config_file == str(saved) and file_values.get("task", card.name) != card.name:
+        raise click.UsageError(f"--resume {resume_dir} is a run of task {file_values['task']!r} (its {saved.name}), "
+                               f"but --task names {card.name!r}: leave out --task to continue that run, or give "
+                               "--resume the folder of a run of this task")
     flags["trackers"] = list(flags.pop("trackers")) or None
     model_flags = {name: flags.pop(name) for name in ("gat_delta", "gat_attention")}
     overrides = parse_overrides(sets)
@@ -269,10 +273,9 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
         click.echo(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
     if summary["average"] is not None:
         click.echo(f"average\t{summary['primary']} {summary['average']:.2f}")
-    if summary.get("predicted_nothing"):
-        click.echo(f"warning: the model predicted nothing (no span or error in any example) for "
-                   f"{', '.join(summary['predicted_nothing'])}; scores that count correct silence (e.g. CGED's "
-                   "detection accuracy) are high for that reason alone", err=True)
+    for key, what in (summary.get("predicted_nothing") or {}).items():
+        click.echo(f"warning: {key}: the model predicted {what}; scores that count correct silence or the "
+                   "majority label can be high for that reason alone", err=True)
 
 
 @main.command()

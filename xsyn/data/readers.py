@@ -38,6 +38,7 @@ from typing import Any
 
 from xsyn.data.errors import CardError
 from xsyn.data.example import Example
+from xsyn.utils import json_fields
 from xsyn.utils.errors import XsynError
 
 
@@ -50,6 +51,15 @@ class Row:
     where: str
     values: dict[str, Any]
     number: int | None = None  # place among the file's data rows, unreadable ones included: its default id
+    token_lines: Sequence[int] = ()  # token-per-line formats: the line of each token, in `file`
+    file: str = ""
+
+    def where_of(self, token: int | None) -> str:
+        """Where a problem with one token (0-based; None: with the row) is: the token's own line where known."""
+        if token is None or not 0 <= token < len(self.token_lines):
+            return self.where
+        sentence = self.where.removeprefix(f"{self.file}:")
+        return f"{self.file}:{self.token_lines[token]} (token {token + 1} of the sentence at line {sentence})"
 
 
 @dataclass
@@ -358,7 +368,8 @@ class ConllReader(Reader):
         if self.option(request, "tag_scheme") == "iob1":
             tags, changed = iob1_to_iob2(tags)
             request.notes["IOB1 tags rewritten as IOB2 B- tags"] += changed
-        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags})
+        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags},
+                  token_lines=[lineno for lineno, _ in block], file=str(path))
 
 
 # -- SQuAD JSON -----------------------------------------------------------------------------------
@@ -392,15 +403,30 @@ class SquadJsonReader(Reader):
                             request.bad(where, f"expected a question object, got {_preview(qa)}")
                             continue
                         try:
-                            answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
-                            values = {"id": str(qa["id"]), "question": qa["question"],
-                                      "context": paragraph["context"], "answers": answers}
-                            if "is_impossible" in qa:  # SQuAD 2.0
-                                values["impossible"] = bool(qa["is_impossible"])
-                        except (KeyError, TypeError, ValueError) as err:
-                            request.bad(where, f"missing or malformed field ({err!r})")
+                            values = self._question(qa, paragraph)
+                        except ValueError as err:
+                            request.bad(where, str(err))
                             continue
                         yield Row(where, values)
+
+    @staticmethod
+    def _question(qa: Mapping[str, Any], paragraph: Mapping[str, Any]) -> dict[str, Any]:
+        """One question's values, each field of the JSON type SQuAD gives it (ids may be numbers)."""
+        answers = []
+        for i, answer in enumerate(json_fields.field(qa, "answers", list, [])):
+            try:
+                answers.append((json_fields.field(answer, "text", str),
+                                json_fields.field(answer, "answer_start", int)))
+            except ValueError as err:
+                raise ValueError(f"answers[{i}]: {err}") from None
+        uid = qa.get("id")
+        if isinstance(uid, bool) or not isinstance(uid, (str, int)):
+            raise ValueError(f"id: expected a string, got {json_fields.shown(uid)}" if "id" in qa else "no 'id' field")
+        values = {"id": str(uid), "question": json_fields.field(qa, "question", str),
+                  "context": json_fields.field(paragraph, "context", str), "answers": answers}
+        if "is_impossible" in qa:  # SQuAD 2.0
+            values["impossible"] = json_fields.field(qa, "is_impossible", bool)
+        return values
 
     @staticmethod
     def _items(parent: Any, key: str, where: str, request: ReadRequest) -> list[Any]:
@@ -484,14 +510,11 @@ class MtopReader(Reader):
     @staticmethod
     def _span(span: Any, i: int) -> tuple[int, int]:
         """tokenSpans[i] of the tokens JSON as character offsets [start, end)."""
-        offsets = []
-        for key in ("start", "length"):
-            value = span.get(key) if isinstance(span, dict) else None
-            if isinstance(value, bool) or not isinstance(value, int):
-                found = f"is {_preview(value)}" if isinstance(span, dict) and key in span else "is missing"
-                raise ValueError(f"column 8 (tokens JSON): tokenSpans[{i}].{key} {found}, not a whole number "
-                                 f"of characters (tokenSpans[{i}] = {_preview(span)})")
-            offsets.append(value)
+        try:
+            offsets = [json_fields.field(span, key, int) for key in ("start", "length")]
+        except ValueError as err:
+            raise ValueError(f"column 8 (tokens JSON): tokenSpans[{i}]: {err} (tokenSpans[{i}] = "
+                             f"{_preview(span)}; start and length count characters)") from None
         return offsets[0], offsets[0] + offsets[1]
 
 
@@ -630,15 +653,17 @@ class ConlluReader(Reader):
     sentence's tree goes along as the row's `tree` (served by `--parser gold`, ignored by the others)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
-        from xsyn.syntax.conllu import ConlluStats, parse_conllu
+        from xsyn.syntax.conllu import ConlluStats, conllu_sentences
 
         for path in request.files:
             stats = ConlluStats()
             text = read_text(path, request.notes)
-            for record in parse_conllu(text, source=str(path), lang=request.lang, skip_invalid=True, stats=stats):
-                yield Row(f"{path}: sentence {record.sent_id}", {"id": record.sent_id, "tokens": list(record.words),
-                                                                 "tags": list(record.upos),
-                                                                 "tree": record.on_word_tokens()})
+            for record, lines in conllu_sentences(text, source=str(path), lang=request.lang, skip_invalid=True,
+                                                  stats=stats):
+                named = f", sentence {record.sent_id}" if record.sent_id is not None else ""
+                yield Row(f"{path}:{lines[0]}{named}", {"id": record.sent_id, "tokens": list(record.words),
+                                                       "tags": list(record.upos), "tree": record.on_word_tokens()},
+                          token_lines=lines[1:], file=str(path))
             for problem in stats.skipped:  # each names its file and line
                 where, _, reason = problem.partition(": ")
                 request.bad(where, reason)
@@ -670,12 +695,11 @@ class RaceJsonReader(Reader):
         except json.JSONDecodeError as err:
             request.bad(str(path), f"not RACE JSON ({err})")
             return
-        fields = {key: article.get(key) if isinstance(article, dict) else None
-                  for key in ("article", "questions", "options", "answers")}
-        missing = [key for key, value in fields.items() if value is None]
-        if missing:
-            request.bad(str(path), f"no {', '.join(repr(k) for k in missing)} field (a RACE file holds article, "
-                                   "questions, options and answers)")
+        try:
+            fields = {key: json_fields.field(article, key, kind) for key, kind in
+                      (("article", str), ("questions", list), ("options", list), ("answers", list))}
+        except ValueError as err:
+            request.bad(str(path), f"{err} (a RACE file holds article, questions, options and answers)")
             return
         name = path.relative_to(folder).as_posix()
         for q, question in enumerate(fields["questions"]):
@@ -685,8 +709,9 @@ class RaceJsonReader(Reader):
             if not isinstance(options, list) or not options:
                 request.bad(where, f"no options[{q}] (each question needs its list of options)")
                 continue
-            if answer is None:
-                request.bad(where, f"no answers[{q}]")
+            if not isinstance(answer, str):
+                request.bad(where, f"no answers[{q}]" if answer is None else
+                            f"answers[{q}]: expected a string (A, B, ...), got {json_fields.shown(answer)}")
                 continue
             yield Row(where, {"id": f"{name}#{q}", "article": fields["article"], "question": question,
                               "options": options, "label": answer})
