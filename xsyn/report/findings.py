@@ -289,7 +289,6 @@ def read_parser_scores(path) -> dict[str, float]:
     """LAS per language from `xsyn parser-quality --output` JSON ({lang: {"las": ...}}), a JSON object
     {lang: LAS}, or a text file of `lang LAS` lines (comma, tab or space; `#` comments, a header line
     allowed). A bad entry is an error naming the file and line or key."""
-    import json
     from pathlib import Path
 
     path = Path(path)
@@ -299,16 +298,7 @@ def read_parser_scores(path) -> dict[str, float]:
         raise ReportError(f"{path}: cannot be read as text ({err}); pass the JSON `xsyn parser-quality --output` "
                           "writes, or lines of `lang LAS`") from None
     if text.lstrip()[:1] in ("{", "["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); pass the file "
-                              "`xsyn parser-quality --output` writes") from None
-        if not isinstance(data, dict):
-            raise ReportError(f"{path}: expected a JSON object {{lang: LAS}} or {{lang: {{\"las\": ...}}}}, found a "
-                              f"{type(data).__name__}")
-        return {str(lang): _las(value.get("las") if isinstance(value, dict) else value, f"{path}: {lang}")
-                for lang, value in data.items()}
+        return _json_scores(path, text)
     scores = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split("#", 1)[0].replace(",", " ").split()
@@ -318,6 +308,22 @@ def read_parser_scores(path) -> dict[str, float]:
             raise ReportError(f"{path}:{number}: expected `lang LAS`, found {line.strip()!r}")
         scores[fields[0]] = _las(fields[1], f"{path}:{number}")
     return scores
+
+
+def _json_scores(path, text: str) -> dict[str, float]:
+    """{lang: {"las": ...}} (parser-quality's output) or {lang: LAS}."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); pass the file "
+                          "`xsyn parser-quality --output` writes") from None
+    if isinstance(data, dict):
+        return {str(lang): _las(value.get("las") if isinstance(value, dict) else value, f"{path}: {lang}")
+                for lang, value in data.items()}
+    raise ReportError(f"{path}: expected a JSON object {{lang: LAS}} or {{lang: {{\"las\": ...}}}}, found a "
+                      f"{type(data).__name__}")
 
 
 def _is_number(text: str) -> bool:
