@@ -177,7 +177,9 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None
               help="Where index.md and the task reports go [default: <runs dir>/report].")
 @click.option("--resamples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Bootstrap resamples per language or pair.")
-def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples) -> None:
+@click.option("--html", is_flag=True, help="Also write index.html: the index (with the paper's numbers) and every "
+              "task's report in one self-contained page (figures inline, sortable tables, no network needed).")
+def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""
     from xsyn.experiments.report import write_experiment_report
@@ -185,5 +187,5 @@ def report_command(source, output_dir, model, max_steps, data_dir, sets, report_
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     target = report_dir or spec.runs_dir / "report"
-    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples))
-    click.echo(f"report: {index}")
+    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples), html=html)
+    click.echo(f"report: {index}" + (f" and {index.with_suffix('.html')}" if html else ""))

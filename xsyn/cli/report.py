@@ -33,8 +33,10 @@ from xsyn.report.render import write_report
               show_default=True, help="Significance level of the marks.")
 @click.option("--latex", is_flag=True, help="Also write report.tex: one booktabs table per experiment (languages, "
               "average, mean ± sd over seeds, deltas with their significance marks) for a paper.")
+@click.option("--html", is_flag=True, help="Also write report.html: the whole report in one self-contained page "
+              "(figures inline, sortable tables, no network needed) to open in a browser or send.")
 def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], output_dir: Path,
-                   resamples: int, bootstrap_seed: int, alpha: float, latex: bool) -> None:
+                   resamples: int, bootstrap_seed: int, alpha: float, latex: bool, html: bool) -> None:
     """Tables over runs and seeds, deltas against a baseline with significance, and heatmaps.
 
     \b
@@ -43,5 +45,5 @@ def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], 
           --baseline runs/pawsx/none-seed2 --output-dir reports/pawsx
     """
     report = build_report(run_dirs, baseline_dirs, BootstrapSettings(resamples, bootstrap_seed, alpha))
-    written = write_report(report, output_dir, latex=latex)
+    written = write_report(report, output_dir, latex=latex, html=html)
     click.echo(f"wrote {len(written)} files to {output_dir}; start with {output_dir / 'report.md'}")
