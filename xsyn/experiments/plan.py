@@ -12,7 +12,7 @@ the time they take; per cell the disk its checkpoints hold. Every figure says wh
 - given: a number the command line stated (`--examples TASK=N`);
 - unknown: nothing to go on (no benchmark for the device, no data); the plan says which.
 
-Steps are `xsyn.training.driver.total_steps` of the cell's own settings (epochs, batch size, max_steps,
+Steps are `xsyn.training.checkpoint.total_steps` of the cell's own settings (epochs, batch size, max_steps,
 max_train_examples): one training input per example, so a QA task whose long contexts make several
 windows takes more. Hours are training only (evaluation is not benchmarked per step). Disk: the
 `save_total_limit` resumable states (weights, AdamW's two moments) and the best model (weights), all
@@ -257,7 +257,7 @@ def _product(*parts) -> float | None:
 
 
 def _steps(config, examples: Figure) -> Figure:
-    from xsyn.training.driver import total_steps
+    from xsyn.training.checkpoint import total_steps
 
     if config.max_steps:
         return Figure(config.max_steps, GIVEN, "max_steps")
