@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
-from xsyn.experiments.experiment_file import Overrides, load_experiment
+from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
 from xsyn.experiments.plan import (
     COUNTED,
     EXTRAPOLATED,
@@ -150,3 +150,13 @@ def test_status_shows_the_plan_beside_the_progress(setup, tmp_path):
                                        "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1].startswith("plan on cpu: ? hours ? of training for 6 cells; 0 done")
+
+
+def test_a_benchmark_file_without_its_numbers_is_named_with_the_fix(tmp_path):
+    broken = {**H100, "steps": {"bench_model": {"status": "ok", "float32": {"none": {"step_seconds": 0.05}}}}}
+    (tmp_path / "h100.json").write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(ExperimentError, match=r"h100\.json: a benchmark row lacks a number .*float32/none/tokens_per"):
+        read_benchmarks([tmp_path])
+    (tmp_path / "h100.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ExperimentError, match=r"h100\.json: not a benchmark JSON file"):
+        read_benchmarks([tmp_path])

@@ -114,10 +114,15 @@ def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
             raise ExperimentError(f"{file}: not a benchmark JSON file ({err}); give another --bench") from None
         if not isinstance(data, dict):
             continue
-        found.steps.extend(_step_bench(file, data))
-        if isinstance(data.get("parse"), list) and data.get("parser"):
-            rates = {int(row["workers"]): float(row["sentences_per_s"]) for row in data["parse"]}
-            found.parses.append(ParseBench(file, str(data["parser"]), rates))
+        try:
+            found.steps.extend(_step_bench(file, data))
+            if isinstance(data.get("parse"), list) and data.get("parser"):
+                rates = {int(row["workers"]): float(row["sentences_per_s"]) for row in data["parse"]}
+                found.parses.append(ParseBench(file, str(data["parser"]), rates))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ExperimentError(f"{file}: a benchmark row lacks a number ({type(err).__name__}: {err}); rows "
+                                  "need step_seconds and tokens_per_second (bench model), workers and "
+                                  "sentences_per_s (bench parse): write it again with --json") from None
         for encoder, figures in data.items():  # `xsyn bench model --encoders ... --json`
             if isinstance(figures, dict) and isinstance(figures.get("embedding"), dict):
                 found.sizes[encoder] = figures["embedding"]
@@ -134,6 +139,11 @@ def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
         return []  # a failed run, or the --quick toy shape: nothing a real cell runs at
     device = str(environment.get("device_name") or environment.get("device") or "")
     dtypes = {dtype: variants for dtype, variants in rows.items() if dtype in PRECISION_DTYPES.values()}
+    for dtype, variants in dtypes.items():
+        for variant, row in variants.items():
+            for key in ("step_seconds", "tokens_per_second"):
+                if not isinstance(row.get(key), (int, float)):
+                    raise KeyError(f"{dtype}/{variant}/{key}")
     # the script benchmarks mBERT's shape (bert-base layers, mBERT's vocabulary)
     return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
 
