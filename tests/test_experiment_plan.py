@@ -160,3 +160,12 @@ def test_a_benchmark_file_without_its_numbers_is_named_with_the_fix(tmp_path):
     (tmp_path / "h100.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ExperimentError, match=r"h100\.json: not a benchmark JSON file"):
         read_benchmarks([tmp_path])
+
+
+def test_less_work_than_measured_is_said_to_be_a_lower_bound(setup, tmp_path):
+    _, benchmarks = setup
+    short = load_experiment(str(tmp_path / "plan.toml"), Overrides(data_dir=str(tmp_path / "data"),
+                                                                  settings={"max_length": 64}))
+    none = make_plan(short, "h100", benchmarks, parse_workers=2).tasks[0].systems[0]
+    assert none.step_seconds.value == pytest.approx(0.025) and none.step_seconds.basis == EXTRAPOLATED
+    assert "x0.5 for 32 x 64 tokens" in none.step_seconds.why and "a lower bound" in none.step_seconds.why
