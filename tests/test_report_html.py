@@ -125,7 +125,9 @@ _PROBE = """<script>
   probe.id = "probe";
   probe.textContent = JSON.stringify({errors: window.__errors, orders: orders, boxes: boxes,
     height: document.documentElement.scrollHeight, headers: document.querySelectorAll("th").length,
-    buttons: document.querySelectorAll("th > button[type=button]").length});
+    buttons: document.querySelectorAll("th > button[type=button]").length,
+    text_headers: Array.prototype.map.call(document.querySelectorAll("th.text"), function (th) {
+      return th.textContent.trim(); })});
   document.body.appendChild(probe);
 }());
 </script>"""
@@ -154,6 +156,8 @@ def test_chromium_loads_the_page_offline_without_errors_and_every_section_is_dra
     probe = json.loads(html.unescape(found.group(1)))
     assert probe["errors"] == [] and "CONSOLE" not in dumped.stderr
     assert probe["buttons"] == probe["headers"] > 0  # every header cell sorts, by a keyboard-reachable button
+    # columns of words are set to the left (numbers stay right-aligned): the system names and language families
+    assert {"system", "family"} <= set(probe["text_headers"]) and not {"en", "gain", "avg"} & set(probe["text_headers"])
     # gat (avg 80.8) above the baseline (70.5) when descending; ascending the other way; then the original order
     assert probe["orders"] == [["ascending", ["none (baseline)", "gat"]], ["descending", ["gat", "none (baseline)"]],
                                ["none", ["gat", "none (baseline)"]]]

@@ -137,7 +137,7 @@ a { color: var(--accent); }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-variant-numeric: tabular-nums; display: block;
         overflow-x: auto; max-width: 100%; }
 th, td { border-bottom: 1px solid var(--rule); padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child, th.text, td.text { text-align: left; }
 thead th { background: #f3f5f8; position: sticky; top: 0; }
 th button { font: inherit; font-weight: 600; background: none; border: 0; padding: 0; cursor: pointer; color: inherit; }
 th button::after { content: " \\2195"; color: var(--muted); }
@@ -159,6 +159,12 @@ _SCRIPT = r"""
     var m = text.trim().replace("\u2212", "-").match(/^[+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?/i);
     return m ? parseFloat(m[0]) : null;
   }
+  function isNumeric(table, column) {
+    return Array.prototype.every.call(table.tBodies[0].rows, function (row) {
+      var text = row.cells[column] ? row.cells[column].textContent : "";
+      return key(text) !== null || !/[A-Za-z]/.test(text);
+    });
+  }
   function sortBy(table, column, th) {
     var body = table.tBodies[0];
     var next = {none: "ascending", ascending: "descending", descending: "none"}[th.getAttribute("aria-sort")];
@@ -167,8 +173,7 @@ _SCRIPT = r"""
     });
     th.setAttribute("aria-sort", next);
     var rows = Array.prototype.slice.call(body.rows);
-    var cells = rows.map(function (row) { return row.cells[column] ? row.cells[column].textContent : ""; });
-    var numeric = cells.every(function (t) { return key(t) !== null || !/[A-Za-z]/.test(t); });
+    var numeric = isNumeric(table, column);
     rows.sort(function (a, b) {
       if (next === "none") { return a.dataset.order - b.dataset.order; }
       var x = a.cells[column] ? a.cells[column].textContent : "";
@@ -193,6 +198,12 @@ _SCRIPT = r"""
       th.appendChild(button);
       th.setAttribute("aria-sort", "none");
       button.addEventListener("click", function () { sortBy(table, column, th); });
+      if (!isNumeric(table, column)) {  // words read from the left, numbers line up on the right
+        th.classList.add("text");
+        Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+          if (row.cells[column]) { row.cells[column].classList.add("text"); }
+        });
+      }
     });
   });
 }());
