@@ -95,7 +95,7 @@ def test_fewer_than_two_seeds_say_why():
     assert not lopsided.significant(0.05)
 
 
-@pytest.mark.parametrize("n", [3, 5, 7])
+@pytest.mark.parametrize("n", [3, 5, 6])
 def test_exact_permutation_p_matches_scipys_permutation_test(n):
     rng = np.random.default_rng(n)
     x = rng.normal(size=n)
