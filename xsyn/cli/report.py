@@ -51,9 +51,11 @@ from xsyn.report.render import write_report
               help="Seeds the random pairings.")
 @click.option("--latex", is_flag=True, help="Also write report.tex: one booktabs table per experiment (languages, "
               "average, mean ± sd over seeds, deltas with their significance marks) for a paper.")
+@click.option("--html", is_flag=True, help="Also write report.html: the whole report in one self-contained page "
+              "(figures inline, sortable tables, no network needed) to open in a browser or send.")
 def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], output_dir: Path,
                    resamples: int, bootstrap_seed: int, alpha: float, analyses: str, parser_quality: Path | None,
-                   permutations: int, permutation_seed: int, latex: bool) -> None:
+                   permutations: int, permutation_seed: int, latex: bool, html: bool) -> None:
     """Tables over runs and seeds, deltas against a baseline with significance, and heatmaps.
 
     \b
@@ -69,5 +71,5 @@ def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], 
                                                            permutation_seed, alpha))
         for analysis in report.analyses:
             click.echo(f"{analysis.name} · {analysis.experiment} · {analysis.system}: {analysis.finding}")
-    written = write_report(report, output_dir, latex=latex)
+    written = write_report(report, output_dir, latex=latex, html=html)
     click.echo(f"wrote {len(written)} files to {output_dir}; start with {output_dir / 'report.md'}")

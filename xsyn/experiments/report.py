@@ -56,8 +56,9 @@ class TaskSection:
 
 
 def write_experiment_report(experiment: Experiment, output_dir: Path,
-                            bootstrap: BootstrapSettings | None = None) -> Path:
-    """Write every task's report and the index; return the index page."""
+                            bootstrap: BootstrapSettings | None = None, html: bool = False) -> Path:
+    """Write every task's report and the index (and with `html`, index.html: the index and every task's
+    report in one self-contained page); return the index page."""
     output_dir = Path(output_dir)
     bootstrap = bootstrap or BootstrapSettings()
     states = {cell.name: cell_state(experiment, cell) for cell in experiment.cells}
@@ -77,8 +78,16 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
     for state in states.values():
         counts[state.state] = counts.get(state.state, 0) + 1
     index = output_dir / "index.md"
-    atomic_write_text(index, _index_markdown(experiment, sections, counts, paper))
+    markdown = _index_markdown(experiment, sections, counts, paper)
+    atomic_write_text(index, markdown)
     atomic_write_json(output_dir / "index.json", _index_json(experiment, sections, counts, paper))
+    if html:
+        from xsyn.report.html import Part, write_html
+
+        parts = [Part(markdown, output_dir)] + [
+            Part((output_dir / s.folder / "report.md").read_text(encoding="utf-8"), output_dir / s.folder, demote=1,
+                 source=f"{s.folder}/report.md") for s in sections if s.report]
+        write_html(parts, output_dir / "index.html", experiment.title)
     return index
 
 

@@ -22,9 +22,9 @@ from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
 
 
-def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
-    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`);
-    return the paths written."""
+def write_report(report: Report, output_dir: Path, latex: bool = False, html: bool = False) -> list[Path]:
+    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`, the
+    self-contained report.html with `html`); return the paths written."""
     output_dir = Path(output_dir)
     written: list[Path] = []
 
@@ -47,13 +47,18 @@ def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[
         from xsyn.report.findings_render import analyses_markdown  # (it builds on this module's helpers)
 
         sections.append(analyses_markdown(report.analyses, put))
-    put("report.md", _header_markdown(report) + "\n\n".join(sections) + "\n")
+    markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
+    put("report.md", markdown)
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
         from xsyn.report.latex import latex_tables  # (it builds on this module's helpers)
 
         put("report.tex", latex_tables(report))
+    if html:
+        from xsyn.report.html import Part, html_page
+
+        put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
 
 
