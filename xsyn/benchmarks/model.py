@@ -79,6 +79,7 @@ class EncoderShape:
 
     family: str
     config: dict[str, Any]
+    checkpoint: str = ""  # the hub checkpoint of this shape
 
 
 _BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -87,10 +88,10 @@ _XLMR = {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size"
 # The published checkpoints' configs (config.json of bert-base-multilingual-cased, xlm-roberta-base/-large)
 ENCODER_SHAPES = {
     "mbert": EncoderShape("bert", {**_BASE, "vocab_size": 119547, "max_position_embeddings": 512,
-                                   "type_vocab_size": 2}),
-    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}),
+                                   "type_vocab_size": 2}, "bert-base-multilingual-cased"),
+    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}, "xlm-roberta-base"),
     "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
-                                               "intermediate_size": 4096, **_XLMR}),
+                                               "intermediate_size": 4096, **_XLMR}, "xlm-roberta-large"),
 }
 
 

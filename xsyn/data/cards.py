@@ -124,6 +124,7 @@ class TaskCard:
     score_range: tuple[float, float] | None = None  # regression kinds: the scores a row may hold
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
+    artificial_languages: bool = False  # languages made up for the task (synth): no typology database has them
     description: str = ""
     homepage: str = ""
     download: str = ""

@@ -376,7 +376,7 @@ def pretrained_settings(variant: str, gat_init: str | Path) -> dict[str, Any]:
 
 
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
-            *, check_model: bool = True) -> RunConfig:
+            *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
     syntax module (`gat_init`: a pre-trained GAT), a config file (read by `read_config_file`, so checked),
     flags (each checked here).
@@ -385,7 +385,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
     is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
     can be checked without reading data is checked here, the model's configuration included (unless
-    `check_model` is off: listing an experiment's cells loads no model library; running one checks it).
+    `check_model` is off: listing an experiment's cells loads no model library; running one checks it), and the
+    files it names (unless `check_paths` is off: planning a run whose parser models are not downloaded yet).
     """
     task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
@@ -416,14 +417,14 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = construct(RunConfig, merged, "settings", error=ConfigError)
     config.card = card
-    _check(config, card, check_model)
+    _check(config, card, check_model, check_paths)
     for name, values in config.hyperparameter_grid.items():
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
     return config
 
 
-def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
+def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.gat_init and config.model == TINY:
         from xsyn.training.folder import RunFolder
@@ -443,7 +444,7 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
         missing = resolve_parser_choice(config.parser).missing_path()
     except ParserChoiceError as err:
         raise ConfigError(f"{err} (--parser or --set parser=...)") from None
-    if missing:
+    if missing and check_paths:
         raise ConfigError(missing)
     if config.dev_fraction is not None:
         if "validation" in card.splits:
