@@ -194,9 +194,9 @@ def test_other_roberta_family_encoders_share_the_code_bit_for_bit(tmp_path, batc
 
 
 def test_every_family_has_its_classes_and_a_distinct_xsyn_model_type():
-    types = [family.xsyn_type for family in FAMILIES]
+    types = [family.xsyn_type for family in FAMILIES.values()]
     assert len(set(types)) == len(types)
-    for family in FAMILIES:
+    for family in FAMILIES.values():
         classes = family_classes(family)
         assert classes.config.model_type == family.xsyn_type
         assert all(cls.base_model_prefix == family.prefix for cls in classes.all())

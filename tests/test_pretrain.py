@@ -113,7 +113,10 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     assert code != 0 and "--model tiny needs --tokenizer" in output
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--objectives", "mlm",
                              "--output-dir", str(tmp_path)])
-    assert code != 0 and "choose one or more of structural, seprem" in output
+    assert code != 0 and "--objectives: 'mlm' is not one of structural, seprem" in output
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--gat-delta", "0",
+                             "--output-dir", str(tmp_path)])
+    assert code != 0 and "Error: --gat-delta: must be >= 1, got 0" in output  # finetune's form (issue 38)
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--set", "gat_layer=6",
                              "--output-dir", str(tmp_path)])
     assert code != 0 and "--set: gat_layer: neither a run setting nor a model setting; did you mean 'gat_layers'?" \

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xsyn.models.variants import baseline_name
+
 if TYPE_CHECKING:
     import torch
 
@@ -77,6 +79,7 @@ class EncoderShape:
 
     family: str
     config: dict[str, Any]
+    checkpoint: str = ""  # the hub checkpoint of this shape
 
 
 _BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -85,10 +88,10 @@ _XLMR = {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size"
 # The published checkpoints' configs (config.json of bert-base-multilingual-cased, xlm-roberta-base/-large)
 ENCODER_SHAPES = {
     "mbert": EncoderShape("bert", {**_BASE, "vocab_size": 119547, "max_position_embeddings": 512,
-                                   "type_vocab_size": 2}),
-    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}),
+                                   "type_vocab_size": 2}, "bert-base-multilingual-cased"),
+    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}, "xlm-roberta-base"),
     "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
-                                               "intermediate_size": 4096, **_XLMR}),
+                                               "intermediate_size": 4096, **_XLMR}, "xlm-roberta-large"),
 }
 
 
@@ -232,7 +235,7 @@ def step_ops(model, batch: dict, dtype: str = "float32") -> dict[str, int]:
 def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
               dtype: str = "float32", family: str = "bert") -> dict[str, dict[str, Any]]:
     """Per variant (eager, after one warm-up step): the ops of one training step, in all and by op, and their
-    ratio to `none`'s."""
+    ratio to the baseline's (`none`)."""
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     results = {}
     for variant in variants:
@@ -241,7 +244,7 @@ def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, s
         by_op = step_ops(model, batch, dtype)
         results[variant] = {"ops_per_step": sum(by_op.values()), "ops": by_op}
     for result in results.values():
-        result["ops_ratio"] = result["ops_per_step"] / results["none"]["ops_per_step"]
+        result["ops_ratio"] = result["ops_per_step"] / results[baseline_name()]["ops_per_step"]
     return results
 
 
@@ -250,8 +253,8 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
             plain_bert: bool = True, family: str = "bert", compile_mode: str | None = None
             ) -> dict[str, dict[str, float]]:
     """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
-    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, the ops
-    of an eager step, syntax parameters, ratios to `none`. With `compile_mode` every row is timed compiled
+    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, the
+    ops of an eager step, syntax parameters, ratios to the baseline (`none`). With `compile_mode` every row is timed compiled
     (`torch.compile` in that mode), with the seconds of its first (compiling) step and its compiled graphs
     (1 + recompiles: every variant's forward is one graph)."""
     from xsyn.models.compiled import compile_model, compiled_graphs
@@ -288,7 +291,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
         if compile_mode:
             results[row].update(compile_mode=compile_mode, compile_seconds=first_step[row],
                                 compiled_graphs=graphs[row], recompiles=max(0, graphs[row] - 1))
-    base = results["none"]
+    base = results[baseline_name()]
     for result in results.values():
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
@@ -304,7 +307,7 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     per parameter)."""
     import torch
 
-    model = build("none", shape, seed, device, family)
+    model = build(baseline_name(), shape, seed, device, family)
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     embeddings = model.base_model.embeddings
     words = embeddings.word_embeddings.weight

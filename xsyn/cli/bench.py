@@ -11,7 +11,7 @@ from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import baseline_name, variant_names
 
 
 def _kernel_note(result: dict) -> str:
@@ -70,8 +70,9 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 
 
 @bench.command(name="model")
-@click.option("--variants", default=",".join(VARIANTS), show_default=True,
-              help="Comma-separated variants to time; `none` is always included as the baseline.")
+@click.option("--variants", default=None,
+              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
+                   "registered variant].")
 @click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
 @click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
 @click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
@@ -105,7 +106,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
-def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
+def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
                 skip_plain_bert: bool, encoders: str | None, compile_mode: str | None, count_ops: bool,
                 as_json: bool) -> None:
@@ -114,10 +115,12 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
     from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
     from xsyn.benchmarks.model import peak_tflops as known_peak
 
-    chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
-    unknown = [v for v in chosen if v not in VARIANTS]
+    baseline, registered = baseline_name(), variant_names()
+    named = registered if variants is None else dict.fromkeys(variants.split(","))
+    chosen = [baseline] + [v for v in named if v and v != baseline]
+    unknown = [v for v in chosen if v not in registered]
     if unknown:
-        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
+        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}",
                                  param_hint="--variants")
     device = _device(device)
     gpu = device.startswith("cuda")
@@ -182,8 +185,8 @@ def _print_op_counts(variants: list[str], shape: dict, batch_size: int, seq_len:
         return
     click.echo(f"ATen ops (views aside) of one eager forward + backward, {shape['num_hidden_layers']} layers, "
                f"hidden {shape['hidden_size']}, batch {batch_size} x {seq_len} pieces, {device} {dtype}")
-    click.echo(f"{'variant':<10} {'ops/step':>9} {'x none':>7}  most added over none")
-    base = results["none"]["ops"]
+    click.echo(f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}")
+    base = results[baseline_name()]["ops"]
     for variant, r in results.items():
         added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
         top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
@@ -193,7 +196,7 @@ def _print_op_counts(variants: list[str], shape: dict, batch_size: int, seq_len:
 def _print_rows(results: dict[str, dict], peak: float | None) -> None:
     click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
                f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
-               + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results["none"] else ""))
+               + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else ""))
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
         compiled = f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""

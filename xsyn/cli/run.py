@@ -11,11 +11,11 @@ from typing import NoReturn
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.main import RegistryChoice, main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
 from xsyn.training.folder import RunFolder
 from xsyn.utils.progress import on_terminal
@@ -94,7 +94,7 @@ def data_options(fn):
 @main.command()
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
-@click.option("--variant", type=click.Choice(VARIANTS), default=None,
+@click.option("--variant", type=RegistryChoice(variant_names), default=None,
               help="The model variant (see the README) [default: the --config file's, else gat].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
               f"[default: {DEFAULT_MODEL}].")

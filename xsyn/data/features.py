@@ -48,7 +48,7 @@ import numpy as np
 
 from xsyn.data.cards import TaskCard
 from xsyn.data.example import Example
-from xsyn.data.kinds import KINDS, LABEL_COLUMNS, PIECE_LABEL_COLUMNS, TaskKind, WindowGold
+from xsyn.data.kinds import KINDS, TaskKind, WindowGold, label_columns, piece_label_columns
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
@@ -420,11 +420,12 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
     if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
         batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)
     width = batch["input_ids"].shape[1]
-    for name in LABEL_COLUMNS:
+    per_piece = piece_label_columns()
+    for name in label_columns():
         if name not in features[0]:
             continue
         values = [f[name] for f in features]
-        if name in PIECE_LABEL_COLUMNS and np.ndim(values[0]) == 1:
+        if name in per_piece and np.ndim(values[0]) == 1:
             padded = np.full((len(values), width), IGNORE, dtype=np.int64)
             for i, v in enumerate(values):
                 padded[i, :len(v)] = v

@@ -1,9 +1,10 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
 `SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `project` makes the
-query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over them (SLA/WLA's gated
-local attention runs BERT's and the local one in one call). Attention runs through transformers'
-attention functions (`sdpa` by default, or `eager`, which also returns the probabilities).
+query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over
+them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention runs
+through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
+probabilities).
 
 Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
 once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as

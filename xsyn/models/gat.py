@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from transformers.utils import ModelOutput
 
 from xsyn.models.attention import SyntaxSelfAttention, additive_mask, compute_dtype
-from xsyn.models.defaults import GAT_CONFIG
+from xsyn.models.defaults import GAT_CONFIG, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
@@ -115,7 +115,7 @@ class GatSyntaxEncoder(nn.Module):
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
-        hidden, out = config.hidden_size, config.gat_output_size
+        hidden, out = config.hidden_size, gat_output_size(config)
         self.upos_embeddings = nn.Embedding(UPOS_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
         self.deprel_embeddings = (nn.Embedding(DEPREL_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
                                   if config.gat_deprel_embeddings else None)
@@ -188,8 +188,8 @@ class SyntaxBias(nn.Module):
         self.heads = config.syntax_heads
         self.head_size = config.hidden_size // config.num_attention_heads
         self.projections = nn.ModuleDict({
-            target: nn.Linear(config.gat_output_size, self.heads * self.head_size)
-            for target in config.bias_target_names})
+            target: nn.Linear(gat_output_size(config), self.heads * self.head_size)
+            for target in bias_target_names(config.bias_targets)})
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import SchemaError
 
 if TYPE_CHECKING:
     import torch
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from xsyn.trees.tensors import TreeTensors
 
 
-class SyntaxConfigError(XsynError, ValueError):
-    """A syntax setting that cannot work with this model; the message names the field and the fix."""
+class SyntaxConfigError(SchemaError):
+    """A syntax setting that cannot work with this model: `key: problem` (`where: key: problem` once the run
+    knows where the value came from), as every schema error."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ class SyntaxVariant:
     """A syntax variant, in one place. Subclass it in one module and add one line to the registry
     (`xsyn.models.variants`); the defaults are those of plain BERT.
 
-    - `settings`: a dataclass of the variant's `XsynBertConfig` fields, with its `validate_<name>`
-      check (run by the config, as `@strict` runs class validators);
+    - `settings`: a schema (`xsyn.utils.schema`: a `@strict` dataclass, its fields' rules in `validated_field`)
+      of the settings the variant adds to `XsynBertConfig`; `validate` holds its rules across BERT's fields;
     - `uses_layers`: whether `syntax_layers` chooses the layers it changes;
     - `paper_names`: the papers' names for its settings, which task cards may use (`delta` -> `gat_delta`);
     - `paper`: its BibTeX, cited by model cards;
@@ -97,6 +98,10 @@ class SyntaxVariant:
 
     def loss_names(self) -> tuple[str, ...]:
         return tuple(part for term in self.losses for part in term.parts)
+
+    def validate(self, config: PretrainedConfig) -> None:
+        """Rules between the variant's settings and the rest of the config (each setting's own rules are its
+        schema's); raise `xsyn.utils.schema.Invalid(setting, problem)`. Run for every registered variant."""
 
     def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         """The `tree_*` batch fields `forward` needs (besides `input_ids`)."""

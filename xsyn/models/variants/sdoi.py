@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import SyntaxVariant
+from xsyn.utils.schema import between, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
@@ -38,17 +39,14 @@ ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SdoiSettings:
     """The `sdoi` fields of `XsynBertConfig` (see the table above)."""
 
-    sdoi_alpha: float | int = 0.5
+    sdoi_alpha: float | int = validated_field(between(0, 1), default=0.5)
     sdoi_learn_alpha: bool = False
     sdoi_init_from_last_layer: bool = False
-
-    def validate_sdoi(self) -> None:
-        if not 0.0 <= self.sdoi_alpha <= 1.0:
-            raise SyntaxConfigError(f"sdoi_alpha={self.sdoi_alpha} must lie in [0, 1]")
 
 
 class Sdoi(SyntaxVariant):

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
+from xsyn.utils.schema import at_least, between, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
@@ -47,23 +48,15 @@ XU_2021 = """@inproceedings{xu-etal-2021-syntax,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SepSettings:
     """The `sep` fields of `XsynBertConfig` (see the table above)."""
 
-    sep_alpha: float | int = 0.1
+    sep_alpha: float | int = validated_field(between(0, 1), default=0.1)
     sep_learn_alpha: bool = False
-    sep_distance_loss_weight: float | int = 0.0
-    sep_max_distance: int = 8
-
-    def validate_sep(self) -> None:
-        if not 0.0 <= self.sep_alpha <= 1.0:
-            raise SyntaxConfigError(f"sep_alpha={self.sep_alpha} must lie in [0, 1]")
-        if self.sep_distance_loss_weight < 0:
-            raise SyntaxConfigError(f"sep_distance_loss_weight={self.sep_distance_loss_weight} must be >= 0")
-        if self.sep_max_distance < 2:
-            raise SyntaxConfigError(f"sep_max_distance={self.sep_max_distance} must be >= 2 (a class for "
-                                    "distance 1 and one for 'that or more')")
+    sep_distance_loss_weight: float | int = validated_field(at_least(0), default=0.0)
+    sep_max_distance: int = validated_field(at_least(2), default=8)  # a class for distance 1, one for "that or more"
 
 
 @dataclass

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import SyntaxBatch, SyntaxVariant
+from xsyn.utils.schema import at_least, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
@@ -36,16 +37,13 @@ LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SlaSettings:
     """The `sla` fields of `PretrainedConfig` (see the table above)."""
 
-    sla_distance: int = 3
+    sla_distance: int = validated_field(at_least(0), default=3)
     sla_punct_visible: bool = False
-
-    def validate_sla(self) -> None:
-        if self.sla_distance < 0:
-            raise SyntaxConfigError(f"sla_distance={self.sla_distance} must be >= 0")
 
 
 class LocalAttention(SyntaxVariant):

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.models.variants.sla import LocalAttention
+from xsyn.utils.schema import at_least, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
@@ -23,15 +23,12 @@ if TYPE_CHECKING:
     from xsyn.trees.tensors import TreeTensors
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class WlaSettings:
     """The `wla` fields of `PretrainedConfig` (see the table above)."""
 
-    wla_window: int = 4
-
-    def validate_wla(self) -> None:
-        if self.wla_window < 0:
-            raise SyntaxConfigError(f"wla_window={self.wla_window} must be >= 0")
+    wla_window: int = validated_field(at_least(0), default=4)
 
 
 class Wla(LocalAttention):
