@@ -254,9 +254,9 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
             ) -> dict[str, dict[str, float]]:
     """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
     seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, the
-    ops of an eager step, syntax parameters, ratios to the baseline (`none`). With `compile_mode` every row is timed compiled
-    (`torch.compile` in that mode), with the seconds of its first (compiling) step and its compiled graphs
-    (1 + recompiles: every variant's forward is one graph)."""
+    ops of an eager step, syntax parameters, ratios to the baseline (`none`). With `compile_mode` every row is
+    timed compiled (`torch.compile` in that mode), with the seconds of its first (compiling) step and its
+    compiled graphs (1 + recompiles: every variant's forward is one graph)."""
     from xsyn.models.compiled import compile_model, compiled_graphs
 
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
