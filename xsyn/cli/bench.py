@@ -10,8 +10,8 @@ import click
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
-from xsyn.models.defaults import TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.defaults import COMPILE_MODES, TINY
+from xsyn.models.variants import baseline_name, variant_names
 
 
 def _kernel_note(result: dict) -> str:
@@ -70,8 +70,9 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 
 
 @bench.command(name="model")
-@click.option("--variants", default=",".join(VARIANTS), show_default=True,
-              help="Comma-separated variants to time; `none` is always included as the baseline.")
+@click.option("--variants", default=None,
+              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
+                   "registered variant].")
 @click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
 @click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
 @click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
@@ -95,21 +96,31 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
                    "family and plain row, plus what its embedding matrix costs (step with it trained and frozen, "
                    "AdamW update and state): mbert, xlmr-base, xlmr-large. Replaces --layers, --hidden, --heads "
                    "and --vocab-size.")
+@click.option("--compile", "compile_mode", type=click.Choice(COMPILE_MODES), is_flag=False, flag_value="default",
+              default=None, metavar="[MODE]",
+              help="Time every row compiled by torch.compile in MODE (default, reduce-overhead: CUDA graphs, "
+                   "max-autotune) [no value: default]; adds the first step's (compiling) seconds and recompiles.")
+@click.option("--count-ops", is_flag=True,
+              help="Instead of timing, count the ATen ops (views aside) one eager step of each variant dispatches: "
+                   "a device-free proxy for the kernels a GPU step launches.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
-def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
+def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
+                skip_plain_bert: bool, encoders: str | None, compile_mode: str | None, count_ops: bool,
+                as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
     from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
     from xsyn.benchmarks.model import peak_tflops as known_peak
 
-    chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
-    unknown = [v for v in chosen if v not in VARIANTS]
+    baseline, registered = baseline_name(), variant_names()
+    named = registered if variants is None else dict.fromkeys(variants.split(","))
+    chosen = [baseline] + [v for v in named if v and v != baseline]
+    unknown = [v for v in chosen if v not in registered]
     if unknown:
-        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
+        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}",
                                  param_hint="--variants")
     device = _device(device)
     gpu = device.startswith("cuda")
@@ -121,6 +132,9 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
              "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
              "max_position_embeddings": max(512, seq_len)}
     peak = peak_tflops or known_peak(device, dtype)
+    if count_ops:
+        _print_op_counts(chosen, shape, batch_size, seq_len, seed, device, dtype, as_json)
+        return
     if encoders is not None:
         names = [name for name in encoders.split(",") if name]
         unknown = [name for name in names if name not in ENCODER_SHAPES]
@@ -134,7 +148,8 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
                                                                        seq_len + 2)}
             figures[name] = {
                 "rows": measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family),
+                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family,
+                                compile_mode=compile_mode),
                 "embedding": embedding_costs(shape, encoder.family, batch_size, seq_len, repeats, seed, device, dtype)}
         if as_json:
             click.echo(json.dumps(figures))
@@ -146,7 +161,7 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         _print_embedding_costs({name: figure["embedding"] for name, figure in figures.items()})
         return
     results = measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                      warmup=3 if gpu else 1, plain_bert=not skip_plain_bert)
+                      warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, compile_mode=compile_mode)
     if as_json:
         click.echo(json.dumps({v: {"step_time_ratio": round(r["step_time_ratio"], 4),
                                    "peak_memory_ratio": round(r["peak_memory_ratio"], 4),
@@ -154,20 +169,41 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
                                for v, r in results.items()}))
         return
     click.echo(f"forward + backward, {layers} layers, hidden {hidden}, batch {batch_size} x {seq_len} pieces, "
-               f"{device} {dtype}, fastest (and median) of {repeats} interleaved rounds; "
+               f"{device} {dtype}{f', compiled ({compile_mode})' if compile_mode else ''}, "
+               f"fastest (and median) of {repeats} interleaved rounds; "
                "plain_bert: transformers' BertForSequenceClassification (sdpa)")
     _print_rows(results, peak)
 
 
+def _print_op_counts(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
+                     dtype: str, as_json: bool) -> None:
+    from xsyn.benchmarks.model import count_ops
+
+    results = count_ops(variants, shape, batch_size, seq_len, seed, device, dtype)
+    if as_json:
+        click.echo(json.dumps(results))
+        return
+    click.echo(f"ATen ops (views aside) of one eager forward + backward, {shape['num_hidden_layers']} layers, "
+               f"hidden {shape['hidden_size']}, batch {batch_size} x {seq_len} pieces, {device} {dtype}")
+    click.echo(f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}")
+    base = results[baseline_name()]["ops"]
+    for variant, r in results.items():
+        added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
+        top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
+        click.echo(f"{variant:<10} {r['ops_per_step']:>9,} {r['ops_ratio']:>7.3f}  {top}")
+
+
 def _print_rows(results: dict[str, dict], peak: float | None) -> None:
     click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
-               f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'syntax params':>14}")
+               f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
+               + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else ""))
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
+        compiled = f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
         click.echo(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
                    f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
                    f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
-                   f"{mfu:>6} {r['syntax_parameters']:>14,}")
+                   f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{compiled}")
     if peak is None:
         click.echo("MFU: give --peak-tflops (the device's peak for this dtype) to compute it")
     else:

@@ -179,10 +179,14 @@ SHORT_LIST = 30  # status lists every cell of an experiment this small; of a lar
 @experiment_options
 @click.option("--cells", "every_cell", is_flag=True,
               help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
-def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell) -> None:
+@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+              help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
+def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
-    (once per task), and the paper's published averages beside ours so far."""
-    from xsyn.experiments.cells import FAILED, RUNNING, STATES, cell_state, tally_by_task
+    (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
+    finished cells took, and the hours left at their pace."""
+    from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, cell_state, tally_by_task
+    from xsyn.experiments.plan import default_bench_paths, make_plan, progress, progress_line, read_benchmarks
     from xsyn.experiments.pretrain import pretrain_states
     from xsyn.experiments.report import paper_status
 
@@ -197,17 +201,24 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
     for unit in pretrain_states(spec):
         click.echo(f"{'pretrain/' + unit.model:<{width}}  {unit.state:<7}  {unit.detail} ({unit.folder})".rstrip())
     tallies = tally_by_task(states)
-    task_width = max(len("task"), *(len(t.task) for t in tallies))
-    click.echo(f"\n{'task':<{task_width}}  {'cells':>5}  " + "  ".join(f"{name:>7}" for name in STATES))
-    for tally in tallies:
-        click.echo(f"{tally.task:<{task_width}}  {sum(tally.states.values()):>5}  "
-                   + "  ".join(f"{tally.states[name]:>7}" for name in STATES))
+    _echo_tallies(tallies, STATES)
     _echo_needs(tallies)
     _echo_paper(paper_status(spec, {s.cell.name: s for s in states}))
     counts = {name: sum(s.state == name for s in states) for name in STATES}
     click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
                + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
                   else ""))
+    plan = make_plan(spec, device, read_benchmarks(default_bench_paths()))
+    click.echo(progress_line(plan, progress(spec, plan, [s.cell for s in states if s.state == DONE])))
+
+
+def _echo_tallies(tallies, states: tuple[str, ...]) -> None:
+    """A row per task: its cells, and how many are in each state."""
+    width = max(len("task"), *(len(t.task) for t in tallies))
+    click.echo(f"\n{'task':<{width}}  {'cells':>5}  " + "  ".join(f"{name:>7}" for name in states))
+    for tally in tallies:
+        click.echo(f"{tally.task:<{width}}  {sum(tally.states.values()):>5}  "
+                   + "  ".join(f"{tally.states[name]:>7}" for name in states))
 
 
 def _echo_needs(tallies) -> None:
@@ -234,13 +245,47 @@ def _echo_paper(rows) -> None:
         click.echo(f"  {task} {model} {score} ({table}): " + ", ".join(systems))
 
 
+@experiment.command(name="plan")
+@experiment_options
+@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+              help="The device the cells will train on: its step times come from the benchmarks measured on it.")
+@click.option("--bench", "bench_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A benchmark JSON file or a folder of them (repeatable) [default: the repository's benchmarks/].")
+@click.option("--examples", "given", multiple=True, metavar="TASK=N",
+              help="Training examples of a task whose data is not on this machine (repeatable).")
+@click.option("--parse-workers", type=click.IntRange(min=1), default=None,
+              help="Parse worker processes [default: this machine's cores].")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, bench_paths, given, parse_workers,
+                 as_json) -> None:
+    """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
+    per cell, hours per cell and in all, parse time per language, and checkpoint disk; each figure marked
+    measured, extrapolated, counted, given or unknown."""
+    import json
+
+    from xsyn.experiments.plan import default_bench_paths, make_plan, plan_json, plan_lines, read_benchmarks
+
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    examples = {}
+    for item in given:
+        task, _, count = item.partition("=")
+        if not count.isdigit() or task not in spec.tasks:
+            raise click.BadParameter(f"{item!r}: give TASK=N with a task of the experiment ({', '.join(spec.tasks)})",
+                                     param_hint="--examples")
+        examples[task] = int(count)
+    plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
+    click.echo(json.dumps(plan_json(plan), indent=2) if as_json else "\n".join(plan_lines(plan)))
+
+
 @experiment.command(name="report")
 @experiment_options
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where index.md and the task reports go [default: <runs dir>/report].")
 @click.option("--resamples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Bootstrap resamples per language or pair.")
-def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples) -> None:
+@click.option("--html", is_flag=True, help="Also write index.html: the index (with the paper's numbers) and every "
+              "task's report in one self-contained page (figures inline, sortable tables, no network needed).")
+def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""
     from xsyn.experiments.report import write_experiment_report
@@ -248,5 +293,5 @@ def report_command(source, output_dir, model, max_steps, data_dir, sets, report_
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     target = report_dir or spec.runs_dir / "report"
-    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples))
-    click.echo(f"report: {index}")
+    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples), html=html)
+    click.echo(f"report: {index}" + (f" and {index.with_suffix('.html')}" if html else ""))

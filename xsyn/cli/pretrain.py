@@ -110,7 +110,8 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     """
     from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
     from xsyn.run.preflight import preflight_pretraining
-    from xsyn.run.settings import MODEL_SETTINGS, parse_overrides
+    from xsyn.run.settings import MODEL_SETTINGS, ConfigError, check_flags, parse_overrides
+    from xsyn.utils.schema import construct
 
     chosen = RECIPES[recipe]
     values = {name: chosen[name] for name in ("gat_delta", "gat_attention", "learning_rate")}
@@ -119,7 +120,8 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     values.update(file_values)
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
-    values.update({k: v if not isinstance(v, Path) else str(v) for k, v in flags.items() if v is not None})
+    values.update(check_flags(PretrainSettings, {k: v if not isinstance(v, Path) else str(v) for k, v in flags.items()
+                                                 if v is not None}))
     missing = [f"--{name.replace('_', '-')}" for name in ("treebanks", "treebank_dir", "output_dir")
                if not values.get(name)]
     if missing:
@@ -134,7 +136,7 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
         raise click.ClickException(f"{folder.path} holds a pre-training in progress ({folder.state.name}/): continue "
                                    "it with --resume, choose another --output-dir, or delete the folder")
     try:
-        settings = PretrainSettings(**values, gat=gat)
+        settings = construct(PretrainSettings, {**values, "gat": gat}, "settings", error=ConfigError)
         preflight_pretraining(settings)
         summary = run_pretraining(settings, progress=not quiet, resume=resume)
     except KeyboardInterrupt as stop:

@@ -40,6 +40,7 @@ from xsyn.data.errors import CardError
 from xsyn.data.example import Example
 from xsyn.utils import json_fields
 from xsyn.utils.errors import XsynError
+from xsyn.utils.registry import Registry
 
 
 class DataFormatError(XsynError, ValueError):
@@ -737,9 +738,9 @@ class SynthReader(Reader):
                                   self.option(request, "seed"))
 
 
-READERS: dict[str, Reader] = {
+READERS: Registry[Reader] = Registry("data format", {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
     "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
     "race_json": RaceJsonReader(),
     "synth": SynthReader(),
-}
+}, of=Reader)

@@ -15,11 +15,15 @@ from xsyn.report.render import (
     experiment_folder,
     experiment_languages,
     experiment_systems,
+    format_average,
     format_delta,
     format_stat,
     section_title,
+    seed_test_line,
 )
 
+_DAGGER = r"\ddagger"
+_SUPERSCRIPT = "^{{{}}}"
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
             # what report texts hold beyond ASCII, as math (no inputenc or fonts needed)
@@ -53,13 +57,15 @@ def _table(experiment: Experiment, alpha: float) -> str:
         lines.append(r"\midrule")
         for comparison in experiment.comparisons:
             cells = [_delta_tex(comparison.per_language.get(lang)) for lang in languages]
-            average = "--" if comparison.average is None else f"${comparison.average:+.1f}$"
+            average = format_average(comparison, missing="--", mark=_DAGGER, wrap="${}$", superscript=_SUPERSCRIPT)
             lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
     caption = (f"{escape(section_title(experiment, ', '))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd "
                f"over {'/'.join(map(str, seeds))} {'seed' if seeds == [1] else 'seeds'}; $^\\dagger$ source language")
     if experiment.comparisons:
         caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
-                    "(one-sided paired bootstrap)")
+                    f"(one-sided paired bootstrap), $^{_DAGGER}$ $p < {alpha:g}$ (two-sided t-test over seeds; "
+                    + "; ".join(escape(seed_test_line(comparison).rstrip(".")) for comparison in experiment.comparisons)
+                    + ")")
     caps = experiment_caps(experiment)
     if caps:
         caption += ". Not the full benchmark: " + "; ".join(escape(cap) for cap in caps)
@@ -73,4 +79,4 @@ def _stat_tex(stat: Stat | None) -> str:
 
 
 def _delta_tex(cell: Delta | None) -> str:
-    return format_delta(cell, missing="--", mark="^{*}", wrap="${}$")
+    return format_delta(cell, missing="--", marks=("*", _DAGGER), wrap="${}$", superscript=_SUPERSCRIPT)

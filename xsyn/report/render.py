@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -20,9 +21,9 @@ from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
 
 
-def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
-    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`);
-    return the paths written."""
+def write_report(report: Report, output_dir: Path, latex: bool = False, html: bool = False) -> list[Path]:
+    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`, the
+    self-contained report.html with `html`); return the paths written."""
     output_dir = Path(output_dir)
     written: list[Path] = []
 
@@ -41,13 +42,22 @@ def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[
         sections.append(_experiment_markdown(experiment, report.bootstrap, scale, put))
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
-    put("report.md", _header_markdown(report) + "\n\n".join(sections) + "\n")
+    if report.analyses:
+        from xsyn.report.findings_render import analyses_markdown  # (it builds on this module's helpers)
+
+        sections.append(analyses_markdown(report.analyses, put))
+    markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
+    put("report.md", markdown)
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
         from xsyn.report.latex import latex_tables  # (it builds on this module's helpers)
 
         put("report.tex", latex_tables(report))
+    if html:
+        from xsyn.report.html import Part, html_page
+
+        put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
 
 
@@ -61,7 +71,9 @@ def _header_markdown(report: Report) -> str:
             f"{_count(runs, 'run')} in {_count(len(report.experiments), 'experiment')}. Scores are percentages, "
             "mean ± sample standard deviation over seeds. `*` marks a difference from the baseline with p < "
             f"{settings.alpha:g} in a one-sided paired bootstrap ({settings.resamples} resamples of the "
-            f"examples, seed {settings.seed}).\n\n" + warning)
+            f"examples, seed {settings.seed}); `{SEED_TEST_MARK}` marks p < {settings.alpha:g} in the papers' "
+            "two-sided t-test over seeds (paired by seed where both systems have the same seeds, Welch's "
+            "otherwise; each Δ table names the kind).\n\n" + warning)
 
 
 def _count(n: int, noun: str) -> str:
@@ -112,9 +124,10 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
                        *[format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       _signed(comparison.average), *([_signed(comparison.transfer_gap)] if with_gap else [])]
+                       format_average(comparison), *([_signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
         lines.append(_markdown_table(["system", *languages, *tail], delta_rows))
+        lines += ["", *[f"t-test over seeds: {seed_test_line(comparison)}" for comparison in experiment.comparisons]]
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
@@ -265,12 +278,13 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     row_axis, col_axis = pair_axis_names(experiment)
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
-    marks = [["*" if cell and cell.significant else "" for cell in row] for row in cells]
+    marks = [[_marks((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}") if cell
+              else "" for cell in row] for row in cells]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
     name = f"pairs-delta-{_slug(comparison.system)}"
     title = (f"{experiment.task} · {comparison.system} − {comparison.baseline} · Δ {experiment.primary} "
-             f"(* p < {settings.alpha:g})")
+             f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g})")
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
     put(f"{experiment_folder(experiment)}/{name}-p.csv", _matrix_csv(rows_langs, cols_langs, p_values))
     put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
@@ -279,7 +293,8 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
         limits=(-scale.delta_bound, scale.delta_bound)))
     rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
-            f"(* p < {settings.alpha:g}; rows: {row_axis} language, columns: {col_axis} language)", "",
+            f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {row_axis} language, "
+            f"columns: {col_axis} language)", "",
             _markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
@@ -344,9 +359,51 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1f}"
 
 
-def format_delta(cell: Delta | None, missing: str = "–", mark: str = "*", wrap: str = "{}") -> str:
-    """The signed delta, with `mark` when it is significant."""
-    return missing if cell is None else wrap.format(f"{cell.delta:+.1f}" + (mark if cell.significant else ""))
+BOOTSTRAP_MARK = "*"
+SEED_TEST_MARK = "‡"
+
+
+def format_delta(cell: Delta | None, missing: str = "–", marks: tuple[str, str] = (BOOTSTRAP_MARK, SEED_TEST_MARK),
+                 wrap: str = "{}", superscript: str = "{}") -> str:
+    """The signed delta with its marks: the bootstrap's (`marks[0]`) and the t-test over seeds' (`marks[1]`)
+    where each is significant, together in one `superscript` (LaTeX: "^{{{}}}")."""
+    if cell is None:
+        return missing
+    return wrap.format(f"{cell.delta:+.1f}" + _marks(marks, (cell.significant, cell.seed_significant), superscript))
+
+
+def format_average(comparison: Comparison, missing: str = "–", mark: str = SEED_TEST_MARK, wrap: str = "{}",
+                   superscript: str = "{}") -> str:
+    """The delta of the averages, marked where the t-test over the per-seed averages is significant."""
+    if comparison.average is None:
+        return missing
+    return wrap.format(f"{comparison.average:+.1f}"
+                       + _marks((mark,), (comparison.average_seed_significant,), superscript))
+
+
+def _marks(marks: tuple[str, ...], significant: tuple[bool, ...], superscript: str) -> str:
+    shown = "".join(mark for mark, on in zip(marks, significant, strict=True) if on)
+    return superscript.format(shown) if shown else ""
+
+
+def seed_test_line(comparison: Comparison) -> str:
+    """Which t-test over seeds a comparison got (paired by seed or Welch's), with its seed counts."""
+    tests = [cell.seed_test for cell in comparison.per_language.values() if cell.seed_test is not None]
+    tests += [cell.seed_test for cols in comparison.pairs.values() for cell in cols.values() if cell.seed_test]
+    done = [test for test in tests if test.kind is not None]
+    if not done:
+        reasons = sorted({test.reason for test in tests if test.reason})
+        return f"{comparison.system}: no t-test over seeds ({'; '.join(reasons) or 'no shared language'})."
+    kinds = ", ".join(sorted({f"{test.kind_name} ({_seed_counts(test)})" for test in done}))
+    return f"{comparison.system} against {comparison.baseline}: {kinds}."
+
+
+def _seed_counts(test) -> str:
+    from xsyn.metrics.seeds import PAIRED
+
+    if test.kind == PAIRED:
+        return f"{test.n_system} seeds"
+    return f"{test.n_system} vs {test.n_baseline} seeds"
 
 
 def _number(value: float | None, spec: str = ".1f") -> str:
@@ -394,15 +451,19 @@ def _per_language_csv(systems: list[System], languages: list[str]) -> str:
 def _deltas_csv(comparisons: list[Comparison], languages: list[str]) -> str:
     header = ["system", "baseline"]
     for lang in languages:
-        header += [lang, f"{lang}_p"]
+        header += [lang, f"{lang}_p", f"{lang}_ttest_p"]
     rows = []
     for comparison in comparisons:
         row = [comparison.system, comparison.baseline]
         for lang in languages:
             cell = comparison.per_language.get(lang)
-            row += [_csv_value(cell.delta if cell else None), _csv_value(cell.p_value if cell else None)]
-        rows.append([*row, _csv_value(comparison.average), _csv_value(comparison.transfer_gap)])
-    return _csv([*header, "average", "transfer_gap"], rows)
+            test = cell.seed_test if cell else None
+            row += [_csv_value(cell.delta if cell else None), _csv_value(cell.p_value if cell else None),
+                    _csv_value(test.p_value if test else None)]
+        average_p = comparison.average_test.p_value if comparison.average_test else None
+        rows.append([*row, _csv_value(comparison.average), _csv_value(average_p),
+                     _csv_value(comparison.transfer_gap)])
+    return _csv([*header, "average", "average_ttest_p", "transfer_gap"], rows)
 
 
 def _matrix_csv(rows: list[str], cols: list[str], matrix: list[list[float]]) -> str:
@@ -419,8 +480,12 @@ def _report_json(report: Report) -> dict:
                               "examples in which the seed-mean difference is zero or reversed",
                       "resamples": report.bootstrap.resamples, "seed": report.bootstrap.seed,
                       "alpha": report.bootstrap.alpha},
+        "ttest": {"test": "two-sided t-test over seeds: paired by seed where both systems have the same seeds "
+                          "(scipy ttest_rel), Welch's otherwise (ttest_ind, equal_var=False)",
+                  "alpha": report.bootstrap.alpha},
         "experiments": [_experiment_json(experiment) for experiment in report.experiments],
         "probes": [{"run": str(probe.path), "per_language": probe.metrics} for probe in report.probes],
+        "analyses": [dataclasses.asdict(analysis) for analysis in report.analyses],
     }
 
 
@@ -445,6 +510,7 @@ def _experiment_json(experiment: Experiment) -> dict:
             "system": comparison.system, "baseline": comparison.baseline,
             "per_language": {lang: _delta_json(cell) for lang, cell in comparison.per_language.items()},
             "average": comparison.average, "transfer_gap": comparison.transfer_gap,
+            "average_ttest": _seed_test_json(comparison.average_test),
             "pairs": {row: {col: _delta_json(cell) for col, cell in cols.items()}
                       for row, cols in comparison.pairs.items()},
         } for comparison in experiment.comparisons],
@@ -473,4 +539,12 @@ def _stat_json(stat: Stat) -> dict:
 
 def _delta_json(cell: Delta) -> dict:
     return {"delta": cell.delta, "p_value": cell.p_value, "significant": cell.significant,
-            "paired_examples": cell.paired_examples, "unpaired_examples": cell.unpaired_examples}
+            "paired_examples": cell.paired_examples, "unpaired_examples": cell.unpaired_examples,
+            "ttest": _seed_test_json(cell.seed_test), "ttest_significant": cell.seed_significant}
+
+
+def _seed_test_json(test) -> dict | None:
+    if test is None:
+        return None
+    return {"kind": test.kind, "p_value": test.p_value, "statistic": test.statistic, "df": test.df,
+            "n_system": test.n_system, "n_baseline": test.n_baseline, "reason": test.reason}

@@ -198,7 +198,6 @@ def preflight_pretraining(settings) -> None:
     from xsyn.syntax.treebanks import locate
     from xsyn.utils.network import offline_unless_reachable
 
-    settings.check()
     offline_unless_reachable()  # decided before the model and tokenizer are looked up on the hub
     for spec in settings.treebanks:
         locate(spec, settings.treebank_dir).path(settings.train_split)
