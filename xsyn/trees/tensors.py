@@ -178,8 +178,8 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     non-projective trees too.
     """
     if _kernel_applies(parent):
-        return _kernel_core(parent, parent.shape[1]).ancestors.view(torch.bool)
-    return _ancestors(parent).view(torch.bool)
+        return _as_bool(_kernel_core(parent, parent.shape[1]).ancestors)
+    return _as_bool(_ancestors(parent))
 
 
 def _common_ancestors(anc: torch.Tensor) -> torch.Tensor:
@@ -239,9 +239,20 @@ def _within(x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tens
     return limit.sub_(x).clamp_(0, 1).to(torch.uint8)
 
 
+def _as_bool(mask: torch.Tensor) -> torch.Tensor:
+    """A uint8 0/1 tensor as bool: a view in eager (no copy); a cast under torch.compile, where it fuses into the
+    kernel that makes the mask, and where inductor (torch 2.11, CUDA) cannot lower a uint8 <-> bool view ("torch.bool
+    is not supported by torch.iinfo": gat, sla, wla and sdoi failed to compile on an H100)."""
+    return mask.to(torch.bool) if torch.compiler.is_compiling() else mask.view(torch.bool)
+
+
+def _as_uint8(mask: torch.Tensor) -> torch.Tensor:
+    return mask.to(torch.uint8) if torch.compiler.is_compiling() else mask.view(torch.uint8)
+
+
 def _with_self(mask: torch.Tensor) -> torch.Tensor:
     """Every row sees itself (so a padded row is never empty), as bool."""
-    return mask.bitwise_or_(_eye(mask.shape[-1], mask.device)).view(torch.bool)
+    return _as_bool(mask.bitwise_or_(_eye(mask.shape[-1], mask.device)))
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
@@ -388,7 +399,7 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
     ordinary = (~_special(upos)).to(torch.uint8).unsqueeze(2)
-    return _with_self(ancestors.view(torch.uint8) & ordinary)
+    return _with_self(_as_uint8(ancestors) & ordinary)
 
 
 def _sep_weights(distances: torch.Tensor) -> torch.Tensor:
@@ -489,7 +500,7 @@ class TreeTensors:
     def ancestors(self) -> torch.Tensor:
         """(B, T, T) bool, see `ancestor_matrix`."""
         anc = self._core.ancestors if self._core else self._anc[:, : self.size, : self.size]
-        return anc.view(torch.bool)
+        return _as_bool(anc)
 
     @_once
     def _float_distances(self) -> torch.Tensor:
