@@ -59,10 +59,11 @@ def check_model(model: str, tokenizer: str | None):
 def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> None:
     """An `InputError` naming both where the tokenizer cannot feed the model: another family, ids past the
     model's vocabulary (its embedding lookup would fail mid-run), or another padding id."""
+    from xsyn.models.defaults import MODEL_CONFIG
     from xsyn.models.families import family_of, tokenizer_family
     from xsyn.utils.errors import InputError
 
-    model_file = Path(model) / "config.json" if Path(model).is_dir() else model
+    model_file = Path(model) / MODEL_CONFIG if Path(model).is_dir() else model
     fix = "leave out --tokenizer (the model's own is used), or give the model's own tokenizer"
     own, theirs = family_of(config.model_type, model), tokenizer_family(tokenizer)
     if theirs is not None and theirs.name != own.name:
