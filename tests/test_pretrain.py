@@ -263,7 +263,8 @@ def test_a_pretraining_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     assert pretrain(args(killed))[0] != 0 and not (killed / "gat.safetensors").exists()
     monkeypatch.setattr(Stepper, "step", real_step)
     code, output = pretrain(args(killed))
-    assert code == 1 and "holds a pre-training in progress (state/): continue it with --resume" in output
+    assert code == 1 and "already holds a run that saved progress (state/ or train_results.json): continue it with " \
+        "--resume, start afresh with --overwrite-output-dir" in output
     code, output = pretrain([*args(killed), "--resume"])
     assert code == 0, output
     a, b = load_file(whole / "gat.safetensors"), load_file(killed / "gat.safetensors")

@@ -7,7 +7,7 @@ import logging
 import click
 
 from xsyn import __version__
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import OptionError, XsynError
 
 
 class _ClickHandler(logging.Handler):
@@ -51,6 +51,12 @@ class XsynCommand(click.Command):
         if levels:
             logging.getLogger("xsyn").setLevel(levels.pop())
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OptionError as err:  # settings missing or at odds, found by the stage: a usage error, as click's
+            raise click.UsageError(str(err), ctx) from None
 
 
 class XsynGroup(click.Group):
