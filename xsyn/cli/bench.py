@@ -22,23 +22,6 @@ def _kernel_note(result: dict) -> str:
     return "torch ops: the C kernel was not built, see the README"
 
 
-def _device(device: str) -> str:
-    """`cpu`, `cuda` or `cuda:N`, checked against the machine (a clear error, not a CUDA traceback)."""
-    import torch
-
-    backend, _, index = device.partition(":")
-    if backend == "cpu" and not index:
-        return device
-    if backend != "cuda" or (index and not index.isdigit()):
-        raise click.BadParameter(f"{device!r}: choose cpu, cuda or cuda:N", param_hint="--device")
-    if not torch.cuda.is_available():
-        raise click.ClickException(f"--device {device}: torch sees no CUDA device on this machine "
-                                   f"(torch {torch.__version__}); use --device cpu")
-    if index and int(index) >= torch.cuda.device_count():
-        raise click.ClickException(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return device
-
-
 @bench.command(name="syntax")
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="Treebank file to run on (the README's figure: UD_English-EWT dev).")
@@ -51,9 +34,10 @@ def _device(device: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: int, device: str, as_json: bool) -> None:
     """Speed of the tree tensors and of the whole records -> padded batch path, and bytes per piece."""
+    from xsyn.benchmarks.device import check_device
     from xsyn.benchmarks.syntax import run_syntax_bench
 
-    result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, _device(device))
+    result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, check_device(device))
     if as_json:
         click.echo(json.dumps(result))
         return
@@ -103,60 +87,29 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
                 skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
-    from xsyn.benchmarks.model import peak_tflops as known_peak
+    from xsyn.benchmarks.model import ENCODER_SHAPES, run_model_bench
 
-    chosen = ["none"] + [v for v in dict.fromkeys(variants.split(",")) if v and v != "none"]
-    unknown = [v for v in chosen if v not in VARIANTS]
-    if unknown:
-        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
-                                 param_hint="--variants")
-    device = _device(device)
-    gpu = device.startswith("cuda")
-    batch_size = batch_size or (32 if gpu else 2)
-    repeats = repeats or (20 if gpu else 5)
-    if repeats < 1 or seq_len < 3 or batch_size < 1:
-        raise click.BadParameter("--repeats and --batch-size must be >= 1 and --seq-len >= 3")
-    shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-             "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
-             "max_position_embeddings": max(512, seq_len)}
-    peak = peak_tflops or known_peak(device, dtype)
-    if encoders is not None:
-        names = [name for name in encoders.split(",") if name]
-        unknown = [name for name in names if name not in ENCODER_SHAPES]
-        if unknown or not names:
-            raise click.BadParameter(f"unknown encoder(s) {', '.join(unknown)}; choose from "
-                                     f"{', '.join(ENCODER_SHAPES)}", param_hint="--encoders")
-        figures = {}
-        for name in names:
-            encoder = ENCODER_SHAPES[name]
-            shape = {**encoder.config, "max_position_embeddings": max(encoder.config["max_position_embeddings"],
-                                                                       seq_len + 2)}
-            figures[name] = {
-                "rows": measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family),
-                "embedding": embedding_costs(shape, encoder.family, batch_size, seq_len, repeats, seed, device, dtype)}
-        if as_json:
-            click.echo(json.dumps(figures))
-            return
-        for name, figure in figures.items():
-            click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, batch {batch_size} x {seq_len} "
-                       f"pieces, {device} {dtype}, fastest (and median) of {repeats} interleaved rounds")
-            _print_rows(figure["rows"], peak)
-        _print_embedding_costs({name: figure["embedding"] for name, figure in figures.items()})
-        return
-    results = measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                      warmup=3 if gpu else 1, plain_bert=not skip_plain_bert)
+    figures = run_model_bench(variants.split(","), layers, hidden, heads, seq_len, batch_size, vocab_size, repeats,
+                              seed, device, dtype, peak_tflops, plain_bert=not skip_plain_bert,
+                              encoders=[name for name in encoders.split(",") if name] if encoders is not None else None)
     if as_json:
-        click.echo(json.dumps({v: {"step_time_ratio": round(r["step_time_ratio"], 4),
+        click.echo(json.dumps(figures["encoders"] if encoders is not None else
+                              {v: {"step_time_ratio": round(r["step_time_ratio"], 4),
                                    "peak_memory_ratio": round(r["peak_memory_ratio"], 4),
                                    **{k: x for k, x in r.items() if k not in ("step_time_ratio", "peak_memory_ratio")}}
-                               for v, r in results.items()}))
+                               for v, r in figures["rows"].items()}))
         return
-    click.echo(f"forward + backward, {layers} layers, hidden {hidden}, batch {batch_size} x {seq_len} pieces, "
-               f"{device} {dtype}, fastest (and median) of {repeats} interleaved rounds; "
-               "plain_bert: transformers' BertForSequenceClassification (sdpa)")
-    _print_rows(results, peak)
+    ran = (f"batch {figures['batch_size']} x {seq_len} pieces, {figures['device']} {dtype}, fastest (and median) of "
+           f"{figures['repeats']} interleaved rounds")
+    if encoders is None:
+        click.echo(f"forward + backward, {layers} layers, hidden {hidden}, {ran}; "
+                   "plain_bert: transformers' BertForSequenceClassification (sdpa)")
+        _print_rows(figures["rows"], figures["peak_tflops"])
+        return
+    for name, figure in figures["encoders"].items():
+        click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}")
+        _print_rows(figure["rows"], figures["peak_tflops"])
+    _print_embedding_costs({name: figure["embedding"] for name, figure in figures["encoders"].items()})
 
 
 def _print_rows(results: dict[str, dict], peak: float | None) -> None:
@@ -243,45 +196,29 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
     """Sentences/s of corpus parsing at 1, 2 and N worker processes against what the machine gives N
     independent processes, and the parse cache's rates at scale."""
-    from xsyn.benchmarks.parse import cache_rates, load_average, machine_ceiling, parse_throughput
-    from xsyn.syntax.parse import default_workers
-    from xsyn.syntax.parsing import build_parser
+    from xsyn.benchmarks.parse import run_parse_bench
 
     try:
-        counts = ([int(w) for w in workers.split(",")] if workers else
-                  sorted({1, 2, default_workers()}))
+        counts = [int(w) for w in workers.split(",")] if workers else None
     except ValueError:
         raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
-    if not counts or min(counts) < 1:
-        raise click.BadParameter(f"{workers!r}: worker counts are 1 or more", param_hint="--workers")
-    lines = input_path.read_text(encoding="utf-8-sig").splitlines()
-    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
-    if not sentences:
-        raise click.ClickException(f"{input_path}: no sentences (one per line)")
-    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
-    before = load_average()
-    try:
-        rows = parse_throughput(parser, sentences, lang, counts, repeats=repeats)
-    except ValueError as err:
-        raise click.ClickException(f"{input_path}: {err}") from None
-    ceiling = machine_ceiling(counts, ceiling_loop, repeats)
-    for row, machine in zip(rows, ceiling):
-        row["machine_speedup"] = machine["speedup"]
-        row["speedup_vs_machine"] = row["speedup"] / machine["speedup"]
-    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
-    result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
-              "load_average_after": load_average(), "repeats": repeats, "parse": rows, "machine_ceiling": ceiling,
-              "cache": cache}
+    result = run_parse_bench(parser_name, input_path, lang, counts, max_sentences, cache_entries, cache_lookups,
+                             repeats, ceiling_loop)
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
+    _print_parse_bench(result)
+
+
+def _print_parse_bench(result: dict) -> None:
+    before, repeats, cache = result["load_average_before"], result["repeats"], result["cache"]
+    click.echo(f"{result['sentences']} distinct sentences, {result['parser']}, {result['cores']} cores; load average "
                f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
                f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
     click.echo(f"median of {repeats} turns; machine = the same pure-Python loop in N processes at once")
     click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s  machine speedup  "
                "vs machine")
-    for row in rows:
+    for row in result["parse"]:
         added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
         click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
                    f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}  "
@@ -290,12 +227,3 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
                f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
                f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
                f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
-
-
-def _parsed(parser, sentences: list[str], lang: str):
-    from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.segment import Segment
-
-    segments = [Segment(lang, text=text) for text in sentences]
-    parse_segments(segments, parser, None)
-    return segments
