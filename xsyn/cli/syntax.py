@@ -98,31 +98,16 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
                   **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
-    from xsyn.run.preflight import preflight_output
-    from xsyn.syntax.cache import ParseCache
-    from xsyn.syntax.inputs import import_conllu, read_segments
-    from xsyn.syntax.parse import default_workers, parse_segments
+    from xsyn.syntax.inputs import parse_file
     from xsyn.syntax.parsing import build_parser
-    from xsyn.syntax.record import write_jsonl
 
-    preflight_output(output.parent, "--output")  # before parsing: a folder that cannot be written is named now
-    if cache_dir is not None:
-        preflight_output(cache_dir, "--cache-dir")
-    cache = ParseCache(cache_dir / "parses" if cache_dir is not None else None)
-    if fmt == "conllu":
-        imported = import_conllu(input_path, lang, cache, import_as=import_as, skip_invalid=skip_invalid)
-        records, report = imported.records, imported.report
-        extra: dict[str, Any] = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
-    else:
-        segments, blank = read_segments(input_path, fmt, lang)
-        report = parse_segments(segments, build_parser(parser, **parser_settings(flags)), cache,
-                                workers=workers or default_workers(), progress=not quiet)
-        records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}
-    write_jsonl(records, output)
-    result = {**report.as_dict(), **extra, "out": str(output), "cache_dir": str(cache.directory)}
+    chosen = build_parser(parser, **parser_settings(flags)) if fmt != "conllu" else None
+    parsed = parse_file(input_path, fmt, lang, output, chosen, cache_dir, import_as, skip_invalid, workers,
+                        progress=not quiet)
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(json.dumps(parsed.as_dict()))
         return
+    report, extra = parsed.report, parsed.extra
     click.echo(f"segments:        {report.segments}")
     click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
