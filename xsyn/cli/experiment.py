@@ -98,8 +98,7 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
     from xsyn.cli.run import quiet_libraries
-    from xsyn.experiments.cells import FAILED, RUNNING
-    from xsyn.experiments.launch import ClusterOptions, record_run, run_local, submit, visible_gpus
+    from xsyn.experiments.launch import ClusterOptions, record_run
 
     if not progress:
         quiet_libraries()
@@ -107,31 +106,44 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
-        options = ClusterOptions(partition=partition, gpus_per_node=gpus_per_node, time_min=time_min,
-                                 cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
-                                 account=account, qos=qos, constraint=constraint)
-        try:
-            submitted = submit(spec, options, cells=cells)
-        except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
-            raise click.ClickException(f"submitting to SLURM failed: {err}") from None
-        if not submitted:
-            click.echo("every cell is finished or running; nothing to submit")
-            return
-        click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
-                   f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
-        if wait:
-            failed = 0
-            for cell, job in submitted:
-                try:
-                    outcome = job.result()
-                except Exception as err:  # the job itself died (time limit, node failure): its log says why
-                    outcome = {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
-                failed += outcome["state"] == FAILED
-                click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
-                                                                       if outcome["state"] == FAILED else ""))
-            if failed:
-                raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+        _run_on_slurm(spec, cells, ClusterOptions(
+            partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
+            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
+            source, wait)
+    else:
+        _run_here(spec, cells, gpus, progress, source)
+
+
+def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
+    """Submit the cells as one job array; with `wait`, print each cell's outcome as its job ends."""
+    from xsyn.experiments.cells import FAILED
+    from xsyn.experiments.launch import job_outcomes, submit
+
+    try:
+        submitted = submit(spec, options, cells=cells)
+    except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
+        raise click.ClickException(f"submitting to SLURM failed: {err}") from None
+    if not submitted:
+        click.echo("every cell is finished or running; nothing to submit")
         return
+    click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
+               f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
+    if not wait:
+        return
+    failed = 0
+    for outcome in job_outcomes(submitted):
+        failed += outcome["state"] == FAILED
+        click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
+                                                               if outcome["state"] == FAILED else ""))
+    if failed:
+        raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+
+
+def _run_here(spec, cells, gpus: int | None, progress: bool, source: str) -> None:
+    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU)."""
+    from xsyn.experiments.cells import FAILED, RUNNING
+    from xsyn.experiments.launch import run_local, visible_gpus
+
     devices = visible_gpus()
     if gpus is not None:
         devices = devices[:gpus]

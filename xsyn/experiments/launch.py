@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,3 +214,13 @@ def submit(experiment: Experiment, options: ClusterOptions, cluster: str = "slur
         atomic_write_json(experiment.cell_dir(cell) / QUEUED_FILE, {"cluster": cluster, "job_id": job.job_id,
                                                                     "submitted": submitted})
     return list(zip(cells, jobs, strict=True))
+
+
+def job_outcomes(submitted: list[tuple[Cell, Any]]) -> Iterator[dict[str, str]]:
+    """Each submitted cell's outcome ({cell, state, detail}) as its job ends, in submission order; a job that
+    itself died (a time limit, a node failure) is a failed cell whose detail is the error (its log says why)."""
+    for cell, job in submitted:
+        try:
+            yield job.result()
+        except Exception as err:  # submitit raises whatever ended the job
+            yield {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
