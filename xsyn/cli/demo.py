@@ -22,7 +22,7 @@ def demo(output_dir: str, seed: int, max_steps: int | None, overwrite_output_dir
     from xsyn.experiments.demo import run_demo
 
     if quiet:
-        from xsyn.cli.run import quiet_libraries
+        from xsyn.utils.progress import quiet_libraries
 
         quiet_libraries()
     summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir)

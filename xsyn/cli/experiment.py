@@ -13,26 +13,14 @@ LAUNCHERS = ("local", "slurm")
 
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
           output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False):
-    """The experiment with the command line's overrides; a file or setting that cannot run is an `XsynError`,
-    which the `xsyn` group shows as a message. With `as_last_run` (status, report) and no cell-selecting
-    option given, the settings the last `experiment run` recorded select the cells."""
-    from xsyn.experiments.experiment_file import Overrides, load_experiment
-    from xsyn.run.settings import parse_overrides
+    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`), saying so
+    where the last run's recorded settings chose its cells."""
+    from xsyn.experiments.launch import load_with_overrides
 
-    if as_last_run and data_dir is None and model is None and max_steps is None and not sets:
-        from xsyn.experiments.launch import load_as_last_run
-
-        experiment, recorded = load_as_last_run(source, output_dir)
-        if recorded is not None and (recorded.model or recorded.max_steps or recorded.settings):
-            shown = [f"--model {recorded.model}" if recorded.model else "",
-                     f"--max-steps {recorded.max_steps}" if recorded.max_steps else "",
-                     *(f"--set {key}={value}" for key, value in recorded.settings.items())]
-            click.echo(f"as last run: {' '.join(filter(None, shown))} (give options to look at other cells)",
-                       err=True)
-        return experiment
-    overrides = Overrides(data_dir=data_dir, model=model, max_steps=max_steps, runs_dir=output_dir,
-                          settings=parse_overrides(sets))
-    return load_experiment(source, overrides)
+    experiment, recorded = load_with_overrides(source, data_dir, model, max_steps, output_dir, sets, as_last_run)
+    if recorded:
+        click.echo(f"as last run: {recorded} (give options to look at other cells)", err=True)
+    return experiment
 
 
 def experiment_options(fn):
@@ -97,8 +85,8 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
                 wait, progress) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.cli.run import quiet_libraries
     from xsyn.experiments.launch import ClusterOptions, record_run
+    from xsyn.utils.progress import quiet_libraries
 
     if not progress:
         quiet_libraries()

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.run import quiet_libraries
 from xsyn.cli.syntax import parser_options, parser_settings
+from xsyn.utils.progress import quiet_libraries
 
 
 @main.command()

@@ -17,16 +17,7 @@ from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TI
 from xsyn.models.variants import VARIANTS
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
-from xsyn.utils.progress import on_terminal
-
-
-def quiet_libraries() -> None:
-    """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
-    import datasets
-    from transformers.utils import logging
-
-    datasets.disable_progress_bars()
-    logging.disable_progress_bar()
+from xsyn.utils.progress import on_terminal, quiet_libraries
 
 
 class TaskChoice(click.ParamType):

@@ -152,13 +152,9 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
                            plot_output: Path | None, **flags: Any) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
     from xsyn.syntax.parsing import build_parser
-    from xsyn.syntax.quality import read_probe_metrics, score_parser
-    from xsyn.utils.io import atomic_write_bytes, atomic_write_text, ensure_dir
+    from xsyn.syntax.quality import check_outputs, read_probe_metrics, score_parser, write_scores, write_scores_chart
 
-    if output is not None:
-        ensure_dir(output.parent, option="--output")  # before parsing: a folder that cannot be made is named now
-    if plot_output is not None:
-        ensure_dir(plot_output.parent, option="--plot-output")
+    check_outputs(output, plot_output)  # before parsing: a folder that cannot be made is named now
     probes = read_probe_metrics(probe_metrics) if probe_metrics is not None else {}
     built = build_parser(parser, **parser_settings(flags))
     results = {}
@@ -173,15 +169,8 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
         for line in scores.mismatches:
             click.echo(f"      {line}")
     if output is not None:
-        atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n", option="--output")
+        write_scores(results, output)
         click.echo(f"scores -> {output}")
     if plot_output is not None:
-        from xsyn.utils.plots import language_bars_png
-
-        series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
-        if probes:
-            series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}
-        title = f"{resolve_parser_choice(parser).label} vs gold UD trees" + (" | probe UUAS" if probes else "")
-        atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
-                           option="--plot-output")
+        write_scores_chart(results, probes, resolve_parser_choice(parser).label, plot_output)
         click.echo(f"chart -> {plot_output}")

@@ -41,6 +41,9 @@ BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hype
 MIXED_PRECISIONS = ("no", "fp16", "bf16")
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
+# Model settings whose setting takes more than their config field: `syntax_layers` a count too, as the cards
+# give it (the first n layers), besides the layer ids
+SETTING_TYPES: dict[str, Any] = {"syntax_layers": list[int] | int | None}
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
 
 
@@ -325,8 +328,7 @@ def _declared_model_fields() -> dict[str, tuple[type, Any]]:
     for owner in (CommonSettings, *(v.settings for v in all_variants() if v.settings is not None)):
         hints = typing.get_type_hints(owner)
         declared.update({f.name: (owner, hints[f.name]) for f in fields(owner) if f.name not in NOT_MODEL_SETTINGS})
-    if "syntax_layers" in declared:  # a count, as the cards give it (the first n layers), or the layer ids
-        declared["syntax_layers"] = (declared["syntax_layers"][0], list[int] | int | None)
+    declared.update({name: (declared[name][0], hint) for name, hint in SETTING_TYPES.items() if name in declared})
     return declared
 
 
@@ -343,13 +345,13 @@ def _model_config_class() -> type:
 
 @cache
 def _model_hints() -> dict[str, Any]:
-    """The type of each model setting: the XsynBertConfig fields a run may set (`syntax_layers` may be a
-    count, as the cards give it: the first n layers)."""
+    """The type of each model setting: the XsynBertConfig fields a run may set (`SETTING_TYPES` where a
+    setting takes more than the field)."""
     import torch
 
     hints = typing.get_type_hints(_model_config_class(), localns={"torch": torch})  # BertConfig's hints name torch
     names = [f.name for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS]
-    return {**{name: hints[name] for name in names}, "syntax_layers": list[int] | int | None}
+    return {**{name: hints[name] for name in names}, **SETTING_TYPES}
 
 
 def _json_or_text(raw: str) -> Any:

@@ -177,3 +177,34 @@ def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
         raise InputError(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
                          "`xsyn pretrain-gat`")
     return data
+
+
+def check_outputs(output: Path | None, plot_output: Path | None) -> None:
+    """Before parsing: the folders of the scores and of the chart can be made (else an error naming them)."""
+    from xsyn.utils.io import ensure_dir
+
+    if output is not None:
+        ensure_dir(output.parent, option="--output")
+    if plot_output is not None:
+        ensure_dir(plot_output.parent, option="--plot-output")
+
+
+def write_scores(results: dict[str, dict], output: Path) -> None:
+    """{lang: TreebankScore.as_dict()} as JSON (`xsyn parser-quality --output`)."""
+    from xsyn.utils.io import atomic_write_text
+
+    atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n", option="--output")
+
+
+def write_scores_chart(results: dict[str, dict], probes: dict[str, dict[str, float]], parser_label: str,
+                       plot_output: Path) -> None:
+    """A PNG of UAS and LAS per language, with the probes' UUAS beside them where given."""
+    from xsyn.utils.io import atomic_write_bytes
+    from xsyn.utils.plots import language_bars_png
+
+    series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
+    if probes:
+        series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}
+    title = f"{parser_label} vs gold UD trees" + (" | probe UUAS" if probes else "")
+    atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
+                       option="--plot-output")
