@@ -28,7 +28,7 @@ from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
-from xsyn.report.render import _markdown_table, _number, _signed, format_delta, format_stat
+from xsyn.report.format import format_delta, format_stat, markdown_table, number, signed
 from xsyn.training.folder import RunFolder
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
@@ -193,7 +193,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
     rows = [[selection.variant + "".join(f", {key}={value}" for key, value in selection.system), selection.describe()]
             for selection in selections]
     return ["Chosen on dev (the best mean dev score over the seeds; the tables show these runs):", "",
-            _markdown_table(["system", "search point"], rows), ""]
+            markdown_table(["system", "search point"], rows), ""]
 
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
@@ -212,18 +212,18 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
         for paper_row in (r for r in paper_rows if r["system"] == system.label):
             score = "" if paper_row["score"] == reported.primary else f" {paper_row['score']}"
             rows.append([f"paper: {paper_row['paper_system']}{score} ({paper_row['table']}, {paper_row['where']})",
-                         "", *[_number(paper_row["paper"].get(lang)) for lang in languages],
-                         _number(paper_row["paper_average"]), ""])
+                         "", *[number(paper_row["paper"].get(lang)) for lang in languages],
+                         number(paper_row["paper_average"]), ""])
             averages = (paper_row["ours_average"], paper_row["paper_average"])
             rows.append([f"ours − paper{score}", "",
-                         *[_signed(paper_row["difference"].get(lang)) for lang in languages],
-                         _signed(None if None in averages else averages[0] - averages[1]), ""])
-    lines = [f"### {reported.split} · {reported.primary}", "", _markdown_table(header, rows), ""]
+                         *[signed(paper_row["difference"].get(lang)) for lang in languages],
+                         signed(None if None in averages else averages[0] - averages[1]), ""])
+    lines = [f"### {reported.split} · {reported.primary}", "", markdown_table(header, rows), ""]
     if reported.comparisons:
         lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap):", ""]
         delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
-                       _signed(c.average), _signed(c.transfer_gap)] for c in reported.comparisons]
-        lines += [_markdown_table(["system", *languages, "avg", "gap"], delta_rows), ""]
+                       signed(c.average), signed(c.transfer_gap)] for c in reported.comparisons]
+        lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), ""]
     for row in paper_rows:
         if row["paper_printed_average"] is not None and len(row["shared_languages"]) < len(row["paper_languages"]):
             lines += [f"(The paper's printed average for {row['paper_system']}, over its "
@@ -248,7 +248,7 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
             continue
         rows_langs = [r for r in system.pair_rows if any(key[0] == r for key in shared)]
         cols_langs = [c for c in system.pair_cols if any(key[1] == c for key in shared)]
-        matrix = [[r, *[(f"{_signed(ours[(r, c)])} / {_signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
+        matrix = [[r, *[(f"{signed(ours[(r, c)])} / {signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
                          else "–") for c in cols_langs]] for r in rows_langs]
         ours_avg = _mean([ours[k] for k in shared])
         theirs_avg = _mean([theirs[k] for k in shared])
@@ -256,8 +256,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
                   "paper "
                   f"({published.table}, {published.where}; rows: {axes[0] if axes else 'first'}, columns: "
                   f"{axes[1] if axes else 'second'}). Mean over the {len(shared)} pairs both have: ours "
-                  f"{_signed(ours_avg)}, paper {_signed(theirs_avg)}.", "",
-                  _markdown_table(["", *cols_langs], matrix), ""]
+                  f"{signed(ours_avg)}, paper {signed(theirs_avg)}.", "",
+                  markdown_table(["", *cols_langs], matrix), ""]
     return lines
 
 

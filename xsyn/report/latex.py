@@ -8,7 +8,7 @@ Needs `\\usepackage{booktabs}` in the paper.
 from __future__ import annotations
 
 from xsyn.report.aggregate import Delta, Experiment, Report, Stat
-from xsyn.report.render import (
+from xsyn.report.format import (
     experiment_caps,
     experiment_folder,
     experiment_languages,

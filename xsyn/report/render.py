@@ -6,19 +6,32 @@ import csv
 import io
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn.pretraining.probe import METRICS
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
+from xsyn.report.format import (
+    experiment_caps,
+    experiment_folder,
+    experiment_languages,
+    experiment_systems,
+    format_delta,
+    format_stat,
+    markdown_table,
+    number,
+    section_title,
+    signed,
+    slug,
+)
 from xsyn.report.runs import ProbeRun
 from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 
-PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
+PROBE_METRICS = METRICS  # the columns of the probe table: the probe evaluator's keys
 
 
 def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
@@ -46,7 +59,7 @@ def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
-        from xsyn.report.latex import latex_tables  # (it builds on this module's helpers)
+        from xsyn.report.latex import latex_tables
 
         put("report.tex", latex_tables(report))
     return written
@@ -69,17 +82,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def experiment_systems(experiment: Experiment) -> list[System]:
-    return [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])]
-
-
-def section_title(experiment: Experiment) -> str:
-    """Task and split, and the metric where it is not named after the task (`mlqa · validation`)."""
-    parts = [experiment.task, experiment.split] + ([experiment.metric] if experiment.metric != experiment.task
-                                                  else [])
-    return " · ".join(parts)
-
-
 def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, scale: _Scale, put) -> str:
     folder = experiment_folder(experiment)
     systems = experiment_systems(experiment)
@@ -97,7 +99,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
              *[format_stat(system.per_language.get(lang)) for lang in languages],
              format_stat(system.average), *([format_stat(system.transfer_gap)] if with_gap else [])]
             for system in systems]
-    lines += [_markdown_table(header, rows), "", _examples_line(systems[0], languages)]
+    lines += [markdown_table(header, rows), "", _examples_line(systems[0], languages)]
     caps = experiment_caps(experiment)
     if caps:
         lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {cap}" for cap in caps]]
@@ -113,9 +115,9 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
                        *[format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       _signed(comparison.average), *([_signed(comparison.transfer_gap)] if with_gap else [])]
+                       signed(comparison.average), *([signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
-        lines.append(_markdown_table(["system", *languages, *tail], delta_rows))
+        lines.append(markdown_table(["system", *languages, *tail], delta_rows))
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
@@ -129,44 +131,6 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     if experiment.notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in dict.fromkeys(experiment.notes)]]
     return "\n".join(lines)
-
-
-def experiment_languages(experiment: Experiment) -> list[str]:
-    return list(dict.fromkeys(lang for system in experiment_systems(experiment) for lang in system.languages))
-
-
-def experiment_caps(experiment: Experiment) -> list[str]:
-    """What limited the runs behind the numbers, one line per cap and the systems it applies to:
-    capped evaluation examples, capped training steps or examples, languages skipped for lack of data."""
-    found: dict[str, list[str]] = {}
-    for system in experiment_systems(experiment):
-        for run in system.runs:
-            for cap in _run_caps(run.results):
-                labels = found.setdefault(cap, [])
-                if system.label not in labels:
-                    labels.append(system.label)
-    everyone = [system.label for system in experiment_systems(experiment)]
-    return [f"{'all systems' if labels == everyone else ', '.join(labels)}: {cap}" for cap, labels in found.items()]
-
-
-def _run_caps(results: dict) -> list[str]:
-    config = results.get("config") or {}
-    caps = []
-    if results.get("max_eval_examples") is not None:
-        caps.append(f"scored on at most {results['max_eval_examples']} examples per language or pair "
-                    "(--max-eval-examples)")
-    if config.get("max_steps") is not None:
-        caps.append(f"training stopped at {config['max_steps']} steps (max_steps), not the card's "
-                    f"{_number(config.get('epochs'), 'g')} epochs")
-    if config.get("max_train_examples") is not None:
-        caps.append(f"trained on at most {config['max_train_examples']} examples (max_train_examples)")
-    if config.get("max_eval_examples") is not None:
-        caps.append(f"dev set for model selection capped at {config['max_eval_examples']} examples "
-                    "(max_eval_examples)")
-    missing = results.get("missing_languages") or []
-    if missing:
-        caps.append(f"no data for {', '.join(missing)}: skipped (--skip-missing)")
-    return caps
 
 
 def chance_level(experiment: Experiment) -> float | None:
@@ -233,7 +197,7 @@ def pair_axis_names(experiment: Experiment) -> tuple[str, str]:
 
 
 def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) -> list[str]:
-    name = f"pairs-{_slug(system.label)}"
+    name = f"pairs-{slug(system.label)}"
     rows_langs, cols_langs = system.pair_rows, system.pair_cols
     row_axis, col_axis = pair_axis_names(experiment)
     matrix = [[_mean_or_nan(system.pairs[row].get(col)) for col in cols_langs] for row in rows_langs]
@@ -243,9 +207,9 @@ def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) 
         matrix, rows_langs, cols_langs, title=title, value_label=f"{experiment.primary} (%)",
         row_label=f"{row_axis} language", col_label=f"{col_axis} language", limits=(scale.low, scale.high),
         chance=chance_level(experiment)))
-    rows = [[row, *map(_number, values)] for row, values in zip(rows_langs, matrix, strict=True)]
+    rows = [[row, *map(number, values)] for row, values in zip(rows_langs, matrix, strict=True)]
     return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language)", "",
-            _markdown_table(["", *system.pair_cols], rows), "",
+            markdown_table(["", *system.pair_cols], rows), "",
             f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
@@ -259,7 +223,7 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     marks = [["*" if cell and cell.significant else "" for cell in row] for row in cells]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
-    name = f"pairs-delta-{_slug(comparison.system)}"
+    name = f"pairs-delta-{slug(comparison.system)}"
     title = (f"{experiment.task} · {comparison.system} − {comparison.baseline} · Δ {experiment.primary} "
              f"(* p < {settings.alpha:g})")
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
@@ -271,7 +235,7 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
             f"(* p < {settings.alpha:g}; rows: {row_axis} language, columns: {col_axis} language)", "",
-            _markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
+            markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
@@ -281,7 +245,7 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
         for run in system.runs:
             source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
             if source.is_file():
-                copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
+                copied = put(f"{experiment_folder(experiment)}/curves-{slug(system.label)}-seed{run.seed}.png",
                              source.read_bytes())
                 lines += [f"{system.label}, seed {run.seed}:", "", f"![training curves]({copied})", ""]
     return ["### Training curves", "", *lines[:-1]] if lines else []
@@ -290,14 +254,14 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
 def _probe_markdown(probes: list[ProbeRun], put) -> str:
     labels = _path_labels([probe.path for probe in probes])
     header = ["run", "language", *PROBE_METRICS, "n_sentences"]
-    rows = [[labels[probe.path], lang, *[_number(values.get(name), ".3f") for name in PROBE_METRICS],
-             _number(values.get("n_sentences"), ".0f")]
+    rows = [[labels[probe.path], lang, *[number(values.get(name), ".3f") for name in PROBE_METRICS],
+             number(values.get("n_sentences"), ".0f")]
             for probe in probes for lang, values in probe.metrics.items()]
     put("probe.csv", _csv(header, [[labels[probe.path], lang, *[values.get(name, "") for name in header[2:]]]
                                    for probe in probes for lang, values in probe.metrics.items()]))
     table = {labels[probe.path]: probe.metrics for probe in probes}
     put("probe.png", plots.probe_png(table, PROBE_METRICS))
-    return "\n".join(["## Structural probes per language", "", _markdown_table(header, rows), "",
+    return "\n".join(["## Structural probes per language", "", markdown_table(header, rows), "",
                       "![structural probes](probe.png)"])
 
 
@@ -309,42 +273,8 @@ def _path_labels(paths: list[Path]) -> dict[Path, str]:
 # --------------------------------------------------------------------------- formatting helpers
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def format_stat(stat: Stat | None, missing: str = "–", plus_minus: str = " ± ", wrap: str = "{}") -> str:
-    """`mean ± sd` (the mean alone for one seed); `wrap` places it (LaTeX: "${}$")."""
-    if stat is None:
-        return missing
-    return wrap.format(f"{stat.mean:.1f}" if stat.std is None else f"{stat.mean:.1f}{plus_minus}{stat.std:.1f}")
-
-
-def _signed(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.1f}"
-
-
-def format_delta(cell: Delta | None, missing: str = "–", mark: str = "*", wrap: str = "{}") -> str:
-    """The signed delta, with `mark` when it is significant."""
-    return missing if cell is None else wrap.format(f"{cell.delta:+.1f}" + (mark if cell.significant else ""))
-
-
-def _number(value: float | None, spec: str = ".1f") -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
-
-
 def _mean_or_nan(stat: Stat | None) -> float:
     return stat.mean if stat else math.nan
-
-
-def experiment_folder(experiment: Experiment) -> str:
-    return _slug(f"{experiment.task}-{experiment.split}-{experiment.metric}")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
 def _csv_value(value: float | None) -> str:
