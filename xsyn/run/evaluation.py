@@ -255,7 +255,8 @@ class _Evaluation:
         model = accelerator.prepare(load_model(checkpoint.path))
         parser = make_parser(config)
         return cls(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress, accelerator,
-                   tokenizer, model, parser, _fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
+                   tokenizer, model, parser,
+                   _fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
                    progress_bar(steps, 0, accelerator.is_main_process and progress, f"{config.card.name} {split}"),
                    {})
 
