@@ -8,18 +8,11 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
+from xsyn.benchmarks.text import embedding_text, eval_text, parse_text, rows_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import VARIANTS
-
-
-def _kernel_note(result: dict) -> str:
-    if result["device"] != "cpu":
-        return f"torch ops on {result['device_name']}"
-    if result["tree_kernel"] == "c":
-        return f"C kernel; torch ops alone: {result['tensor_sentences_per_s_torch_ops']:,.0f}"
-    return "torch ops: the C kernel was not built, see the README"
 
 
 @bench.command(name="syntax")
@@ -41,16 +34,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"sentences:                 {result['sentences']} ({result['pieces']} pieces)")
-    click.echo(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
-               f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
-               f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones; "
-               f"{_kernel_note(result)})")
-    padding = result["padded_pairs_per_pair"]
-    click.echo(f"padded pairs per real one: {padding['treebank_order']:.2f} ({padding['shuffled']:.2f} shuffled, "
-               f"{padding['length_bucketed']:.2f} length-bucketed)")
-    click.echo(f"records -> padded batch:   {result['pipeline_segments_per_s']:,.0f} segments/s")
-    click.echo(f"stored per wordpiece:      {result['bytes_per_piece']:.2f} bytes")
+    click.echo(syntax_text(result))
 
 
 @bench.command(name="model")
@@ -104,41 +88,12 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
     if encoders is None:
         click.echo(f"forward + backward, {layers} layers, hidden {hidden}, {ran}; "
                    "plain_bert: transformers' BertForSequenceClassification (sdpa)")
-        _print_rows(figures["rows"], figures["peak_tflops"])
+        click.echo(rows_text(figures["rows"], figures["peak_tflops"]))
         return
     for name, figure in figures["encoders"].items():
         click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}")
-        _print_rows(figure["rows"], figures["peak_tflops"])
-    _print_embedding_costs({name: figure["embedding"] for name, figure in figures["encoders"].items()})
-
-
-def _print_rows(results: dict[str, dict], peak: float | None) -> None:
-    click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
-               f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'syntax params':>14}")
-    for row, r in results.items():
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        click.echo(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
-                   f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
-                   f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
-                   f"{mfu:>6} {r['syntax_parameters']:>14,}")
-    if peak is None:
-        click.echo("MFU: give --peak-tflops (the device's peak for this dtype) to compute it")
-    else:
-        click.echo(f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
-
-
-def _print_embedding_costs(costs: dict[str, dict]) -> None:
-    """The `none` model's embedding matrix, encoder by encoder (`embedding_costs`)."""
-    mib = 2 ** 20
-    click.echo("\nthe embedding matrix (none): parameters, the step with it trained / frozen, AdamW")
-    click.echo(f"{'encoder':<11} {'params M':>9} {'embedding':>10} {'ms/step':>9} {'frozen':>9} {'peak MB':>9} "
-               f"{'frozen':>9} {'word emb MB':>11} {'AdamW ms':>9} {'Adam state MB':>13}")
-    for name, c in costs.items():
-        click.echo(f"{name:<11} {c['parameters'] / 1e6:>9.1f} {c['embedding_share']:>10.1%} "
-                   f"{1000 * c['step_seconds']:>9.1f} {1000 * c['step_seconds_frozen_embeddings']:>9.1f} "
-                   f"{c['peak_bytes'] / mib:>9.1f} {c['peak_bytes_frozen_embeddings'] / mib:>9.1f} "
-                   f"{c['word_embedding_bytes'] / mib:>11.1f} {1000 * c['optimizer_step_seconds']:>9.1f} "
-                   f"{c['optimizer_state_bytes'] / mib:>13.1f}")
+        click.echo(rows_text(figure["rows"], figures["peak_tflops"]))
+    click.echo(embedding_text({name: figure["embedding"] for name, figure in figures["encoders"].items()}))
 
 
 @bench.command(name="eval")
@@ -166,12 +121,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"generalized pair cost / language cost: {result['generalized_pair_cost_ratio']:.3f}")
-    click.echo(f"training time waiting for data:       {result['data_wait_fraction']:.2%} "
-               f"(step {1000 * result['step_seconds_compute']:.1f} ms without it)")
-    click.echo(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
-    click.echo(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
-               f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
+    click.echo(eval_text(result))
 
 
 @bench.command(name="parse")
@@ -207,23 +157,4 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     if as_json:
         click.echo(json.dumps(result))
         return
-    _print_parse_bench(result)
-
-
-def _print_parse_bench(result: dict) -> None:
-    before, repeats, cache = result["load_average_before"], result["repeats"], result["cache"]
-    click.echo(f"{result['sentences']} distinct sentences, {result['parser']}, {result['cores']} cores; load average "
-               f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
-               f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
-    click.echo(f"median of {repeats} turns; machine = the same pure-Python loop in N processes at once")
-    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s  machine speedup  "
-               "vs machine")
-    for row in result["parse"]:
-        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
-        click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
-                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}  "
-                   f"{row['machine_speedup']:>15.2f}  {row['speedup_vs_machine']:>10.2f}")
-    click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
-               f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
-               f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
-               f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
+    click.echo(parse_text(result))
