@@ -179,27 +179,19 @@ def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
 
 def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
     """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
-    saved = getattr(stop, "saved_step", None)
-    if saved is None:
-        saved = folder.saved_step()
-    where = f"the state of step {saved} is saved in {folder.state}" if saved else "no training state was saved yet"
-    click.echo(f"\ninterrupted: {where}. Continue with:\n  {command}", err=True)
+    click.echo(f"\ninterrupted: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
+               f"  {command}", err=True)
     raise SystemExit(130)
 
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
-    """Each language's score with the metric's name and its bootstrap sd; what the numbers rest on."""
+    """Each language's score (`scores_text`), and what the numbers rest on."""
+    from xsyn.run.evaluation import scores_text
+
     if not split_chosen and summary["split"] != "test":
         click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
                    "no labels (pass --split to choose)")
-    spread = summary.get("bootstrap_sd") or {}
-    click.echo(f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
-               "examples)")
-    for lang, value in summary["per_language"].items():
-        sd = spread.get(lang)
-        click.echo(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
-    if summary["average"] is not None:
-        click.echo(f"average\t{summary['primary']} {summary['average']:.2f}")
+    click.echo(scores_text(summary))
     if summary.get("predicted_nothing"):
         click.echo(f"warning: the model predicted nothing (no span or error in any example) for "
                    f"{', '.join(summary['predicted_nothing'])}; scores that count correct silence (e.g. CGED's "

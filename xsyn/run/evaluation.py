@@ -343,6 +343,20 @@ class _Evaluation:
         return data
 
 
+def scores_text(summary: dict[str, Any]) -> str:
+    """An evaluation's scores as text: each language's with the metric's name and its bootstrap sd, then the
+    average."""
+    spread = summary.get("bootstrap_sd") or {}
+    lines = [f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
+             "examples)"]
+    for lang, value in summary["per_language"].items():
+        sd = spread.get(lang)
+        lines.append(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
+    if summary["average"] is not None:
+        lines.append(f"average\t{summary['primary']} {summary['average']:.2f}")
+    return "\n".join(lines)
+
+
 def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
     langs = list(segment_langs.values())
     if len(set(langs)) == 1:

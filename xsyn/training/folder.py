@@ -237,6 +237,11 @@ class RunFolder:
             else:
                 path.unlink(missing_ok=True)
 
+    def where_stopped(self, saved: int | None = None) -> str:
+        """Where a stopped run stands, in words: the step its saved state has done (`saved`, else read)."""
+        saved = self.saved_step() if saved is None else saved
+        return f"the state of step {saved} is saved in {self.state}" if saved else "no training state was saved yet"
+
     def saved_step(self) -> int | None:
         """The optimiser steps the saved state has done (None: no readable state)."""
         import json
