@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn.pretraining.probe import METRICS
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.format import (
     experiment_caps,
@@ -30,8 +29,6 @@ from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
-
-PROBE_METRICS = METRICS  # the columns of the probe table: the probe evaluator's keys
 
 
 def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
@@ -252,6 +249,8 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
 
 
 def _probe_markdown(probes: list[ProbeRun], put) -> str:
+    from xsyn.pretraining.probe import METRICS as PROBE_METRICS  # the probe table's columns (numpy: here)
+
     labels = _path_labels([probe.path for probe in probes])
     header = ["run", "language", *PROBE_METRICS, "n_sentences"]
     rows = [[labels[probe.path], lang, *[number(values.get(name), ".3f") for name in PROBE_METRICS],
