@@ -7,16 +7,8 @@ Needs `\\usepackage{booktabs}` in the paper.
 
 from __future__ import annotations
 
+from xsyn.report import format as shared  # the formatting render.py uses too
 from xsyn.report.aggregate import Delta, Experiment, Report, Stat
-from xsyn.report.format import (
-    experiment_caps,
-    experiment_folder,
-    experiment_languages,
-    experiment_systems,
-    format_delta,
-    format_stat,
-    section_title,
-)
 
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
@@ -32,8 +24,8 @@ def escape(text: str) -> str:
 
 
 def _table(experiment: Experiment, alpha: float) -> str:
-    languages = experiment_languages(experiment)
-    systems = experiment_systems(experiment)
+    languages = shared.experiment_languages(experiment)
+    systems = shared.experiment_systems(experiment)
     sources = {system.source_lang for system in systems}
     seeds = sorted({len(system.runs) for system in systems})
     header = ["System", *[escape(lang) + (r"$^\dagger$" if lang in sources else "") for lang in languages],
@@ -50,22 +42,22 @@ def _table(experiment: Experiment, alpha: float) -> str:
             cells = [_delta_tex(comparison.per_language.get(lang)) for lang in languages]
             average = "--" if comparison.average is None else f"${comparison.average:+.1f}$"
             lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
-    caption = (f"{escape(section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
+    caption = (f"{escape(shared.section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
                f"{'/'.join(map(str, seeds))} seed(s); $^\\dagger$ source language")
     if experiment.comparisons:
         caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
                     "(one-sided paired bootstrap)")
-    caps = experiment_caps(experiment)
+    caps = shared.experiment_caps(experiment)
     if caps:
         caption += ". Not the full benchmark: " + "; ".join(escape(cap) for cap in caps)
     lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + ".}",
-              r"\label{tab:" + experiment_folder(experiment) + "}", r"\end{table}"]
+              r"\label{tab:" + shared.experiment_folder(experiment) + "}", r"\end{table}"]
     return "\n".join(lines)
 
 
 def _stat_tex(stat: Stat | None) -> str:
-    return format_stat(stat, missing="--", plus_minus=r" \pm ", wrap="${}$")
+    return shared.format_stat(stat, missing="--", plus_minus=r" \pm ", wrap="${}$")
 
 
 def _delta_tex(cell: Delta | None) -> str:
-    return format_delta(cell, missing="--", mark="^{*}", wrap="${}$")
+    return shared.format_delta(cell, missing="--", mark="^{*}", wrap="${}$")

@@ -8,13 +8,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from xsyn.data.readers.base import (
-    DataFormatError,
-    Reader,
-    ReadRequest,
-    Row,
-    read_text,
-)
+from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, read_text
 
 # -- CGED -----------------------------------------------------------------------------------------
 

@@ -8,14 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.readers.base import (
-    DataFormatError,
-    Reader,
-    ReadRequest,
-    Row,
-    preview,
-    read_text,
-)
+from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, preview, read_text
 
 # -- SQuAD JSON -----------------------------------------------------------------------------------
 

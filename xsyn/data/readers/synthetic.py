@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from xsyn.data.example import Example
-from xsyn.data.readers.base import (
-    DataFormatError,
-    Reader,
-    ReadRequest,
-)
+from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest
 
 # -- synthetic ------------------------------------------------------------------------------------
 

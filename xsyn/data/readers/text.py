@@ -13,14 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.errors import CardError
-from xsyn.data.readers.base import (
-    DataFormatError,
-    Reader,
-    ReadRequest,
-    Row,
-    preview,
-    read_text,
-)
+from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, preview, read_text
 
 # -- tsv ------------------------------------------------------------------------------------------
 
