@@ -154,19 +154,23 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
         quiet_libraries()
     config, resume = finetune_settings(task, variant, config_file, sets, resume_dir, **flags)
     folder = RunFolder(config.resolved_output_dir())
+    resume_with = f"--resume {shlex.quote(str(folder.path))}"
     try:
         outcome = finetune_evaluate_push(config, resume, overwrite_output_dir, _eval_langs(eval_langs, do_eval),
-                                         push_to_hub, progress=not quiet,
-                                         continue_with=f"--resume {shlex.quote(str(folder.path))}")
+                                         push_to_hub, not quiet, resume_with, on_trained=_echo_summary)
     except KeyboardInterrupt as stop:
-        interrupted(stop, folder, f"xsyn finetune --resume {shlex.quote(str(folder.path))}")
+        interrupted(stop, folder, f"xsyn finetune {resume_with}")
     if not is_main_process():
         return
-    click.echo(json.dumps(outcome["summary"], indent=2))
     if outcome["evaluation"] is not None:
         _echo_scores(outcome["evaluation"], split_chosen=False)
     if outcome["pushed"]:
         click.echo(f"pushed {folder.best} to {outcome['pushed']}", err=True)
+
+
+def _echo_summary(summary: dict) -> None:
+    if is_main_process():  # as soon as training ends, before any evaluation
+        click.echo(json.dumps(summary, indent=2))
 
 
 def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
@@ -220,12 +224,11 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.run.evaluation import evaluate_run
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
-    checkpoint = locate_checkpoint(model_dir)
-    summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
+    summary = evaluate_run(model_dir, split=split, langs=langs.split(",") if langs else None,
                            generalized=generalized, output_dir=output_dir, overrides=overrides,
                            skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
     if not is_main_process():

@@ -14,6 +14,7 @@ Settings are merged as the command line merges them: the card's hyperparameters,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +64,13 @@ def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | P
 
 def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: bool = False,
                            eval_langs: list[str] | None = None, push_to_hub: str | None = None,
-                           progress: bool = True, continue_with: str | None = None) -> dict[str, Any]:
+                           progress: bool = True, continue_with: str | None = None,
+                           on_trained: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Fine-tune (claiming the output folder first: see `RunFolder.claim`), then with `eval_langs` evaluate
     the best checkpoint (`[]`: every language of the task), then with `push_to_hub` upload it (checked
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
-    repository's URL, or None)}; every process runs it, the main one alone uploads."""
+    repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
+    summary as soon as training ends (the command line prints it before the evaluation starts)."""
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.train import finetune
@@ -77,6 +80,8 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     token = check_hub_push(push_to_hub) if push_to_hub else None
     outcome: dict[str, Any] = {"summary": finetune(config, resume=resume, progress=progress), "evaluation": None,
                                "pushed": None}
+    if on_trained is not None:
+        on_trained(outcome["summary"])
     if eval_langs is not None:
         outcome["evaluation"] = evaluate_run(locate_checkpoint(folder.path), langs=eval_langs or None,
                                              progress=progress)
