@@ -91,7 +91,6 @@ def main(verbose: bool, quiet: bool) -> None:
 main.command_class = XsynCommand
 
 
-
 @main.group()
 def bench() -> None:
     """Benchmarks (speed and memory); each prints figures, `--json` prints one JSON object."""
