@@ -16,6 +16,12 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
   pawsx_minilm   MiniLM on PAWS-X, English dev as training data, `none` and `gat`: finetune, then
                  evaluate --generalized on every language's dev and the labelled de/zh test, wall times
   torch_compile  bert-base train step with and without torch.compile (none and gat, bf16)
+  sdpa_masks     every variant's gradients at T = 64, 96, 128, 192 (bf16): finite, and equal to those with
+                 the memory-efficient SDPA backend forced; cuDNN's SDPA forced on a masked attention
+                 (pytorch issue 196678: NaN grad_q where T % 128 == 64)
+  compile_modes  scripts/gpu_compile.py: eager, torch.compile default and reduce-overhead for every variant
+                 and plain BERT (bf16, 32 x 128; none and plain BERT also at 64 and 128): ms/step, MFU,
+                 launches/step, memory, compile seconds; recompiles over 200 batches of real XNLI lengths
 
 Each step's command, wall time, status and figures go into the JSON as soon as it ends (a run cut
 short keeps what it finished); `--deadline` seconds bound the whole run, and a step that would not
@@ -42,8 +48,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax", "bench_eval", "precision",
-         "pawsx_minilm", "torch_compile")
+# compile_modes first: its timings want a quiet machine, and a short device session spends itself on it first
+STEPS = ("compile_modes", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax",
+         "bench_eval", "precision", "pawsx_minilm", "torch_compile")
+COMPILE_SECONDS = 220
+# precision's three tiny runs are host-bound and the suite leaves CPUs over: they run beside the suite when both
+# are asked for (the suite with two xdist workers fewer)
+BESIDE_SUITE = "precision"
 SUITE_SECONDS = 210  # at most, so that the benchmarks after it still fit in one 10-minute device command
 # Step-time and memory targets of issue 30 (ratios to `none`; `none` itself against plain BERT).
 TIME_TARGETS = {"gat": 1.10, "sdoi": 1.12, "sla": 1.35, "wla": 1.35, "sep": 1.35}
@@ -71,6 +82,7 @@ class Run:
             self.env["ACCELERATE_USE_CPU"] = "true"
         self.results: dict[str, Any] = {"environment": environment(self.device), "quick": self.quick,
                                         "steps": {}}
+        self.background: dict[str, Any] = {}  # steps started early, finished in their turn
 
     def left(self) -> float:
         return self.ends - time.monotonic()
@@ -234,6 +246,62 @@ def bench_eval(run: Run) -> dict[str, Any]:
     return result
 
 
+def precision_start(run: Run) -> dict[str, Any]:
+    started: dict[str, Any] = {}
+    for mode in ("no", "bf16", "fp16"):
+        if mode == "fp16" and run.device == "cpu":
+            started[mode] = {"status": "not run: fp16 mixed precision needs a GPU"}
+            continue
+        started[mode] = synth_start(run, f"precision-{mode}", "--mixed-precision", mode)
+    return started
+
+
+def synth_start(run: Run, name: str, *extra: str) -> tuple:
+    """`synth_finetune`, started in the background: (name, process, output folder, start time, log file)."""
+    from xsyn.data.synth import write_vocab
+
+    vocab = write_vocab(run.work / "synth-vocab.txt")
+    steps = 20 if run.quick else 3000
+    out = run.work / name
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [sys.executable, "-m", "xsyn", "finetune", "--task", "synth", "--train-lang", "svo",
+            "--variant", "gat", "--model", "tiny", "--tokenizer", str(vocab), "--max-steps", str(steps),
+            "--eval-every", str(steps // 4), "--output-dir", str(out), "--cache-dir", str(run.work / f"cache-{name}"),
+            "--parser", "chain", "--seed", "1", "--quiet", "--set", "log_every=10", *extra]
+    log = (run.logs / f"{name}.log").open("w", encoding="utf-8")
+    log.write("$ " + " ".join(argv) + "\n")
+    log.flush()
+    process = subprocess.Popen(argv, cwd=REPO, env=run.env, stdout=log, stderr=log, text=True,
+                               start_new_session=True)
+    return name, process, out, time.perf_counter(), log, steps
+
+
+def synth_finish(run: Run, name: str, process, out: Path, started: float, log, steps: int) -> dict[str, Any]:
+    try:
+        process.wait(timeout=max(1.0, run.left()))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return {"status": "not finished: out of time"}
+    finally:
+        log.close()
+    if process.returncode != 0:
+        return {"status": f"failed: exit {process.returncode}: "
+                + (run.logs / f"{name}.log").read_text(encoding="utf-8")[-800:]}
+    return synth_summary(out, steps, time.perf_counter() - started)
+
+
+def synth_summary(out: Path, steps: int, seconds: float) -> dict[str, Any]:
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [r["loss"] for r in log if "loss" in r]
+    dev = json.loads((out / "validation_results.json").read_text(encoding="utf-8"))
+    summary = json.loads((out / "train_results.json").read_text(encoding="utf-8"))
+    return {"steps": steps, "wall_seconds": seconds, "train_seconds": summary["train_seconds"],
+            "data_wait_fraction": summary["data_wait_fraction"], "first_loss": losses[0], "last_loss": losses[-1],
+            "losses": losses, "loss_fell": losses[-1] < losses[0], "best_dev_accuracy": dev["primary"],
+            "best_step": dev["step"]}
+
+
 def synth_finetune(run: Run, name: str, *extra: str, launcher: list[str] | None = None) -> dict[str, Any]:
     """A tiny GAT on synth; its loss curve, best dev accuracy and wall time. 3,000 steps: the task is
     learnt in a jump somewhere between steps 800 and 1,500 (seed and kernels decide where), so a
@@ -251,24 +319,15 @@ def synth_finetune(run: Run, name: str, *extra: str, launcher: list[str] | None 
             "--parser", "chain", "--seed", "1", "--quiet", "--set", "log_every=10", *extra]
     started = time.perf_counter()
     run.command(name, argv)
-    seconds = time.perf_counter() - started
-    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
-    losses = [r["loss"] for r in log if "loss" in r]
-    dev = json.loads((out / "validation_results.json").read_text(encoding="utf-8"))
-    summary = json.loads((out / "train_results.json").read_text(encoding="utf-8"))
-    return {"steps": steps, "wall_seconds": seconds, "train_seconds": summary["train_seconds"],
-            "data_wait_fraction": summary["data_wait_fraction"], "first_loss": losses[0], "last_loss": losses[-1],
-            "losses": losses, "loss_fell": losses[-1] < losses[0], "best_dev_accuracy": dev["primary"],
-            "best_step": dev["step"]}
+    return synth_summary(out, steps, time.perf_counter() - started)
 
 
 def precision(run: Run) -> dict[str, Any]:
+    """The three runs at once (each is a tiny, host-bound model: one GPU holds them side by side)."""
+    started = run.background.pop(BESIDE_SUITE, None) or precision_start(run)
     results: dict[str, Any] = {}
-    for mode in ("no", "bf16", "fp16"):
-        if mode == "fp16" and run.device == "cpu":
-            results[mode] = {"status": "not run: fp16 mixed precision needs a GPU"}
-            continue
-        results[mode] = synth_finetune(run, f"precision-{mode}", "--mixed-precision", mode)
+    for mode, pending in started.items():
+        results[mode] = pending if isinstance(pending, dict) else synth_finish(run, *pending)
     reference = results["no"]["best_dev_accuracy"]
     for mode in ("bf16", "fp16"):
         if "best_dev_accuracy" in results[mode]:
@@ -372,7 +431,9 @@ def suite(run: Run) -> dict[str, Any]:
 
     selection = (["tests/test_training_loop.py", "tests/test_models_bench.py::"
                   "test_a_gpus_dense_peak_is_known_by_its_name_and_only_for_half_precision"] if run.quick else [])
-    workers = ["-n", str(min(14, os.cpu_count() or 1))] if importlib.util.find_spec("xdist") and not run.quick else []
+    spare = 3 if BESIDE_SUITE in run.background else 0
+    workers = (["-n", str(min(14, (os.cpu_count() or 1) - spare))]
+               if importlib.util.find_spec("xdist") and not run.quick else [])
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", run.device, *workers,
             *selection]
     started = time.perf_counter()
@@ -464,6 +525,104 @@ for variant in ("none", "gat"):
                          first_call_seconds=compile_s)
 print(json.dumps(rows))
 """
+
+
+def sdpa_masks(run: Run) -> dict[str, Any]:
+    """Item 5: every variant's gradients at T = 64, 96, 128, 192 in bf16 (dropout off, the same seed): finite, and
+    as with the memory-efficient backend forced; and cuDNN's SDPA forced on a masked attention alone."""
+    code = SDPA_CODE.format(device=run.device, quick=run.quick)
+    return json.loads(run.command("sdpa_masks", [sys.executable, "-c", code]).stdout.splitlines()[-1])
+
+
+SDPA_CODE = """
+import json, torch
+from xsyn.benchmarks.model import build, model_batch, synthetic_batch, train_step
+from xsyn.models.variants import variant_names
+device, quick = "{device}", {quick}
+cuda = device.startswith("cuda")
+shape = dict(num_hidden_layers=2 if quick else 4, hidden_size=64 if quick else 768,
+             num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072, vocab_size=1000,
+             max_position_embeddings=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+dtype = "bfloat16" if cuda else "float32"
+from torch.nn.attention import SDPBackend, sdpa_kernel
+def grads(model, batch, backends):
+    torch.manual_seed(0)
+    if backends is None:
+        train_step(model, batch, dtype)
+    else:
+        with sdpa_kernel(backends):
+            train_step(model, batch, dtype)
+    return {{n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}}
+rows = {{}}
+for variant in variant_names():
+    model = build(variant, shape, 0, device)
+    for t in ((32, 48) if quick else (64, 96, 128, 192)):
+        batch = {{k: v.to(device) for k, v in synthetic_batch(4, t, 1000, t).items()}}
+        entry = {{}}
+        try:
+            got = grads(model, model_batch(variant, batch), None)
+            entry["finite"] = all(bool(torch.isfinite(g).all()) for g in got.values())
+            ref = grads(model, model_batch(variant, batch), [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+            # over all gradients at once: some are zero in exact arithmetic (the key bias: softmax ignores a
+            # constant per query), and a per-tensor ratio of rounding noise to zero means nothing
+            a, r = (torch.cat([g[n].flatten() for n in sorted(ref)]) for g in (got, ref))
+            entry["relative_difference_to_efficient"] = float((a - r).norm() / r.norm())
+        except Exception as error:
+            entry["error"] = type(error).__name__ + ": " + str(error)[:300]
+        rows[variant + "@" + str(t)] = entry
+# The pitfall itself: cuDNN's SDPA forced, a boolean padding mask, bf16
+raw = {{}}
+if cuda:
+    for t in (64, 96, 128, 192):
+        torch.manual_seed(t)
+        q, k, v = (torch.randn(8, 12, t, 64, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        mask = torch.ones(8, 1, t, t, dtype=torch.bool, device=device)
+        mask[:, :, :, t - t // 4:] = False
+        try:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).float().sum().backward()
+            raw[str(t)] = {{"grad_q_finite": bool(torch.isfinite(q.grad).all())}}
+        except Exception as error:
+            raw[str(t)] = {{"error": type(error).__name__ + ": " + str(error)[:200]}}
+ok = all(e.get("finite") for e in rows.values())
+close = all(e.get("relative_difference_to_efficient", 1) < 0.05 for e in rows.values())
+print(json.dumps({{"torch": torch.__version__, "rows": rows, "cudnn_forced_masked": raw,
+                  "all_finite": ok, "all_within_5pct_of_efficient": close}}))
+"""
+
+
+def compile_modes(run: Run) -> dict[str, Any]:
+    """Items 2 and 3 (scripts/gpu_compile.py): eager / default / reduce-overhead per row, MFU sweep, recompiles."""
+    lengths = run.work / "xnli_lengths.json"
+    lengths.write_text(json.dumps(xnli_lengths(run)), encoding="utf-8")
+    out = run.work / "compile.json"
+    budget = max(60.0, min(COMPILE_SECONDS, run.left() - 15))
+    argv = [sys.executable, str(REPO / "scripts" / "gpu_compile.py"), "--device", run.device, "--output", str(out),
+            "--lengths", str(lengths), "--deadline", str(budget), "--barrier-seconds", str(budget * 0.65),
+            *(["--quick"] if run.quick else [])]
+    printed = run.command("compile_modes", argv).stdout
+    found = json.loads(out.read_text(encoding="utf-8"))
+    found["table"] = printed
+    return found
+
+
+def xnli_lengths(run: Run) -> list[int]:
+    """Token lengths of XNLI English dev pairs ([CLS] premise [SEP] hypothesis [SEP], mBERT's WordPiece,
+    cut at 128), in seeded shuffles: the batch order real epochs see."""
+    import random
+
+    from tokenizers import BertWordPieceTokenizer
+
+    tokenizer = BertWordPieceTokenizer(str(run.shared / "mbert_vocab" / "vocab.txt"), lowercase=False)
+    rows = [line.split("\t") for line in (run.shared / "xnli" / "dev-en.tsv").read_text(encoding="utf-8").splitlines()]
+    pairs = [(r[0], r[1]) for r in rows if len(r) >= 2]
+    lengths = [min(128, len(e.ids)) for e in tokenizer.encode_batch(pairs)]
+    epochs = []
+    for epoch in range(-(-200 * 32 // len(lengths))):  # enough epochs (each reshuffled) for 200 batches of 32
+        order = list(lengths)
+        random.Random(epoch).shuffle(order)
+        epochs += order
+    return epochs
 
 
 # -- tables ------------------------------------------------------------------------------------------------
@@ -605,6 +764,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     run = Run(args)
     failed = False
+    if "suite" in args.steps and BESIDE_SUITE in args.steps:
+        run.background[BESIDE_SUITE] = precision_start(run)
     for name in (s for s in STEPS if s in args.steps):
         if run.left() < 5:
             run.results["steps"][name] = {"status": "not run: out of time (run again with --steps " + name + ")"}

@@ -285,3 +285,56 @@ def test_v_and_q_work_after_the_command_name_too():
     assert quiet.exit_code == 0 and "--max-train-examples" in quiet.output  # as `xsyn -q finetune ...`
     both = CliRunner().invoke(main, ["finetune", "-v", "-q", "--help"])
     assert both.exit_code == 2 and "-v and -q contradict each other" in both.output
+
+
+def _commands(group, path=()):
+    """Every command of the click tree by its full name ('experiment run'), with its option names."""
+    import click
+
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        else:
+            yield " ".join((*path, name)), {opt for param in command.params for opt in param.opts}
+
+
+def test_each_shared_option_is_on_exactly_the_commands_the_readme_lists():
+    """Issue 39, point 11: the README said --cache-dir was on every command; four refused it. Each row of the
+    README's shared-options table that says `on: ...` is checked against the command line, both ways."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Options shared by every command", 1)[1].split("\n\n", 3)[2]
+    rows = [re.match(r"\| `(--[a-z-]+)[^|]*\|.*?\bon: ([a-z, -]+?)(?: \(|\s*\||$)", line) for line in
+            table.splitlines()]
+    listed = {row.group(1): {name.strip() for name in row.group(2).split(",")} for row in rows if row}
+    assert {"--cache-dir", "--output-dir", "--output", "--parser", "--quiet"} <= set(listed)
+    commands = dict(_commands(main))
+    for option, names in listed.items():
+        assert names <= set(commands), f"the README lists unknown commands for {option}: {names - set(commands)}"
+        having = {name for name, options in commands.items() if option in options}
+        assert having == names, f"{option}: on {sorted(having)}, the README says {sorted(names)}"
+    assert {"--verbose", "--quiet"} <= {opt for param in main.params for opt in param.opts}  # -v / -q: every command
+
+
+def test_demo_and_experiment_run_take_the_cache_dir_to_their_runs(monkeypatch, tmp_path):
+    from xsyn.experiments import demo, launch
+
+    taken = {}
+
+    def fake_demo(output_dir, seed, progress, max_steps, overwrite, settings):
+        taken["demo"] = settings
+        raise SystemExit(0)
+
+    def fake_run_local(spec, devices, cells, echo, progress):
+        taken["cells"] = {spec.config(cell, check_model=False).cache_dir for cell in cells}
+        return []
+
+    monkeypatch.setattr(demo, "run_demo", fake_demo)
+    monkeypatch.setattr(launch, "run_local", fake_run_local)
+    CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path / "d"), "--cache-dir", str(tmp_path / "c")])
+    assert taken["demo"] == {"cache_dir": str(tmp_path / "c")}
+    result = CliRunner().invoke(main, ["experiment", "run", "synth", "--output-dir", str(tmp_path / "runs"),
+                                       "--cache-dir", str(tmp_path / "c"), "--cell", "synth/none-*"])
+    assert result.exit_code == 0, result.output
+    assert taken["cells"] == {str(tmp_path / "c")}

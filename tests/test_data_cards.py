@@ -160,10 +160,33 @@ def test_a_minimal_card_parses():
     (["local", 0, "lang_codes"], {"de": "deu"}, r"local\[0\].lang_codes: de not in the card's languages .en."),
     (["label_names"], {"pos": "positive"}, "toy.toml: label_names: names pos, which are not among labels"),
     (["label_names"], {"1": 1}, r"toy.toml: label_names.1: expected a string, got 1"),
+    # empty or repeating lists (issue 39, point 1: an empty `languages` was an IndexError in the run settings)
+    (["languages"], [], "^toy.toml: languages: must not be empty$"),
+    (["languages"], ["en", "de", "en"], "^toy.toml: languages: lists 'en' twice$"),
+    (["splits"], [], "^toy.toml: splits: must not be empty$"),
+    (["train_languages"], [], "^toy.toml: train_languages: must not be empty$"),
+    (["train_languages"], ["de"], r"^toy.toml: train_languages: de not in languages \(en\)$"),
+    (["local", 0, "splits"], {}, r"^toy.toml: local\[0\].splits: must not be empty$"),
+    (["local", 0, "languages"], [], r"^toy.toml: local\[0\].languages: must not be empty$"),
+    (["hub"], [{"dataset": "toy", "splits": {"test": "test"}, "columns": {"text": "text"}, "languages": []}],
+     r"^toy.toml: hub\[0\].languages: must not be empty$"),
+    (["labels"], ["a", "a"], "^toy.toml: labels: lists a value twice$"),
+    (["label_map"], {"0": "a", "1": "bee"}, r"^toy.toml: label_map: maps to bee, which are not among labels \(a, b\)$"),
 ])
 def test_card_mistakes_name_the_file_key_and_valid_values(path, value, message):
     with pytest.raises(CardError, match=message):
         parse_card(with_change(path, value), "toy.toml")
+
+
+def test_a_card_file_with_an_empty_language_list_is_refused_by_the_cli_with_its_path(tmp_path):
+    from click.testing import CliRunner
+
+    from xsyn.cli import main
+
+    card_file = _card_file(tmp_path, TOY.replace('languages = ["en"]', "languages = []"))
+    result = CliRunner().invoke(main, ["tasks", str(card_file)])
+    assert result.exit_code != 0 and not isinstance(result.exception, IndexError)
+    assert f"{card_file}: languages: must not be empty" in result.output
 
 
 def test_a_task_in_a_known_format_is_just_a_card(tmp_path):

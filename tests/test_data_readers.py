@@ -14,6 +14,7 @@ released layouts exactly:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 from collections import Counter
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from xsyn.data.example import UNANSWERABLE
 from xsyn.data.loading import load_examples
 from xsyn.data.readers import DataFormatError, errors_to_bio, iob1_to_iob2, spans_to_bio
 
@@ -71,8 +73,8 @@ def test_mtop_token_span_that_is_not_a_number_names_column_8_and_the_field(tmp_p
             '{"tokens": ["ab", "cd"], "tokenSpans": [{"start": 0, "length": 2}, {"start": "a", "length": 2}]}\n')
     (tmp_path / "en").mkdir()
     (tmp_path / "en" / "test.txt").write_text(line, encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r'test\.txt:1: column 8 \(tokens JSON\): tokenSpans\[1\]\.start is "a", '
-                                              "not a whole number of characters"):
+    with pytest.raises(DataFormatError, match=r"test\.txt:1: column 8 \(tokens JSON\): tokenSpans\[1\]: start: "
+                                              r"expected a whole number, got the string 'a' \(tokenSpans\[1\] = "):
         load_examples("mtop", "en", "test", data_dir=tmp_path, allow_hub=False)
 
 
@@ -209,6 +211,54 @@ def test_squad_json_of_the_wrong_shape_names_the_file_and_the_json_path(tmp_path
         "data[0]: expected an object with a 'paragraphs' list, got \"x\"",
         "data[1]: expected an object with a 'paragraphs' list, got {\"title\": \"t\"}",
         "data[2].paragraphs[0]: expected an object with a 'qas' list, got {\"context\": \"c\"}"]
+
+
+def _squad2(tmp_path, **fields):
+    qa = {"id": "q1", "question": "Who?", "answers": [{"text": "Ann", "answer_start": 0}], **fields}
+    folder = tmp_path / "squad_v2"
+    folder.mkdir(exist_ok=True)
+    (folder / "dev-v2.0.json").write_text(json.dumps({"data": [{"paragraphs": [{"context": "Ann", "qas": [qa]}]}]}),
+                                          encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("fields, message", [
+    # issue 39, point 4: bool("false") is True, which read the question as impossible
+    ({"is_impossible": "false"}, "is_impossible: expected true/false, got the string 'false'"),
+    ({"is_impossible": 0}, "is_impossible: expected true/false, got the number 0"),
+    ({"answers": [{"text": "Ann", "answer_start": "0"}]}, r"answers\[0\]: answer_start: expected a whole number, "
+                                                          "got the string '0'"),
+    ({"answers": [{"text": ["Ann"], "answer_start": 0}]}, r"answers\[0\]: text: expected a string, got a list"),
+    ({"question": None}, "question: expected a string, got null"),
+    ({"answers": {"text": "Ann"}}, "answers: expected a list, got an object"),
+])
+def test_squad_json_fields_of_the_wrong_json_type_are_named_with_what_was_found(tmp_path, fields, message):
+    folder = _squad2(tmp_path, **fields)
+    with pytest.raises(DataFormatError, match=r"dev-v2\.0\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\]: " + message):
+        load_examples("squad_v2", "en", "validation", data_dir=folder, allow_hub=False)
+
+
+def test_squad_json_reads_json_booleans_as_they_are(tmp_path):
+    answerable = _squad2(tmp_path, is_impossible=False)
+    examples, _ = load_examples("squad_v2", "en", "validation", data_dir=answerable, allow_hub=False)
+    assert [answer.text for answer in examples[0].answers] == ["Ann"] and examples[0].label is None
+    impossible = _squad2(tmp_path, is_impossible=True, answers=[])
+    examples, _ = load_examples("squad_v2", "en", "validation", data_dir=impossible, allow_hub=False)
+    assert examples[0].answers == [] and examples[0].label == UNANSWERABLE
+
+
+def test_race_fields_of_the_wrong_json_type_are_named(tmp_path):
+    split = tmp_path / "RACE" / "test" / "high"
+    split.mkdir(parents=True)
+    article = {"article": "Ann ran.", "questions": ["Who ran?", "Why?"], "options": [list("abcd"), list("efgh")],
+               "answers": ["A", 1], "id": "h1.txt"}
+    (split / "1.txt").write_text(json.dumps(article), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"1\.txt: questions\[1\]: answers\[1\]: expected a string "
+                                              r"\(A, B, \.\.\.\), got the number 1"):
+        load_examples("race", "en", "test", data_dir=tmp_path / "RACE", allow_hub=False)
+    (split / "1.txt").write_text(json.dumps({**article, "questions": "Who ran?"}), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"1\.txt: questions: expected a list, got the string 'Who ran\?'"):
+        load_examples("race", "en", "test", data_dir=tmp_path / "RACE", allow_hub=False)
 
 
 def test_tsv_row_with_an_unknown_label_is_named_by_file_and_line(tmp_path):
@@ -356,3 +406,38 @@ def test_conllu_rows_are_the_syntactic_words_with_their_upos_and_a_bad_sentence_
     assert len(skipping.bad.skipped) == 1 and skipping.bad.skipped[0].startswith(f"{path}:10: ")
     with pytest.raises(DataFormatError, match=f"^{path}:10: .*never skipped"):
         list(READERS["conllu"].read(ReadRequest([path], "de", "test", {}, BadRows(skip=True, test=True))))
+
+
+def _conllu_word(k: int, form: str, upos: str, head: int) -> str:
+    return f"{k}\t{form}\t{form.lower()}\t{upos}\t_\t_\t{head}\t{'root' if head == 0 else 'dep'}\t_\t_"
+
+
+def test_a_conllu_error_names_the_file_and_the_word_line_without_a_sent_id(tmp_path):
+    """Issue 39, point 5: a file without `# sent_id` lines was named as 'sentence None'."""
+    folder = tmp_path / "UD_English-EWT"
+    folder.mkdir()
+    lines = ["# text = Ann ran", _conllu_word(1, "Ann", "PROPN", 2), _conllu_word(2, "ran", "VERB", 0), "",
+             "# text = Bo sat .", _conllu_word(1, "Bo", "PROPN", 2), _conllu_word(2, "sat", "VRB", 0),
+             _conllu_word(3, ".", "PUNCT", 2), ""]
+    path = folder / "en_ewt-ud-test.conllu"
+    path.write_text("\n".join(lines), encoding="utf-8")  # "VRB" (line 7) is not a UPOS tag
+    with pytest.raises(DataFormatError) as caught:
+        load_examples("udpos", "en", "test", data_dir=tmp_path, allow_hub=False)
+    assert str(caught.value).startswith(f"{path}:7 (token 2 of the sentence at line 5): tag(s) VRB not in the "
+                                        "card's tags")
+    assert "None" not in str(caught.value)
+    path.write_text("\n".join(["# sent_id = s2", *lines[4:]]), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(path))}:4 \(token 2 of the sentence at line 1, "
+                                              r"sentence s2\): tag\(s\) VRB"):
+        load_examples("udpos", "en", "test", data_dir=tmp_path, allow_hub=False)
+
+
+def test_an_fce_label_error_names_the_bad_tokens_line_not_the_sentences(tmp_path):
+    """Issue 39, point 6: the error named the line where the sentence starts (496), not the token's (504)."""
+    sentence = [f"w{k}\tc" for k in range(12)]
+    sentence[8] = "w8\tx"  # the ninth token of the sentence that starts at line 3: line 11
+    path = tmp_path / "fce-public.test.original.tsv"
+    path.write_text("\n".join(["Hi\tc", "", *sentence, ""]), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(path))}:11 \(token 9 of the sentence at line 3\): "
+                                              r"tag\(s\) x not in the card's tags"):
+        load_examples("fce", "en", "test", data_dir=tmp_path, allow_hub=False)

@@ -70,7 +70,8 @@ def test_an_fce_line_without_a_label_names_its_line_and_a_test_row_is_never_skip
     examples, report = load_examples("fce", "en", "train", data_dir=data, skip_bad_rows=True)
     assert len(examples) == 3 and len(report.skipped) == 1
     replace_line(test, 2, "go\tx")
-    with pytest.raises(DataFormatError, match=f"^{test}:1: tag\\(s\\) x not in the card's tags.*never skipped"):
+    with pytest.raises(DataFormatError, match=f"^{test}:2 \\(token 2 of the sentence at line 1\\): "
+                                              "tag\\(s\\) x not in the card's tags.*never skipped"):
         load_examples("fce", "en", "test", data_dir=data, skip_bad_rows=True)
 
 

@@ -167,12 +167,45 @@ def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(
         assert not lock_holder(path).stale
         result = CliRunner().invoke(main, ["experiment", "run", str(tmp_path / "grid.toml"), "--output-dir",
                                            str(tmp_path / "r"), "--cell", experiment.cells[0].name])
-        assert result.exit_code != 0  # never "finished" while a cell was left to someone else
-        assert "held by other live processes" in result.output and f"pid {sleeper.pid}" in result.output
+        # issue 39, point 7: a cell another live process runs is not a failure (exit 0), and the owner is named
+        assert result.exit_code == 0, result.output
+        assert f"{experiment.cells[0].name}: held by another process, not run here (locked by pid {sleeper.pid}" \
+            in result.output
+        assert "1 of 1 cells are being run by other processes" in result.output
+        assert "writes the report" not in result.output
     finally:
         sleeper.kill()
         sleeper.wait()
     assert lock_holder(path).stale  # its owner is gone now
+
+
+def test_run_wait_blocks_until_the_owner_is_done_and_fails_only_for_a_failed_cell(tmp_path, monkeypatch):
+    import threading
+
+    from xsyn.experiments import launch
+
+    monkeypatch.setattr(launch, "WAIT_POLL_S", 0.1)
+    experiment = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    path = _lock_of(experiment, pid=sleeper.pid, host=socket.gethostname(),
+                    process_start=process_start_time(sleeper.pid))
+
+    def owner_fails() -> None:  # the other process records its cell's error and exits
+        time.sleep(1.0)
+        (path.parent / cells.ERROR_FILE).write_text("Traceback ...\nRuntimeError: out of memory\n")
+        sleeper.kill()
+        sleeper.wait()
+
+    finisher = threading.Thread(target=owner_fails)
+    finisher.start()
+    try:
+        result = CliRunner().invoke(main, ["experiment", "run", str(tmp_path / "grid.toml"), "--output-dir",
+                                           str(tmp_path / "r"), "--cell", experiment.cells[0].name, "--wait"])
+    finally:
+        finisher.join()
+    assert "waiting for 1 cells other processes are running" in result.output
+    assert f"{experiment.cells[0].name}: failed: RuntimeError: out of memory" in result.output
+    assert result.exit_code == 1 and "1 of 1 cells failed" in result.output
 
 
 def test_the_owner_keeps_its_lock_fresh_with_a_heartbeat(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
+from xsyn import provenance
 from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
@@ -63,6 +64,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     summary = json.loads((run / "train_results.json").read_text())
     assert summary["steps"] == 8 and summary["train_examples"] == 128
     assert summary["versions"]["torch"] == torch.__version__ and "transformers" in summary["versions"]
+    assert summary["platform"] == provenance()["platform"]  # CPU model, kernel libraries, threads beside them
     best = json.loads((run / "validation_results.json").read_text())
     assert summary["card"] == best["card"] == load_card("synth").stamp  # version + content hash of the card
     assert best["primary"] == summary["best_dev_score"] == max(r["dev_primary"] for r in log if "dev" in r)
@@ -157,6 +159,7 @@ def evaluated(run) -> Path:
 def test_evaluate_writes_per_language_and_pair_results(evaluated):
     results = json.loads((evaluated / "results.json").read_text())
     assert results["card"] == load_card("synth").stamp
+    assert results["versions"] == provenance()["versions"] and results["platform"] == provenance()["platform"]
     langs = ["svo", "sov", "vso", "ovs"]
     assert list(results["per_language"]) == langs
     assert results["n_examples"]["svo"] == 400 and results["dropped"]["svo"] == 0

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from xsyn.metrics import compute, resample_fn
+from xsyn.metrics import compute, get_metric, resample_fn
 
 metrics = pytest.importorskip("sklearn.metrics")
 stats = pytest.importorskip("scipy.stats")
@@ -58,3 +58,49 @@ def test_a_constant_prediction_has_no_correlation_reported_as_zero_where_scipy_g
         warnings.simplefilter("ignore")
         assert math.isnan(stats.pearsonr(predicted, gold)[0]) and math.isnan(stats.spearmanr(predicted, gold)[0])
     assert compute("correlation", predicted, gold) == {"pearson": 0.0, "spearman": 0.0}
+
+
+def _sts_like(scale: float, offset: float, n: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    """Gold scores 0-5 and predictions offset + scale*(gold + noise): a model whose outputs vary little
+    (small scale) or sit far from zero (large offset), where raw-sum Pearson cancels (issue 39, point 9)."""
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, n)
+    return offset + scale * (gold + rng.normal(0, 1.5, n)), gold
+
+
+@pytest.mark.parametrize("scale, offset", [(1e-4, 2.7), (1e-6, 2.7), (1.0, 1e5), (1e-3, 1e5)])
+def test_pearson_stays_scipys_where_predictions_vary_little_or_sit_far_from_zero(scale, offset):
+    predicted, gold = _sts_like(scale, offset)
+    expected = 100 * stats.pearsonr(predicted, gold)[0]
+    assert 40 < expected < 80  # the test data is correlated: a 0 would be a failure, not a match
+    assert compute("correlation", list(predicted), list(gold))["pearson"] == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("scale, offset", [(1e-6, 2.7), (1.0, 1e5)])
+def test_pearson_of_a_resample_is_scipys_on_the_drawn_rows(scale, offset):
+    predicted, gold = _sts_like(scale, offset, n=400)
+    rows = np.random.default_rng(1).integers(0, len(gold), len(gold))
+    expected = 100 * stats.pearsonr(predicted[rows], gold[rows])[0]
+    assert resample_fn("correlation", list(predicted), list(gold))(rows) == pytest.approx(expected, abs=1e-8)
+
+
+def test_only_a_constant_prediction_scores_zero_however_small_the_variation():
+    gold = [0.0, 1.0, 4.0, 5.0]
+    assert compute("correlation", [2.7] * 4, gold)["pearson"] == 0.0
+    nearly = [2.7, 2.7, 2.7, float(np.nextafter(2.7, 3.0))]  # varies by one ulp: the correlation of 0,0,0,1
+    # with 0,1,4,5: covariance 2.5, centred squares 0.75 and 17 (scipy itself gives 35 here)
+    assert compute("correlation", nearly, gold)["pearson"] == pytest.approx(100 * 2.5 / math.sqrt(0.75 * 17))
+    fn = resample_fn("correlation", [1.0, 2.0, 3.0, 4.0], gold)
+    assert fn(np.array([1, 1, 1, 1])) == 0.0  # a resample that draws one example is constant
+
+
+def test_the_bootstrap_sd_of_pearson_is_the_sd_of_scipys_pearson_over_the_same_resamples():
+    from xsyn.metrics.bootstrap import _CHUNK, _resample_counts, bootstrap_sd
+    predicted, gold = _sts_like(1e-6, 2.7, n=300)
+    metric = get_metric("correlation")
+    rng = np.random.default_rng(0)  # bootstrap_sd's seed 0 draws these resamples, _CHUNK at a time
+    counts = np.concatenate([_resample_counts(rng, len(gold), _CHUNK) for _ in range(2)]).astype(int)
+    by_scipy = [100 * stats.pearsonr(np.repeat(predicted, row), np.repeat(gold, row))[0] for row in counts]
+    assert np.std(by_scipy, ddof=1) > 1.0
+    table = metric.count_table(list(predicted), list(gold))
+    assert bootstrap_sd(metric, table, resamples=2 * _CHUNK) == pytest.approx(np.std(by_scipy, ddof=1), rel=1e-9)

@@ -233,3 +233,36 @@ def test_an_xlmr_run_finetunes_gets_a_card_citing_xlmr_and_predicts_on_text_in_t
     assert len(rows) == 3
     for text, row in zip(texts, rows):
         assert row["tokens"] and all(text[t["start"]:t["end"]] == t["text"] for t in row["tokens"])
+
+
+def test_tiny_follows_the_tokenizers_family_or_the_family_asked_for(xlmr_tokenizer, xlmr_checkpoint, small_tokenizer,
+                                                                     caplog):
+    """Issue 39, point 12: `--model tiny --tokenizer <an XLM-R tokenizer>` silently built a BERT."""
+    from xsyn.models.presets import tiny_config
+
+    from_folder = load_tokenizer(xlmr_checkpoint)  # a checkpoint's folder: its config.json names the family
+    config = tiny_config(from_folder)
+    assert config.model_type == "xlm-roberta" and config.vocab_size == len(xlmr_tokenizer)
+    assert config.pad_token_id == 1 and config.max_position_embeddings == 514 and config.type_vocab_size == 1
+    assert tiny_config(small_tokenizer).model_type == "bert"  # a BERT wordpiece tokenizer: a BERT
+    with caplog.at_level("WARNING"):  # a generic tokenizer says no family: a BERT, and a warning naming the choice
+        assert tiny_config(xlmr_tokenizer).model_type == "bert"
+    assert "--set tiny_family=NAME: bert, xlm-roberta, roberta, camembert" in caplog.text
+    model = build_model("tiny", "gat", "sequence", tokenizer=xlmr_tokenizer, tiny_family="xlm-roberta",
+                        num_labels=2, **SMALL)
+    assert model.config.model_type == "xsyn_xlm_roberta" and model.config.vocab_size == len(xlmr_tokenizer)
+    with pytest.raises(InputError, match="is a bert tokenizer, but tiny_family asks for a xlm-roberta model"):
+        tiny_config(small_tokenizer, "xlm-roberta")
+
+
+def test_tiny_family_is_a_run_setting_for_tiny_only():
+    from xsyn.data.cards import load_card
+    from xsyn.run.settings import ConfigError, parse_overrides, resolve
+
+    card = load_card("pawsx")
+    assert resolve("pawsx", "gat", card, {}, {"model": "tiny", "tiny_family": "xlm-roberta"}).tiny_family == \
+        "xlm-roberta"
+    with pytest.raises(ConfigError, match="^--set: tiny_family: 'xlmr' is not one of bert, xlm-roberta"):
+        parse_overrides(["tiny_family=xlmr"])
+    with pytest.raises(ConfigError, match="tiny_family is the family of `--model tiny`"):
+        resolve("pawsx", "gat", card, {}, {"model": "bert-base-multilingual-cased", "tiny_family": "bert"})

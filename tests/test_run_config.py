@@ -46,6 +46,36 @@ def test_a_saved_config_repeats_its_variant_but_not_another_task(tmp_path):
         resolve("xnli", None, load_card("xnli"), values, {})
 
 
+def test_resume_of_a_run_of_another_task_names_resume_not_config(tmp_path):
+    """Issue 39, point 8: `finetune --resume DIR` said "the --config file is a run of task ..."."""
+    from click.testing import CliRunner
+
+    from xsyn.cli import main
+
+    resolve("pawsx", "none", load_card("pawsx"), {}, {}).save(tmp_path / "config.json")
+    result = CliRunner().invoke(main, ["finetune", "--task", "xnli", "--resume", str(tmp_path)])
+    assert result.exit_code == 2 and "--config" not in result.output
+    assert (f"--resume {tmp_path} is a run of task 'pawsx' (its config.json), but --task names 'xnli': leave out "
+            "--task to continue that run" in " ".join(result.output.split()))
+
+
+def test_a_card_key_below_a_table_header_names_the_table_it_is_in():
+    """Issue 39, point 8: a top-level key written under [[local]] or [hyperparameters.X] (where TOML puts it)."""
+    from xsyn.data.cards import CardError, parse_card, read_card_table
+    from xsyn.utils.shipped import TASKS, shipped_folder
+
+    table = read_card_table(shipped_folder(TASKS) / "pawsx.toml", "pawsx.toml")
+    misplaced = {**table, "local": [{**table["local"][0], "title": "PAWS-X"}, *table["local"][1:]]}
+    with pytest.raises(CardError, match=r"^pawsx.toml: local\[0\].title: found in the \[\[local\]\] \(number 1\) "
+                                        r"table, but 'title' is a key of the card itself: .* move it above the card's "
+                                        r"first \[header\]$"):
+        parse_card(misplaced, "pawsx.toml")
+    section = {**table["hyperparameters"]["gat"], "description": "x"}
+    with pytest.raises(CardError, match=r"^pawsx.toml: hyperparameters.gat.description: found in the "
+                                        r"\[hyperparameters.gat\] table"):
+        parse_card({**table, "hyperparameters": {**table["hyperparameters"], "gat": section}}, "pawsx.toml")
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["batch_size=abc"], "--set: batch_size: expected an integer, got 'abc'"),
     (["learning_rate=fast"], "--set: learning_rate: expected a number, got 'fast'"),

@@ -7,7 +7,7 @@ import pytest
 
 from xsyn.cli.run import _echo_scores
 from xsyn.data.cards import load_card, parse_card
-from xsyn.run.evaluation import _fingerprint, _predicts_nothing, check_transferable
+from xsyn.run.evaluation import _fingerprint, _nothing_predicted, check_transferable
 from xsyn.run.settings import RunConfig
 from xsyn.utils.errors import InputError
 
@@ -22,9 +22,13 @@ def test_a_model_for_mlqa_may_be_scored_on_xquad_but_not_on_another_kind_or_labe
 
 
 def test_a_model_that_predicts_no_error_anywhere_is_recognised():
-    assert _predicts_nothing([set(), frozenset(), set()])
-    assert not _predicts_nothing([set(), {(1, 2, "R")}])
-    assert not _predicts_nothing(["0", "1"]) and not _predicts_nothing([])
+    cged, fce = load_card("cged"), load_card("fce")
+    assert _nothing_predicted(cged, {"predictions": [set(), frozenset(), set()], "metric_options": {}}) == (
+        "no error in any sentence (every sentence predicted correct)")
+    assert _nothing_predicted(cged, {"predictions": [set(), {(1, 2, "R")}], "metric_options": {}}) is None
+    assert _nothing_predicted(cged, {"predictions": [], "metric_options": {}}) is None
+    assert _nothing_predicted(fce, {"predictions": [["c", "c"], ["c"]], "metric_options": {}}) == (
+        "no token flagged as an error ('i') in any sentence")
 
 
 def summary(**fields):
@@ -44,8 +48,41 @@ def test_evaluate_prints_the_metric_and_its_bootstrap_sd_and_says_why_validation
 
 
 def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(capsys):
-    _echo_scores(summary(task="cged", primary="position_f1", predicted_nothing=["zh"]), split_chosen=True)
-    assert "warning: the model predicted nothing (no span or error in any example) for zh" in capsys.readouterr().err
+    nothing = {"zh": "no error in any sentence (every sentence predicted correct)"}
+    _echo_scores(summary(task="cged", primary="position_f1", predicted_nothing=nothing), split_chosen=True)
+    assert ("warning: zh: the model predicted no error in any sentence (every sentence predicted correct)"
+            in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("metric, options, silent, says, reference", [
+    # issue 39, point 10: FCE and QA models that say nothing got no warning (only set-valued kinds did)
+    ("detection", {}, [["c", "c"], ["c"]], [["c", "i"], ["c"]], [["c", "i"], ["i"]]),
+    ("squad", {}, ["", " "], ["", "Ann"], [["Ann"], ["Bo"]]),
+    ("mlqa", {"lang": "de"}, ["", ""], ["Ann", ""], [["Ann"], ["Bo"]]),
+    ("squad_v2", {}, [("", 0.9), ("", 0.2)], [("", 0.9), ("Ann", 0.1)], [[], ["Ann"]]),
+    ("seqeval", {}, [["O", "O"], ["O"]], [["B-PER", "O"], ["O"]], [["B-PER", "O"], ["B-LOC"]]),
+    ("intent_slot", {}, [("a", ["O"]), ("b", ["O", "O"])], [("a", ["B-x"]), ("b", ["O", "O"])],
+     [("a", ["B-x"]), ("b", ["O", "B-y"])]),
+    ("cged", {}, [set(), set()], [set(), {(1, 2, "S")}], [{(1, 2, "S")}, set()]),
+    ("accuracy", {}, ["pos", "pos"], ["pos", "neg"], ["pos", "neg"]),
+    ("correlation", {}, [2.5, 2.5], [2.5, 3.0], [1.0, 4.0]),
+    ("word_accuracy", {}, [["NOUN", "NOUN"], ["NOUN"]], [["NOUN", "VERB"], ["NOUN"]], [["NOUN", "VERB"], ["ADJ"]]),
+])
+def test_every_metric_says_what_a_model_that_predicts_nothing_predicted(metric, options, silent, says, reference):
+    from xsyn.metrics import get_metric
+
+    scorer = get_metric(metric, **options)
+    scorer.compute(silent, reference)  # the silent predictions are well-formed: the metric scores them
+    assert scorer.nothing_predicted(silent)
+    assert scorer.nothing_predicted(says) is None
+
+
+def test_one_example_is_no_model_that_always_says_the_same():
+    from xsyn.metrics import get_metric
+
+    assert get_metric("accuracy").nothing_predicted(["pos"]) is None
+    assert get_metric("accuracy").nothing_predicted(["pos", "pos"]) == "the same prediction, 'pos', for every example"
+    assert get_metric("word_accuracy").nothing_predicted([["NOUN"]]) is None
 
 
 

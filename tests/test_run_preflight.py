@@ -125,3 +125,41 @@ def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is
     blocker.write_text("x")
     res = CliRunner().invoke(main, ["demo", "--output-dir", str(blocker / "demo"), "--quiet"])
     assert res.exit_code == 1 and f"{blocker} is a file, not a folder" in res.output
+
+
+def _bert_checkpoint(folder: Path, vocab_size: int, pad_token_id: int = 0) -> Path:
+    """A plain BERT checkpoint's folder as the hub has one (config.json and weights), tiny and random."""
+    from transformers import BertConfig, BertModel
+
+    BertModel(BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, pad_token_id=pad_token_id)).save_pretrained(folder)
+    return folder
+
+
+def test_a_tokenizer_that_does_not_fit_the_model_is_named_with_both_before_any_data(vocab, xlmr_checkpoint,
+                                                                                   tmp_path):
+    """Issue 39, point 2: an XLM-R tokenizer beside a BERT config ended in transformers' size mismatch after
+    the data was read and featurised."""
+    xlmr_tokenizer = Path(__file__).parent / "fixtures" / "xlmr_tokenizer"
+    size = len(vocab.read_text(encoding="utf-8").splitlines())
+    model = _bert_checkpoint(tmp_path / "bert", vocab_size=size)
+    data = write_pawsx(tmp_path / "data")
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = finetune_args(vocab, data, cache, out)
+    args[args.index("tiny")] = str(model)
+    for tokenizer, message in [  # a generic tokenizer: its size; one of a known family: the families
+        (xlmr_tokenizer, f"the tokenizer {xlmr_tokenizer} has 3,000 tokens, more than the {size} of the model's "
+                         f"vocabulary (vocab_size in {model / 'config.json'}): ids past {size - 1} have no embedding"),
+        (xlmr_checkpoint, f"the tokenizer {xlmr_checkpoint} is a xlm-roberta tokenizer and the model "
+                          f"{model / 'config.json'} a bert model: they do not fit")]:
+        args[args.index("--tokenizer") + 1] = str(tokenizer)
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and message in res.output and "leave out --tokenizer" in res.output, res.output
+        assert not out.exists() and not cache.exists()  # nothing parsed or featurised first
+    padded = _bert_checkpoint(tmp_path / "padded", vocab_size=100, pad_token_id=1)
+    from xsyn.run.preflight import check_model
+    from xsyn.utils.errors import InputError
+
+    with pytest.raises(InputError, match=rf"the tokenizer {vocab} pads with id 0, the model .*config.json with id 1"):
+        check_model(str(padded), str(vocab))
+    check_model(str(model), str(vocab))  # the tokenizer the model was made for fits

@@ -38,6 +38,14 @@ def versions() -> dict[str, str]:
             "accelerate": accelerate.__version__, "python": platform.python_version()}
 
 
+def provenance() -> dict:
+    """What every run's results record beside them: `versions()`, and `platform`, what the float kernels
+    chose by (`xsyn.utils.machine`: CPU model and flags, MKL/oneDNN, threads, GPUs)."""
+    from xsyn.utils.machine import machine
+
+    return {"versions": versions(), "platform": machine()}
+
+
 class _AutoRegistrationHook:  # a meta path finder (importlib.abc costs ~25 ms to import)
     """Watches the imports of transformers and xsyn; registers once the Auto module is in and the
     last of those imports in progress has finished (so nothing half-initialised gets imported)."""

@@ -16,8 +16,11 @@ from xsyn.models.defaults import DEFAULT_SEED
               "card's full schedule is in `xsyn settings --task synth`).")
 @click.option("--overwrite-output-dir", is_flag=True, help="Replace an earlier demo in --output-dir (without "
               "it, a folder that holds one is refused: old and new files would mix).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="xsyn's cache folder: parses/ and features/ [default: OUTPUT_DIR/cache].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def demo(output_dir: str, seed: int, max_steps: int | None, overwrite_output_dir: bool, quiet: bool) -> None:
+def demo(output_dir: str, seed: int, max_steps: int | None, overwrite_output_dir: bool, cache_dir: str | None,
+         quiet: bool) -> None:
     """Generate the synthetic typology benchmark, train none and gat, evaluate, report."""
     from xsyn.experiments.demo import run_demo
 
@@ -25,7 +28,8 @@ def demo(output_dir: str, seed: int, max_steps: int | None, overwrite_output_dir
         from xsyn.utils.progress import quiet_libraries
 
         quiet_libraries()
-    summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir)
+    summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir,
+                       settings={"cache_dir": cache_dir} if cache_dir else None)
     langs = list(summary["per_language"]["none"])
     click.echo("\nzero-shot test accuracy (trained on " + langs[0] + ")")
     click.echo("variant  " + "  ".join(f"{lang:>6}" for lang in langs) + "  average")

@@ -78,11 +78,15 @@ experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its
 @click.option("--account", default=None, help="slurm: the account to charge.")
 @click.option("--qos", default=None, help="slurm: the quality of service.")
 @click.option("--constraint", default=None, help="slurm: a node feature constraint.")
-@click.option("--wait", is_flag=True, help="slurm: wait for the jobs and print each cell's outcome.")
+@click.option("--wait", is_flag=True, help="Wait for the cells other processes are running (local) or for the "
+              "jobs (slurm), and print each cell's outcome.")
 @click.option("--progress", is_flag=True, help="local: progress bars for each cell's training and evaluation.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="xsyn's cache folder for every cell: parses/ and features/ (default: $XSYN_CACHE or ~/.cache/xsyn); "
+                   "as --set cache_dir=DIR.")
 def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, gpus, cell_patterns, partition,
                 gpus_per_node, time_min, cpus_per_task, mem_gb, array_parallelism, account, qos, constraint,
-                wait, progress) -> None:
+                wait, progress, cache_dir) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
     from xsyn.experiments.launch import ClusterOptions, record_run
@@ -90,7 +94,8 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
 
     if not progress:
         quiet_libraries()
-    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    spec = _load(source, data_dir, model, max_steps, output_dir, (*sets, *([f"cache_dir={cache_dir}"] if cache_dir
+                                                                           else [])))
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
@@ -99,7 +104,7 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
             mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
             source, wait)
     else:
-        _run_here(spec, cells, gpus, progress, source)
+        _run_here(spec, cells, gpus, progress, wait, source)
 
 
 def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
@@ -127,24 +132,30 @@ def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
         raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
 
 
-def _run_here(spec, cells, gpus: int | None, progress: bool, source: str) -> None:
-    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU)."""
+def _run_here(spec, cells, gpus: int | None, progress: bool, wait: bool, source: str) -> None:
+    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU); with `wait`, then wait
+    for the cells other processes hold."""
     from xsyn.experiments.cells import FAILED, RUNNING
-    from xsyn.experiments.launch import run_local, visible_gpus
+    from xsyn.experiments.launch import run_local, visible_gpus, wait_for_held
 
     devices = visible_gpus()
     if gpus is not None:
         devices = devices[:gpus]
     outcomes = run_local(spec, devices, cells, echo=click.echo, progress=progress)
-    failed = [o for o in outcomes if o.state == FAILED]
     held = [o for o in outcomes if o.state == RUNNING]
-    if failed:
+    if held and wait:
+        click.echo(f"waiting for {len(held)} cells other processes are running ...")
+        outcomes = [o for o in outcomes if o.state != RUNNING] + wait_for_held(spec, held, click.echo, progress)
+        held = []
+    failed = [o for o in outcomes if o.state == FAILED]
+    if failed:  # the only failure: a cell another process is running is not one
         raise click.ClickException(f"{len(failed)} of {len(outcomes)} cells failed (the others ran); "
                                    f"`xsyn experiment status {source}` shows why, each cell's error.txt the traceback")
     if held:
-        raise click.ClickException(
-            f"{len(held)} cells are held by other live processes and were not run here (first: {held[0].cell.name}, "
-            f"{held[0].detail}); run again when they finish, or `xsyn experiment status {source}` to follow them")
+        click.echo(f"{len(held)} of {len(outcomes)} cells are being run by other processes (each named above with "
+                   f"its owner), the rest are finished; `--wait` waits for them, `xsyn experiment status {source}` "
+                   "follows them")
+        return
     click.echo(f"finished; `xsyn experiment report {source}` writes the report")
 
 

@@ -196,10 +196,9 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
         click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
                    "no labels (pass --split to choose)")
     click.echo(scores_text(summary))
-    if summary.get("predicted_nothing"):
-        click.echo(f"warning: the model predicted nothing (no span or error in any example) for "
-                   f"{', '.join(summary['predicted_nothing'])}; scores that count correct silence (e.g. CGED's "
-                   "detection accuracy) are high for that reason alone", err=True)
+    for key, what in (summary.get("predicted_nothing") or {}).items():
+        click.echo(f"warning: {key}: the model predicted {what}; scores that count correct silence or the "
+                   "majority label can be high for that reason alone", err=True)
 
 
 @main.command()

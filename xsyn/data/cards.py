@@ -19,6 +19,7 @@ values (`xsyn.utils.schema`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import string
@@ -34,7 +35,7 @@ from xsyn.data.readers import READERS
 from xsyn.data.rows import FROM_TRAIN
 from xsyn.models.variants import paper_names, variant_names
 from xsyn.utils.io import not_utf8_at
-from xsyn.utils.schema import Invalid, check_values, construct, one_of, strict, validated_field
+from xsyn.utils.schema import Invalid, check_values, construct, distinct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
@@ -61,8 +62,8 @@ class LocalSource:
     layout: str
     format: str = validated_field(one_of(lambda: sorted(READERS)))
     path: str | list[str]
-    splits: dict[str, str]
-    languages: tuple[str, ...] | None = None
+    splits: dict[str, str] = validated_field(distinct)
+    languages: tuple[str, ...] | None = validated_field(distinct, default=None)
     lang_codes: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -92,10 +93,10 @@ class HubSource:
     `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
 
     dataset: str
-    splits: dict[str, str]
+    splits: dict[str, str] = validated_field(distinct)
     columns: dict[str, str]
     config: str | None = None
-    languages: tuple[str, ...] | None = None
+    languages: tuple[str, ...] | None = validated_field(distinct, default=None)
     filter: dict[str, str] = field(default_factory=dict)
     revision: str | None = None
     lang_codes: dict[str, str] = field(default_factory=dict)
@@ -112,11 +113,11 @@ class TaskCard:
     name: str
     version: int  # raise it when an edit changes what the card means; recorded with `content_hash`
     kind: str = validated_field(one_of(KINDS))
-    languages: tuple[str, ...]
-    splits: tuple[str, ...] = validated_field(one_of(SPLITS))
+    languages: tuple[str, ...] = validated_field(distinct)
+    splits: tuple[str, ...] = validated_field([distinct, one_of(SPLITS)])
     metric: str = validated_field(one_of(METRICS))
     title: str = ""  # default: the name
-    train_languages: tuple[str, ...] = ()  # default: every language
+    train_languages: tuple[str, ...] = validated_field(distinct, default=())  # default: every language
     segments: tuple[str, ...] = ()  # default: the kind's own
     labels: tuple[str, ...] | str | None = None  # None for kinds without labels; FROM_TRAIN
     tags: tuple[str, ...] | str | None = None
@@ -178,6 +179,10 @@ class TaskCard:
         unknown = sorted(set(self.label_names) - set(self.labels)) if isinstance(self.labels, tuple) else []
         if unknown:
             raise Invalid("label_names", f"names {', '.join(unknown)}, which are not among labels")
+        mapped = sorted(set(self.label_map.values()) - set(self.labels)) if isinstance(self.labels, tuple) else []
+        if mapped:  # every row so mapped would be refused as a label the card does not have
+            raise Invalid("label_map", f"maps to {', '.join(mapped)}, which are not among labels "
+                                       f"({', '.join(self.labels)})")
 
     def validate_sources(self) -> None:
         if not self.local and not self.hub:
@@ -312,6 +317,7 @@ def parse_card(data: dict[str, Any], where: str) -> TaskCard:
     for derived in ("path", "file", "content_hash"):
         if derived in data:
             raise CardError(where, derived, "unknown key (the loader records it)")
+    _refuse_misplaced_keys(data, where)
     values = check_values(TaskCard, data, where, error=CardError)
     kind = KINDS[values["kind"]]
     values.setdefault("title", values["name"])
@@ -321,6 +327,26 @@ def parse_card(data: dict[str, Any], where: str) -> TaskCard:
     values["path"] = where
     values["content_hash"] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return construct(TaskCard, values, where, error=CardError)
+
+
+def _refuse_misplaced_keys(data: dict[str, Any], where: str) -> None:
+    """A card key written below a [table] header belongs to that table in TOML: name the table and the fix."""
+    card_keys = {f.name for f in dataclasses.fields(TaskCard) if f.init}
+    tables: list[tuple[str, str, Any, set[str]]] = []
+    for name, cls in (("local", LocalSource), ("hub", HubSource)):
+        entries = data.get(name)
+        own = {f.name for f in dataclasses.fields(cls)}
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            tables.append((f"{name}[{i}]", f"[[{name}]] (number {i + 1})", entry, own))
+    sections = data.get("hyperparameters")
+    for section, settings in (sections.items() if isinstance(sections, dict) else []):
+        tables.append((f"hyperparameters.{section}", f"[hyperparameters.{section}]", settings, set()))
+    for key, header, table, own in tables:
+        for name in table if isinstance(table, dict) else []:
+            if name in card_keys and name not in own:
+                raise CardError(where, f"{key}.{name}", f"found in the {header} table, but {name!r} is a key of the "
+                                "card itself: TOML puts a key in the table whose [header] is above it, so move it "
+                                "above the card's first [header]")
 
 
 def _subset(values: tuple[str, ...], allowed: tuple[str, ...], key: str, of: str) -> None:

@@ -13,4 +13,9 @@ class CardError(SchemaError):
 
 
 class RowError(XsynError, ValueError):
-    """A row that does not make an example of its task (the message says why)."""
+    """A row that does not make an example of its task (the message says why); `token`, where one token
+    (0-based) is at fault, lets a reader that knows each token's line name that line."""
+
+    def __init__(self, message: str, token: int | None = None):
+        super().__init__(message)
+        self.token = token

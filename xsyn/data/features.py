@@ -53,7 +53,7 @@ from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
-from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
+from xsyn.utils.io import OutputError, ensure_dir, explain_write_error, write_error_of
 
 FEATURES_VERSION = "4"  # 4: a window carries at most max_length removed ancestors
 IGNORE = IGNORE_INDEX  # label of pieces and examples the loss skips
@@ -250,8 +250,11 @@ def _map_to_cache(source, map_args: Mapping[str, Any], cache_file: Path, hit: bo
             source.map(cache_file_name=str(staging / cache_file.name), load_from_cache_file=False, **map_args)
             for built in staging.iterdir():
                 os.replace(built, cache_file.parent / built.name)
-        except OSError as err:
-            raise explain_write_error(err, cache_file, "--cache-dir") from err
+        except Exception as err:  # the write's OSError, or datasets' own error while it closes the file after one
+            cause = write_error_of(err)
+            if cause is None:
+                raise
+            raise explain_write_error(cause, cache_file, "--cache-dir") from err
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)

@@ -166,7 +166,7 @@ def _examples(card: TaskCard, items, request: ReadRequest, langs: list[str]) -> 
             examples.append(build_example(card, row.values, langs, default_id=f"#{number}",
                                           labelled=request.labelled))
         except RowError as err:
-            request.bad(row.where, str(err))
+            request.bad(row.where_of(err.token), str(err))
     return examples
 
 

@@ -63,8 +63,9 @@ def token_segment(row: GoldRow) -> Segment:
     tokens = row.values.get("tokens")
     if not tokens:
         raise RowError("a sentence without tokens")
-    if any(not isinstance(t, str) or t == "" for t in tokens):
-        raise RowError("an empty token")
+    empty = next((k for k, t in enumerate(tokens) if not isinstance(t, str) or t == ""), None)
+    if empty is not None:
+        raise RowError("an empty token", token=empty)
     if is_blank(tokens):
         raise RowError("a sentence whose tokens hold only invisible characters")
     return Segment(row.segment_langs[0], tokens=list(tokens), sent_id=row.uid, gold_tree=row.values.get("tree"))
@@ -97,7 +98,9 @@ def tags_per_token(row: GoldRow, n_tokens: int) -> list[str] | None:
     if row.tags != FROM_TRAIN:
         unknown = sorted({t for t in tags if t not in (row.tags or ())})
         if unknown:
-            raise RowError(f"tag(s) {', '.join(unknown)} not in the card's tags ({', '.join(row.tags or ())})")
+            first = next(k for k, t in enumerate(tags) if t not in (row.tags or ()))
+            raise RowError(f"tag(s) {', '.join(unknown)} not in the card's tags ({', '.join(row.tags or ())})",
+                           token=first)
     return list(tags)
 
 

@@ -52,7 +52,7 @@ from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, s
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
 from xsyn.utils.io import not_utf8_at
-from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, load, one_of, strict, validated_field
+from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, distinct, load, one_of, strict, validated_field
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
@@ -62,17 +62,6 @@ SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for
 
 class ExperimentError(SchemaError):
     """An experiment file that cannot run as written; the message names the file, the key and the fix."""
-
-
-def _distinct(names: list | None) -> None:
-    """A non-empty list that names nothing twice (a task, variant, seed or model twice is one cell twice)."""
-    if names is None:
-        return
-    if not names:
-        raise ValueError("must not be empty")
-    twice = sorted({repr(name) for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(f"lists {', '.join(twice)} twice")
 
 
 @strict
@@ -93,8 +82,8 @@ class TaskOptions(EvaluationOptions):
 
     settings: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
-    models: list[str] | None = validated_field(_distinct, default=None)
-    variants: list[str] | None = validated_field(_distinct, default=None)
+    models: list[str] | None = validated_field(distinct, default=None)
+    variants: list[str] | None = validated_field(distinct, default=None)
     search: dict[str, Any] | None = None  # replaces the file's [search] for this task
 
 
@@ -104,12 +93,12 @@ class ExperimentTable:
     """An experiment file's table as it is written; the tables of settings ([settings], [grid], [search],
     [pretrain]) are checked against the run settings and the variants when the cells are made."""
 
-    tasks: list[str] = validated_field([_distinct, one_of(list_tasks)])
-    variants: list[str] = validated_field([_distinct, one_of(variant_names)])
-    seeds: list[int] = validated_field(_distinct)
+    tasks: list[str] = validated_field([distinct, one_of(list_tasks)])
+    variants: list[str] = validated_field([distinct, one_of(variant_names)])
+    seeds: list[int] = validated_field(distinct)
     title: str | None = None  # default: the file's name
     description: str = ""
-    models: list[str] | None = validated_field(_distinct, default=None)  # default: xsyn's default model
+    models: list[str] | None = validated_field(distinct, default=None)  # default: xsyn's default model
     baseline: str | None = None  # default: the first variant
     runs_dir: str | None = None  # default: experiments/<file name>
     paper: str | None = None

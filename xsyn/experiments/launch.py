@@ -133,6 +133,30 @@ def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None 
     return outcomes
 
 
+WAIT_POLL_S = 30.0  # how often `experiment run --wait` looks at the cells other processes hold
+
+
+def wait_for_held(experiment: Experiment, held: list[CellState], echo: Callable[[str], None] = print,
+                  progress: bool = False, poll_s: float | None = None) -> list[CellState]:
+    """Block until every cell another live process holds is done or failed; each outcome as it comes. A cell
+    whose owner stopped before finishing it (its lock gone stale) is run here, resuming from its state."""
+    waiting = {state.cell.name: state.cell for state in held}
+    outcomes: list[CellState] = []
+    while waiting:
+        time.sleep(WAIT_POLL_S if poll_s is None else poll_s)
+        for name, cell in list(waiting.items()):
+            outcome = cell_state(experiment, cell)
+            if outcome.state == RUNNING:
+                continue
+            del waiting[name]
+            if outcome.state not in (DONE, FAILED):
+                echo(f"{name}: its owner stopped before finishing it; running it here")
+                outcome = run_cell(experiment, cell, progress=progress)
+            echo(f"{name}: {outcome.state}" + (f": {outcome.detail}" if outcome.state == FAILED else ""))
+            outcomes.append(outcome)
+    return outcomes
+
+
 def _run_on_gpus(experiment: Experiment, cells: list[Cell], gpus: list[str],
                  echo: Callable[[str], None]) -> list[CellState]:
     waiting = list(cells)

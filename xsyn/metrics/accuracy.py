@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,11 @@ class WordAccuracy(Metric):
 
     id = "word_accuracy"
     primary = "accuracy"
+
+    def nothing_predicted(self, predictions: Sequence) -> str | None:
+        tags = {tag for sentence in predictions for tag in sentence}
+        words = sum(len(sentence) for sentence in predictions)
+        return f"the same tag, {next(iter(tags))!r}, for every word" if len(tags) == 1 and words > 1 else None
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         if not isinstance(prediction, (list, tuple)) or not isinstance(reference, (list, tuple)):

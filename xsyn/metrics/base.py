@@ -48,6 +48,9 @@ class Metric(ABC):
 
     id: ClassVar[str]
     primary: ClassVar[str]  # the key of the single number tables show
+    # What a prediction that finds nothing is, in words, for the warning when every prediction is one
+    # (`says_nothing`): "no token flagged as an error". "" where a prediction always says something (a label).
+    nothing: ClassVar[str] = ""
 
     @abstractmethod
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
@@ -56,6 +59,23 @@ class Metric(ABC):
     @abstractmethod
     def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """All scores from summed counts; works elementwise on arrays of resampled totals."""
+
+    def says_nothing(self, prediction: Any) -> bool:
+        """Whether one prediction finds nothing (no error, entity, answer); only read where `nothing` is set."""
+        return False
+
+    def nothing_predicted(self, predictions: Sequence) -> str | None:
+        """What the predictions say, in words, where they all say nothing (`nothing`) or, for single labels or
+        scores, all say the same; None otherwise. Scores that reward silence look good for that reason alone."""
+        if not predictions:
+            return None
+        if self.nothing:
+            return self.nothing if all(self.says_nothing(p) for p in predictions) else None
+        first = predictions[0]
+        if (len(predictions) < 2 or isinstance(first, (list, tuple, set, frozenset, dict))
+                or any(p != first for p in predictions)):
+            return None
+        return f"the same prediction, {first!r}, for every example"
 
     def count_table(self, predictions: Sequence, references: Sequence) -> CountTable:
         if len(predictions) != len(references):
@@ -80,15 +100,19 @@ class Metric(ABC):
     def compute(self, predictions: Sequence, references: Sequence) -> dict[str, float]:
         return self.scores_of(self.count_table(predictions, references))
 
+    def totals(self, table: CountTable, weights: np.ndarray | None = None) -> Mapping[str, np.ndarray]:
+        """What `scores` reads: the column sums of `table` (one per row of resample `weights` (B, N)).
+        A metric whose formula cancels over raw sums (a correlation) overrides it with stable sums."""
+        shape = () if weights is None else (weights.shape[0],)
+        return _ZeroDefault(table.totals(weights), shape=shape)
+
     def scores_of(self, table: CountTable) -> dict[str, float]:
         """Corpus-level scores of the examples in `table`."""
-        totals = _ZeroDefault(table.totals(), shape=())
-        return {name: float(value) for name, value in self.scores(totals).items()}
+        return {name: float(value) for name, value in self.scores(self.totals(table)).items()}
 
     def primary_scores(self, table: CountTable, weights: np.ndarray) -> np.ndarray:
         """The primary score for each row of resample weights (B, N) -> (B,)."""
-        totals = _ZeroDefault(table.totals(weights), shape=(weights.shape[0],))
-        return np.asarray(self.scores(totals)[self.primary], dtype=float)
+        return np.asarray(self.scores(self.totals(table, weights))[self.primary], dtype=float)
 
     def resample_fn(self, predictions: Sequence, references: Sequence) -> Callable[[np.ndarray], float]:
         """`fn(indices)`: the primary score recomputed on the examples at `indices` (with repeats)."""

@@ -61,6 +61,10 @@ class Cged(Metric):
 
     id = "cged"
     primary = "position_f1"
+    nothing = "no error in any sentence (every sentence predicted correct)"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return not prediction
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         predicted = _level_items(_triples(prediction, "prediction"))

@@ -21,6 +21,13 @@ class ErrorDetection(Metric):
     id = "detection"
     primary = "f0.5"
 
+    @property
+    def nothing(self) -> str:  # type: ignore[override]
+        return f"no token flagged as an error ({self.error!r}) in any sentence"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return self.error not in prediction
+
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         if not isinstance(prediction, (list, tuple)) or not isinstance(reference, (list, tuple)):
             raise TypeError("error detection compares one tag list per sentence")

@@ -104,6 +104,10 @@ class EntityF1(TaggingMetric):
 
     id = "seqeval"
     primary = "f1"
+    nothing = "no entity in any sentence (every tag O)"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return all(tag == "O" for tag in prediction)
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         counts = entity_counts(prediction, reference, self.mode)

@@ -9,7 +9,9 @@
   prediction (or gold) has no defined correlation: it is reported as 0, where scipy gives NaN.
 
 Every score is a percentage (x 100), as the GLUE leaderboard and the papers' tables show them.
-Pearson and MCC are formulas over summed counts (the bootstrap resamples them); Spearman ranks the
+MCC is a formula over summed counts (the bootstrap resamples them). Pearson is computed in two passes
+(weighted means, then sums of centred products), on the whole set and on each resample: the one-pass
+form `n*Sxx - Sx^2` cancels when predictions vary little or sit far from zero. Spearman ranks the
 whole scored set, so it is computed on it (`scores_of`) and is not the primary score.
 """
 
@@ -87,11 +89,29 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _pearson(n, sx, sy, sxx, syy, sxy) -> np.ndarray:
-    spread = np.asarray((n * sxx - sx * sx) * (n * syy - sy * sy), dtype=float)
-    covariance = np.asarray(n * sxy - sx * sy, dtype=float)
-    return np.divide(100.0 * covariance, np.sqrt(np.clip(spread, 0, None)), out=np.zeros(spread.shape),
-                     where=spread > 1e-12 * np.maximum(1.0, np.abs(n * sxx) * np.abs(n * syy)))
+def _centred_sums(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Sums of centred squares and products of x and y (N,) for each row of weights (B, N), in two
+    passes (weighted means first), and whether both vary over the examples the row draws."""
+    drawn = weights > 0
+
+    def centred(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v = v - np.median(v)  # exact differences of nearby values (Sterbenz), so the mean is near exact
+        mean = (weights @ v) / weights.sum(axis=1)
+        # Constancy by comparison, not by a small spread: a mean may be an ulp off a constant value.
+        varies = np.where(drawn, v, np.inf).min(axis=1) < np.where(drawn, v, -np.inf).max(axis=1)
+        return v[None, :] - mean[:, None], varies
+
+    (dx, x_varies), (dy, y_varies) = centred(x), centred(y)
+    return {"sxx": (weights * dx * dx).sum(axis=1), "syy": (weights * dy * dy).sum(axis=1),
+            "sxy": (weights * dx * dy).sum(axis=1), "defined": x_varies & y_varies}
+
+
+def _pearson(sums: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Pearson correlation (x 100) from centred sums; 0 where x or y is constant (undefined)."""
+    spread = np.sqrt(sums["sxx"]) * np.sqrt(sums["syy"])
+    pearson = np.divide(100.0 * sums["sxy"], spread, out=np.zeros(np.shape(spread)),
+                        where=sums["defined"] & (spread > 0))
+    return np.clip(pearson, -100.0, 100.0)
 
 
 @dataclass(frozen=True)
@@ -105,15 +125,22 @@ class Correlation(Metric):
         x, y = float(prediction), float(reference)
         if not (np.isfinite(x) and np.isfinite(y)):
             raise ValueError(f"scores must be finite numbers, got {prediction!r} and {reference!r}")
-        return {"n": 1.0, "x": x, "y": y, "xx": x * x, "yy": y * y, "xy": x * y}
+        return {"x": x, "y": y}
+
+    def totals(self, table: CountTable, weights: np.ndarray | None = None) -> Mapping[str, np.ndarray]:
+        x, y = _columns(table)
+        sums = _centred_sums(x, y, np.ones((1, len(table))) if weights is None else weights)
+        return sums if weights is not None else {name: value[0] for name, value in sums.items()}
 
     def scores(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"pearson": _pearson(totals["n"], totals["x"], totals["y"], totals["xx"], totals["yy"], totals["xy"])}
+        return {"pearson": _pearson(totals)}
 
     def scores_of(self, table: CountTable) -> dict[str, float]:
-        scores = super().scores_of(table)
-        column = {name: k for k, name in enumerate(table.names)}
-        rx, ry = average_ranks(table.values[:, column["x"]]), average_ranks(table.values[:, column["y"]])
-        n = float(len(rx))
-        spearman = _pearson(n, rx.sum(), ry.sum(), (rx * rx).sum(), (ry * ry).sum(), (rx * ry).sum())
-        return {**scores, "spearman": float(spearman)}
+        x, y = _columns(table)
+        spearman = _pearson(_centred_sums(average_ranks(x), average_ranks(y), np.ones((1, len(table)))))[0]
+        return {**super().scores_of(table), "spearman": float(spearman)}
+
+
+def _columns(table: CountTable) -> tuple[np.ndarray, np.ndarray]:
+    column = {name: k for k, name in enumerate(table.names)}
+    return table.values[:, column["x"]], table.values[:, column["y"]]

@@ -29,6 +29,10 @@ class IntentSlot(TaggingMetric):
 
     id = "intent_slot"
     primary = "exact_match"
+    nothing = "no slot in any utterance (every slot tag O)"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return all(tag == "O" for tag in _intent_and_tags(prediction, "prediction")[1])
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
         predicted_intent, predicted_tags = _intent_and_tags(prediction, "prediction")

@@ -113,6 +113,10 @@ def _gold_answers(reference: Any) -> Sequence[str]:
 
 class _ExtractiveQA(Metric):
     primary = "f1"
+    nothing = "an empty answer to every question"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return not str(prediction).strip()
     normalizer: AnswerNormalizer
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:
@@ -171,6 +175,10 @@ class Squad2QA(Metric):
 
     id = "squad_v2"
     primary = "f1"
+    nothing = "no answer (unanswerable) to every question"
+
+    def says_nothing(self, prediction: Any) -> bool:
+        return not prediction[0]
     na_prob_threshold: float = 1.0
 
     def example_counts(self, prediction: Any, reference: Any) -> dict[str, float]:

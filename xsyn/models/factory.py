@@ -41,13 +41,14 @@ _XSYN_TYPES = tuple(family.xsyn_type for family in FAMILIES)
 
 def build_model(model: str, variant: str, head: str | None, *,
                 tokenizer: PreTrainedTokenizerBase | str | Path | None = None, num_labels: int | None = None,
-                num_intents: int | None = None, num_slot_labels: int | None = None,
+                num_intents: int | None = None, num_slot_labels: int | None = None, tiny_family: str | None = None,
                 **syntax_overrides) -> PreTrainedModel:
     """A syntax variant of a checkpoint of an encoder family with BERT's layers (BERT, XLM-R, RoBERTa: see
     `xsyn.models.families`) with a task head (`head=None`: the bare encoder).
 
     `model` is `tiny`, a hub name (`bert-base-multilingual-cased`, `xlm-roberta-base`) or a local directory;
-    `tokenizer` (an object, or a spec for `load_tokenizer`) sizes the `tiny` vocabulary. `syntax_overrides`
+    `tokenizer` (an object, or a spec for `load_tokenizer`) sizes the `tiny` vocabulary and gives its family
+    (`tiny_family` chooses one). `syntax_overrides`
     are `XsynBertConfig` fields (`syntax_layers` may be a count: the first n layers).
     """
     _check_head(head)
@@ -59,7 +60,7 @@ def build_model(model: str, variant: str, head: str | None, *,
     if model == TINY:
         if not isinstance(tokenizer, PreTrainedTokenizerBase):
             tokenizer = load_tokenizer(tokenizer)
-        base = tiny_config(tokenizer)
+        base = tiny_config(tokenizer, tiny_family)
     else:
         base = checkpoint_config(model)
         if isinstance(base, XsynBertConfig) and base.variant != variant:

@@ -14,7 +14,9 @@ named by import path and resolved on first use, so the command line reads this m
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xsyn.utils.errors import InputError
@@ -114,6 +116,38 @@ FAMILIES = (
                   _plain(_CAMEMBERT, "Camembert"), _CAMEMBERT_PAPER),
 )
 _BY_TYPE = {t: f for f in FAMILIES for t in (*f.checkpoint_types, f.xsyn_type)}
+
+
+FAMILY_NAMES = tuple(f.name for f in FAMILIES)
+
+
+def family_named(name: str) -> EncoderFamily:
+    """A family by its name (`bert`, `xlm-roberta`, ...); else an `InputError` listing them."""
+    found = next((f for f in FAMILIES if f.name == name), None)
+    if found is None:
+        raise InputError(f"unknown model family {name!r}; the families: {', '.join(FAMILY_NAMES)}")
+    return found
+
+
+def tokenizer_family(tokenizer: Any) -> EncoderFamily | None:
+    """The family a tokenizer belongs to: by its class, as transformers' tokenizer table pairs classes with
+    model types, else by the `model_type` of a config.json beside it (a checkpoint's folder); None for a
+    generic tokenizer (`TokenizersBackend`, `PreTrainedTokenizerFast`) that says neither."""
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    own = type(tokenizer).__name__.removesuffix("Fast")
+    for family in FAMILIES:
+        for model_type in family.checkpoint_types:
+            names = TOKENIZER_MAPPING_NAMES.get(model_type) or ()
+            names = (names,) if isinstance(names, str) else names
+            if own in {name.removesuffix("Fast") for name in names if name}:
+                return family
+    config = Path(str(getattr(tokenizer, "name_or_path", "") or "")) / "config.json"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return _BY_TYPE.get(model_type)
 
 
 def family_of(model_type: str, source: str = "the model") -> EncoderFamily:

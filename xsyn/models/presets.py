@@ -5,20 +5,24 @@ returns a fast BERT tokenizer. A bare `vocab.txt` is read cased unless told othe
 cased); note `BertTokenizerFast(vocab_file=...)` silently ignores the file, so the vocabulary is
 passed as `vocab=`.
 
-`tiny` is a randomly initialised small BERT (2 layers, hidden 128, 2 heads) on a given tokenizer:
+`tiny` is a randomly initialised small model (2 layers, hidden 128, 2 heads) of the given tokenizer's family
+(a BERT, an XLM-R, ...; `tiny_config`), on its vocabulary:
 what tests, the demo and CPU smoke runs use. It goes through the same code as a real checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from transformers import AutoTokenizer, BertConfig, BertTokenizerFast, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, BertTokenizerFast, PretrainedConfig, PreTrainedTokenizerBase
 
 from xsyn.models.defaults import DEFAULT_MODEL, TINY_SHAPE
+from xsyn.models.families import FAMILY_NAMES, family_named, resolve, tokenizer_family
 from xsyn.utils.errors import InputError, MissingInputError, first_line
 
+log = logging.getLogger(__name__)
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -75,6 +79,21 @@ def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def tiny_config(tokenizer: PreTrainedTokenizerBase) -> BertConfig:
-    """The `tiny` preset's BERT shape, with the tokenizer's vocabulary."""
-    return BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **TINY_SHAPE)
+def tiny_config(tokenizer: PreTrainedTokenizerBase, family: str | None = None) -> PretrainedConfig:
+    """The `tiny` preset's shape in the tokenizer's family (a tiny XLM-R from an XLM-R tokenizer), or in
+    `family` where given; a generic tokenizer of no known family gets a BERT, with a warning."""
+    found = tokenizer_family(tokenizer)
+    source = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if family is not None and found is not None and found.name != family:
+        raise InputError(f"the tokenizer {source} is a {found.name} tokenizer, but tiny_family asks for a {family} "
+                         f"model; drop tiny_family (tiny follows the tokenizer), or give a {family} tokenizer")
+    if family is None and found is None:
+        log.warning(f"the tokenizer {source} ({type(tokenizer).__name__}) names no model family; the tiny model is "
+                    f"a BERT (choose one with --set tiny_family=NAME: {', '.join(FAMILY_NAMES)})")
+    chosen = family_named(family) if family is not None else found or family_named("bert")
+    shape = dict(TINY_SHAPE)
+    if chosen.padded_positions:  # positions count from the padding index + 1 (RoBERTa): room for the full length
+        shape.update(max_position_embeddings=TINY_SHAPE["max_position_embeddings"] + tokenizer.pad_token_id + 1,
+                     type_vocab_size=1)
+    return resolve(chosen.config)(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **shape)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from xsyn import versions
+from xsyn import provenance
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.pretraining.probe import ProbeEvaluator
@@ -360,7 +360,7 @@ def probe_and_save(settings: PretrainSettings, encoder, tokenizer, aligner: Word
         metrics[data.lang] = probe_scores(encoder, encoded, data.records, settings.batch_size,
                                           tokenizer.pad_token_id, device)
         evaluation.append({**data.summary(), "too_long_not_scored": encoded.too_long})
-    summary = {"settings": asdict(settings), "seed": settings.seed, "versions": versions(), "training": training,
+    summary = {"settings": asdict(settings), "seed": settings.seed, **provenance(), "training": training,
                "evaluation": evaluation, "probe_metrics": metrics, "gat_config": encoder.config.to_diff_dict()}
     encoder.save_gat(folder.path)
     if settings.model == TINY:

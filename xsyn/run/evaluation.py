@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xsyn import versions
+from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.inference import decode_and_score, model_outputs
@@ -148,10 +148,12 @@ def _bootstrap_sd(card: TaskCard, result: dict[str, Any], key: str) -> float | N
     return bootstrap_sd(metric, metric.count_table(result["predictions"], result["references"]), seed=seed)
 
 
-def _predicts_nothing(predictions: list) -> bool:
-    """Whether every prediction is an empty set (no error, entity or span found anywhere): scores that
-    reward correct silence (CGED's detection accuracy) then look perfect on error-free examples."""
-    return bool(predictions) and all(isinstance(p, (set, frozenset)) and not p for p in predictions)
+def _nothing_predicted(card: TaskCard, result: dict[str, Any]) -> str | None:
+    """What the predictions say where they all say nothing (no error, entity, answer; one label for all), in
+    the metric's words: scores that reward correct silence (CGED's detection accuracy) then look good."""
+    from xsyn.metrics import get_metric
+
+    return get_metric(card.metric, **result["metric_options"]).nothing_predicted(result["predictions"])
 
 
 def default_split(card: TaskCard) -> str:
@@ -317,7 +319,7 @@ class _Evaluation:
                                   self.checkpoint.tags, self.config.n_best, self.config.max_answer_length)
         record = {"fingerprint": self.fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
-                  "predicted_nothing": _predicts_nothing(result["predictions"]),
+                  "predicted_nothing": _nothing_predicted(card, result),
                   "scores": result["scores"], "n_examples": len(data.examples),
                   "dropped": _dropped(data.report), "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
@@ -440,7 +442,11 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "average": sum(per_language.values()) / len(per_language) if per_language else None,
         "n_examples": {k: r["n_examples"] for k, r in results.items()},
         "bootstrap_sd": {k: r.get("bootstrap_sd") for k, r in results.items()},
-        "predicted_nothing": sorted(k for k, r in results.items() if r.get("predicted_nothing")),
+        # key -> what the model predicted there, where it predicted nothing (records kept from an older
+        # evaluation hold True: their predictions were empty sets)
+        "predicted_nothing": {k: r["predicted_nothing"] if isinstance(r["predicted_nothing"], str) else
+                              "no span or error in any example" for k, r in sorted(results.items())
+                              if r.get("predicted_nothing")},
         "dropped": {k: r["dropped"] for k, r in results.items()},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
@@ -448,7 +454,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
         "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
-        "versions": versions(),
+        **provenance(),
     }
     if pairs:
         summary["pairs"] = pairs

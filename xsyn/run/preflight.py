@@ -42,16 +42,40 @@ def run_tokenizer(model: str, tokenizer: str | None = None):
 
 def check_model(model: str, tokenizer: str | None):
     """The run's tokenizer (returned, for the run to use), and the model's configuration read: an offline
-    hub name, a folder without config.json or a family xsyn does not lift fails here, in seconds."""
+    hub name, a folder without config.json, a family xsyn does not lift or a tokenizer that does not fit
+    the model fails here, in seconds."""
     from xsyn.models.defaults import TINY
     from xsyn.models.factory import checkpoint_config
 
+    loaded = run_tokenizer(model, tokenizer)
     if model != TINY:
-        checkpoint_config(model)
-    return run_tokenizer(model, tokenizer)
+        check_tokenizer_fits(loaded, tokenizer or model, checkpoint_config(model), model)
+    return loaded
 
 
-def parameter_count(model: str, tokenizer) -> int:
+def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> None:
+    """An `InputError` naming both where the tokenizer cannot feed the model: another family, ids past the
+    model's vocabulary (its embedding lookup would fail mid-run), or another padding id."""
+    from xsyn.models.families import family_of, tokenizer_family
+    from xsyn.utils.errors import InputError
+
+    model_file = Path(model) / "config.json" if Path(model).is_dir() else model
+    fix = "leave out --tokenizer (the model's own is used), or give the model's own tokenizer"
+    own, theirs = family_of(config.model_type, model), tokenizer_family(tokenizer)
+    if theirs is not None and theirs.name != own.name:
+        raise InputError(f"the tokenizer {tokenizer_name} is a {theirs.name} tokenizer and the model {model_file} a "
+                         f"{own.name} model: they do not fit; {fix}")
+    if len(tokenizer) > config.vocab_size:
+        raise InputError(f"the tokenizer {tokenizer_name} has {len(tokenizer):,} tokens, more than the "
+                         f"{config.vocab_size:,} of the model's vocabulary (vocab_size in {model_file}): ids past "
+                         f"{config.vocab_size - 1} have no embedding; {fix}")
+    padding = getattr(config, "pad_token_id", None)
+    if padding is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != padding:
+        raise InputError(f"the tokenizer {tokenizer_name} pads with id {tokenizer.pad_token_id}, the model "
+                         f"{model_file} with id {padding} (pad_token_id): they do not fit; {fix}")
+
+
+def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> int:
     """The encoder's parameters, counted on a model built on the meta device (no memory, no weights read)."""
     import torch
     from transformers import AutoModel
@@ -60,7 +84,7 @@ def parameter_count(model: str, tokenizer) -> int:
     from xsyn.models.factory import checkpoint_config
     from xsyn.models.presets import tiny_config
 
-    config = tiny_config(tokenizer) if model == TINY else checkpoint_config(model)
+    config = tiny_config(tokenizer, tiny_family) if model == TINY else checkpoint_config(model)
     with torch.device("meta"):
         encoder = AutoModel.from_config(config)
     return sum(p.numel() for p in encoder.parameters())
@@ -104,7 +128,7 @@ def preflight_finetune(config: RunConfig):
     out = check_writable(config.resolved_output_dir(), "--output-dir")
     check_writable(cache_root(config), "--cache-dir")
     if config.gat_init is None:  # (a GAT folder sets the shape; the estimate stays close either way)
-        needed = parameter_count(config.model, tokenizer) * CHECKPOINT_BYTES_PER_PARAMETER
+        needed = parameter_count(config.model, tokenizer, config.tiny_family) * CHECKPOINT_BYTES_PER_PARAMETER
         check_free_space(out, needed, "--output-dir")
     return tokenizer
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
+from xsyn.models.families import FAMILY_NAMES
 from xsyn.models.variants import get_variant, model_settings, variant_names
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
@@ -69,6 +70,8 @@ class RunConfig:
     variant: str = validated_field(one_of(variant_names), default="gat")
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
+    # `tiny`'s family (bert, xlm-roberta, ...); default: the tokenizer's, where its class or folder says it
+    tiny_family: str | None = validated_field(one_of(lambda: FAMILY_NAMES), default=None)
     train_lang: str = "en"
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
@@ -429,6 +432,9 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
             raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
                               "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
                               f"seen: pass --model {own}")
+    if config.tiny_family is not None and config.model != TINY:
+        raise ConfigError(f"tiny_family is the family of `--model tiny`; {config.model} has its own (drop "
+                          "--set tiny_family)")
     if config.train_lang not in card.train_languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
                           f"{', '.join(card.train_languages)}")

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from xsyn import versions
+from xsyn import provenance
 from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
 from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
@@ -134,7 +134,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
-               "processes": accelerator.num_processes, "versions": versions()}
+               "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
     if config.trackers:
@@ -148,7 +148,8 @@ def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
     from xsyn.models.factory import build_model
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
-                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
+                        tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
+                        **config.model_settings)
     if config.gat_init:
         model.base_model.load_gat(config.gat_init)
     if config.freeze_gat:

@@ -40,13 +40,19 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     task = task or file_values.get("task_card") or file_values.get("task")
     if task is None:
         raise OptionError("Missing option '--task' (or a --config file that names it).")
+    card = load_card(task)
+    saved = RunFolder(resume_dir).config if resume_dir else None
+    if saved is not None and str(config_file) == str(saved) and file_values.get("task", card.name) != card.name:
+        raise OptionError(f"--resume {resume_dir} is a run of task {file_values['task']!r} (its {saved.name}), but "
+                          f"--task names {card.name!r}: leave out --task to continue that run, or give --resume the "
+                          "folder of a run of this task")
     flags["trackers"] = list(flags.get("trackers") or ()) or None
     model_flags = {name: flags.pop(name, None) for name in MODEL_FLAGS}
     overrides = parse_overrides(sets)
     overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
-    return resolve(task, variant, load_card(task), file_values, flags), resume_dir is not None
+    return resolve(task, variant, card, file_values, flags), resume_dir is not None
 
 
 def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | Path | None) -> str | Path:

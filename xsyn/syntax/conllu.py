@@ -76,6 +76,14 @@ def not_utf8_error(path: str | Path) -> NotUtf8Error:
 
 def parse_conllu(lines: Iterable[str] | str, source: str = "<string>", lang: str = "",
                  skip_invalid: bool = False, stats: ConlluStats | None = None) -> Iterator[SyntaxRecord]:
+    for record, _ in conllu_sentences(lines, source, lang, skip_invalid, stats):
+        yield record
+
+
+def conllu_sentences(lines: Iterable[str] | str, source: str = "<string>", lang: str = "",
+                     skip_invalid: bool = False, stats: ConlluStats | None = None
+                     ) -> Iterator[tuple[SyntaxRecord, list[int]]]:
+    """Each sentence's record with its lines: the block's first line, then the line of each word."""
     if isinstance(lines, str):
         lines = lines.splitlines()
     stats = stats if stats is not None else ConlluStats()
@@ -86,30 +94,31 @@ def parse_conllu(lines: Iterable[str] | str, source: str = "<string>", lang: str
             block.append((lineno, line))
             continue
         if block:
-            record = _sentence(block, source, lang, skip_invalid, stats)
-            if record is not None:
-                yield record
+            sentence = _sentence(block, source, lang, skip_invalid, stats)
+            if sentence is not None:
+                yield sentence
             block = []
     if block:
-        record = _sentence(block, source, lang, skip_invalid, stats)
-        if record is not None:
-            yield record
+        sentence = _sentence(block, source, lang, skip_invalid, stats)
+        if sentence is not None:
+            yield sentence
 
 
 def _sentence(block: list[tuple[int, str]], source: str, lang: str, skip_invalid: bool,
-              stats: ConlluStats) -> SyntaxRecord | None:
+              stats: ConlluStats) -> tuple[SyntaxRecord, list[int]] | None:
     try:
-        record = _build(block, source, lang, stats)
+        sentence = _build(block, source, lang, stats)
     except ConlluError as err:
         if not skip_invalid:
             raise
         stats.skipped.append(str(err))
         return None
     stats.sentences += 1
-    return record
+    return sentence
 
 
-def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluStats) -> SyntaxRecord:
+def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluStats
+           ) -> tuple[SyntaxRecord, list[int]]:
     first_line = block[0][0]
     sentence = _Sentence(mwt_line=first_line)
     for lineno, line in block:
@@ -133,8 +142,9 @@ def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluSt
     text, spans = locate_tokens(sentence.comments.get("text"), sentence.surface, len(sentence.words))
     if text != sentence.comments.get("text"):
         stats.text_rebuilt += 1
-    return SyntaxRecord(sentence.words, sentence.heads, sentence.upos, sentence.deprels, spans=spans, text=text,
-                        lang=lang, sent_id=sentence.comments.get("sent_id"))
+    record = SyntaxRecord(sentence.words, sentence.heads, sentence.upos, sentence.deprels, spans=spans, text=text,
+                          lang=lang, sent_id=sentence.comments.get("sent_id"))
+    return record, [first_line, *sentence.word_lines]
 
 
 @dataclass

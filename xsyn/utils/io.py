@@ -87,6 +87,19 @@ def explain_write_error(err: OSError, path: Path, option: str, creating: bool = 
     return err
 
 
+def write_error_of(err: BaseException) -> OSError | None:
+    """The OSError a failure comes from: `err` itself or one in its chain. A library that fails while cleaning
+    up after a refused write (datasets closing a file the full disk cut short: "I/O operation on closed
+    file") raises its own error on top of the OSError that says what happened."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def atomic_write_json(path: str | Path, data) -> None:
     import json
 

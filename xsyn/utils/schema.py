@@ -30,7 +30,7 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from xsyn.utils.errors import XsynError
 
 __all__ = ["Invalid", "SchemaError", "at_least", "between", "check_value", "check_values", "construct", "describe",
-           "did_you_mean", "load", "one_of", "strict", "type_mismatch", "validated_field"]
+           "did_you_mean", "distinct", "load", "one_of", "strict", "type_mismatch", "validated_field"]
 
 T = TypeVar("T")
 
@@ -84,6 +84,18 @@ def one_of(choices: Callable[[], Iterable[str]] | Iterable[str]) -> Callable[[An
             if item not in known:
                 raise ValueError(f"{item!r} is not one of {', '.join(map(str, known))}{did_you_mean(item, known)}")
     return check
+
+
+def distinct(values: Any) -> None:
+    """A non-empty list (or table) that names nothing twice; None passes (a field's "not given")."""
+    if values is None:
+        return
+    if not values:
+        raise ValueError("must not be empty")
+    items = list(values)
+    twice = sorted({repr(item) for item in items if items.count(item) > 1})
+    if twice:
+        raise ValueError(f"lists {', '.join(twice)} twice")
 
 
 def _items(value: Any) -> list:

@@ -7,7 +7,7 @@ import json
 import zipfile
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,15 @@ class Row:
     where: str
     values: dict[str, Any]
     number: int | None = None  # place among the file's data rows, unreadable ones included: its default id
+    token_lines: Sequence[int] = ()  # token-per-line formats: the line of each token, in `file`
+    file: str = ""
+
+    def where_of(self, token: int | None) -> str:
+        """Where a problem with one token (0-based; None: with the row) is: the token's own line where known."""
+        if token is None or not 0 <= token < len(self.token_lines):
+            return self.where
+        sentence = self.where.removeprefix(f"{self.file}:")
+        return f"{self.file}:{self.token_lines[token]} (token {token + 1} of the sentence at line {sentence})"
 
 
 @dataclass

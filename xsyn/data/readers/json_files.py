@@ -4,13 +4,16 @@ article files)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, preview, read_text
+from xsyn.utils import json_fields
 
 # -- SQuAD JSON -----------------------------------------------------------------------------------
+
+
 
 
 class SquadJsonReader(Reader):
@@ -35,15 +38,30 @@ class SquadJsonReader(Reader):
                             request.bad(where, f"expected a question object, got {preview(qa)}")
                             continue
                         try:
-                            answers = [(ans["text"], int(ans["answer_start"])) for ans in qa.get("answers", [])]
-                            values = {"id": str(qa["id"]), "question": qa["question"],
-                                      "context": paragraph["context"], "answers": answers}
-                            if "is_impossible" in qa:  # SQuAD 2.0
-                                values["impossible"] = bool(qa["is_impossible"])
-                        except (KeyError, TypeError, ValueError) as err:
-                            request.bad(where, f"missing or malformed field ({err!r})")
+                            values = self._question(qa, paragraph)
+                        except ValueError as err:
+                            request.bad(where, str(err))
                             continue
                         yield Row(where, values)
+
+    @staticmethod
+    def _question(qa: Mapping[str, Any], paragraph: Mapping[str, Any]) -> dict[str, Any]:
+        """One question's values, each field of the JSON type SQuAD gives it (ids may be numbers)."""
+        answers = []
+        for i, answer in enumerate(json_fields.field(qa, "answers", list, [])):
+            try:
+                answers.append((json_fields.field(answer, "text", str),
+                                json_fields.field(answer, "answer_start", int)))
+            except ValueError as err:
+                raise ValueError(f"answers[{i}]: {err}") from None
+        uid = qa.get("id")
+        if isinstance(uid, bool) or not isinstance(uid, (str, int)):
+            raise ValueError(f"id: expected a string, got {json_fields.shown(uid)}" if "id" in qa else "no 'id' field")
+        values = {"id": str(uid), "question": json_fields.field(qa, "question", str),
+                  "context": json_fields.field(paragraph, "context", str), "answers": answers}
+        if "is_impossible" in qa:  # SQuAD 2.0
+            values["impossible"] = json_fields.field(qa, "is_impossible", bool)
+        return values
 
     @staticmethod
     def _items(parent: Any, key: str, where: str, request: ReadRequest) -> list[Any]:
@@ -82,12 +100,11 @@ class RaceJsonReader(Reader):
         except json.JSONDecodeError as err:
             request.bad(str(path), f"not RACE JSON ({err})")
             return
-        fields = {key: article.get(key) if isinstance(article, dict) else None
-                  for key in ("article", "questions", "options", "answers")}
-        missing = [key for key, value in fields.items() if value is None]
-        if missing:
-            request.bad(str(path), f"no {', '.join(repr(k) for k in missing)} field (a RACE file holds article, "
-                                   "questions, options and answers)")
+        try:
+            fields = {key: json_fields.field(article, key, kind) for key, kind in
+                      (("article", str), ("questions", list), ("options", list), ("answers", list))}
+        except ValueError as err:
+            request.bad(str(path), f"{err} (a RACE file holds article, questions, options and answers)")
             return
         name = path.relative_to(folder).as_posix()
         for q, question in enumerate(fields["questions"]):
@@ -97,8 +114,9 @@ class RaceJsonReader(Reader):
             if not isinstance(options, list) or not options:
                 request.bad(where, f"no options[{q}] (each question needs its list of options)")
                 continue
-            if answer is None:
-                request.bad(where, f"no answers[{q}]")
+            if not isinstance(answer, str):
+                request.bad(where, f"no answers[{q}]" if answer is None else
+                            f"answers[{q}]: expected a string (A, B, ...), got {json_fields.shown(answer)}")
                 continue
             yield Row(where, {"id": f"{name}#{q}", "article": fields["article"], "question": question,
                               "options": options, "label": answer})

@@ -14,6 +14,7 @@ from typing import Any
 
 from xsyn.data.errors import CardError
 from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, preview, read_text
+from xsyn.utils import json_fields
 
 # -- tsv ------------------------------------------------------------------------------------------
 
@@ -222,7 +223,8 @@ class ConllReader(Reader):
         if self.option(request, "tag_scheme") == "iob1":
             tags, changed = iob1_to_iob2(tags)
             request.notes["IOB1 tags rewritten as IOB2 B- tags"] += changed
-        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags})
+        yield Row(f"{path}:{block[0][0]}", {"tokens": tokens, "tags": tags},
+                  token_lines=[lineno for lineno, _ in block], file=str(path))
 
 
 # -- MTOP -----------------------------------------------------------------------------------------
@@ -296,14 +298,11 @@ class MtopReader(Reader):
     @staticmethod
     def _span(span: Any, i: int) -> tuple[int, int]:
         """tokenSpans[i] of the tokens JSON as character offsets [start, end)."""
-        offsets = []
-        for key in ("start", "length"):
-            value = span.get(key) if isinstance(span, dict) else None
-            if isinstance(value, bool) or not isinstance(value, int):
-                found = f"is {preview(value)}" if isinstance(span, dict) and key in span else "is missing"
-                raise ValueError(f"column 8 (tokens JSON): tokenSpans[{i}].{key} {found}, not a whole number "
-                                 f"of characters (tokenSpans[{i}] = {preview(span)})")
-            offsets.append(value)
+        try:
+            offsets = [json_fields.field(span, key, int) for key in ("start", "length")]
+        except ValueError as err:
+            raise ValueError(f"column 8 (tokens JSON): tokenSpans[{i}]: {err} (tokenSpans[{i}] = "
+                             f"{preview(span)}; start and length count characters)") from None
         return offsets[0], offsets[0] + offsets[1]
 
 
@@ -316,15 +315,17 @@ class ConlluReader(Reader):
     sentence's tree goes along as the row's `tree` (served by `--parser gold`, ignored by the others)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
-        from xsyn.syntax.conllu import ConlluStats, parse_conllu
+        from xsyn.syntax.conllu import ConlluStats, conllu_sentences
 
         for path in request.files:
             stats = ConlluStats()
             text = read_text(path, request.notes)
-            for record in parse_conllu(text, source=str(path), lang=request.lang, skip_invalid=True, stats=stats):
-                yield Row(f"{path}: sentence {record.sent_id}", {"id": record.sent_id, "tokens": list(record.words),
-                                                                 "tags": list(record.upos),
-                                                                 "tree": record.on_word_tokens()})
+            for record, lines in conllu_sentences(text, source=str(path), lang=request.lang, skip_invalid=True,
+                                                  stats=stats):
+                named = f", sentence {record.sent_id}" if record.sent_id is not None else ""
+                yield Row(f"{path}:{lines[0]}{named}", {"id": record.sent_id, "tokens": list(record.words),
+                                                       "tags": list(record.upos), "tree": record.on_word_tokens()},
+                          token_lines=lines[1:], file=str(path))
             for problem in stats.skipped:  # each names its file and line
                 where, _, reason = problem.partition(": ")
                 request.bad(where, reason)
