@@ -110,7 +110,7 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
       xsyn pretrain-gat --recipe strong --treebanks en --treebank-dir UD_RELEASE --model tiny \\
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
-    from xsyn.run.pretrain import pretrain_gat, pretrain_settings
+    from xsyn.run.pretrain import pretrain_gat, pretrain_settings, probe_text
 
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
@@ -122,8 +122,5 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
         interrupted(stop, folder, "the same command with --resume" if not resume else "the same command")
     if not is_main_process():
         return
-    for row, data in zip(summary["probe_metrics"].values(), summary["evaluation"]):
-        click.echo(f"{data['lang']:>3} {data['treebank']:<22} {data['split']:<5} UUAS {row['uuas']:.3f}  "
-                   f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  NSpr {row['norm_spearman']:.3f}  "
-                   f"({row['n_sentences']} sentences, {data['too_long_not_scored']} too long)")
+    click.echo(probe_text(summary))
     click.echo(f"GAT checkpoint and {folder.probe_metrics.name} -> {folder.path}")

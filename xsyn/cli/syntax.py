@@ -160,14 +160,8 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
     results = {}
     for done in score_parser(built, [s.strip() for s in treebanks.split(",") if s.strip()], treebank_dir,
                              split=split, limit=limit, parser_input=parser_input):
-        scores, lang = done.scores, done.lang
-        results[lang] = done.as_dict()
-        probe = f"  probe UUAS {probes[lang]['uuas']:.3f}" if "uuas" in probes.get(lang, {}) else ""
-        click.echo(f"{lang:>3} {done.treebank:<24} {done.split:<5} UAS {scores.uas:.3f}  "
-                   f"LAS {scores.las:.3f}  words F1 {scores.words_f1:.3f}{probe}  ({scores.sentences} sentences, "
-                   f"{scores.mismatched_sentences} tokenised differently)")
-        for line in scores.mismatches:
-            click.echo(f"      {line}")
+        results[done.lang] = done.as_dict()
+        click.echo(done.text(probes.get(done.lang, {}).get("uuas")))
     if output is not None:
         write_scores(results, output)
         click.echo(f"scores -> {output}")

@@ -59,6 +59,14 @@ def pretrain_gat(settings: PretrainSettings, resume: bool = False, overwrite: bo
     return run_pretraining(settings, progress=progress, resume=resume)
 
 
+def probe_text(summary: dict) -> str:
+    """The probes' scores on each evaluation treebank, a line each (from `pretrain_gat`'s summary)."""
+    return "\n".join(f"{data['lang']:>3} {data['treebank']:<22} {data['split']:<5} UUAS {row['uuas']:.3f}  "
+                     f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  NSpr {row['norm_spearman']:.3f}  "
+                     f"({row['n_sentences']} sentences, {data['too_long_not_scored']} too long)"
+                     for row, data in zip(summary["probe_metrics"].values(), summary["evaluation"]))
+
+
 def read_pretrain_config(path: str | Path) -> dict:
     """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
     a run's pretrain_config.json), each checked against its field; `gat` holds model settings. A run folder

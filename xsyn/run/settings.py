@@ -11,7 +11,7 @@ import logging
 import math
 import tomllib
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
 from xsyn.models.families import FAMILY_NAMES
-from xsyn.models.variants import get_variant, model_settings, variant_names
+from xsyn.models.variants import get_variant, variant_names
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
 from xsyn.utils.io import not_utf8_at
@@ -30,7 +30,6 @@ from xsyn.utils.schema import (
     check_value,
     check_values,
     construct,
-    describe,
     did_you_mean,
     one_of,
     strict,
@@ -485,19 +484,3 @@ def model_config(config: RunConfig) -> Any:
         raise ConfigError(f"model settings for {config.model}: {err}") from None
     except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
         raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
-
-
-def setting_table(variant: str) -> dict[str, dict[str, Any]]:
-    """Every key `--set` takes for a `variant` run, with its type and default: the run settings, then the
-    variant's model settings (its `XsynBertConfig` fields; none for the baseline)."""
-    table: dict[str, dict[str, Any]] = {}
-    for f in fields(RunConfig):
-        if f.name in (*DERIVED_FIELDS, MODEL_SETTINGS):
-            continue
-        default = f.default_factory() if f.default_factory is not MISSING else f.default
-        table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
-    own = get_variant(variant).setting_names()
-    for name, (hint, default) in model_settings().items():
-        if name in own:
-            table[name] = {"type": describe(hint), "default": default}
-    return table

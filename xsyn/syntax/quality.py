@@ -134,6 +134,16 @@ class TreebankScore:
     def as_dict(self) -> dict:
         return {"treebank": self.treebank, "split": self.split, **self.scores.as_dict()}
 
+    def text(self, probe_uuas: float | None = None) -> str:
+        """One line of scores (with a pre-trained GAT's probe UUAS beside them where given), then each
+        described mismatch on a line of its own."""
+        scores = self.scores
+        probe = f"  probe UUAS {probe_uuas:.3f}" if probe_uuas is not None else ""
+        return "\n".join([f"{self.lang:>3} {self.treebank:<24} {self.split:<5} UAS {scores.uas:.3f}  LAS "
+                          f"{scores.las:.3f}  words F1 {scores.words_f1:.3f}{probe}  ({scores.sentences} sentences, "
+                          f"{scores.mismatched_sentences} tokenised differently)",
+                          *(f"      {line}" for line in scores.mismatches)])
+
 
 def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | Path, split: str | None = None,
                  limit: int | None = None, parser_input: str = "text") -> Iterator[TreebankScore]:
