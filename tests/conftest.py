@@ -86,7 +86,10 @@ def _xsyn_on_cpu(args: list[str], processes: int = 1) -> str:
 
     launch = (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
               if processes > 1 else [])
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    # No GPU visible: on a GPU machine accelerate's barrier otherwise passes the rank as a CUDA device id to the
+    # CPU (gloo) group, and rank 1 of two fails with "CUDA error: invalid device ordinal" (seen on an H100)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([sys.executable, *launch, "-m", "xsyn", *args], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + "\n".join(

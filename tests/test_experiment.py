@@ -477,3 +477,23 @@ def test_a_failed_cell_shows_xsyns_message_whole_not_a_librarys_last_line(tmp_pa
     assert outcome.detail.endswith("Check your internet connection.")
     error = (experiment.cell_dir(experiment.cells[0]) / "error.txt").read_text()
     assert "Traceback" in error and not (experiment.cell_dir(experiment.cells[0]) / LOCK_FILE).exists()
+
+
+def test_report_html_is_one_page_with_the_papers_rows_and_each_tasks_report_under_the_index(tmp_path):
+    experiment = load_experiment(write(tmp_path / "pawsx.toml", PAPER_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+    none, gat = experiment.cells
+    _fake_evaluation(experiment.cell_dir(none), "none", {"en": 8, "de": 6, "en-de": 5, "de-en": 5})
+    _fake_evaluation(experiment.cell_dir(gat), "gat", {"en": 9, "de": 7, "en-de": 6, "de-en": 6})
+    result = CliRunner().invoke(main, ["experiment", "report", str(tmp_path / "pawsx.toml"), "--output-dir",
+                                       str(tmp_path / "r"), "--resamples", "20", "--html",
+                                       "--report-dir", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<td>paper: mBERT (Table 2, page 4543)</td>" in page and "<td>+10.0 / +0.5</td>" in page
+    # the task's report follows the index one level down, and the index's link to it leads there
+    assert '<a href="#pawsx-report-md">pawsx/report.md</a>' in page
+    assert '<div class="part" id="pawsx-report-md">' in page
+    task = page.split('id="pawsx-report-md">')[1]
+    assert task.startswith('\n<h2 id="xsyn-report">xsyn report</h2>') and '<h3 id="pawsx-test-accuracy">' in task
+    assert task.count('<img src="data:image/png;base64,') == (tmp_path / "report" / "pawsx" / "report.md").read_text(
+        ).count("![")

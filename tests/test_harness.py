@@ -24,6 +24,7 @@ from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
+from xsyn.models.gat import save_gat
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
@@ -287,7 +288,7 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
 
     pretrained = build_model("tiny", "gat", None, tokenizer=load_tokenizer(vocab), gat_layers=2, gat_residual=True,
                              gat_position_embeddings=True)
-    pretrained.save_gat(tmp_path / "gat")
+    save_gat(pretrained, tmp_path / "gat")
     out = tmp_path / "run"
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
                                                  "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))

@@ -96,5 +96,5 @@ def test_a_checkpoint_names_its_outputs_without_xsyn_task_json(checkpoints):
 
 
 def test_label_names_must_match_the_head_size():
-    with pytest.raises(SyntaxConfigError, match="intent_labels has 2 names but num_intents=3"):
+    with pytest.raises(SyntaxConfigError, match="intent_labels: has 2 names but num_intents=3"):
         XsynBertConfig(num_hidden_layers=2, intent_labels=["a", "b"], num_intents=3)

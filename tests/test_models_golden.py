@@ -201,7 +201,16 @@ def comparison(run: dict[str, Any], variant: str, recorded: dict[str, Any], curr
 
 @pytest.fixture(scope="module")
 def golden() -> dict[str, Any]:
-    return load_fixture()
+    import torch
+
+    recorded = load_fixture()
+    release = recorded["fingerprint"]["versions"]["torch"].split("+")[0]
+    if torch.__version__.split("+")[0] != release:
+        # Between releases torch changes its kernels and their blocking (torch 2.11 on an Intel machine moved a
+        # sketch sum by 2.2e-5): even the tolerances would judge torch, not xsyn. The pin is what CI runs.
+        pytest.skip(f"the golden runs were recorded with torch {release} (the pin); this is torch "
+                    f"{torch.__version__}: run them with the pinned torch")
+    return recorded
 
 
 @pytest.fixture(scope="module")

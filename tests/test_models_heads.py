@@ -98,7 +98,7 @@ def test_at_structural_loss_weight_0_the_probe_losses_are_not_computed(small_tok
 def test_heads_need_their_sizes_and_known_names(small_tokenizer):
     with pytest.raises(ValueError, match="num_intents"):
         build_model("tiny", "none", "intent_slot", tokenizer=small_tokenizer, num_slot_labels=3)
-    with pytest.raises(ValueError, match="head='ner' is unknown"):
+    with pytest.raises(ValueError, match="unknown head 'ner'; choose one of sequence, token"):
         build_model("tiny", "none", "ner", tokenizer=small_tokenizer)
 
 

@@ -61,8 +61,7 @@ TOY = Toy()
 def toy():
     register_variant("toy", f"{__name__}:TOY")
     yield get_variant("toy")
-    variants._TARGETS.pop("toy")  # leave the registry as the other tests expect it
-    variants._resolved.pop("toy")
+    variants.VARIANT_REGISTRY.remove("toy")  # leave the registry as the other tests expect it
 
 
 def test_a_variant_registered_from_outside_the_package_fine_tunes_through_the_normal_path(toy, tmp_path):
@@ -99,9 +98,11 @@ def test_an_experiment_file_may_name_a_registered_variant(toy, tmp_path):
 
 
 def test_an_unknown_variant_is_named_with_the_registered_ones():
-    with pytest.raises(SyntaxConfigError, match="variant='tree' is unknown; choose one of none, gat, sla, wla, "
-                                                "sdoi, sep"):
+    with pytest.raises(SyntaxConfigError, match="unknown variant 'tree'; choose one of none, gat, sla, wla, "
+                                                "sdoi, sep$"):
         get_variant("tree")
+    with pytest.raises(SyntaxConfigError, match="unknown variant 'gta'; .*; did you mean 'gat'"):
+        get_variant("gta")
     with pytest.raises(ValueError, match="already registered"):
         register_variant("gat", "somewhere:ELSE")
 
@@ -119,21 +120,26 @@ def test_the_command_line_and_the_cards_read_the_registry_without_importing_torc
 
 
 def test_the_cards_paper_names_come_from_the_variants():
-    from xsyn.data.cards import PAPER_NAMES
-
-    assert PAPER_NAMES == {"delta": "gat_delta", "alpha": "structural_loss_weight", "gat_dim": "gat_head_size",
-                           "m": "sla_distance", "punct_visible": "sla_punct_visible", "k": "wla_window"}
+    assert variants.paper_names() == {"delta": "gat_delta", "alpha": "structural_loss_weight",
+                                      "gat_dim": "gat_head_size", "m": "sla_distance",
+                                      "punct_visible": "sla_punct_visible", "k": "wla_window"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_each_variants_settings_are_config_fields_it_validates(variant):
+def test_each_variants_settings_are_config_attributes_with_their_schemas_rules(variant):
     from xsyn.models.configuration import XsynBertConfig
 
     settings = get_variant(variant).settings
     if settings is None:
         return
-    assert hasattr(XsynBertConfig, f"validate_{variant}")
-    assert set(settings.__dataclass_fields__) <= set(XsynBertConfig.__dataclass_fields__)
+    config = XsynBertConfig()
+    for name, field in settings.__dataclass_fields__.items():
+        assert getattr(config, name) == field.default  # every registered variant's settings, at their defaults
+        rules = field.metadata.get("validator")
+        if rules is not None:  # a setting with a rule: a value that breaks it is named, as --set names it
+            bad = {"str": "nonsense"}.get(type(field.default).__name__, -5)
+            with pytest.raises(SyntaxConfigError, match=f"^{name}: "):
+                XsynBertConfig(**{name: bad})
 
 
 # -- the architecture: names are the registry's --------------------------------------------------------
@@ -142,15 +148,27 @@ HEAD_NAMES = tuple(HEAD_CLASSES)  # the head registry's names
 
 
 def _names_compared(tree: ast.AST, names: set[str], subject: str) -> list[int]:
-    """Lines comparing an expression about `subject` (`config.variant`, `head`) with one of `names`
-    (==, !=, in, not in), or tables keyed by two or more of them."""
+    """Lines comparing an expression about `subject` (`config.variant`, `head`, or a loop variable over
+    `variants`) with one of `names` (==, !=, in, not in), calls handing one of `names` to a function about
+    `subject` as a literal (`build_model(..., "gat")`), or tables keyed by two or more of them."""
+    loops = {target.id for node in ast.walk(tree) if isinstance(node, ast.comprehension | ast.For)
+             and subject in ast.unparse(node.iter) for target in ast.walk(node.target) if isinstance(target, ast.Name)}
+
+    def about(node: ast.AST) -> bool:
+        text = ast.unparse(node)
+        return subject in text or any(isinstance(n, ast.Name) and n.id in loops for n in ast.walk(node))
+
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             constants = {c.value for operand in operands for c in ast.walk(operand)
                          if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            if constants & names and any(subject in ast.unparse(o) for o in operands):
+            if constants & names and any(about(o) for o in operands):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Call) and subject == "variant":
+            literal = [a for a in node.args if isinstance(a, ast.Constant) and a.value in names]
+            if literal and ast.unparse(node.func).split(".")[-1] in ("build_model", "resolve", "build", "get_variant"):
                 found.append(node.lineno)
         elif isinstance(node, ast.Dict):
             keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
@@ -177,7 +195,22 @@ def test_no_module_outside_the_registry_tests_a_variant_or_a_head_by_name():
 
 def test_the_architecture_check_finds_a_name_comparison():
     code = ('if config.variant == "sdoi": pass\nif head in ("qa", "token"): pass\n'
-            'PAPERS = {"gat": 1, "sla": 2}\n')
+            'PAPERS = {"gat": 1, "sla": 2}\n'
+            'chosen = [v for v in variants.split(",") if v != "none"]\n'  # the bench's old baseline rule
+            'encoder = build_model(settings.model, "gat", None)\n'  # pre-training's old variant
+            'if options.get("quoting") == "none": pass\n')  # a word, not a variant
     tree = ast.parse(code)
-    assert _names_compared(tree, set(VARIANTS), "variant") == [1, 3]
+    assert sorted(_names_compared(tree, set(VARIANTS), "variant")) == [1, 3, 4, 5]
     assert _names_compared(tree, set(HEAD_NAMES), "head") == [2]
+
+
+def test_the_models_package_has_no_import_circle():
+    """Every import counts (TYPE_CHECKING and function-level ones too): the variants and the layers they install
+    name transformers' base classes, never the config or model modules that read the registry."""
+    import grimp
+
+    graph = grimp.build_graph("xsyn", include_external_packages=False)
+    models = sorted(m for m in graph.modules if m.startswith("xsyn.models"))
+    circles = [(a, b) for i, a in enumerate(models) for b in models[i + 1:]
+               if graph.chain_exists(a, b) and graph.chain_exists(b, a)]
+    assert circles == []

@@ -27,6 +27,7 @@ import torch
 from scipy.stats import spearmanr
 
 from xsyn.models.factory import build_model
+from xsyn.models.gat import syntax_probe
 from xsyn.models.presets import load_tokenizer
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees
@@ -199,7 +200,7 @@ def random_sentence(rng: np.random.Generator) -> SyntaxRecord:
 def word_distance_spearman(model, records: list[SyntaxRecord], batch) -> float:
     """Mean over sentences of Spearman(predicted squared distance, tree distance) over word pairs."""
     with torch.no_grad():
-        predicted = model.syntax_probe(**batch).predicted_distances
+        predicted = syntax_probe(model, **batch).predicted_distances
     scores = []
     for row, record in enumerate(records):
         n = len(record.words)
@@ -224,7 +225,7 @@ def test_structural_probe_loss_alone_teaches_the_gat_tree_distances(tokenizer):
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 100))
     model.train()
     for step in range(300):
-        probe = model.syntax_probe(**train[step % len(train)])
+        probe = syntax_probe(model, **train[step % len(train)])
         optimizer.zero_grad()
         (probe.distance_loss + probe.depth_loss).backward()
         optimizer.step()

@@ -12,7 +12,15 @@ from transformers import BertConfig, BertModel
 
 from xsyn.models.configuration import SyntaxConfigError, XsynBertConfig
 from xsyn.models.factory import build_model, load_model
-from xsyn.models.gat import RELATION_BIAS_SCALE, structural_loss
+from xsyn.models.gat import (
+    RELATION_BIAS_SCALE,
+    freeze_gat,
+    gat_state_dict,
+    load_gat,
+    save_gat,
+    structural_loss,
+    syntax_probe,
+)
 from xsyn.models.modeling import XsynBertModel
 from xsyn.models.variants import VARIANTS, get_variant
 from xsyn.syntax.record import SyntaxRecord
@@ -296,11 +304,11 @@ def test_gat_output_depends_only_on_the_tree_neighbourhood(plain, batch):
     model = lifted(plain, "gat", gat_delta=1, gat_layers=2)
     tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], batch["tree_word"], batch["tree_segment"])
     with torch.no_grad():
-        base = model.syntax_probe(**batch).gat_output[0]
+        base = syntax_probe(model, **batch).gat_output[0]
         for j in range(1, 8):
             moved = dict(batch, input_ids=batch["input_ids"].clone())
             moved["input_ids"][0, j] = 5 + (moved["input_ids"][0, j] - 4) % 20  # another real word
-            changed = (model.syntax_probe(**moved).gat_output[0] - base).abs().amax(-1) > 1e-6
+            changed = (syntax_probe(model, **moved).gat_output[0] - base).abs().amax(-1) > 1e-6
             assert changed.tolist() == (tree.distances[0, j] <= 2).tolist()
 
 
@@ -315,11 +323,11 @@ def test_edge_direction_lets_a_gat_layer_read_a_pieces_head_alone(plain, batch, 
     parent = batch["tree_parent"][0, :13]
     with torch.no_grad():
         model.gat.relation_bias[:, HEAD] = 50.0 / RELATION_BIAS_SCALE
-        base = model.syntax_probe(**batch).gat_output[0]
+        base = syntax_probe(model, **batch).gat_output[0]
         for j in range(1, 12):
             moved = dict(batch, input_ids=batch["input_ids"].clone())
             moved["input_ids"][0, j] = 5 + (moved["input_ids"][0, j] - 4) % 20  # another real word
-            changed = (model.syntax_probe(**moved).gat_output[0] - base).abs().amax(-1) > 1e-5
+            changed = (syntax_probe(model, **moved).gat_output[0] - base).abs().amax(-1) > 1e-5
             assert changed[1:13].tolist() == (parent[1:] == j).tolist()
 
 
@@ -330,7 +338,7 @@ def test_position_embeddings_tell_identical_words_in_mirrored_places_apart(plain
     model = lifted(plain, "gat", gat_delta=1, gat_position_embeddings=positions)
     cats = collate_trees([WordpieceAligner(small_tokenizer).encode([CAT_CHASED_CAT])[0]])
     with torch.no_grad():
-        g = model.syntax_probe(**cats).gat_output[0]
+        g = syntax_probe(model, **cats).gat_output[0]
         tree = TreeTensors(cats["tree_parent"], cats["tree_upos"], None, None)
         words = model.embeddings.word_embeddings(cats["input_ids"])
         by_hand = model.gat(words + model.embeddings.position_embeddings.weight[:6] if positions else words,
@@ -345,7 +353,7 @@ def test_position_embeddings_tell_identical_words_in_mirrored_places_apart(plain
 def test_probe_predictions_are_squared_norms_of_the_projected_gat_output(plain, batch):
     model = lifted(plain, "gat")
     with torch.no_grad():
-        out = model.syntax_probe(**batch)
+        out = syntax_probe(model, **batch)
         g = out.gat_output
         theta1, theta2 = model.gat.distance_probe.weight, model.gat.depth_probe.weight
         diff = g.unsqueeze(2) - g.unsqueeze(1)  # (B, T, T, k d_g)
@@ -412,18 +420,18 @@ def test_save_and_load_round_trip_to_identical_outputs(small_tokenizer, batch, t
 
 def test_gat_checkpoint_saves_loads_and_freezes_on_its_own(plain, tmp_path):
     trained, fresh = lifted(plain, "gat"), lifted(plain, "gat")
-    trained.save_gat(tmp_path)
-    fresh.load_gat(tmp_path)
-    for name, tensor in trained.gat_state_dict().items():
-        assert torch.equal(fresh.gat_state_dict()[name], tensor)
-    assert not any(name.startswith("embeddings.") for name in trained.gat_state_dict())  # BERT's, not the GAT's
-    fresh.freeze_gat()
+    save_gat(trained, tmp_path)
+    load_gat(fresh, tmp_path)
+    for name, tensor in gat_state_dict(trained).items():
+        assert torch.equal(gat_state_dict(fresh)[name], tensor)
+    assert not any(name.startswith("embeddings.") for name in gat_state_dict(trained))  # BERT's, not the GAT's
+    freeze_gat(fresh)
     frozen = {name for name, p in fresh.named_parameters() if not p.requires_grad}
     assert frozen == {f"gat.{name}" for name, _ in fresh.gat.named_parameters()}
     with pytest.raises(ValueError, match="gat_heads=2 but this model has gat_heads=4"):
-        lifted(plain, "gat", gat_heads=4).load_gat(tmp_path)
+        load_gat(lifted(plain, "gat", gat_heads=4), tmp_path)
     with pytest.raises(ValueError, match="need variant 'gat'"):
-        lifted(plain, "sla").save_gat(tmp_path)
+        save_gat(lifted(plain, "sla"), tmp_path)
 
 
 # -- sizes -----------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from xsyn.cli import main
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_distances, corrupt_mask, select_pairs
-from xsyn.models.modeling import ProbeOutput
+from xsyn.models.gat import ProbeOutput, load_gat
 from xsyn.pretraining.trainer import (
     encode,
     probe_scores,
@@ -69,7 +69,7 @@ def test_tiny_run_writes_a_loadable_checkpoint_and_probe_metrics(tmp_path, share
     tiny = load_model(out / "model")  # the tiny encoder the GAT was trained on, embeddings included
     assert all(torch.equal(tiny.gat.state_dict()[k], v) for k, v in saved.items())
     fresh = build_model("tiny", "gat", "sequence", tokenizer=str(minilm / "vocab.txt"), num_labels=2, gat_delta=1)
-    fresh.bert.load_gat(out)  # what `xsyn finetune --gat-init` does
+    load_gat(fresh, out)  # what `xsyn finetune --gat-init` does
     assert all(torch.equal(fresh.bert.gat.state_dict()[k], v) for k, v in saved.items())
 
 
@@ -114,7 +114,10 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     assert code != 0 and "--model tiny needs --tokenizer" in output
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--objectives", "mlm",
                              "--output-dir", str(tmp_path)])
-    assert code != 0 and "choose one or more of structural, seprem" in output
+    assert code != 0 and "--objectives: 'mlm' is not one of structural, seprem" in output
+    code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--gat-delta", "0",
+                             "--output-dir", str(tmp_path)])
+    assert code != 0 and "Error: --gat-delta: must be >= 1, got 0" in output  # finetune's form (issue 38)
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--set", "gat_layer=6",
                              "--output-dir", str(tmp_path)])
     assert code != 0 and "--set: gat_layer: neither a run setting nor a model setting; did you mean 'gat_layers'?" \
@@ -140,21 +143,17 @@ def test_pretrain_gat_claims_its_folder_by_finetunes_rules(tmp_path):
     assert RunFolder(out).entries() == ["notes.txt"]  # (the writer lock aside)
 
 
-class OracleEncoder:
+def oracle_probe(encoder, **batch) -> ProbeOutput:
     """Predicts the word-piece tree's own distances and depths: a perfect probe."""
-
-    def eval(self) -> None:
-        pass
-
-    def syntax_probe(self, **batch) -> ProbeOutput:
-        tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
-        return ProbeOutput(predicted_distances=tree.distances.float(), predicted_depths=tree.depth.float())
+    tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)
+    return ProbeOutput(predicted_distances=tree.distances.float(), predicted_depths=tree.depth.float())
 
 
-def test_probe_scoring_maps_first_pieces_to_gold_words(shared_data, mbert_tokenizer):
+def test_probe_scoring_maps_first_pieces_to_gold_words(shared_data, mbert_tokenizer, monkeypatch):
+    monkeypatch.setattr("xsyn.pretraining.trainer.syntax_probe", oracle_probe)
     data = read_treebank("de", shared_data / "ud", None, 60, seed=0)
     encoded = encode(WordpieceAligner(mbert_tokenizer, 128), data.records, windows=False)
-    scores = probe_scores(OracleEncoder(), encoded, data.records, 16, 0, torch.device("cpu"))
+    scores = probe_scores(torch.nn.Identity(), encoded, data.records, 16, 0, torch.device("cpu"))
     assert data.split == "dev" and encoded.too_long == 0
     assert scores == {"uuas": 1.0, "dist_spearman": 1.0, "root_acc": 1.0, "norm_spearman": 1.0, "n_sentences": 60}
 

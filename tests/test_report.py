@@ -222,7 +222,7 @@ def test_language_pair_matrices_deltas_and_heatmaps(tmp_path):
     assert pairs["en"]["de"].significant  # 20 examples right only for gat: p = (1 - 20/200)^200
     assert not pairs["en"]["en"].significant  # 2 examples right only for gat: p = (1 - 2/200)^200 = 0.13
     assert pairs["de"]["en"].p_value is None  # no per-example file for de-en
-    assert any("de-en: no significance test" in note for note in report.experiments[0].notes)
+    assert any("de-en: no bootstrap test" in note for note in report.experiments[0].notes)
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| en | +1.0 | +10.0* |" in markdown
     for name in ("pairs-gat.png", "pairs-none_baseline.png", "pairs-delta-gat.png"):
@@ -277,7 +277,7 @@ def test_probe_metrics_become_a_table_and_a_chart(tmp_path):
     (lambda root: [write_run(root, "a", seed=1, per_language={"en": 1.0, "de": 1.0}),
                    write_run(root, "b", seed=2, per_language={"en": 2.0})], "cover different languages"),
     (lambda root: [write_run(root, "a", metric="bleu", per_language={"en": 1.0})],
-     r"a/results.json: unknown metric 'bleu'; valid: accuracy, .*seqeval"),
+     r"a/results.json: unknown metric 'bleu'; choose one of accuracy, .*seqeval"),
     (lambda root: [write_run(root, "a", per_language={"en": 1.0}, pairs={"en": {"de": None}})],
      r"a/results.json: the score of en-de is None, not a number"),
     (lambda root: [edit_results(write_run(root, "a", per_language={"en": 1.0}), per_language={})],

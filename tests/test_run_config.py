@@ -100,6 +100,11 @@ def test_a_card_key_below_a_table_header_names_the_table_it_is_in():
     (["alpha=1.0"], "--set: alpha: neither a run setting nor a model setting; did you mean "
                     "'structural_loss_weight'?"),  # the papers' name, which cards used to take
     (["gat_delta=abc"], "--set: gat_delta: expected an integer, got 'abc'"),
+    (["gat_delta=-1"], "--set: gat_delta: must be >= 1, got -1"),  # a value and a type: one form (issue 38)
+    (["gat_attention=cosine"], "--set: gat_attention: 'cosine' is not one of dot, additive"),
+    (["sdoi_alpha=1.5"], "--set: sdoi_alpha: must be from 0 to 1, got 1.5"),
+    (["bias_targets=query,output"], "--set: bias_targets: 'query,output': give distinct names from query, key, "
+                                    "value"),
     (["gat_residual=yes"], "--set: gat_residual: expected true or false, got 'yes'"),
     (["hidden_dropout_prob=high"], "--set: hidden_dropout_prob: expected a number, got 'high'"),
 ])
@@ -141,6 +146,7 @@ def test_a_config_file_that_is_not_a_table_of_settings_is_named(tmp_path):
     ('seed = "7"\n', "seed: expected an integer, got '7'"),
     ('[model_settings]\ndelta = 2\n', "model_settings.delta: not a model setting; did you mean 'gat_delta'?"),
     ('[model_settings]\ngat_delta = 2.5\n', "model_settings.gat_delta: expected an integer, got 2.5"),
+    ('[model_settings]\ngat_delta = 0\n', "model_settings.gat_delta: must be >= 1, got 0"),
 ])
 def test_a_config_file_is_checked_key_by_key_even_where_a_flag_overrides_it(tmp_path, text, message):
     path = tmp_path / "run.toml"
@@ -161,8 +167,8 @@ def test_a_config_saved_before_model_settings_was_renamed_still_reads(tmp_path):
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["num_attention_heads=3"], "hidden_size 128 is not a multiple of num_attention_heads 3"),
-    (["syntax_heads=5"], "syntax_heads=5, but a syntax head is one of the model's 2 attention heads"),
-    (["syntax_layers=[4]"], "syntax_layers contains 4, but the model has layers 0..1"),
+    (["syntax_heads=5"], "syntax_heads: 5, but a syntax head is one of the model's 2 attention heads"),
+    (["syntax_layers=[4]"], "syntax_layers: contains 4, but the model has layers 0..1"),
 ])
 def test_a_model_setting_the_model_cannot_take_is_one_line_before_any_data(overrides, message):
     flags = {"model": "tiny", **parse_overrides(overrides)}

@@ -88,8 +88,9 @@ def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory) -> dict[str, dict[str, dict[str, torch.Tensor]]]:
     """Every task trained on the CPU by one process, one with --grad-accum 2 and two (batch 16 each)."""
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
     # torchrun --standalone takes a free rendezvous port: parallel test workers do not meet
     launches = {"one": ([], 1), "accumulated": ([], 2),
                 "two": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"], 1)}

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.models.defaults import TINY
+from xsyn.models.variants import DEFAULT_VARIANT
 
 
 def simulated_data_wait(rows: Sequence[Any], plan: Sequence[Sequence[int]], collate: Callable,
@@ -59,7 +60,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
 
         tokenizer = str(write_vocab(work / "vocab.txt"))
     train_lang = card.train_languages[0]
-    config = resolve(task, "gat", card, {}, {
+    config = resolve(task, DEFAULT_VARIANT, card, {}, {
         "model": model, "tokenizer": tokenizer, "train_lang": train_lang, "output_dir": str(work / "run"),
         "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
         "eval_every": train_steps, "seed": 1})

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xsyn.models.variants import baseline_name, variant_names
 from xsyn.utils.errors import OptionError
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class EncoderShape:
 
     family: str
     config: dict[str, Any]
+    checkpoint: str = ""  # the hub checkpoint of this shape
 
 
 _BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -88,10 +90,10 @@ _XLMR = {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size"
 # The published checkpoints' configs (config.json of bert-base-multilingual-cased, xlm-roberta-base/-large)
 ENCODER_SHAPES = {
     "mbert": EncoderShape("bert", {**_BASE, "vocab_size": 119547, "max_position_embeddings": 512,
-                                   "type_vocab_size": 2}),
-    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}),
+                                   "type_vocab_size": 2}, "bert-base-multilingual-cased"),
+    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}, "xlm-roberta-base"),
     "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
-                                               "intermediate_size": 4096, **_XLMR}),
+                                               "intermediate_size": 4096, **_XLMR}, "xlm-roberta-large"),
 }
 
 
@@ -210,37 +212,92 @@ def step_flops(model, batch: dict, dtype: str = "float32") -> int:
     return counter.get_total_flops()
 
 
+def step_ops(model, batch: dict, dtype: str = "float32") -> dict[str, int]:
+    """The ATen ops one step dispatches, by op, views left out (they launch no kernel): a proxy, on any
+    device, for the kernels an eager GPU step launches, on whose issue a small step waits."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpCounter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: Counter[str] = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view:
+                self.ops[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    with OpCounter() as counter:
+        train_step(model, batch, dtype)
+    return dict(counter.ops.most_common())
+
+
+def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
+              dtype: str = "float32", family: str = "bert") -> dict[str, dict[str, Any]]:
+    """Per variant (eager, after one warm-up step): the ops of one training step, in all and by op, and their
+    ratio to the baseline's (`none`)."""
+    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    results = {}
+    for variant in variants:
+        model = build(variant, shape, seed, device, family)
+        train_step(model, batch, dtype)
+        by_op = step_ops(model, batch, dtype)
+        results[variant] = {"ops_per_step": sum(by_op.values()), "ops": by_op}
+    for result in results.values():
+        result["ops_ratio"] = result["ops_per_step"] / results[baseline_name()]["ops_per_step"]
+    return results
+
+
 def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, repeats: int, seed: int,
             device: str, dtype: str = "float32", peak: float | None = None, warmup: int = 1,
-            plain_bert: bool = True, family: str = "bert") -> dict[str, dict[str, float]]:
+            plain_bert: bool = True, family: str = "bert", compile_mode: str | None = None
+            ) -> dict[str, dict[str, float]]:
     """Per row (the variants, then the family's plain row, `plain_bert` for BERT): fastest and median step
-    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, syntax
-    parameters, ratios to `none`."""
+    seconds, peak bytes, tokens per second, FLOPs and (given a peak rate in TFLOP/s) FLOP utilisation, the
+    ops of an eager step, syntax parameters, ratios to the baseline (`none`). With `compile_mode` every row is
+    timed compiled (`torch.compile` in that mode), with the seconds of its first (compiling) step and its
+    compiled graphs (1 + recompiles: every variant's forward is one graph)."""
+    from xsyn.models.compiled import compile_model, compiled_graphs
+
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
-    for _ in range(warmup):  # first-call allocations, kernel selection
-        for row, model in models.items():
-            train_step(model, model_batch(row, batch), dtype)
+    runners = {v: compile_model(m, compile_mode) if compile_mode else m for v, m in models.items()}
+    first_step, graphs = {}, dict.fromkeys(rows, 0)
+    for _ in range(warmup):  # first-call allocations, kernel selection, compiling
+        for row, runner in runners.items():
+            before, start = compiled_graphs(), time.perf_counter()
+            train_step(runner, model_batch(row, batch), dtype)
+            first_step.setdefault(row, time.perf_counter() - start)
+            graphs[row] += compiled_graphs() - before
     times: dict[str, list[float]] = {v: [] for v in rows}
     for _ in range(repeats):
-        for row, model in models.items():
-            times[row].append(step_seconds(model, model_batch(row, batch), device, dtype))
+        for row, runner in runners.items():
+            before = compiled_graphs()
+            times[row].append(step_seconds(runner, model_batch(row, batch), device, dtype))
+            graphs[row] += compiled_graphs() - before
     results = {}
     for row, model in models.items():
         inputs = model_batch(row, batch)
         seconds = min(times[row])
         flops = step_flops(model, inputs, dtype)
         results[row] = {"step_seconds": seconds, "median_seconds": statistics.median(times[row]),
-                        "peak_bytes": peak_bytes(model, inputs, device, dtype),
+                        "peak_bytes": peak_bytes(runners[row], inputs, device, dtype),
                         "tokens_per_second": batch_size * seq_len / seconds, "flops_per_step": flops,
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
+                        "ops_per_step": sum(step_ops(model, inputs, dtype).values()),
                         "syntax_parameters": (0 if row.startswith(PLAIN) else
                                               sum(p.numel() for _, p in model.base_model.syntax_parameters()))}
-    base = results["none"]
+        if compile_mode:
+            results[row].update(compile_mode=compile_mode, compile_seconds=first_step[row],
+                                compiled_graphs=graphs[row], recompiles=max(0, graphs[row] - 1))
+    base = results[baseline_name()]
     for result in results.values():
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
+        result["ops_ratio"] = result["ops_per_step"] / base["ops_per_step"]
     return results
 
 
@@ -252,7 +309,7 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     per parameter)."""
     import torch
 
-    model = build("none", shape, seed, device, family)
+    model = build(baseline_name(), shape, seed, device, family)
     batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
     embeddings = model.base_model.embeddings
     words = embeddings.word_embeddings.weight
@@ -287,25 +344,27 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
             "optimizer_state_bytes": 2 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-BASELINE = "none"  # the variant every ratio divides by: always measured, first
 
-
-def run_model_bench(variants: Sequence[str], layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int = 128,
-                    batch_size: int | None = None, vocab_size: int = 2000, repeats: int | None = None, seed: int = 0,
-                    device: str = "cpu", dtype: str = "float32", peak: float | None = None,
-                    plain_bert: bool = True, encoders: Sequence[str] | None = None) -> dict[str, Any]:
-    """`xsyn bench model`: the variants (and `none`, always) at a random model of the given shape, or with
+def run_model_bench(variants: Sequence[str] | None = None, layers: int = 12, hidden: int = 768, heads: int = 12,
+                    seq_len: int = 128, batch_size: int | None = None, vocab_size: int = 2000,
+                    repeats: int | None = None, seed: int = 0, device: str = "cpu", dtype: str = "float32",
+                    peak: float | None = None, plain_bert: bool = True, encoders: Sequence[str] | None = None,
+                    compile_mode: str | None = None, ops_only: bool = False) -> dict[str, Any]:
+    """`xsyn bench model`: the variants [default: every registered one] and the baseline (`none`,
+    always) at a random model of the given shape (timed compiled with `compile_mode`; with `ops_only` the ops
+    of one eager step are counted instead, `ops`), or with
     `encoders` at each published shape in turn with what its embedding matrix costs; `peak`: the device's
     peak TFLOP/s for `dtype` [default: `peak_tflops`'s]. Returns the settings it ran at (device, dtype,
     batch_size, seq_len, repeats, peak_tflops) and `rows` ({row: `measure`'s figures}) or
     `encoders` ({name: {"rows", "embedding"}})."""
     from xsyn.benchmarks.device import check_device
-    from xsyn.models.variants import VARIANTS
 
-    chosen = [BASELINE] + [v for v in dict.fromkeys(variants) if v and v != BASELINE]
-    unknown = [v for v in chosen if v not in VARIANTS]
+    baseline, registered = baseline_name(), variant_names()
+    named = registered if variants is None else variants
+    chosen = [baseline] + [v for v in dict.fromkeys(named) if v and v != baseline]
+    unknown = [v for v in chosen if v not in registered]
     if unknown:
-        raise OptionError(f"--variants: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+        raise OptionError(f"--variants: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}")
     device = check_device(device)
     gpu = device.startswith("cuda")
     batch_size, repeats = batch_size or (32 if gpu else 2), repeats or (20 if gpu else 5)
@@ -315,11 +374,13 @@ def run_model_bench(variants: Sequence[str], layers: int = 12, hidden: int = 768
            "peak_tflops": peak or peak_tflops(device, dtype)}
     timing = {"batch_size": batch_size, "seq_len": seq_len, "repeats": repeats, "seed": seed, "device": device,
               "dtype": dtype}
-    measured = {**timing, "peak": ran["peak_tflops"], "warmup": 3 if gpu else 1, "plain_bert": plain_bert}
+    measured = {**timing, "peak": ran["peak_tflops"], "warmup": 3 if gpu else 1, "plain_bert": plain_bert,
+                "compile_mode": compile_mode}
+    shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+             "intermediate_size": 4 * hidden, "vocab_size": vocab_size, "max_position_embeddings": max(512, seq_len)}
+    if ops_only:
+        return {**ran, "ops": count_ops(chosen, shape, batch_size, seq_len, seed, device, dtype)}
     if encoders is None:
-        shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-                 "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
-                 "max_position_embeddings": max(512, seq_len)}
         return {**ran, "rows": measure(chosen, shape, **measured)}
     return {**ran, "encoders": {name: {"rows": measure(chosen, shape, family=family, **measured),
                                        "embedding": embedding_costs(shape, family, **timing)}

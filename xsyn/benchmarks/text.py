@@ -31,20 +31,35 @@ def syntax_text(result: dict[str, Any]) -> str:
 
 
 def rows_text(results: dict[str, dict], peak: float | None) -> str:
-    """`measure`'s rows, one line each, with how MFU was reckoned."""
-    lines: list[str] = []
-    lines.append(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
-                 f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'syntax params':>14}")
+    """`measure`'s rows, one line each (with the compiling step's seconds and recompiles where compiled), and
+    how MFU was reckoned."""
+    from xsyn.models.variants import baseline_name
+
+    lines = [f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
+             f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
+             + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else "")]
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
+        compiled = f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
         lines.append(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
                      f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
                      f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
-                     f"{mfu:>6} {r['syntax_parameters']:>14,}")
-    if peak is None:
-        lines.append("MFU: give --peak-tflops (the device's peak for this dtype) to compute it")
-    else:
-        lines.append(f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
+                     f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{compiled}")
+    lines.append("MFU: give --peak-tflops (the device's peak for this dtype) to compute it" if peak is None else
+                 f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
+    return "\n".join(lines)
+
+
+def ops_text(results: dict[str, dict]) -> str:
+    """`count_ops`' rows: each variant's ops per step, their ratio to the baseline's and the ops it adds most."""
+    from xsyn.models.variants import baseline_name
+
+    lines = [f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}"]
+    base = results[baseline_name()]["ops"]
+    for variant, r in results.items():
+        added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
+        top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
+        lines.append(f"{variant:<10} {r['ops_per_step']:>9,} {r['ops_ratio']:>7.3f}  {top}")
     return "\n".join(lines)
 
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
-from xsyn.benchmarks.text import embedding_text, eval_text, parse_text, rows_text, syntax_text
+from xsyn.benchmarks.text import embedding_text, eval_text, ops_text, parse_text, rows_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
-from xsyn.models.defaults import TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.defaults import COMPILE_MODES, TINY
 
 
 @bench.command(name="syntax")
@@ -38,8 +37,9 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 
 
 @bench.command(name="model")
-@click.option("--variants", default=",".join(VARIANTS), show_default=True,
-              help="Comma-separated variants to time; `none` is always included as the baseline.")
+@click.option("--variants", default=None,
+              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
+                   "registered variant].")
 @click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
 @click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
 @click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
@@ -63,19 +63,31 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
                    "family and plain row, plus what its embedding matrix costs (step with it trained and frozen, "
                    "AdamW update and state): mbert, xlmr-base, xlmr-large. Replaces --layers, --hidden, --heads "
                    "and --vocab-size.")
+@click.option("--compile", "compile_mode", type=click.Choice(COMPILE_MODES), is_flag=False, flag_value="default",
+              default=None, metavar="[MODE]",
+              help="Time every row compiled by torch.compile in MODE (default, reduce-overhead: CUDA graphs, "
+                   "max-autotune) [no value: default]; adds the first step's (compiling) seconds and recompiles.")
+@click.option("--count-ops", is_flag=True,
+              help="Instead of timing, count the ATen ops (views aside) one eager step of each variant dispatches: "
+                   "a device-free proxy for the kernels a GPU step launches.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
-def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
+def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
                 vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, encoders: str | None, as_json: bool) -> None:
+                skip_plain_bert: bool, encoders: str | None, compile_mode: str | None, count_ops: bool,
+                as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
     from xsyn.benchmarks.model import ENCODER_SHAPES, run_model_bench
 
-    figures = run_model_bench(variants.split(","), layers, hidden, heads, seq_len, batch_size, vocab_size, repeats,
-                              seed, device, dtype, peak_tflops, plain_bert=not skip_plain_bert,
+    figures = run_model_bench(variants.split(",") if variants is not None else None, layers, hidden, heads, seq_len,
+                              batch_size, vocab_size, repeats, seed, device, dtype, peak_tflops,
+                              plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
                               encoders=[name for name in encoders.split(",") if name] if encoders is not None else None)
+    if count_ops:
+        _print_op_counts(figures, layers, hidden, seq_len, as_json)
+        return
     if as_json:
         click.echo(json.dumps(figures["encoders"] if encoders is not None else
                               {v: {"step_time_ratio": round(r["step_time_ratio"], 4),
@@ -83,8 +95,9 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
                                    **{k: x for k, x in r.items() if k not in ("step_time_ratio", "peak_memory_ratio")}}
                                for v, r in figures["rows"].items()}))
         return
-    ran = (f"batch {figures['batch_size']} x {seq_len} pieces, {figures['device']} {dtype}, fastest (and median) of "
-           f"{figures['repeats']} interleaved rounds")
+    where = f"{figures['device']} {dtype}" + (f", compiled ({compile_mode})" if compile_mode else "")
+    ran = f"batch {figures['batch_size']} x {seq_len} pieces, {where}, fastest (and median) of {figures['repeats']} " \
+          "interleaved rounds"
     if encoders is None:
         click.echo(f"forward + backward, {layers} layers, hidden {hidden}, {ran}; "
                    "plain_bert: transformers' BertForSequenceClassification (sdpa)")
@@ -94,6 +107,16 @@ def bench_model(variants: str, layers: int, hidden: int, heads: int, seq_len: in
         click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}")
         click.echo(rows_text(figure["rows"], figures["peak_tflops"]))
     click.echo(embedding_text({name: figure["embedding"] for name, figure in figures["encoders"].items()}))
+
+
+def _print_op_counts(figures: dict, layers: int, hidden: int, seq_len: int, as_json: bool) -> None:
+    results = figures["ops"]
+    if as_json:
+        click.echo(json.dumps(results))
+        return
+    click.echo(f"ATen ops (views aside) of one eager forward + backward, {layers} layers, hidden {hidden}, batch "
+               f"{figures['batch_size']} x {seq_len} pieces, {figures['device']} {figures['dtype']}")
+    click.echo(ops_text(results))
 
 
 @bench.command(name="eval")

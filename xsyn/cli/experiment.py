@@ -161,9 +161,13 @@ def _run_here(spec, cells, gpus: int | None, progress: bool, wait: bool, source:
 
 @experiment.command(name="status")
 @experiment_options
-def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None:
-    """A table of the cells: done / running / failed / to do, with a failure's last line."""
-    from xsyn.experiments.cells import cell_state
+@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+              help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
+def status_command(source, output_dir, model, max_steps, data_dir, sets, device) -> None:
+    """A table of the cells: done / running / failed / to do, with a failure's last line; then the plan's
+    total, the hours the finished cells took, and the hours left at their pace."""
+    from xsyn.experiments.cells import DONE, cell_state
+    from xsyn.experiments.plan import default_bench_paths, make_plan, progress, progress_line, read_benchmarks
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     states = [cell_state(spec, cell) for cell in spec.cells]
@@ -180,6 +184,40 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None
                    "or --set parser=... chooses another)")
     counts = {name: sum(s.state == name for s in states) for name in ("done", "running", "failed", "to do")}
     click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    plan = make_plan(spec, device, read_benchmarks(default_bench_paths()))
+    click.echo(progress_line(plan, progress(spec, plan, [s.cell for s in states if s.state == DONE])))
+
+
+@experiment.command(name="plan")
+@experiment_options
+@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+              help="The device the cells will train on: its step times come from the benchmarks measured on it.")
+@click.option("--bench", "bench_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A benchmark JSON file or a folder of them (repeatable) [default: the repository's benchmarks/].")
+@click.option("--examples", "given", multiple=True, metavar="TASK=N",
+              help="Training examples of a task whose data is not on this machine (repeatable).")
+@click.option("--parse-workers", type=click.IntRange(min=1), default=None,
+              help="Parse worker processes [default: this machine's cores].")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, bench_paths, given, parse_workers,
+                 as_json) -> None:
+    """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
+    per cell, hours per cell and in all, parse time per language, and checkpoint disk; each figure marked
+    measured, extrapolated, counted, given or unknown."""
+    import json
+
+    from xsyn.experiments.plan import default_bench_paths, make_plan, plan_json, plan_lines, read_benchmarks
+
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets)
+    examples = {}
+    for item in given:
+        task, _, count = item.partition("=")
+        if not count.isdigit() or task not in spec.tasks:
+            raise click.BadParameter(f"{item!r}: give TASK=N with a task of the experiment ({', '.join(spec.tasks)})",
+                                     param_hint="--examples")
+        examples[task] = int(count)
+    plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
+    click.echo(json.dumps(plan_json(plan), indent=2) if as_json else "\n".join(plan_lines(plan)))
 
 
 @experiment.command(name="report")
@@ -188,7 +226,9 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets) -> None
               help="Where index.md and the task reports go [default: <runs dir>/report].")
 @click.option("--resamples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Bootstrap resamples per language or pair.")
-def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples) -> None:
+@click.option("--html", is_flag=True, help="Also write index.html: the index (with the paper's numbers) and every "
+              "task's report in one self-contained page (figures inline, sortable tables, no network needed).")
+def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""
     from xsyn.experiments.report import write_experiment_report
@@ -196,5 +236,5 @@ def report_command(source, output_dir, model, max_steps, data_dir, sets, report_
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     target = report_dir or spec.runs_dir / "report"
-    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples))
-    click.echo(f"report: {index}")
+    index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples), html=html)
+    click.echo(f"report: {index}" + (f" and {index.with_suffix('.html')}" if html else ""))

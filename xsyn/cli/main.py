@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 
 import click
 
 from xsyn import __version__
 from xsyn.utils.errors import OptionError, XsynError
+
+
+class RegistryChoice(click.Choice):
+    """One of a registry's names (`xsyn.utils.registry`), read when a command line is parsed or its help shown, not
+    when the command is defined: a variant another package adds through an entry point is a choice too."""
+
+    def __init__(self, names: Callable[[], Iterable[str]]):
+        self.names, self.case_sensitive = names, True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.names())
 
 
 class _ClickHandler(logging.Handler):

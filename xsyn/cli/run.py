@@ -10,11 +10,11 @@ from typing import NoReturn
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.main import RegistryChoice, main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
-from xsyn.models.variants import VARIANTS
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.models.variants import variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
@@ -75,7 +75,7 @@ def data_options(fn):
 @main.command()
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
-@click.option("--variant", type=click.Choice(VARIANTS), default=None,
+@click.option("--variant", type=RegistryChoice(variant_names), default=None,
               help="The model variant (see the README) [default: the --config file's, else gat].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
               f"[default: {DEFAULT_MODEL}].")
@@ -98,6 +98,12 @@ def data_options(fn):
               "(tagging, QA) or truncated (classification) [default: the card's, else 128].")
 @click.option("--mixed-precision", type=click.Choice(MIXED_PRECISIONS), default=None,
               help="Train in bf16 or fp16 autocast [default: no].")
+@click.option("--torch-compile", type=click.Choice(COMPILE_MODES), is_flag=False, flag_value="default", default=None,
+              metavar="[MODE]", help="Compile the model with torch.compile: default, reduce-overhead (CUDA graphs) "
+              "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "
+              "batch shapes (and recompiles) arise.")
+@click.option("--pad-to-multiple-of", type=click.IntRange(min=1), default=None,
+              help="Pad each batch's length up to a multiple of N (e.g. 16 or 64) [default: the longest input].")
 @click.option("--eval-every", type=int, default=None,
               help="Validation every N steps [default: each epoch].")
 @click.option("--max-train-examples", type=int, default=None, help="Use only the first N training examples.")

@@ -6,15 +6,15 @@ import json
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.main import RegistryChoice, main
 from xsyn.cli.run import TaskChoice
-from xsyn.models.variants import VARIANTS
+from xsyn.models.variants import DEFAULT_VARIANT, variant_names
 
 
 @main.command(name="settings")
 @click.option("--task", type=TaskChoice(), default=None,
               help="Also show this task card's value of each setting (its papers' hyperparameters).")
-@click.option("--variant", type=click.Choice(VARIANTS), default="gat", show_default=True,
+@click.option("--variant", type=RegistryChoice(variant_names), default=DEFAULT_VARIANT, show_default=True,
               help="The variant whose card section (--task) and model settings are shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {key: {type, default, card}}.")
 def settings_command(task: str | None, variant: str, as_json: bool) -> None:

@@ -33,17 +33,13 @@ from xsyn.data.errors import CardError
 from xsyn.data.kinds import KINDS, TaskKind
 from xsyn.data.readers import READERS
 from xsyn.data.rows import FROM_TRAIN
-from xsyn.models.variants import paper_names, variant_names
+from xsyn.metrics import METRICS
+from xsyn.models.variants import variant_names
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import Invalid, check_values, construct, distinct, one_of, strict, validated_field
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
-METRICS = ("accuracy", "seqeval", "squad", "mlqa", "intent_slot", "cged", "word_accuracy", "mcc", "accuracy_f1",
-           "correlation", "detection", "squad_v2", "subset_accuracy")
-# The papers' names for settings (the variants', e.g. gat's `delta`), which cards once used: named in the error
-# that asks for the setting's name.
-PAPER_NAMES = paper_names()
 INCLUDE = "include"  # a card's key naming the files (beside it) whose tables it shares, as lm-eval's `include`
 _MAX_INCLUDE_DEPTH = 8
 
@@ -115,7 +111,7 @@ class TaskCard:
     kind: str = validated_field(one_of(KINDS))
     languages: tuple[str, ...] = validated_field(distinct)
     splits: tuple[str, ...] = validated_field([distinct, one_of(SPLITS)])
-    metric: str = validated_field(one_of(METRICS))
+    metric: str = validated_field(one_of(METRICS.names))
     title: str = ""  # default: the name
     train_languages: tuple[str, ...] = validated_field(distinct, default=())  # default: every language
     segments: tuple[str, ...] = ()  # default: the kind's own
@@ -129,6 +125,7 @@ class TaskCard:
     score_range: tuple[float, float] | None = None  # regression kinds: the scores a row may hold
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
+    artificial_languages: bool = False  # languages made up for the task (synth): no typology database has them
     description: str = ""
     homepage: str = ""
     download: str = ""

@@ -48,7 +48,7 @@ import numpy as np
 
 from xsyn.data.cards import TaskCard
 from xsyn.data.example import Example
-from xsyn.data.kinds import KINDS, LABEL_COLUMNS, PIECE_LABEL_COLUMNS, TaskKind, WindowGold
+from xsyn.data.kinds import KINDS, TaskKind, WindowGold, label_columns, piece_label_columns
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
@@ -409,21 +409,23 @@ def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_id
 
 
 def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 0,
-                     syntax: bool = True) -> dict[str, Any]:
+                     syntax: bool = True, pad_to_multiple_of: int | None = None) -> dict[str, Any]:
     """A training/eval batch: `xsyn.trees.batch.collate_trees` plus the label columns (per-piece ones
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
     import torch
 
     choices = "choice_lengths" in features[0]
-    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax)
+    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax,
+                          pad_to_multiple_of=pad_to_multiple_of)
     if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
         batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)
     width = batch["input_ids"].shape[1]
-    for name in LABEL_COLUMNS:
+    per_piece = piece_label_columns()
+    for name in label_columns():
         if name not in features[0]:
             continue
         values = [f[name] for f in features]
-        if name in PIECE_LABEL_COLUMNS and np.ndim(values[0]) == 1:
+        if name in per_piece and np.ndim(values[0]) == 1:
             padded = np.full((len(values), width), IGNORE, dtype=np.int64)
             for i, v in enumerate(values):
                 padded[i, :len(v)] = v

@@ -16,8 +16,9 @@ A card names its kind (`kind = "extractive-qa"`); `KINDS[card.kind]` (also `card
 | predict, publish | what `xsyn predict` prints per example (`present`), the hub's pipeline tag and     |
 |                  | Auto class                                                                         |
 
-Adding a kind is adding one `TaskKind` to `KINDS` (with its head in `xsyn.models.heads` and its metric
-in `xsyn.metrics`); an unknown kind in a card is a `CardError`. A metric that scores something other
+Adding a kind is adding one `TaskKind` to the `KINDS` registry (with its head in `xsyn.models.heads` and its
+metric in `xsyn.metrics`), here or, from another package, through the entry-point group `xsyn.task_kinds`; an
+unknown kind in a card is a `CardError`. A metric that scores something other
 than tags (CGED: error triples) is a form of the tagging kind.
 """
 
@@ -48,6 +49,7 @@ from xsyn.data.rows import (
     token_segment,
 )
 from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.utils.registry import Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -447,7 +449,9 @@ def _extractive(name: str, gold: Gold, decode, write_predictions, present) -> Ta
                     auto_class="AutoModelForQuestionAnswering")
 
 
-KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
+# Every task kind by name; another package adds one (a `TaskKind`, its metric through `xsyn.metrics`) through the
+# entry-point group `xsyn.task_kinds`, and its cards may then name it.
+KINDS: Registry[TaskKind] = Registry("task kind", {kind.name: kind for kind in (
     _sentences("single-classification", 1, _LABEL, _decode_classes, _present_classes, window_labels=_class_labels),
     _sentences("pair-classification", 2, _LABEL, _decode_classes, _present_classes, window_labels=_class_labels),
     # STS-B: one output from [CLS], MSE loss (the sequence head with one label regresses)
@@ -476,10 +480,19 @@ KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
              window_labels=_intent_slot_labels, decode=_decode_intent_slots, reference=_intent_slot_reference,
              write_predictions=write_intent_slots, present=_present_intent_slots,
              pipeline_tag="token-classification"),
-)}
+)}, group="xsyn.task_kinds", of=TaskKind, name_of=lambda kind: kind.name)
 
-# Over every kind: what a batch may carry as gold, which of it is per piece, and what a model may output.
-LABEL_COLUMNS = tuple(dict.fromkeys(c for kind in KINDS.values() for c in kind.label_columns))
-PIECE_LABEL_COLUMNS = tuple(dict.fromkeys(c for kind in KINDS.values() for c in kind.piece_label_columns))
-OUTPUT_KEYS = tuple(dict.fromkeys(k for kind in KINDS.values() for k in kind.output_keys))
+
+# Over every registered kind: what a batch may carry as gold, which of it is per piece, what a model may output.
+
+def label_columns() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c for kind in KINDS.values() for c in kind.label_columns))
+
+
+def piece_label_columns() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c for kind in KINDS.values() for c in kind.piece_label_columns))
+
+
+def output_keys() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k for kind in KINDS.values() for k in kind.output_keys))
 

@@ -251,11 +251,13 @@ class Experiment:
         langs = tuple(_first_set(own.langs, shared.langs, None) or self.cards[task].languages)
         return Evaluation(splits, _first_set(own.generalized, shared.generalized, False), langs)
 
-    def config(self, cell: Cell, check_model: bool = True) -> RunConfig:
+    def config(self, cell: Cell, check_model: bool = True, check_paths: bool = True) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks
-        (`check_model` off: all but the model's configuration, which needs the model library)."""
-        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell), check_model=check_model)
+        (`check_model` off: all but the model's configuration, which needs the model library; `check_paths`
+        off: a parser model not there yet)."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell), check_model=check_model,
+                       check_paths=check_paths)
 
     def missing_parser_model(self, cell: Cell) -> str | None:
         """The message when the cell's parser needs a model file or folder that is not there (a UDPipe

@@ -20,7 +20,7 @@ from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
 from xsyn.models.defaults import GAT_CONFIG
 from xsyn.training.folder import RunFolder
-from xsyn.utils.schema import check_values, did_you_mean
+from xsyn.utils.schema import check_values, construct, did_you_mean
 
 log = logging.getLogger("xsyn")
 WAIT_S = 30.0  # how often a worker that waits for another's pre-training looks again
@@ -54,12 +54,7 @@ def pretrain_settings(experiment: Experiment, model: str):
         values["treebank_dir"] = str(Path(experiment.overrides.data_dir) / "udpos")
     values["treebank_dir"] = str(Path(values.get("treebank_dir", "ud")).absolute())
     values.update(model=model, output_dir=str(experiment.pretrain_dir(model)))
-    try:
-        settings = PretrainSettings(**values)
-        settings.check()
-    except (TypeError, ValueError) as err:
-        raise ExperimentError(where, "pretrain", str(err)) from None
-    return settings
+    return construct(PretrainSettings, values, where, "pretrain", error=ExperimentError)
 
 
 def pretrained(experiment: Experiment, model: str) -> bool:

@@ -21,14 +21,23 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.cells import DONE, cell_state
-from xsyn.experiments.experiment_file import Cell, Experiment, _slug
+from xsyn.experiments.experiment_file import Cell, Experiment, slug
 from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
 from xsyn.experiments.selection import Selection, select
 from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
-from xsyn.report.format import format_delta, format_stat, markdown_table, number, signed
+from xsyn.report.format import (
+    SEED_TEST_MARK,
+    format_average,
+    format_delta,
+    format_stat,
+    markdown_table,
+    number,
+    seed_test_line,
+    signed,
+)
 from xsyn.training.folder import RunFolder
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
@@ -47,8 +56,9 @@ class TaskSection:
 
 
 def write_experiment_report(experiment: Experiment, output_dir: Path,
-                            bootstrap: BootstrapSettings | None = None) -> Path:
-    """Write every task's report and the index; return the index page."""
+                            bootstrap: BootstrapSettings | None = None, html: bool = False) -> Path:
+    """Write every task's report and the index (and with `html`, index.html: the index and every task's
+    report in one self-contained page); return the index page."""
     output_dir = Path(output_dir)
     bootstrap = bootstrap or BootstrapSettings()
     states = {cell.name: cell_state(experiment, cell) for cell in experiment.cells}
@@ -58,7 +68,7 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
         models = experiment.models_of(task)
         for model in models:
             cells = [c for c in experiment.cells if c.task == task and c.model == model]
-            folder = task if len(models) == 1 else f"{task}/{_slug(model)}"
+            folder = task if len(models) == 1 else f"{task}/{slug(model)}"
             section = TaskSection(task, model, folder, cells, [c for c in cells if states[c.name].state == DONE])
             _task_report(experiment, section, output_dir / folder, bootstrap)
             if section.report and paper:
@@ -68,8 +78,16 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
     for state in states.values():
         counts[state.state] = counts.get(state.state, 0) + 1
     index = output_dir / "index.md"
-    atomic_write_text(index, _index_markdown(experiment, sections, counts, paper))
+    markdown = _index_markdown(experiment, sections, counts, paper)
+    atomic_write_text(index, markdown)
     atomic_write_json(output_dir / "index.json", _index_json(experiment, sections, counts, paper))
+    if html:
+        from xsyn.report.html import Part, write_html
+
+        parts = [Part(markdown, output_dir)] + [
+            Part((output_dir / s.folder / "report.md").read_text(encoding="utf-8"), output_dir / s.folder, demote=1,
+                 source=f"{s.folder}/report.md") for s in sections if s.report]
+        write_html(parts, output_dir / "index.html", experiment.title)
     return index
 
 
@@ -220,10 +238,12 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
                          signed(None if None in averages else averages[0] - averages[1]), ""])
     lines = [f"### {reported.split} · {reported.primary}", "", markdown_table(header, rows), ""]
     if reported.comparisons:
-        lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap):", ""]
+        lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap; "
+                  f"{SEED_TEST_MARK} p < {alpha:g}, two-sided t-test over seeds):", ""]
         delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
-                       signed(c.average), signed(c.transfer_gap)] for c in reported.comparisons]
-        lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), ""]
+                       format_average(c), signed(c.transfer_gap)] for c in reported.comparisons]
+        lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
+                  *[f"t-test over seeds: {seed_test_line(c)}" for c in reported.comparisons], ""]
     for row in paper_rows:
         if row["paper_printed_average"] is not None and len(row["shared_languages"]) < len(row["paper_languages"]):
             lines += [f"(The paper's printed average for {row['paper_system']}, over its "

@@ -26,40 +26,50 @@ Every score is a percentage. Each metric is per-example counts plus a formula ov
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from xsyn.utils.registry import Registry, UnknownName
 
-from xsyn.metrics.accuracy import Accuracy, SubsetAccuracy, WordAccuracy
-from xsyn.metrics.base import CountTable, Metric, MetricInputError
-from xsyn.metrics.cged import Cged
-from xsyn.metrics.detection import ErrorDetection
-from xsyn.metrics.entities import EntityF1
-from xsyn.metrics.glue import AccuracyF1, Correlation, Mcc
-from xsyn.metrics.intent_slot import IntentSlot
-from xsyn.metrics.qa import MlqaQA, Squad2QA, SquadQA
+if TYPE_CHECKING:
+    import numpy as np
 
-_METRICS: dict[str, type[Metric]] = {
-    cls.id: cls for cls in (Accuracy, EntityF1, SquadQA, MlqaQA, IntentSlot, Cged, WordAccuracy, Mcc, AccuracyF1,
-                            Correlation, ErrorDetection, Squad2QA, SubsetAccuracy)
-}
-METRIC_IDS = tuple(_METRICS)
+    from xsyn.metrics.base import Metric
 
-__all__ = ["METRIC_IDS", "CountTable", "Metric", "MetricInputError", "compute", "get_metric",
-           "primary_name", "primary_score", "resample_fn"]
+# Every metric by id, imported on first use; another package adds one (a `Metric` subclass with its `id`) through
+# the entry-point group `xsyn.metrics`, and its task cards may then name it.
+METRICS: Registry[type[Metric]] = Registry("metric", {
+    "accuracy": "xsyn.metrics.accuracy:Accuracy",
+    "seqeval": "xsyn.metrics.entities:EntityF1",
+    "squad": "xsyn.metrics.qa:SquadQA",
+    "mlqa": "xsyn.metrics.qa:MlqaQA",
+    "intent_slot": "xsyn.metrics.intent_slot:IntentSlot",
+    "cged": "xsyn.metrics.cged:Cged",
+    "word_accuracy": "xsyn.metrics.accuracy:WordAccuracy",
+    "mcc": "xsyn.metrics.glue:Mcc",
+    "accuracy_f1": "xsyn.metrics.glue:AccuracyF1",
+    "correlation": "xsyn.metrics.glue:Correlation",
+    "detection": "xsyn.metrics.detection:ErrorDetection",
+    "squad_v2": "xsyn.metrics.qa:Squad2QA",
+    "subset_accuracy": "xsyn.metrics.accuracy:SubsetAccuracy",
+}, group="xsyn.metrics", of="xsyn.metrics.base:Metric", classes=True, name_of=lambda cls: cls.id)
+METRIC_IDS = tuple(METRICS)  # the built-in metrics
+
+__all__ = ["METRICS", "METRIC_IDS", "CountTable", "Metric", "MetricInputError", "UnknownName", "compute",
+           "get_metric", "primary_name", "primary_score", "resample_fn"]
+_BASE = ("CountTable", "Metric", "MetricInputError")  # imported on first use: the cards read METRICS without numpy
 
 
-def _metric_class(metric_id: str) -> type[Metric]:
-    try:
-        return _METRICS[metric_id]
-    except KeyError:
-        raise ValueError(f"unknown metric {metric_id!r}; valid: {', '.join(METRIC_IDS)}") from None
+def __getattr__(name: str) -> Any:
+    if name not in _BASE:
+        raise AttributeError(f"module 'xsyn.metrics' has no attribute {name!r}")
+    return getattr(importlib.import_module("xsyn.metrics.base"), name)
 
 
 def get_metric(metric_id: str, **options: Any) -> Metric:
     """The metric `metric_id` with its options (`lang` for mlqa, `mode` for seqeval/intent_slot)."""
-    cls = _metric_class(metric_id)
+    cls = METRICS[metric_id]
     try:
         return cls(**options)
     except TypeError as err:
@@ -74,7 +84,7 @@ def compute(metric_id: str, predictions: Sequence, references: Sequence, **optio
 
 
 def primary_name(metric_id: str) -> str:
-    return _metric_class(metric_id).primary
+    return METRICS[metric_id].primary
 
 
 def primary_score(metric_id: str, result: Mapping[str, float]) -> float:

@@ -1,13 +1,21 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
-`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `bias` adjusts the
-query/key/value projections (the GAT's bias), `combine` adjusts the attention output (SLA/WLA's gated
-local attention). Attention runs through transformers' attention functions (`sdpa` by default, or
-`eager`, which also returns the probabilities).
+`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `project` makes the
+query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over
+them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention runs
+through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
+probabilities).
+
+Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
+once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
+bfloat16 by cuDNN's attention (pytorch PR 191612), and a boolean one is converted again in every call.
+Where cuDNN's attention backward is wrong with a mask (NaN query gradients when T % 128 == 64, pytorch
+issue 196678, since torch 2.11), `safe_attention` keeps the step on the other fused backends.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,20 +23,27 @@ import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
-# attend(mask) -> (output, probabilities or None): the layer's attention over its own Q, K, V under `mask`
-Attend = Callable[[torch.Tensor | None], tuple[torch.Tensor, torch.Tensor | None]]
+# attention(query, key, value, mask) -> (output (B, T, H, Dh), probabilities or None): the layer's attention
+# function, with its dropout and scaling
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+                     tuple[torch.Tensor, torch.Tensor | None]]
+MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that take an additive (B, 1, T, T) mask
 
 
 class SyntaxSelfAttention(BertSelfAttention):
     """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
 
-    def bias(self, syntax: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return query, key, value
+    def project(self, syntax: Any, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The (B, T, hidden) query, key and value projections of the layer's input (head h: columns
+        h Dh .. (h + 1) Dh); a variant may add to them (the GAT's bias)."""
+        return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
 
-    def combine(self, syntax: Any, hidden_states: torch.Tensor, output: torch.Tensor,
-                weights: torch.Tensor | None, attend: Attend) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return output, weights
+    def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The attention output (B, T, H, Dh) and probabilities (or None) over the (B, H, T, Dh) projections;
+        `attention_mask` is BERT's (padding), `attention` the layer's attention function."""
+        return attention(query, key, value, attention_mask)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 past_key_values=None, xsyn_syntax: Any = None, **kwargs):
@@ -37,30 +52,51 @@ class SyntaxSelfAttention(BertSelfAttention):
             raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        query = self.query(hidden_states).view(shape).transpose(1, 2)
-        key = self.key(hidden_states).view(shape).transpose(1, 2)
-        value = self.value(hidden_states).view(shape).transpose(1, 2)
-        query, key, value = self.bias(xsyn_syntax, query, key, value)
+        query, key, value = (x.view(shape).transpose(1, 2) for x in self.project(xsyn_syntax, hidden_states))
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         dropout = self.dropout.p if self.training else 0.0
 
-        def attend(mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-            return function(self, query, key, value, mask, dropout=dropout, scaling=self.scaling, **kwargs)
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return function(self, q, k, v, mask, dropout=dropout, scaling=self.scaling, **kwargs)
 
-        output, weights = self.combine(xsyn_syntax, hidden_states, *attend(attention_mask), attend)
+        output, weights = self.attend(xsyn_syntax, hidden_states, query, key, value, attention_mask, attention)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
 
-def attention_mask_for(mask: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
-    """A (B, T, T) bool mask (True = attend) in the form the attention function expects, (B, 1, T, T).
+def compute_dtype(device: torch.device, weights: torch.dtype) -> torch.dtype:
+    """The dtype products compute in on `device`: autocast's where it is on (mixed precision), else the weights'."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return weights
 
-    `sdpa` takes it as is; `eager` adds it to the scores, so it becomes 0 / most-negative.
-    """
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, T, T) bool (True = attend) -> (B, 1, T, T) additive in `dtype`: 0 / the most negative number."""
     mask = mask.unsqueeze(1)
-    if implementation in (None, "sdpa"):
-        return mask
-    if implementation == "eager":
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-            ~mask, torch.finfo(dtype).min)
-    raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
-                     "load the model with attn_implementation='sdpa' (the default) or 'eager'")
+    return torch.full(mask.shape, torch.finfo(dtype).min, dtype=dtype, device=mask.device).masked_fill_(mask, 0)
+
+
+def attention_mask_for(model: torch.nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    """A (B, T, T) bool syntax mask (True = attend) as the model's attention function takes it: (B, 1, T, T),
+    additive, in the dtype the attention computes in (see the module docstring)."""
+    implementation = model.config._attn_implementation
+    if implementation not in MASK_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation={implementation!r} cannot apply a syntax mask; "
+                         "load the model with attn_implementation='sdpa' (the default) or 'eager'")
+    return additive_mask(mask, compute_dtype(mask.device, model.dtype))
+
+
+CUDNN_BAD_REMAINDER = (128, 64)  # pytorch issue 196678: masked cuDNN SDPA backward, T % 128 == 64
+
+
+def safe_attention(inputs: torch.Tensor):
+    """A context for a model's step over `inputs` (B, T, ...): on CUDA with T % 128 == 64, SDPA may use any fused
+    backend but cuDNN's (whose masked backward gives NaN query gradients there); elsewhere nothing changes. The
+    backend is chosen in the forward pass, and the backward follows it."""
+    modulus, remainder = CUDNN_BAD_REMAINDER
+    if inputs.device.type != "cuda" or inputs.shape[1] % modulus != remainder:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

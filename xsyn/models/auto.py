@@ -33,7 +33,7 @@ def register_auto_classes() -> None:
         autos = {None: AutoModel, "sequence": AutoModelForSequenceClassification,
                  "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering,
                  "multiple_choice": AutoModelForMultipleChoice}
-        for family in FAMILIES:  # BERT's classes, XLM-R's, RoBERTa's
+        for family in FAMILIES.values():  # BERT's classes, XLM-R's, RoBERTa's
             classes = family_classes(family)
             AutoConfig.register(family.xsyn_type, classes.config, exist_ok=True)
             for head, auto in autos.items():

@@ -7,8 +7,10 @@ inside a forward pass.
 
 The config's own fields are `variant` (a registered name, see `xsyn.models.variants`; saved as that
 string) and `syntax_layers` (the encoder layers, 0-based, that a layer-wise variant changes; default
-all). Each variant adds its own settings, documented in its module (`xsyn.models.variants.gat` ...),
-and checks them in its `validate_<variant>`.
+all). Each registered variant adds its own settings, declared in its module's schema (`xsyn.models.variants.gat`
+...): they are not class fields but attributes the config sets from the registry when it is made (so a variant
+registered after this module was imported counts as much as a built-in one), with their defaults where not
+given, each checked against its schema's type and rules, then the variants' rules across fields (`validate`).
 
 Head sizes and label names live here too, so a saved model restores its head and names its outputs:
 `num_labels` with `id2label`/`label2id` (BERT's own fields; sequence and token heads: the class
@@ -18,29 +20,24 @@ labels or tags in id order), `num_intents` with `intent_labels` and `num_slot_la
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 from huggingface_hub.dataclasses import strict
 from transformers import BertConfig
 
-from xsyn.models.variants import all_variants, get_variant, model_settings
+from xsyn.models.variants import all_variants, get_variant, setting_fields
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError
-from xsyn.utils.schema import type_mismatch
+from xsyn.utils.schema import Invalid, check_value
 
-__all__ = ["SyntaxConfigError", "XsynBertConfig", "syntax_setting_types"]
-
-
-def _variant_settings() -> tuple[type, ...]:
-    """Each variant's settings dataclass: together, the fields XsynBertConfig adds for the variants."""
-    return tuple(variant.settings for variant in all_variants() if variant.settings is not None)
+__all__ = ["SyntaxConfigError", "XsynBertConfig"]
 
 
 @strict
-class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
+class XsynBertConfig(BertConfig, CommonSettings):
     model_type = "xsyn_bert"
 
     def __post_init__(self, **kwargs):
+        for name, field in setting_fields().items():  # the variants' settings, as keyword arguments
+            if field.owner is not CommonSettings:
+                kwargs.setdefault(name, field.default)
         super().__post_init__(**kwargs)
         if self.intent_labels is not None and self.num_intents is None:
             self.num_intents = len(self.intent_labels)
@@ -79,22 +76,20 @@ class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
         return sorted(set(self.syntax_layers))
 
     def check_syntax(self) -> None:
-        """Raise `SyntaxConfigError` naming the first setting that cannot work: the class validators
-        below, then each variant's `validate_<variant>` (every variant's settings are checked, whichever
-        is chosen), then the heads'. `@strict` runs them again after `__init__`, wrapped in its own error."""
-        self.validate_setting_types()
+        """Raise `SyntaxConfigError` (`setting: problem`) naming the first setting that cannot work: each
+        setting against its schema, the variant, the layers, each registered variant's rules across fields
+        (whichever is chosen), the heads'. `@strict` runs them again after `__init__`, wrapped in its own error."""
+        self.validate_setting_values()
         self.validate_variant()
         self.validate_layers()
-        for variant in all_variants():
-            if variant.settings is not None and isinstance(self, variant.settings):
-                getattr(self, f"validate_{variant.name}")()
+        self.validate_variant_rules()
         self.validate_head_labels()
 
-    def validate_setting_types(self) -> None:
-        for name, hint in syntax_setting_types().items():
-            expected = type_mismatch(getattr(self, name), hint)
-            if expected:
-                raise SyntaxConfigError(f"{name}={getattr(self, name)!r} must be {expected}")
+    def validate_setting_values(self) -> None:
+        for name, field in setting_fields().items():
+            if not hasattr(self, name):  # a variant registered since this config was made
+                setattr(self, name, field.default)
+            check_value(field.owner, name, field.hint, getattr(self, name), "", name, error=SyntaxConfigError)
 
     def validate_variant(self) -> None:
         get_variant(self.variant)  # raises, naming the registered variants
@@ -103,21 +98,21 @@ class XsynBertConfig(BertConfig, CommonSettings, *_variant_settings()):
         layers = self.num_hidden_layers
         for layer in self.syntax_layers or []:
             if not 0 <= layer < layers:
-                raise SyntaxConfigError(
-                    f"syntax_layers contains {layer}, but the model has layers 0..{layers - 1}; "
-                    "give 0-based layer numbers within that range")
+                raise SyntaxConfigError("", "syntax_layers", f"contains {layer}, but the model has layers "
+                                        f"0..{layers - 1}; give 0-based layer numbers within that range")
         if self.syntax_layers is not None and not self.syntax_layers:
-            raise SyntaxConfigError("syntax_layers is empty; leave it unset for all layers or name some")
+            raise SyntaxConfigError("", "syntax_layers", "empty; leave it unset for all layers or name some")
+
+    def validate_variant_rules(self) -> None:
+        for variant in all_variants():
+            try:
+                variant.validate(self)
+            except Invalid as err:
+                raise SyntaxConfigError("", err.key, err.problem) from None
 
     def validate_head_labels(self) -> None:
         for names, size in (("intent_labels", "num_intents"), ("slot_labels", "num_slot_labels")):
             if getattr(self, names) is not None and len(getattr(self, names)) != getattr(self, size):
-                raise SyntaxConfigError(f"{names} has {len(getattr(self, names))} names but {size}="
+                raise SyntaxConfigError("", names, f"has {len(getattr(self, names))} names but {size}="
                                         f"{getattr(self, size)}; give one name per class")
 
-
-@functools.cache
-def syntax_setting_types() -> dict[str, Any]:
-    """The type of each setting `XsynBertConfig` adds to `BertConfig` (settings that arrive as JSON or
-    `--set` strings are checked against them)."""
-    return {name: hint for name, (hint, _) in model_settings().items()}

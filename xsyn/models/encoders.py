@@ -71,12 +71,12 @@ def classes_for(model_type: str, source: str = "the model") -> FamilyClasses:
 
 def all_classes() -> dict[str, type]:
     """Every family's encoder and head classes by name (a saved model's `architectures` names one)."""
-    return {cls.__name__: cls for family in FAMILIES for cls in family_classes(family).all()}
+    return {cls.__name__: cls for family in FAMILIES.values() for cls in family_classes(family).all()}
 
 
 def __getattr__(name: str):
     """A class of a family not yet made (`XsynXLMRobertaModel`): make the families' classes."""
-    for family in FAMILIES:
+    for family in FAMILIES.values():
         family_classes(family)
     if name in globals():
         return globals()[name]

@@ -36,7 +36,7 @@ class DamagedCheckpointError(XsynError, ValueError):
     """A checkpoint file that cannot be read; the message names it and what to do."""
 
 
-_XSYN_TYPES = tuple(family.xsyn_type for family in FAMILIES)
+_XSYN_TYPES = tuple(family.xsyn_type for family in FAMILIES.values())
 
 
 def build_model(model: str, variant: str, head: str | None, *,
@@ -193,7 +193,7 @@ def _damaged_weights(source: str | Path) -> str:
 
 def _check_head(head: str | None) -> None:
     if head is not None and head not in HEAD_CLASSES:
-        raise ValueError(f"head={head!r} is unknown; choose one of {', '.join(HEAD_CLASSES)}")
+        raise HEAD_CLASSES.unknown(head)
 
 
 def _model_class(classes: FamilyClasses, head: str | None) -> type[PreTrainedModel]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.utils.errors import InputError
+from xsyn.utils.registry import Registry
 
 _XLMR = "transformers.models.xlm_roberta.modeling_xlm_roberta"
 _ROBERTA = "transformers.models.roberta.modeling_roberta"
@@ -102,7 +103,7 @@ _CAMEMBERT_PAPER = """@inproceedings{martin-etal-2020-camembert,
 }"""
 XSYN_BERT = "xsyn_bert"
 
-FAMILIES = (
+FAMILIES: Registry[EncoderFamily] = Registry("encoder family", {family.name: family for family in (
     EncoderFamily("bert", ("bert",), XSYN_BERT, "Bert", f"{_BERT}:BertEmbeddings", "bert", None, False,
                   "transformers:BertConfig", _plain(_BERT, "Bert"), _BERT_PAPER),
     EncoderFamily("xlm-roberta", ("xlm-roberta",), "xsyn_xlm_roberta", "XLMRoberta",
@@ -114,19 +115,12 @@ FAMILIES = (
     EncoderFamily("camembert", ("camembert",), "xsyn_camembert", "Camembert", f"{_CAMEMBERT}:CamembertEmbeddings",
                   "roberta", f"{_CAMEMBERT}:CamembertClassificationHead", True, "transformers:CamembertConfig",
                   _plain(_CAMEMBERT, "Camembert"), _CAMEMBERT_PAPER),
-)
-_BY_TYPE = {t: f for f in FAMILIES for t in (*f.checkpoint_types, f.xsyn_type)}
-
-
-FAMILY_NAMES = tuple(f.name for f in FAMILIES)
+)}, of=EncoderFamily, name_of=lambda family: family.name, error=InputError)
 
 
 def family_named(name: str) -> EncoderFamily:
     """A family by its name (`bert`, `xlm-roberta`, ...); else an `InputError` listing them."""
-    found = next((f for f in FAMILIES if f.name == name), None)
-    if found is None:
-        raise InputError(f"unknown model family {name!r}; the families: {', '.join(FAMILY_NAMES)}")
-    return found
+    return FAMILIES[name]
 
 
 def tokenizer_family(tokenizer: Any) -> EncoderFamily | None:
@@ -136,7 +130,7 @@ def tokenizer_family(tokenizer: Any) -> EncoderFamily | None:
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 
     own = type(tokenizer).__name__.removesuffix("Fast")
-    for family in FAMILIES:
+    for family in FAMILIES.values():
         for model_type in family.checkpoint_types:
             names = TOKENIZER_MAPPING_NAMES.get(model_type) or ()
             names = (names,) if isinstance(names, str) else names
@@ -147,16 +141,21 @@ def tokenizer_family(tokenizer: Any) -> EncoderFamily | None:
         model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError, AttributeError):
         return None
-    return _BY_TYPE.get(model_type)
+    return _by_type().get(model_type)
+
+
+def _by_type() -> dict[str, EncoderFamily]:
+    return {t: f for f in FAMILIES.values() for t in (*f.checkpoint_types, f.xsyn_type)}
 
 
 def family_of(model_type: str, source: str = "the model") -> EncoderFamily:
     """The family of a checkpoint's or an xsyn config's `model_type`; else an `InputError` listing them."""
-    if model_type not in _BY_TYPE:
-        known = ", ".join(t for f in FAMILIES for t in f.checkpoint_types)
+    by_type = _by_type()
+    if model_type not in by_type:
+        known = ", ".join(t for f in FAMILIES.values() for t in f.checkpoint_types)
         raise InputError(f"{source} is a {model_type!r} model; xsyn's variants are built on encoders with BERT's "
                          f"layers: model_type {known} (or a saved xsyn model)")
-    return _BY_TYPE[model_type]
+    return by_type[model_type]
 
 
 def resolve(target: str) -> Any:

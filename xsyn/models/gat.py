@@ -7,7 +7,7 @@ design; `gat_residual` and `gat_position_embeddings` add the last two as options
 LayerNorm (as in the released code) keeps G's scale fixed for the bias it feeds.
 
 - `dot` attention (paper eq. 2): query = key = T = X W_T, value = X W_V, scaled dot product, run
-  by torch's fused `scaled_dot_product_attention` under the boolean tree mask.
+  by torch's fused `scaled_dot_product_attention` under the tree mask (additive, in the compute dtype).
 - `additive` attention (the released code, Velickovic et al. 2018): h = X W,
   e_ij = LeakyReLU_0.2(a_1 . h_i + a_2 . h_j), output sum_j softmax_j(e_ij) h_j.
 
@@ -33,21 +33,27 @@ layers, LayerNorm, probes); the word embeddings are BERT's and are not part of i
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
 from torch.nn import functional as F
+from transformers.utils import ModelOutput
 
-from xsyn.models.attention import SyntaxSelfAttention
-from xsyn.models.configuration import XsynBertConfig
-from xsyn.models.defaults import GAT_CONFIG
+from xsyn.models.attention import SyntaxSelfAttention, additive_mask, compute_dtype
+from xsyn.models.defaults import GAT_CONFIG, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
-from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE
+from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
+
+if TYPE_CHECKING:
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
 
 GAT_WEIGHTS = "gat.safetensors"
 # The relation logits are this multiple of their parameters, so that they move at 10x the
@@ -69,10 +75,13 @@ class DotGatLayer(nn.Module):
         self.value = nn.Linear(in_size, heads * head_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask`: the additive (B, 1, T, T) tree mask in the compute dtype; `bias`: relation logits (B, k, T, T)."""
         b, t, _ = x.shape
-        qk = self.tied_query_key(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
-        v = self.value(x).view(b, t, self.heads, self.head_size).transpose(1, 2)
-        attn_mask = mask.unsqueeze(1) if bias is None else bias.masked_fill(~mask.unsqueeze(1), -torch.inf)
+        # both projections in one GEMM over the stacked weights (their names, and checkpoints, unchanged)
+        weight = torch.cat([self.tied_query_key.weight, self.value.weight])
+        projected = F.linear(x, weight, torch.cat([self.tied_query_key.bias, self.value.bias]))
+        qk, v = (y.view(b, t, self.heads, self.head_size).transpose(1, 2) for y in projected.chunk(2, dim=-1))
+        attn_mask = mask if bias is None else mask + bias.to(mask.dtype)
         out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=attn_mask,
                                              dropout_p=self.dropout if self.training else 0.0)
         return out.transpose(1, 2).reshape(b, t, -1)
@@ -96,7 +105,7 @@ class AdditiveGatLayer(nn.Module):
         scores = F.leaky_relu(src.unsqueeze(-1) + dst.unsqueeze(-2), 0.2)
         if bias is not None:
             scores = scores + bias
-        scores = scores.masked_fill(~mask.unsqueeze(1), torch.finfo(scores.dtype).min)
+        scores = scores + mask  # the additive tree mask
         weights = F.dropout(scores.softmax(-1), p=self.dropout, training=self.training)
         return (weights @ h).transpose(1, 2).reshape(b, t, -1)
 
@@ -106,7 +115,7 @@ class GatSyntaxEncoder(nn.Module):
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
-        hidden, out = config.hidden_size, config.gat_output_size
+        hidden, out = config.hidden_size, gat_output_size(config)
         self.upos_embeddings = nn.Embedding(UPOS_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
         self.deprel_embeddings = (nn.Embedding(DEPREL_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
                                   if config.gat_deprel_embeddings else None)
@@ -129,6 +138,7 @@ class GatSyntaxEncoder(nn.Module):
         """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask;
         `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`."""
         x = word_embeddings + self.upos_embeddings(upos)
+        mask = additive_mask(mask, compute_dtype(x.device, x.dtype))  # once for all layers, in their dtype
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
         for index, layer in enumerate(self.layers):
@@ -170,48 +180,156 @@ def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.T
 
 
 class SyntaxBias(nn.Module):
-    """G G^Q_l, G G^K_l (and/or G G^V_l) for the first `syntax_heads` heads of one layer."""
+    """The projections G^Q_l, G^K_l (and/or G^V_l) of one layer's bias G G^X_l on its first `syntax_heads`
+    heads: run for all layers at once by `syntax_biases`, added by the layer in its own projections' GEMMs."""
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
         self.heads = config.syntax_heads
         self.head_size = config.hidden_size // config.num_attention_heads
         self.projections = nn.ModuleDict({
-            target: nn.Linear(config.gat_output_size, self.heads * self.head_size)
-            for target in config.bias_target_names})
+            target: nn.Linear(gat_output_size(config), self.heads * self.head_size)
+            for target in bias_target_names(config.bias_targets)})
 
-    def forward(self, gat_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Add the bias to the syntax heads of (B, H, T, Dh) projections; other heads pass through."""
-        states = {"query": query, "key": key, "value": value}
-        b, t, _ = gat_output.shape
-        for target, projection in self.projections.items():
-            bias = projection(gat_output).view(b, t, self.heads, self.head_size).transpose(1, 2)
-            x = states[target]
-            states[target] = torch.cat([x[:, : self.heads] + bias, x[:, self.heads:]], dim=1)
-        return states["query"], states["key"], states["value"]
+
+@dataclass
+class GatContext:
+    """What the `gat` variant's layers read: G, and each syntax layer's additive terms by target."""
+
+    gat_output: torch.Tensor  # (B, T, k d_g)
+    # layer -> target -> (B, T, hidden): the projection's own bias, plus G G^X_l + b_l on the first heads
+    biases: dict[int, dict[str, torch.Tensor]]
+
+
+def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
+    """What every syntax layer adds to its projections' GEMMs: G G^X_l + b_l on the syntax heads' columns, in
+    one GEMM over all layers' stacked weights (one kernel and one backward, where a GEMM per layer and target
+    launches 12 to 36 times as many), plus the projection's own bias everywhere (so the layer's GEMM adds
+    both at once, and one sum gives all those biases' gradients)."""
+    layers = _gat_model(model).encoder.layer
+    projections = [(layers[i].attention.self, i, target, projection) for i in model.config.syntax_layer_ids
+                   for target, projection in layers[i].attention.self.syntax_bias.projections.items()]
+    weight = torch.cat([projection.weight for *_, projection in projections])
+    bias = torch.cat([projection.bias for *_, projection in projections])
+    stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))  # (B, T, n, w)
+    own = torch.stack([getattr(attention, target).bias for attention, _, target, _ in projections])  # (n, hidden)
+    # zero-padded to the projections' width once for all, plus their own biases; `unbind`'s backward is one stack
+    parts = (F.pad(stacked, (0, own.shape[-1] - stacked.shape[-1])) + own.to(stacked.dtype)).unbind(2)
+    biases: dict[int, dict[str, torch.Tensor]] = {}
+    for (_, i, target, _), part in zip(projections, parts):
+        biases.setdefault(i, {})[target] = part
+    return biases
+
+
+def project_with(linear: nn.Module, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x W^T + `bias`, for a (B, T, out) `bias` that holds the projection's own bias: the addition is the GEMM's
+    (addmm's input), not an op after it. A wrapped projection (an adapter) runs its own forward instead."""
+    if type(linear) is not nn.Linear:
+        return linear(x) + (bias - linear.bias.to(bias.dtype))
+    # (B, T) merge into rows as views: `bias` is a slice of the stacked (B, T, n, out) tensor
+    return torch.addmm(bias.flatten(0, 1), x.flatten(0, 1), linear.weight.t()).view(bias.shape)
 
 
 class GatSelfAttention(SyntaxSelfAttention):
     """A syntax layer of the `gat` variant: BERT's attention with the GAT bias on its first heads (the
-    batch's syntax context is G)."""
+    batch's syntax context is a `GatContext`)."""
 
     def __init__(self, config: XsynBertConfig, layer_idx: int):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def bias(self, syntax: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return self.syntax_bias(syntax, query, key, value)
+    def project(self, syntax: GatContext, hidden_states: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        biases = syntax.biases[self.layer_idx]
+        return tuple(project_with(linear, hidden_states, biases[target]) if target in biases else linear(hidden_states)
+                     for target, linear in (("query", self.query), ("key", self.key), ("value", self.value)))
 
 
-def save_gat(encoder: GatSyntaxEncoder, config: XsynBertConfig, directory: str | Path) -> None:
-    """Write a GAT checkpoint: `gat.safetensors` and the shape settings in `gat_config.json`."""
+def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
+               mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+               word_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+    """G (B, T, k d_g) of a batch's trees by the GAT of `model` (an `XsynBertModel` of variant `gat`, or a
+    head on one), under `mask` (default: tree distance <= gat_delta). `word_embeddings` is the encoder's
+    lookup of `input_ids` where it was made already (the model's forward shares it).
+
+    The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
+    by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
+    the pieces that are not padding in XLM-R) where the config sets `gat_position_embeddings`.
+    """
+    encoder = _gat_model(model)
+    embeddings, config = encoder.embeddings, encoder.config
+    words = embeddings.word_embeddings(input_ids) if word_embeddings is None else word_embeddings
+    if config.gat_position_embeddings:
+        if position_ids is None and encoder.family.padded_positions:
+            position_ids = embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)
+        elif position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
+        words = words + embeddings.position_embeddings(position_ids)
+    mask = tree.gat_mask(config.gat_delta) if mask is None else mask
+    relations = tree.edge_relations if config.gat_edge_direction else None
+    return encoder.gat(words, tree.upos, mask, deprel, relations)
+
+
+@dataclass
+class ProbeOutput(ModelOutput):
+    """The GAT's structural probes on one batch, with their targets and L1 losses."""
+
+    predicted_distances: torch.FloatTensor | None = None  # (B, T, T) squared distances
+    predicted_depths: torch.FloatTensor | None = None  # (B, T) squared norms
+    distances: torch.LongTensor | None = None  # (B, T, T) tree distances
+    depths: torch.LongTensor | None = None  # (B, T) tree depths
+    distance_loss: torch.FloatTensor | None = None
+    depth_loss: torch.FloatTensor | None = None
+    gat_output: torch.FloatTensor | None = None
+
+
+def syntax_probe(model: XsynBertModel, input_ids: torch.Tensor, tree_parent: torch.Tensor, tree_upos: torch.Tensor,
+                 attention_mask: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
+                 *, tree: TreeTensors | None = None, **unused) -> ProbeOutput:
+    """Run only the GAT of `model` and its probes (no BERT layers): predictions, targets and L1 losses.
+
+    Takes a whole collated batch (`**batch`); fields the GAT does not read are ignored. `tree`
+    passes the batch's tree tensors where the caller has already built them.
+    """
+    encoder = _gat_model(model)
+    encoder.check_batch_fields({"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
+                                "tree_deprel": tree_deprel, "tree_word": None, "tree_segment": None})
+    if tree is None:
+        tree = TreeTensors(tree_parent, tree_upos, None, None)
+    gat_output = gat_encode(encoder, input_ids, tree, tree_deprel)
+    predicted_distances, predicted_depths = encoder.gat.probe(gat_output)
+    real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+    distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
+                                                tree.depth, real)
+    return ProbeOutput(predicted_distances=predicted_distances, predicted_depths=predicted_depths,
+                       distances=tree.distances, depths=tree.depth, distance_loss=distance_loss,
+                       depth_loss=depth_loss, gat_output=gat_output)
+
+
+def gat_state_dict(model: XsynBertModel) -> dict[str, torch.Tensor]:
+    """The GAT checkpoint: UPOS (and relation) embeddings, GAT layers, LayerNorm, probes."""
+    return _gat_model(model).gat.state_dict()
+
+
+def save_gat(model: XsynBertModel, directory: str | Path) -> None:
+    """Write the GAT checkpoint of `model`: `gat.safetensors` and the shape settings in `gat_config.json`."""
+    encoder = _gat_model(model)
     directory = Path(directory)
-    tensors = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
+    tensors = {k: v.detach().contiguous() for k, v in encoder.gat.state_dict().items()}
     atomic_write_bytes(directory / GAT_WEIGHTS, safetensors_bytes(tensors))
-    settings = {name: getattr(config, name) for name in GAT_SHAPE_FIELDS + ("gat_delta",)}
+    settings = {name: getattr(encoder.config, name) for name in GAT_SHAPE_FIELDS + ("gat_delta",)}
     atomic_write_text(directory / GAT_CONFIG, json.dumps(settings, indent=2) + "\n")
+
+
+def load_gat(model: XsynBertModel, directory: str | Path) -> None:
+    """Load a GAT checkpoint (from `save_gat` / `xsyn pretrain-gat`) into `model`; shapes must match."""
+    encoder = _gat_model(model)
+    encoder.gat.load_state_dict(load_gat_state(directory, encoder.config))
+
+
+def freeze_gat(model: XsynBertModel) -> None:
+    """Stop training the GAT and its probes (the syntax-bias projections stay trainable)."""
+    _gat_model(model).gat.requires_grad_(False)
 
 
 def load_gat_state(directory: str | Path, config: XsynBertConfig) -> dict[str, torch.Tensor]:
@@ -229,3 +347,19 @@ def load_gat_state(directory: str | Path, config: XsynBertConfig) -> dict[str, t
                              f"model has {name}={getattr(config, name)!r}; build the model with the same value")
     return load_file(weights_path)
 
+
+def pretrained_gat_settings(directory: str | Path) -> dict[str, Any]:
+    """The model settings a pre-trained GAT (an `xsyn pretrain-gat` folder) was built with, BERT's width aside."""
+    path = Path(directory) / GAT_CONFIG
+    if not path.is_file():
+        raise MissingInputError(f"{directory}: {path} not found; point it at an `xsyn pretrain-gat` output folder")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
+
+
+def _gat_model(model: XsynBertModel) -> XsynBertModel:
+    """The `XsynBertModel` under `model` (itself, or a head's encoder), which must have a GAT."""
+    encoder = model.base_model
+    if getattr(encoder, "gat", None) is None:  # installed by the gat variant
+        raise ValueError(f"this model's variant is {encoder.config.variant!r}; GAT operations need variant 'gat'")
+    return encoder

@@ -41,6 +41,7 @@ from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.models.families import resolve
 from xsyn.models.modeling import SyntaxLosses, XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
+from xsyn.utils.registry import Registry
 
 
 @dataclass
@@ -274,10 +275,10 @@ class XsynBertForIntentSlot(XsynHeadModel):
                                     slot_loss=slot_loss, **self._losses(task_loss, encoded))
 
 
-HEAD_CLASSES: dict[str, type[XsynHeadModel]] = {
+HEAD_CLASSES: Registry[type[XsynHeadModel]] = Registry("head", {
     "sequence": XsynBertForSequenceClassification,
     "token": XsynBertForTokenClassification,
     "qa": XsynBertForQuestionAnswering,
     "multiple_choice": XsynBertForMultipleChoice,
     "intent_slot": XsynBertForIntentSlot,
-}
+}, of=XsynHeadModel, classes=True)

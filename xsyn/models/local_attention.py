@@ -7,8 +7,10 @@ shared by the heads, computed from the layer's input (the previous layer's hidde
     g_i = sigmoid(W_g h_i + b_g),   A_i = (g_i S_loc_i + (1 - g_i) S_glb_i) V.
 
 Because a row's output is linear in its attention probabilities, A_i = g_i SDPA_loc_i +
-(1 - g_i) SDPA_glb_i: two fused `scaled_dot_product_attention` calls, no T x T probabilities
-materialised. A closed gate (g = 0) is exactly BERT's attention.
+(1 - g_i) SDPA_glb_i: no T x T probabilities materialised. Both attentions run in one fused
+`scaled_dot_product_attention` call over the batch twice (BERT's mask for the first copy, the local
+mask for the second: one (2B, 1, T, T) additive mask built once per step), which halves the calls and
+their launches; the mix is `torch.lerp`. A closed gate (g = 0) is exactly BERT's attention.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from xsyn.models.attention import Attend, SyntaxSelfAttention
+from xsyn.models.attention import Attention, SyntaxSelfAttention, attention_mask_for
 
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
@@ -37,16 +39,23 @@ class LocalAttentionGate(nn.Module):
 
 def mix(gate: torch.Tensor, local: torch.Tensor, global_: torch.Tensor) -> torch.Tensor:
     """g local + (1 - g) global, for outputs (B, T, H, Dh) with a (B, T, 1, 1) gate."""
-    return global_ + gate * (local - global_)
+    return torch.lerp(global_, local, gate.to(global_.dtype))
 
 
-def mix_weights(gate: torch.Tensor, local: torch.Tensor | None, global_: torch.Tensor | None
-                ) -> torch.Tensor | None:
-    """The mixed attention probabilities (B, H, T, T), when the attention function returns them."""
-    if local is None or global_ is None:
+def mix_weights(gate: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor | None:
+    """The mixed attention probabilities (B, H, T, T) of the stacked (2B, H, T, T) ones, when the attention
+    function returns them."""
+    if weights is None:
         return None
+    global_, local = weights.chunk(2)
     return mix(gate.transpose(1, 2), local, global_)
 
+
+def local_attention_mask(model, local: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The (2B, 1, T, T) additive mask of the stacked attention: BERT's (padded keys hidden; from the (B, T)
+    `attention_mask`), then the (B, T, T) bool `local` mask, in the attention's dtype."""
+    visible = torch.ones_like(local) if attention_mask is None else attention_mask.bool().unsqueeze(1).expand_as(local)
+    return attention_mask_for(model, torch.cat([visible, local]))
 
 
 class LocalSelfAttention(SyntaxSelfAttention):
@@ -57,11 +66,14 @@ class LocalSelfAttention(SyntaxSelfAttention):
         super().__init__(config, layer_idx=layer_idx)
         self.gate = LocalAttentionGate(config.hidden_size)
 
-    def combine(self, syntax: torch.Tensor, hidden_states: torch.Tensor, output: torch.Tensor,
-                weights: torch.Tensor | None, attend: Attend) -> tuple[torch.Tensor, torch.Tensor | None]:
-        local, local_weights = attend(syntax)
+    def attend(self, syntax: torch.Tensor, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # BERT's `attention_mask` is the first half of `syntax` (see local_attention_mask)
+        output, weights = attention(*(torch.cat([x, x]) for x in (query, key, value)), syntax)
+        global_, local = output.chunk(2)
         gate = self.gate(hidden_states)
-        return mix(gate, local, output), mix_weights(gate, local_weights, weights)
+        return mix(gate, local, global_), mix_weights(gate, weights)
 
 
 def install_local_attention(model) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, BertTokenizerFast, PretrainedConfig, PreTrainedTokenizerBase
 
 from xsyn.models.defaults import DEFAULT_MODEL, TINY_SHAPE
-from xsyn.models.families import FAMILY_NAMES, family_named, resolve, tokenizer_family
+from xsyn.models.families import FAMILIES, family_named, resolve, tokenizer_family
 from xsyn.utils.errors import InputError, MissingInputError, first_line
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def tiny_config(tokenizer: PreTrainedTokenizerBase, family: str | None = None) -
                          f"model; drop tiny_family (tiny follows the tokenizer), or give a {family} tokenizer")
     if family is None and found is None:
         log.warning(f"the tokenizer {source} ({type(tokenizer).__name__}) names no model family; the tiny model is "
-                    f"a BERT (choose one with --set tiny_family=NAME: {', '.join(FAMILY_NAMES)})")
+                    f"a BERT (choose one with --set tiny_family=NAME: {', '.join(FAMILIES)})")
     chosen = family_named(family) if family is not None else found or family_named("bert")
     shape = dict(TINY_SHAPE)
     if chosen.padded_positions:  # positions count from the padding index + 1 (RoBERTa): room for the full length

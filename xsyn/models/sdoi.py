@@ -33,6 +33,6 @@ class SdoiLayer(nn.Module):
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.sdoi_learn_alpha)
 
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """`mask` is the (B, 1, T, T) ancestor mask in the attention implementation's form."""
+        """`mask` is the (B, 1, T, T) additive ancestor mask (`xsyn.models.attention.attention_mask_for`)."""
         guided = self.layer(hidden_states, mask)
-        return self.alpha * hidden_states + (1 - self.alpha) * guided
+        return torch.lerp(guided, hidden_states, self.alpha.to(guided.dtype))  # alpha H + (1 - alpha) H_sdoi

@@ -37,9 +37,10 @@ class SepMix(nn.Module):
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.sep_learn_alpha)
 
     def forward(self, hidden_states: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        spread = torch.bmm(weights, hidden_states)  # D~ H: each piece's tree-distance-weighted context
-        syntax = torch.sigmoid(self.own(hidden_states) + self.tree(spread))
-        return hidden_states + self.alpha * (syntax - hidden_states)  # (1 - alpha) H + alpha H_hat, any dtypes
+        h = hidden_states.to(weights.dtype)  # once, in the compute dtype (autocast would cast it per product)
+        # W2 (D~ H) = D~ (H W2^T): each piece's tree-distance-weighted context, added by the same product
+        syntax = torch.sigmoid(torch.baddbmm(self.own(h), weights, self.tree(h)))
+        return torch.lerp(hidden_states, syntax.to(hidden_states.dtype), self.alpha.to(hidden_states.dtype))
 
 
 class SepLayer(BertLayer):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -31,8 +30,10 @@ import torch
 from torch import nn
 
 from xsyn import provenance
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY, gat_output_size
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
+from xsyn.models.gat import gat_encode, save_gat, syntax_probe
+from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
@@ -47,6 +48,7 @@ from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import atomic_write_text
+from xsyn.utils.schema import at_least, finite_above_zero, one_of, strict, validated_field
 
 OBJECTIVES = ("structural", "seprem")
 WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is not given
@@ -54,10 +56,22 @@ WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is not given
 logger = logging.getLogger(__name__)
 
 
+def _objectives(value: list[str]) -> None:
+    if not value:
+        raise ValueError(f"choose one or more of {', '.join(OBJECTIVES)}")
+
+
+def _count(default: int | None) -> Any:
+    """A field that counts (steps, sizes): at least 1 (None where it allows none)."""
+    return validated_field(at_least(1), default=default)
+
+
+@strict
 @dataclass
 class PretrainSettings:
     """Everything that defines a run; written to `pretrain_config.json`. The names are `RunConfig`'s
-    (`xsyn finetune`'s) wherever the two mean the same thing."""
+    (`xsyn finetune`'s) wherever the two mean the same thing. A schema (`xsyn.utils.schema`): each field's
+    rule is checked when the settings are made, and by `check_values` where a file or flag gives them."""
 
     treebanks: list[str]
     treebank_dir: str
@@ -65,45 +79,30 @@ class PretrainSettings:
     eval_treebanks: list[str] | None = None  # default: the training treebanks; ["all"]: every language
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None
-    gat_delta: int = 4
-    gat_attention: str = "dot"
+    gat_delta: int = _count(4)
+    gat_attention: str = validated_field(one_of(GAT_ATTENTIONS), default="dot")
     dropout: bool = False  # the config's dropout in the GAT while pre-training (off: exact regression targets)
-    objectives: list[str] = field(default_factory=lambda: ["structural"])
+    objectives: list[str] = validated_field([_objectives, one_of(OBJECTIVES)], default_factory=lambda: ["structural"])
     train_split: str = "train"
     max_train_examples: int | None = None  # sentences per treebank: a seeded sample
     max_eval_examples: int | None = None  # sentences per treebank: a seeded sample
-    epochs: float = 1.0
-    max_steps: int | None = None  # overrides epochs
-    batch_size: int = 32  # sentences per optimiser step, over all processes and accumulation steps
-    grad_accum: int = 1  # micro-batches per optimiser step
-    learning_rate: float = 1e-3
-    warmup_steps: int | None = None  # default: a twentieth of the steps (WARMUP_SHARE)
+    epochs: float = validated_field(finite_above_zero, default=1.0)
+    max_steps: int | None = _count(None)  # overrides epochs
+    batch_size: int = _count(32)  # sentences per optimiser step, over all processes and accumulation steps
+    grad_accum: int = _count(1)  # micro-batches per optimiser step
+    learning_rate: float = validated_field(finite_above_zero, default=1e-3)
+    warmup_steps: int | None = validated_field(at_least(0), default=None)  # default: a twentieth of the steps
     weight_decay: float = 0.01  # AdamW's default, on all but biases and LayerNorm weights
-    max_grad_norm: float | None = 1.0  # clipping of the global gradient norm (None: no clipping)
-    max_length: int = 256
+    max_grad_norm: float | None = validated_field(finite_above_zero, default=1.0)  # clipping (None: none)
+    max_length: int = _count(256)
     seprem_max_distance: int = 8
     gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
     seed: int = DEFAULT_SEED
-    log_every: int = 20
+    log_every: int = _count(20)
     eval_every: int | None = None  # unused by the loop (the probes are scored once, at the end)
-    checkpointing_steps: int | str | None = None  # N or "epoch" (default: every epoch and at the end)
-    save_total_limit: int | None = None  # resumable states kept (default: the latest)
-
-    def check(self) -> None:
-        unknown = [o for o in self.objectives if o not in OBJECTIVES]
-        if unknown or not self.objectives:
-            raise InputError(f"objectives {self.objectives}: choose one or more of {', '.join(OBJECTIVES)}")
-        for name in ("gat_delta", "batch_size", "grad_accum", "max_length", "log_every", "max_steps",
-                     "save_total_limit"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise InputError(f"{name}={getattr(self, name)} must be >= 1")
-        if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise InputError(f"warmup_steps={self.warmup_steps} must be >= 0")
-        check_checkpointing_steps(self.checkpointing_steps)
-        for name in ("learning_rate", "epochs", "max_grad_norm"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise InputError(f"{name}={value} must be a finite number > 0")
+    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N or
+    # "epoch" (default: every epoch and at the end)
+    save_total_limit: int | None = _count(None)  # resumable states kept (default: the latest)
 
     @property
     def evaluation_specs(self) -> list[str]:
@@ -187,7 +186,7 @@ class GatPretrainer(nn.Module):
         self.encoder = encoder
         self.objectives = tuple(objectives)
         self.dropout = dropout
-        self.distance_head = (DistancePredictionHead(encoder.config.gat_output_size, max_distance)
+        self.distance_head = (DistancePredictionHead(gat_output_size(encoder.config), max_distance)
                               if "seprem" in self.objectives else None)
         encoder.requires_grad_(False)
         encoder.gat.requires_grad_(True)
@@ -200,14 +199,14 @@ class GatPretrainer(nn.Module):
         losses = {}
         tree = TreeTensors(batch["tree_parent"], batch["tree_upos"], None, None)  # shared by both objectives
         if "structural" in self.objectives:
-            probe = self.encoder.syntax_probe(**batch, tree=tree)
+            probe = syntax_probe(self.encoder, **batch, tree=tree)
             losses["distance"], losses["depth"] = probe.distance_loss, probe.depth_loss
         if self.distance_head is not None:
             # SEPREM's masking draws, on the batch's device, seeded from the share's seed (see xsyn.training)
             generator = torch.Generator(batch["input_ids"].device).manual_seed(int(torch.randint(2**62, ())))
             pairs = select_pairs(tree.distances, batch["attention_mask"].bool(), generator)
             mask = corrupt_mask(tree.gat_mask(self.encoder.config.gat_delta), pairs, generator)
-            gat_output = self.encoder.gat_encode(batch["input_ids"], tree, batch.get("tree_deprel"), mask)
+            gat_output = gat_encode(self.encoder, batch["input_ids"], tree, batch.get("tree_deprel"), mask)
             losses["seprem"] = self.distance_head.loss(gat_output, pairs, tree.distances)
         return losses
 
@@ -218,7 +217,7 @@ def build_encoder(settings: PretrainSettings):
     from xsyn.models.presets import load_tokenizer
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
-    encoder = build_model(settings.model, "gat", None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
+    encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
                           gat_attention=settings.gat_attention, **settings.gat)
     return encoder, tokenizer
 
@@ -235,7 +234,7 @@ def probe_scores(encoder: nn.Module, encoded: Encoded, records: Sequence[SyntaxR
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         batch = collate_trees([encoded.trees[k] for k in chunk], pad_token_id)
-        out = encoder.syntax_probe(**{k: v.to(device) for k, v in batch.items()})
+        out = syntax_probe(encoder, **{k: v.to(device) for k, v in batch.items()})
         distances = out.predicted_distances.float().cpu().numpy()
         depths = out.predicted_depths.float().cpu().numpy()
         for row, k in enumerate(chunk):
@@ -296,7 +295,6 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
-    settings.check()
     accelerator = Accelerator()
     check_micro_batches(settings, accelerator.num_processes)
     set_seed(settings.seed)
@@ -362,7 +360,7 @@ def probe_and_save(settings: PretrainSettings, encoder, tokenizer, aligner: Word
         evaluation.append({**data.summary(), "too_long_not_scored": encoded.too_long})
     summary = {"settings": asdict(settings), "seed": settings.seed, **provenance(), "training": training,
                "evaluation": evaluation, "probe_metrics": metrics, "gat_config": encoder.config.to_diff_dict()}
-    encoder.save_gat(folder.path)
+    save_gat(encoder, folder.path)
     if settings.model == TINY:
         encoder.save_pretrained(folder.tiny_model)
         tokenizer.save_pretrained(folder.tiny_model)

@@ -14,8 +14,11 @@ Runs are grouped into experiments by (task, split, metric) and, within one, into
 (variant, model); the seeds of a system give mean and sample standard deviation (n - 1). Per system:
 each language, the average over languages, and the transfer gap (the source language, `train_lang` of
 the run's config or else en, minus the mean of the others; Ahmad et al. 2021 Table 7). Against the
-baseline: the difference of means per language and per language pair (their Table 3), marked when a
-one-sided paired bootstrap gives p < alpha (`xsyn.metrics.bootstrap`). For `mlqa` without a `lang`
+baseline: the difference of means per language and per language pair (their Table 3), marked `*` when a
+one-sided paired bootstrap gives p < alpha (`xsyn.metrics.bootstrap`) and `‡` when the papers' two-sided
+t-test over seeds does (`xsyn.metrics.seeds`: paired by seed where both have the same seeds, Welch's
+otherwise). `findings.analyse` reads the gains against language family, URIEL syntactic distance and
+parser LAS (`xsyn report --analysis`; `findings_render` writes that section). For `mlqa` without a `lang`
 option the context language is the pair's row (MLQA's matrix is context x question).
 
 Written (`render`): report.md and report.json, CSVs, a per-language bar chart per experiment (seed sd

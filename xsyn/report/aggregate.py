@@ -1,5 +1,5 @@
 """Aggregation: runs grouped into experiments and systems, seed statistics, and deltas against
-the baseline with their paired-bootstrap significance."""
+the baseline with their paired-bootstrap significance and the t-test over seeds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xsyn.report.runs import RESULTS_FILE, Key, ProbeRun, ReportError, Run, find_runs, read_per_example
 
@@ -17,6 +17,9 @@ DEFAULT_RESAMPLES = 1000
 DEFAULT_BOOTSTRAP_SEED = 20210801
 DEFAULT_ALPHA = 0.05
 _CONSISTENCY_TOLERANCE = 0.01  # points: recomputed per-example score vs results.json
+
+if TYPE_CHECKING:  # xsyn.metrics loads numpy: `xsyn report --help` must not
+    from xsyn.metrics.seeds import SeedTest
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,16 @@ class Stat:
 
 @dataclass(frozen=True)
 class Delta:
-    """System mean minus baseline mean, with its bootstrap p-value when per-example files allow one."""
+    """System mean minus baseline mean, with its bootstrap p-value when per-example files allow one, and
+    the t-test over seeds (`seed_test`; `seed_significant` at the report's alpha)."""
 
     delta: float
     p_value: float | None = None
     significant: bool = False
     paired_examples: int = 0
     unpaired_examples: int = 0
+    seed_test: SeedTest | None = None
+    seed_significant: bool = False
 
 
 @dataclass
@@ -70,6 +76,8 @@ class Comparison:
     average: float | None  # over the languages both have; None when they share none
     transfer_gap: float | None
     pairs: dict[str, dict[str, Delta]] = field(default_factory=dict)
+    average_test: SeedTest | None = None  # t-test of the per-seed averages, where both cover the same languages
+    average_seed_significant: bool = False
 
 
 @dataclass
@@ -96,6 +104,7 @@ class Report:
     experiments: list[Experiment]
     probes: list[ProbeRun]
     bootstrap: BootstrapSettings
+    analyses: list = field(default_factory=list)  # `findings.Analysis`, from `findings.analyse(report, ...)`
 
 
 def build_report(run_dirs: Sequence[Path], baseline_dirs: Sequence[Path] = (),
@@ -260,8 +269,12 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
     left_out = [lang for lang in system.languages if lang not in baseline.per_language]
     if left_out:
         notes.append(f"{system.label}: no baseline score for {', '.join(left_out)}; no delta there")
+    from xsyn.metrics.seeds import seed_ttest
+
+    average_test = None
     if set(system.languages) == set(baseline.languages):
         average = system.average.mean - baseline.average.mean
+        average_test = seed_ttest(by_seed(system, system.average), by_seed(baseline, baseline.average))
         gap = (system.transfer_gap.mean - baseline.transfer_gap.mean
                if system.transfer_gap and baseline.transfer_gap else None)
     else:  # means are linear: the delta of averages over the shared languages from the seed means
@@ -271,13 +284,20 @@ def _compare(system: System, baseline: System, metric: str, bootstrap: Bootstrap
         gap = gaps[0] - gaps[1] if None not in gaps else None
         notes.append(f"{system.label}: the avg and gap deltas are over the languages it and {baseline.label} "
                      f"both have: {', '.join(shared) or 'none, so no avg or gap delta'}")
-    comparison = Comparison(system.label, baseline.label, per_language, average, gap)
+    comparison = Comparison(system.label, baseline.label, per_language, average, gap, average_test=average_test,
+                            average_seed_significant=bool(average_test and average
+                                                          and average_test.significant(bootstrap.alpha)))
     for row, cols in system.pairs.items():
         for col in cols:
             if col in baseline.pairs.get(row, {}):
                 comparison.pairs.setdefault(row, {})[col] = _delta(system, baseline, (row, col), metric,
                                                                    bootstrap, notes)
     return comparison
+
+
+def by_seed(system: System, stat: Stat) -> dict:
+    """{seed: value} of one of the system's seed statistics (its values follow the runs' order)."""
+    return dict(zip((run.seed for run in system.runs), stat.values, strict=True))
 
 
 def _mean_of(system: System, languages: list[str]) -> float:
@@ -296,19 +316,25 @@ def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: B
     """Difference of seed means; p from the paired bootstrap over the examples all runs share."""
     from xsyn.metrics import MetricInputError, get_metric
     from xsyn.metrics.bootstrap import paired_bootstrap
+    from xsyn.metrics.seeds import seed_ttest
 
     mean = _cell(system, key).mean - _cell(baseline, key).mean
+    seed_test = seed_ttest(by_seed(system, _cell(system, key)), by_seed(baseline, _cell(baseline, key)))
+    by_seeds = {"seed_test": seed_test, "seed_significant": seed_test.significant(bootstrap.alpha) and mean != 0}
+    if seed_test.statistic is not None and math.isinf(seed_test.statistic):
+        notes.append(f"{'-'.join(key)}: the difference is the same on every seed ({seed_test.n_system} seeds), so the "
+                     "t-test's p is 0 (its limit at zero variance); more seeds would test it")
     runs = [*system.runs, *baseline.runs]
     missing = [run.per_example_file(key) for run in runs if not run.per_example_file(key).is_file()]
     if missing:
-        notes.append(f"{'-'.join(key)}: no significance test, {missing[0]} is missing")
-        return Delta(mean)
+        notes.append(f"{'-'.join(key)}: no bootstrap test, {missing[0]} is missing")
+        return Delta(mean, **by_seeds)
     loaded = [read_per_example(run, key) for run in runs]
     common = set(loaded[0][0]).intersection(*(set(ids) for ids, _, _ in loaded[1:]))
     every = set().union(*(set(ids) for ids, _, _ in loaded))
     if not common:
-        notes.append(f"{'-'.join(key)}: no significance test, the runs share no example id")
-        return Delta(mean, unpaired_examples=len(every))
+        notes.append(f"{'-'.join(key)}: no bootstrap test, the runs share no example id")
+        return Delta(mean, unpaired_examples=len(every), **by_seeds)
     order = [example_id for example_id in loaded[0][0] if example_id in common]
     tables = []
     for run, (ids, predictions, references) in zip(runs, loaded, strict=True):
@@ -331,7 +357,7 @@ def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: B
         notes.append(f"{'-'.join(key)}: {len(every) - len(common)} example ids are not in every run; "
                      "the significance test uses the shared ones")
     return Delta(mean, result.p_value, result.p_value < bootstrap.alpha and mean != 0,
-                 len(common), len(every) - len(common))
+                 len(common), len(every) - len(common), **by_seeds)
 
 
 def _cell(system: System, key: Key) -> Stat:

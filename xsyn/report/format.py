@@ -1,13 +1,15 @@
-"""The formatting the report's renderers share (Markdown and CSV in `render`, LaTeX in `latex`): which
-systems and languages an experiment shows, its title, its caps, and how a mean, a delta and a number
-are written."""
+"""The formatting the report's renderers share (Markdown and CSV in `render`, LaTeX in `latex`, the findings
+in `findings_render`, the experiment report): which systems and languages an experiment shows, its title and
+caps, how a mean, a delta and its significance marks, a number and a table are written."""
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 
-from xsyn.report.aggregate import Delta, Experiment, Stat, System
+from xsyn.report.aggregate import Comparison, Delta, Experiment, Stat, System
 
 
 def experiment_systems(experiment: Experiment) -> list[System]:
@@ -59,6 +61,12 @@ def run_caps(results: dict) -> list[str]:
     return caps
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def format_stat(stat: Stat | None, missing: str = "–", plus_minus: str = " ± ", wrap: str = "{}") -> str:
     """`mean ± sd` (the mean alone for one seed); `wrap` places it (LaTeX: "${}$")."""
     if stat is None:
@@ -70,9 +78,51 @@ def signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1f}"
 
 
-def format_delta(cell: Delta | None, missing: str = "–", mark: str = "*", wrap: str = "{}") -> str:
-    """The signed delta, with `mark` when it is significant."""
-    return missing if cell is None else wrap.format(f"{cell.delta:+.1f}" + (mark if cell.significant else ""))
+BOOTSTRAP_MARK = "*"
+SEED_TEST_MARK = "‡"
+
+
+def format_delta(cell: Delta | None, missing: str = "–", marks: tuple[str, str] = (BOOTSTRAP_MARK, SEED_TEST_MARK),
+                 wrap: str = "{}", superscript: str = "{}") -> str:
+    """The signed delta with its marks: the bootstrap's (`marks[0]`) and the t-test over seeds' (`marks[1]`)
+    where each is significant, together in one `superscript` (LaTeX: "^{{{}}}")."""
+    if cell is None:
+        return missing
+    return wrap.format(f"{cell.delta:+.1f}" + marks_text(marks, (cell.significant, cell.seed_significant), superscript))
+
+
+def format_average(comparison: Comparison, missing: str = "–", mark: str = SEED_TEST_MARK, wrap: str = "{}",
+                   superscript: str = "{}") -> str:
+    """The delta of the averages, marked where the t-test over the per-seed averages is significant."""
+    if comparison.average is None:
+        return missing
+    return wrap.format(f"{comparison.average:+.1f}"
+                       + marks_text((mark,), (comparison.average_seed_significant,), superscript))
+
+
+def marks_text(marks: tuple[str, ...], significant: tuple[bool, ...], superscript: str) -> str:
+    shown = "".join(mark for mark, on in zip(marks, significant, strict=True) if on)
+    return superscript.format(shown) if shown else ""
+
+
+def seed_test_line(comparison: Comparison) -> str:
+    """Which t-test over seeds a comparison got (paired by seed or Welch's), with its seed counts."""
+    tests = [cell.seed_test for cell in comparison.per_language.values() if cell.seed_test is not None]
+    tests += [cell.seed_test for cols in comparison.pairs.values() for cell in cols.values() if cell.seed_test]
+    done = [test for test in tests if test.kind is not None]
+    if not done:
+        reasons = sorted({test.reason for test in tests if test.reason})
+        return f"{comparison.system}: no t-test over seeds ({'; '.join(reasons) or 'no shared language'})."
+    kinds = ", ".join(sorted({f"{test.kind_name} ({seed_counts(test)})" for test in done}))
+    return f"{comparison.system} against {comparison.baseline}: {kinds}."
+
+
+def seed_counts(test) -> str:
+    from xsyn.metrics.seeds import PAIRED
+
+    if test.kind == PAIRED:
+        return f"{test.n_system} seeds"
+    return f"{test.n_system} vs {test.n_baseline} seeds"
 
 
 def number(value: float | None, spec: str = ".1f") -> str:
@@ -87,7 +137,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+def csv_value(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.4f}"
+
+
+def csv_text(header: list[str], rows: list[list]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()

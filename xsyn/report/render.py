@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -12,15 +11,22 @@ from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.format import (
+    BOOTSTRAP_MARK,
+    SEED_TEST_MARK,
+    csv_text,
+    csv_value,
     experiment_caps,
     experiment_folder,
     experiment_languages,
     experiment_systems,
+    format_average,
     format_delta,
     format_stat,
     markdown_table,
+    marks_text,
     number,
     section_title,
+    seed_test_line,
     signed,
     slug,
 )
@@ -31,9 +37,9 @@ from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 
 
-def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[Path]:
-    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`);
-    return the paths written."""
+def write_report(report: Report, output_dir: Path, latex: bool = False, html: bool = False) -> list[Path]:
+    """Write report.md, report.json, the CSV tables, the PNG charts (and report.tex with `latex`, the
+    self-contained report.html with `html`); return the paths written."""
     output_dir = Path(output_dir)
     written: list[Path] = []
 
@@ -52,13 +58,22 @@ def write_report(report: Report, output_dir: Path, latex: bool = False) -> list[
         sections.append(_experiment_markdown(experiment, report.bootstrap, scale, put))
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
-    put("report.md", _header_markdown(report) + "\n\n".join(sections) + "\n")
+    if report.analyses:
+        from xsyn.report.findings_render import analyses_markdown
+
+        sections.append(analyses_markdown(report.analyses, put))
+    markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
+    put("report.md", markdown)
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
         from xsyn.report.latex import latex_tables
 
         put("report.tex", latex_tables(report))
+    if html:
+        from xsyn.report.html import Part, html_page
+
+        put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
 
 
@@ -72,7 +87,9 @@ def _header_markdown(report: Report) -> str:
             f"{_count(runs, 'run')} in {_count(len(report.experiments), 'experiment')}. Scores are percentages, "
             "mean ± sample standard deviation over seeds. `*` marks a difference from the baseline with p < "
             f"{settings.alpha:g} in a one-sided paired bootstrap ({settings.resamples} resamples of the "
-            f"examples, seed {settings.seed}).\n\n" + warning)
+            f"examples, seed {settings.seed}); `{SEED_TEST_MARK}` marks p < {settings.alpha:g} in the papers' "
+            "two-sided t-test over seeds (paired by seed where both systems have the same seeds, Welch's "
+            "otherwise; each Δ table names the kind).\n\n" + warning)
 
 
 def _count(n: int, noun: str) -> str:
@@ -112,9 +129,10 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
                        *[format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       signed(comparison.average), *([signed(comparison.transfer_gap)] if with_gap else [])]
+                       format_average(comparison), *([signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
         lines.append(markdown_table(["system", *languages, *tail], delta_rows))
+        lines += ["", *[f"t-test over seeds: {seed_test_line(comparison)}" for comparison in experiment.comparisons]]
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
@@ -217,12 +235,13 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     row_axis, col_axis = pair_axis_names(experiment)
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
-    marks = [["*" if cell and cell.significant else "" for cell in row] for row in cells]
+    marks = [[marks_text((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}") if cell
+              else "" for cell in row] for row in cells]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
     name = f"pairs-delta-{slug(comparison.system)}"
     title = (f"{experiment.task} · {comparison.system} − {comparison.baseline} · Δ {experiment.primary} "
-             f"(* p < {settings.alpha:g})")
+             f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g})")
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
     put(f"{experiment_folder(experiment)}/{name}-p.csv", _matrix_csv(rows_langs, cols_langs, p_values))
     put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
@@ -231,7 +250,8 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
         limits=(-scale.delta_bound, scale.delta_bound)))
     rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
-            f"(* p < {settings.alpha:g}; rows: {row_axis} language, columns: {col_axis} language)", "",
+            f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {row_axis} language, "
+            f"columns: {col_axis} language)", "",
             markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
@@ -256,7 +276,7 @@ def _probe_markdown(probes: list[ProbeRun], put) -> str:
     rows = [[labels[probe.path], lang, *[number(values.get(name), ".3f") for name in PROBE_METRICS],
              number(values.get("n_sentences"), ".0f")]
             for probe in probes for lang, values in probe.metrics.items()]
-    put("probe.csv", _csv(header, [[labels[probe.path], lang, *[values.get(name, "") for name in header[2:]]]
+    put("probe.csv", csv_text(header, [[labels[probe.path], lang, *[values.get(name, "") for name in header[2:]]]
                                    for probe in probes for lang, values in probe.metrics.items()]))
     table = {labels[probe.path]: probe.metrics for probe in probes}
     put("probe.png", plots.probe_png(table, PROBE_METRICS))
@@ -276,18 +296,6 @@ def _mean_or_nan(stat: Stat | None) -> float:
     return stat.mean if stat else math.nan
 
 
-def _csv_value(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else f"{value:.4f}"
-
-
-def _csv(header: list[str], rows: list[list]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
 def _per_language_csv(systems: list[System], languages: list[str]) -> str:
     header = ["system", "variant", "model", "seeds"]
     for name in [*languages, "average", "transfer_gap"]:
@@ -297,27 +305,31 @@ def _per_language_csv(systems: list[System], languages: list[str]) -> str:
         stats = [system.per_language.get(lang) for lang in languages] + [system.average, system.transfer_gap]
         row = [system.label, system.variant, system.model, len(system.runs)]
         for stat in stats:
-            row += [_csv_value(stat.mean if stat else None), _csv_value(stat.std if stat else None)]
+            row += [csv_value(stat.mean if stat else None), csv_value(stat.std if stat else None)]
         rows.append(row)
-    return _csv(header, rows)
+    return csv_text(header, rows)
 
 
 def _deltas_csv(comparisons: list[Comparison], languages: list[str]) -> str:
     header = ["system", "baseline"]
     for lang in languages:
-        header += [lang, f"{lang}_p"]
+        header += [lang, f"{lang}_p", f"{lang}_ttest_p"]
     rows = []
     for comparison in comparisons:
         row = [comparison.system, comparison.baseline]
         for lang in languages:
             cell = comparison.per_language.get(lang)
-            row += [_csv_value(cell.delta if cell else None), _csv_value(cell.p_value if cell else None)]
-        rows.append([*row, _csv_value(comparison.average), _csv_value(comparison.transfer_gap)])
-    return _csv([*header, "average", "transfer_gap"], rows)
+            test = cell.seed_test if cell else None
+            row += [csv_value(cell.delta if cell else None), csv_value(cell.p_value if cell else None),
+                    csv_value(test.p_value if test else None)]
+        average_p = comparison.average_test.p_value if comparison.average_test else None
+        rows.append([*row, csv_value(comparison.average), csv_value(average_p),
+                     csv_value(comparison.transfer_gap)])
+    return csv_text([*header, "average", "average_ttest_p", "transfer_gap"], rows)
 
 
 def _matrix_csv(rows: list[str], cols: list[str], matrix: list[list[float]]) -> str:
-    return _csv(["row\\col", *cols], [[row, *map(_csv_value, values)] for row, values in zip(rows, matrix,
+    return csv_text(["row\\col", *cols], [[row, *map(csv_value, values)] for row, values in zip(rows, matrix,
                                                                                              strict=True)])
 
 
@@ -330,8 +342,12 @@ def _report_json(report: Report) -> dict:
                               "examples in which the seed-mean difference is zero or reversed",
                       "resamples": report.bootstrap.resamples, "seed": report.bootstrap.seed,
                       "alpha": report.bootstrap.alpha},
+        "ttest": {"test": "two-sided t-test over seeds: paired by seed where both systems have the same seeds "
+                          "(scipy ttest_rel), Welch's otherwise (ttest_ind, equal_var=False)",
+                  "alpha": report.bootstrap.alpha},
         "experiments": [_experiment_json(experiment) for experiment in report.experiments],
         "probes": [{"run": str(probe.path), "per_language": probe.metrics} for probe in report.probes],
+        "analyses": [dataclasses.asdict(analysis) for analysis in report.analyses],
     }
 
 
@@ -356,6 +372,7 @@ def _experiment_json(experiment: Experiment) -> dict:
             "system": comparison.system, "baseline": comparison.baseline,
             "per_language": {lang: _delta_json(cell) for lang, cell in comparison.per_language.items()},
             "average": comparison.average, "transfer_gap": comparison.transfer_gap,
+            "average_ttest": _seed_test_json(comparison.average_test),
             "pairs": {row: {col: _delta_json(cell) for col, cell in cols.items()}
                       for row, cols in comparison.pairs.items()},
         } for comparison in experiment.comparisons],
@@ -384,4 +401,12 @@ def _stat_json(stat: Stat) -> dict:
 
 def _delta_json(cell: Delta) -> dict:
     return {"delta": cell.delta, "p_value": cell.p_value, "significant": cell.significant,
-            "paired_examples": cell.paired_examples, "unpaired_examples": cell.unpaired_examples}
+            "paired_examples": cell.paired_examples, "unpaired_examples": cell.unpaired_examples,
+            "ttest": _seed_test_json(cell.seed_test), "ttest_significant": cell.seed_significant}
+
+
+def _seed_test_json(test) -> dict | None:
+    if test is None:
+        return None
+    return {"kind": test.kind, "p_value": test.p_value, "statistic": test.statistic, "df": test.df,
+            "n_system": test.n_system, "n_baseline": test.n_baseline, "reason": test.reason}

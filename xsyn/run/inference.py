@@ -17,7 +17,7 @@ import torch
 
 from xsyn.data.decode import decode, metric_options, references
 from xsyn.data.features import INDEX_COLUMNS, collate_features
-from xsyn.data.kinds import LABEL_COLUMNS, OUTPUT_KEYS
+from xsyn.data.kinds import label_columns, output_keys
 from xsyn.metrics import compute, primary_score
 
 
@@ -34,13 +34,13 @@ class IndexedRows(torch.utils.data.Dataset):
         return {**self.rows[i], "feature_index": i}
 
 
-def make_collate(pad_token_id: int):
+def make_collate(pad_token_id: int, pad_to_multiple_of: int | None = None):
     """The DataLoader's collate function: `xsyn.data.features.collate_features`, the one place that batches."""
-    return partial(collate_features, pad_token_id=pad_token_id)
+    return partial(collate_features, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
 
 
 def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
-    drop = set(INDEX_COLUMNS) | (set() if with_labels else set(LABEL_COLUMNS))
+    drop = set(INDEX_COLUMNS) | (set() if with_labels else set(label_columns()))
     return {k: v for k, v in batch.items() if k not in drop}
 
 
@@ -71,7 +71,7 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
                       disable=not (progress and accelerator.is_main_process)):
         out = model(**model_inputs(batch, with_labels=False))
         index = _gather(accelerator, batch["feature_index"], pad_index=-1).tolist()
-        for key in OUTPUT_KEYS:
+        for key in output_keys():
             value = getattr(out, key, None)
             if value is None:
                 continue

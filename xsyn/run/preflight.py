@@ -167,7 +167,6 @@ def preflight_pretraining(settings) -> None:
     load and its output folder is writable, before the treebanks are read (the cheapest checks first)."""
     from xsyn.syntax.treebanks import locate
 
-    settings.check()
     for spec in settings.treebanks:
         locate(spec, settings.treebank_dir).path(settings.train_split)
     check_model(settings.model, settings.tokenizer)

@@ -20,10 +20,17 @@ from typing import Any
 from xsyn.models.defaults import DEFAULT_MODEL, TINY
 from xsyn.pretraining.recipes import RECIPES, RENAMED
 from xsyn.pretraining.trainer import PretrainSettings
-from xsyn.run.settings import MODEL_SETTINGS, ConfigError, check_model_settings, parse_overrides, read_settings_file
+from xsyn.run.settings import (
+    MODEL_SETTINGS,
+    ConfigError,
+    check_flags,
+    check_model_settings,
+    parse_overrides,
+    read_settings_file,
+)
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
-from xsyn.utils.schema import check_values
+from xsyn.utils.schema import check_values, construct
 
 RECIPE_KEYS = ("gat_delta", "gat_attention", "learning_rate")  # a recipe's settings beside its `gat` table
 REQUIRED = ("treebanks", "treebank_dir", "output_dir")
@@ -38,13 +45,14 @@ def pretrain_settings(recipe: str = "paper", config_file: str | Path | None = No
     file_values = read_pretrain_config(config_file) if config_file else {}
     gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
     values.update(file_values)
-    values.update({k: str(v) if isinstance(v, Path) else v for k, v in flags.items() if v is not None})
+    values.update(check_flags(PretrainSettings, {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()
+                                                 if v is not None}))
     missing = [f"--{name.replace('_', '-')}" for name in REQUIRED if not values.get(name)]
     if missing:
         raise OptionError(f"Missing option(s) {', '.join(missing)} (or a --config file that names them).")
     if values.get("model", DEFAULT_MODEL) == TINY and not values.get("tokenizer"):
         raise OptionError(f"--model {TINY} needs --tokenizer (a vocab.txt or tokenizer directory)")
-    return PretrainSettings(**values, gat=gat)
+    return construct(PretrainSettings, {**values, "gat": gat}, "settings", error=ConfigError)
 
 
 def pretrain_gat(settings: PretrainSettings, resume: bool = False, overwrite: bool = False, progress: bool = False,

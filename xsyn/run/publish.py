@@ -23,7 +23,7 @@ from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
 from xsyn.models.defaults import TINY
 from xsyn.models.families import XSYN_BERT, family_of
-from xsyn.models.variants import get_variant
+from xsyn.models.variants import baseline_name, get_variant
 from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text, saved_json_object
@@ -66,7 +66,7 @@ def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results:
     run = saved_json_object(folder.config) or {}
     dev = saved_json_object(folder.validation_results)
     card = load_card(run.get("task_card") or task_info.get("task") or run["task"])
-    variant = model_config.get("variant", run.get("variant", "none"))
+    variant = model_config.get("variant", run.get("variant", baseline_name()))
     base = run.get("model", "?")
     train_lang = task_info.get("train_lang") or run.get("train_lang", "en")
     evaluations = _evaluations(checkpoint, run_dir, [Path(p) for p in extra_results])

@@ -8,7 +8,6 @@ fields where it is read, so a mistake names its file or option and key, even whe
 
 import json
 import logging
-import math
 import tomllib
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -16,12 +15,20 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from xsyn.data.cards import PAPER_NAMES, TaskCard, load_card
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_CONFIG, TINY
-from xsyn.models.families import FAMILY_NAMES
-from xsyn.models.variants import get_variant, variant_names
+from xsyn.data.cards import TaskCard, load_card
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.families import FAMILIES
+from xsyn.models.variants import (
+    DEFAULT_VARIANT,
+    get_variant,
+    paper_names,
+    setting_fields,
+    variant_names,
+)
+from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
     SchemaError,
@@ -31,6 +38,7 @@ from xsyn.utils.schema import (
     check_values,
     construct,
     did_you_mean,
+    finite_above_zero,
     one_of,
     strict,
     validated_field,
@@ -41,9 +49,6 @@ BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hype
 MIXED_PRECISIONS = ("no", "fp16", "bf16")
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
-# Model settings whose setting takes more than their config field: `syntax_layers` a count too, as the cards
-# give it (the first n layers), besides the layer ids
-SETTING_TYPES: dict[str, Any] = {"syntax_layers": list[int] | int | None}
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
 
 
@@ -51,14 +56,14 @@ class ConfigError(SchemaError):
     """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
-def _finite_above_zero(value: Any) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a finite number > 0, got {value!r}")
-
-
 def _count(default: int | None) -> Any:
     """A field that counts (examples, steps, sizes): at least 1 (None where it allows none)."""
     return validated_field(at_least(1), default=default)
+
+
+def _compile_mode(value: Any) -> None:
+    if value is not None:
+        one_of(COMPILE_MODES)(value)
 
 
 @strict
@@ -66,25 +71,27 @@ def _count(default: int | None) -> Any:
 class RunConfig:
     task: str  # the card's name
     task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
-    variant: str = validated_field(one_of(variant_names), default="gat")
+    variant: str = validated_field(one_of(variant_names), default=DEFAULT_VARIANT)
     model: str = DEFAULT_MODEL
     tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
     # `tiny`'s family (bert, xlm-roberta, ...); default: the tokenizer's, where its class or folder says it
-    tiny_family: str | None = validated_field(one_of(lambda: FAMILY_NAMES), default=None)
+    tiny_family: str | None = validated_field(one_of(FAMILIES), default=None)
     train_lang: str = "en"
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
     seed: int = validated_field(at_least(0), default=DEFAULT_SEED)
     # optimisation
-    epochs: float = validated_field(_finite_above_zero, default=3.0)
+    epochs: float = validated_field(finite_above_zero, default=3.0)
     max_steps: int | None = _count(None)  # overrides epochs
-    learning_rate: float = validated_field(_finite_above_zero, default=2e-5)
+    learning_rate: float = validated_field(finite_above_zero, default=2e-5)
     batch_size: int = _count(32)  # examples per optimiser step, over all processes and accumulation steps
     grad_accum: int = _count(1)
     warmup_steps: int = validated_field(at_least(0), default=0)
     weight_decay: float = validated_field(at_least(0), default=0.0)
-    max_grad_norm: float = validated_field(_finite_above_zero, default=1.0)
+    max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
     mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
+    torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
+    pad_to_multiple_of: int | None = _count(None)  # batch lengths rounded up to it: few shapes, few recompiles
     # data
     max_length: int = _count(128)
     doc_stride: int | None = _count(None)
@@ -268,6 +275,13 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
+def check_flags(schema: type, flags: dict[str, Any], error: type[SchemaError] = ConfigError) -> dict[str, Any]:
+    """Command-line options, each checked against its field of `schema` and named as the option (`--gat-delta`)."""
+    hints = typing.get_type_hints(schema)
+    return {name: check_value(schema, name, hints[name], value, "", f"--{name.replace('_', '-')}", error=error)
+            for name, value in flags.items()}
+
+
 def split_settings(settings: dict[str, Any], where: str, key: str, error: type[SchemaError] = ConfigError
                    ) -> dict[str, Any]:
     """A table of settings as a file writes them (run and model settings side by side, as `--set` takes them),
@@ -291,8 +305,8 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
     field = _model_field(name)
     if field is not None:
         return check_value(*field, value, where, key, error=error)
-    known = {*FIELD_NAMES, *_model_hints()} - set(DERIVED_FIELDS)
-    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, PAPER_NAMES)
+    known = {*FIELD_NAMES, *_model_setting_names()} - set(DERIVED_FIELDS)
+    raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, paper_names())
                       + " (`xsyn settings` lists them)")
 
 
@@ -304,34 +318,25 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
     for name, value in values.items():
         field = _model_field(name)
         if field is None:
-            raise error(where, f"{key}.{name}", "not a model setting"
-                              + did_you_mean(name, _model_hints(), PAPER_NAMES) + " (`xsyn settings` lists them)")
+            raise error(where, f"{key}.{name}", "not a model setting" + did_you_mean(
+                name, _model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
         values = {**values, name: check_value(*field, value, where, f"{key}.{name}", error=error)}
     return values
 
 
 def _model_field(name: str) -> tuple[type, str, Any] | None:
-    """(the dataclass declaring it, its name, its type) for a model setting, None for an unknown name. xsyn's
-    own settings come from the variants' torch-free dataclasses (so `xsyn settings` and `experiment status`
-    load no model library); only BERT's own fields need transformers' config class."""
-    declared = _declared_model_fields()
-    if name in declared:
-        return declared[name][0], name, declared[name][1]
-    hints = _model_hints()
+    """(the schema declaring it, its name, its type) for a model setting, None for an unknown name. xsyn's own
+    settings are read from the registry's schemas when asked (so `xsyn settings` and `experiment status` load no
+    model library, and a variant registered late is known); only BERT's own fields need transformers' config."""
+    declared = setting_fields()
+    if name in declared and name not in NOT_MODEL_SETTINGS:
+        field = declared[name]
+        return field.owner, name, LAYERS_HINT if name == "syntax_layers" else field.hint
+    hints = _bert_hints()
     return (_model_config_class(), name, hints[name]) if name in hints else None
 
 
-@cache
-def _declared_model_fields() -> dict[str, tuple[type, Any]]:
-    from xsyn.models.variants import all_variants
-    from xsyn.models.variants.base import CommonSettings
-
-    declared: dict[str, tuple[type, Any]] = {}
-    for owner in (CommonSettings, *(v.settings for v in all_variants() if v.settings is not None)):
-        hints = typing.get_type_hints(owner)
-        declared.update({f.name: (owner, hints[f.name]) for f in fields(owner) if f.name not in NOT_MODEL_SETTINGS})
-    declared.update({name: (declared[name][0], hint) for name, hint in SETTING_TYPES.items() if name in declared})
-    return declared
+LAYERS_HINT = list[int] | int | None  # `syntax_layers`: the layer ids, or a count as the cards give it (the first n)
 
 
 @cache
@@ -346,14 +351,16 @@ def _model_config_class() -> type:
 
 
 @cache
-def _model_hints() -> dict[str, Any]:
-    """The type of each model setting: the XsynBertConfig fields a run may set (`SETTING_TYPES` where a
-    setting takes more than the field)."""
+def _bert_hints() -> dict[str, Any]:
+    """The type of each of BERT's own config fields a run may set."""
     import torch
 
     hints = typing.get_type_hints(_model_config_class(), localns={"torch": torch})  # BertConfig's hints name torch
-    names = [f.name for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS]
-    return {**{name: hints[name] for name in names}, **SETTING_TYPES}
+    return {f.name: hints[f.name] for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS}
+
+
+def _model_setting_names() -> set[str]:
+    return {*_bert_hints(), *setting_fields()} - set(NOT_MODEL_SETTINGS)
 
 
 def _json_or_text(raw: str) -> Any:
@@ -363,41 +370,42 @@ def _json_or_text(raw: str) -> Any:
         return raw
 
 
-def gat_shape(gat_init: str | Path) -> dict[str, Any]:
-    """The shape settings a pre-trained GAT (an `xsyn pretrain-gat` folder) was built with."""
-    from xsyn.models.gat import GAT_SHAPE_FIELDS
-
-    path = Path(gat_init) / GAT_CONFIG
-    if not path.is_file():
-        raise ConfigError(f"--gat-init {gat_init}: {path} not found; point it at an `xsyn pretrain-gat` "
-                          "output folder")
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    return {k: saved[k] for k in GAT_SHAPE_FIELDS if k in saved and k != "hidden_size"}
+def pretrained_settings(variant: str, gat_init: str | Path) -> dict[str, Any]:
+    """The model settings (shapes) of the variant's pre-trained syntax module in `gat_init`, which the run adopts."""
+    try:
+        return get_variant(variant).pretrained_settings(gat_init)
+    except SyntaxConfigError as err:
+        raise ConfigError(str(err)) from None
+    except MissingInputError as err:
+        raise ConfigError(f"--gat-init {err}") from None
 
 
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
-            *, check_model: bool = True) -> RunConfig:
-    """Merge, in order of precedence: RunConfig defaults, the card, the shape of a pre-trained GAT
-    (`gat_init`), a config file (read by `read_config_file`, so checked), flags (each checked here).
+            *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
+    """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
+    syntax module (`gat_init`: a pre-trained GAT), a config file (read by `read_config_file`, so checked),
+    flags (each checked here).
 
     The variant is `variant`, else the config file's, else `gat`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
     is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
     can be checked without reading data is checked here, the model's configuration included (unless
-    `check_model` is off: listing an experiment's cells loads no model library; running one checks it).
+    `check_model` is off: listing an experiment's cells loads no model library; running one checks it), and the
+    files it names (unless `check_paths` is off: planning a run whose parser models are not downloaded yet).
     """
     task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
         raise ConfigError(f"the --config file is a run of task {file_values['task']!r}, not {task!r}: "
                           f"pass --task {file_values['task']}, or delete `task` from the file")
-    variant = variant or file_values.get("variant") or "gat"
+    variant = variant or file_values.get("variant") or DEFAULT_VARIANT
     flags = {name: _check_setting(name, value, "", f"--{name.replace('_', '-')}") if value is not None else None
              for name, value in flags.items()}
     file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
     defaults, source, grid = card_defaults(card, variant)
     gat_init = flags.get("gat_init") or file_values.get("gat_init")
     if gat_init:
-        defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **gat_shape(gat_init)}}
+        pretrained = pretrained_settings(variant, gat_init)
+        defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **pretrained}}
     merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
     model: dict[str, Any] = {}
     for layer in (defaults, file_values, flags):
@@ -414,14 +422,14 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = construct(RunConfig, merged, "settings", error=ConfigError)
     config.card = card
-    _check(config, card, check_model)
+    _check(config, card, check_model, check_paths)
     for name, values in config.hyperparameter_grid.items():
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
     return config
 
 
-def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
+def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.gat_init and config.model == TINY:
         from xsyn.training.folder import RunFolder
@@ -441,7 +449,7 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True) -> None:
         missing = resolve_parser_choice(config.parser).missing_path()
     except ParserChoiceError as err:
         raise ConfigError(f"{err} (--parser or --set parser=...)") from None
-    if missing:
+    if missing and check_paths:
         raise ConfigError(missing)
     if config.dev_fraction is not None:
         if "validation" in card.splits:
@@ -460,7 +468,6 @@ def model_config(config: RunConfig) -> Any:
     here (a hub model not downloaded: loading it will say so)."""
     from huggingface_hub.errors import StrictDataclassError
 
-    from xsyn.models.configuration import SyntaxConfigError
     from xsyn.models.factory import first_layers
     from xsyn.models.presets import TINY_SHAPE
 

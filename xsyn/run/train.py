@@ -57,7 +57,8 @@ class FinetuneTask:
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
-        self._collate = make_collate(tokenizer.pad_token_id or 0)
+        self._collate = make_collate(tokenizer.pad_token_id or 0, config.pad_to_multiple_of)
+        self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
         self._lengths = [len(row["input_ids"]) for row in self.rows] if config.group_by_length else None
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
@@ -68,8 +69,19 @@ class FinetuneTask:
         return self._collate([self.rows[i] for i in indices])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
-        output = self.model(**model_inputs(batch, with_labels=True))
+        output = self._training_model()(**model_inputs(batch, with_labels=True))
         return {"loss": output.loss, "task_loss": output.task_loss, **(output.syntax_losses or {})}
+
+    def _training_model(self):
+        """The model, or with `torch_compile` its compiled form (made once per prepared model; the dev
+        evaluation runs eager: its lengths vary without bound)."""
+        if not self.config.torch_compile:
+            return self.model
+        if self._compiled is None or self._compiled[0] is not self.model:
+            from xsyn.models.compiled import compile_model
+
+            self._compiled = (self.model, compile_model(self.model, self.config.torch_compile))
+        return self._compiled[1]
 
     def evaluate(self) -> dict[str, Any]:
         config = self.config
@@ -134,6 +146,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
+               **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
@@ -144,17 +157,31 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
 
 
 def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
-    """The variant on the card's head, its GAT initialised (and frozen) as the settings say."""
+    """The variant on the card's head, its pre-trained syntax module (gat: the GAT) loaded, and frozen, as the
+    settings say."""
     from xsyn.models.factory import build_model
+    from xsyn.models.variants import get_variant
 
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
                         tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
                         **config.model_settings)
+    variant = get_variant(config.variant)
     if config.gat_init:
-        model.base_model.load_gat(config.gat_init)
+        variant.load_pretrained(model, config.gat_init)
     if config.freeze_gat:
-        model.base_model.freeze_gat()
+        variant.freeze_pretrained(model)
     return model
+
+
+def _compile_summary(config: RunConfig) -> dict[str, Any]:
+    """With `torch_compile`: the graphs compiled in training (1 + its recompiles: every variant's forward is one
+    graph), for the run summary."""
+    if not config.torch_compile:
+        return {}
+    from xsyn.models.compiled import compiled_graphs
+
+    return {"torch_compile": config.torch_compile, "compiled_graphs": compiled_graphs(),
+            "recompiles": max(0, compiled_graphs() - 1)}
 
 
 def _numeric_hint(config: RunConfig) -> str:

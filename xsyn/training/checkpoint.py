@@ -9,6 +9,7 @@ damaged file and the fix.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,6 +109,12 @@ def _damaged_file(folder: Path) -> Path:
         except Exception:  # noqa: BLE001 - this is the file we are looking for
             return path
     return folder
+
+
+def total_steps(settings: Any, n_rows: int) -> int:
+    """The optimiser steps of a run (`LoopSettings`: max_steps, else its epochs over `n_rows` in batches);
+    torch-free, so `xsyn experiment plan` and `status` count them without loading a model library."""
+    return settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(n_rows / settings.batch_size)))
 
 
 def checkpoint_interval(checkpointing_steps: int | str | None, steps_per_epoch: int, eval_every: int) -> int:

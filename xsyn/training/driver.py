@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
-from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state
+from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state, total_steps
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
@@ -101,10 +101,6 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, saved_step: int | None):
         super().__init__(saved_step)
         self.saved_step = saved_step
-
-
-def total_steps(settings: LoopSettings, n_rows: int) -> int:
-    return settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(n_rows / settings.batch_size)))
 
 
 def check_micro_batches(settings: LoopSettings, processes: int) -> None:

@@ -33,8 +33,10 @@ def tree_features(tree: WordpieceTree) -> dict[str, np.ndarray]:
 
 
 def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int = 0,
-                  syntax: bool = True) -> dict[str, torch.Tensor]:
-    """Pad examples (feature rows or `WordpieceTree`s) into a batch of long tensors.
+                  syntax: bool = True, pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+    """Pad examples (feature rows or `WordpieceTree`s) into a batch of long tensors, T pieces long: the
+    longest input, rounded up to a multiple of `pad_to_multiple_of` where given (fewer distinct shapes, so
+    fewer recompiles of a compiled model).
 
     Extra tree nodes of an example of length T_b move from T_b + k to T + k, after the padded
     sequence, so `tree_parent[:, :T]` lines up with `input_ids`.
@@ -43,6 +45,8 @@ def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int
     b = len(feats)
     lengths = np.fromiter((len(f["input_ids"]) for f in feats), dtype=np.int64, count=b)
     t = int(lengths.max())
+    if pad_to_multiple_of:
+        t = -(-t // pad_to_multiple_of) * pad_to_multiple_of
     out = {
         "input_ids": np.full((b, t), pad_token_id, dtype=np.int64),
         "attention_mask": np.zeros((b, t), dtype=np.int64),

@@ -25,7 +25,7 @@ run on every other device, and on CPU where the kernel was not built; both give 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import NamedTuple
 
 import torch
@@ -49,19 +49,31 @@ __all__ = [
 
 
 @lru_cache(maxsize=64)
-def _eye(size: int, device: torch.device) -> torch.Tensor:
+def _cached_eye(size: int, device: torch.device) -> torch.Tensor:
     return torch.eye(size, dtype=torch.uint8, device=device)
 
 
 @lru_cache(maxsize=64)
-def _positions(size: int, device: torch.device) -> torch.Tensor:
+def _cached_positions(size: int, device: torch.device) -> torch.Tensor:
     return torch.arange(size, device=device)
+
+
+def _eye(size: int, device: torch.device) -> torch.Tensor:
+    if torch.compiler.is_compiling():  # a constant of the graph; dynamo cannot trace into lru_cache
+        return torch.eye(size, dtype=torch.uint8, device=device)
+    return _cached_eye(size, device)
+
+
+def _positions(size: int, device: torch.device) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return torch.arange(size, device=device)
+    return _cached_positions(size, device)
 
 
 # -- ancestors, depth, distances ------------------------------------------------------------------
 
 
-def _ancestors(parent: torch.Tensor) -> torch.Tensor:
+def _ancestors(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
     """Ancestor-or-self matrix over all N nodes, (B, N, N) uint8 0/1.
 
     By doubling on the rows: while `jump` is every node's 2^k-th ancestor (roots and padding
@@ -73,7 +85,9 @@ def _ancestors(parent: torch.Tensor) -> torch.Tensor:
     (further steps change nothing): asking the device whether to stop would wait for it at every
     step, and the one check that needs the host (are the parents valid?) is made once, at the end.
     Parents out of range are replaced by self-loops for the computation, so no index ever leaves
-    its row, and refused at that check.
+    its row, and refused at that check: on CPU, or with `host_check`, a `ValueError` (which waits for
+    the device); otherwise a device-side assert, which keeps the model's step free of host waits (its
+    batches were checked where they were built, `xsyn.trees.batch.collate_trees`).
     """
     b, n = parent.shape
     in_range = (parent >= PAD) & (parent < n)
@@ -81,15 +95,19 @@ def _ancestors(parent: torch.Tensor) -> torch.Tensor:
     jump = torch.where((parent >= 0) & in_range, parent + flat[:, :1], flat).view(-1)
     anc = _eye(n, parent.device).expand(b, n, n).clone()
     rows = anc.view(b * n, n)
-    stop_early = parent.device.type == "cpu"
+    on_host = parent.device.type == "cpu" and not torch.compiler.is_compiling()
     for _ in range(n.bit_length() + 1):  # 2^steps > n: every chain of parents has reached its end
         rows |= rows.index_select(0, jump)
         farther = jump.index_select(0, jump)
-        if stop_early and torch.equal(farther, jump):
+        if on_host and torch.equal(farther, jump):
             break
         jump = farther
     reaches_root = parent.view(-1).index_select(0, jump).view(b, n) == ROOT
-    valid = torch.stack([in_range.all(), (reaches_root | (parent == PAD)).all()]).tolist()  # the one wait
+    valid = torch.stack([in_range.all(), (reaches_root | (parent == PAD)).all()])
+    if not (on_host or host_check):
+        torch._assert_async(valid.all(), "tree_parent: a parent out of range or on a cycle. " + _PARENTS)
+        return anc
+    valid = valid.tolist()  # the one wait
     if not valid[0]:
         raise ValueError(f"tree_parent holds a parent outside [{PAD}, {n}): " + _PARENTS)
     if not valid[1]:
@@ -120,16 +138,30 @@ def _kernel_applies(parent: torch.Tensor) -> bool:
 
 def _kernel_core(parent: torch.Tensor, size: int) -> _Core:
     """Ancestors, distances (int16 and float) and depth of the first `size` nodes, from the CPU kernel."""
+    return _Core(*_tree_core(parent, size))
+
+
+# The kernel runs as a torch operator, so that `torch.compile` keeps it inside the step's one graph (its
+# fake implementation gives the shapes) instead of breaking the graph around a call it cannot trace.
+@torch.library.custom_op("xsyn::tree_core", mutates_args=(), device_types="cpu")
+def _tree_core(parent: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     parent = parent.to(torch.int64).contiguous()
     b, n = parent.shape
     # device="cpu" whatever the default device: the kernel writes through these tensors' host pointers
-    core = _Core(*(torch.empty(b, size, size, dtype=dtype, device="cpu")
-                   for dtype in (torch.uint8, torch.int16, torch.float32)),
-                 torch.empty(b, size, dtype=torch.long, device="cpu"))
+    core = (*(torch.empty(b, size, size, dtype=dtype, device="cpu")
+              for dtype in (torch.uint8, torch.int16, torch.float32)),
+            torch.empty(b, size, dtype=torch.long, device="cpu"))
     row, node = _tree_kernel.tree_core(parent.data_ptr(), b, n, size, *(x.data_ptr() for x in core))
     if row >= 0:
         raise ValueError(f"tree_parent[{row}, {node}] = {int(parent[row, node])}: " + _PARENTS)
     return core
+
+
+@_tree_core.register_fake
+def _(parent: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    b = parent.shape[0]
+    return (*(parent.new_empty(b, size, size, dtype=dtype) for dtype in (torch.uint8, torch.int16, torch.float32)),
+            parent.new_empty(b, size, dtype=torch.long))
 
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
@@ -146,8 +178,8 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     non-projective trees too.
     """
     if _kernel_applies(parent):
-        return _kernel_core(parent, parent.shape[1]).ancestors.view(torch.bool)
-    return _ancestors(parent).view(torch.bool)
+        return _as_bool(_kernel_core(parent, parent.shape[1]).ancestors)
+    return _as_bool(_ancestors(parent))
 
 
 def _common_ancestors(anc: torch.Tensor) -> torch.Tensor:
@@ -207,9 +239,20 @@ def _within(x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tens
     return limit.sub_(x).clamp_(0, 1).to(torch.uint8)
 
 
+def _as_bool(mask: torch.Tensor) -> torch.Tensor:
+    """A uint8 0/1 tensor as bool: a view in eager (no copy); a cast under torch.compile, where it fuses into the
+    kernel that makes the mask, and where inductor (torch 2.11, CUDA) cannot lower a uint8 <-> bool view ("torch.bool
+    is not supported by torch.iinfo": gat, sla, wla and sdoi failed to compile on an H100)."""
+    return mask.to(torch.bool) if torch.compiler.is_compiling() else mask.view(torch.bool)
+
+
+def _as_uint8(mask: torch.Tensor) -> torch.Tensor:
+    return mask.to(torch.uint8) if torch.compiler.is_compiling() else mask.view(torch.uint8)
+
+
 def _with_self(mask: torch.Tensor) -> torch.Tensor:
     """Every row sees itself (so a padded row is never empty), as bool."""
-    return mask.bitwise_or_(_eye(mask.shape[-1], mask.device)).view(torch.bool)
+    return _as_bool(mask.bitwise_or_(_eye(mask.shape[-1], mask.device)))
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
@@ -259,12 +302,24 @@ def _word_structure(word_index: torch.Tensor, cpu_kernel: bool = True) -> _Words
 
 
 def _kernel_words(word_index: torch.Tensor) -> _Words:
+    return _Words(*_word_structure_op(word_index))
+
+
+@torch.library.custom_op("xsyn::word_structure", mutates_args=(), device_types="cpu")
+def _word_structure_op(word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     word_index = word_index.to(torch.int64).contiguous()
     b, t = word_index.shape
-    words = _Words(*(torch.empty(b, size, dtype=dtype, device="cpu")  # host pointers, as in `_kernel_core`
-                     for size, dtype in ((t, torch.bool), (3 * t, torch.long), (t, torch.long))))
+    words = tuple(torch.empty(b, size, dtype=dtype, device="cpu")  # host pointers, as in `_tree_core`
+                  for size, dtype in ((t, torch.bool), (3 * t, torch.long), (t, torch.long)))
     _tree_kernel.word_structure(word_index.data_ptr(), b, t, *(x.data_ptr() for x in words))
     return words
+
+
+@_word_structure_op.register_fake
+def _(word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    b, t = word_index.shape
+    return tuple(word_index.new_empty(b, size, dtype=dtype)
+                 for size, dtype in ((t, torch.bool), (3 * t, torch.long), (t, torch.long)))
 
 
 def _thrice(x: torch.Tensor) -> torch.Tensor:
@@ -344,7 +399,7 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
     ordinary = (~_special(upos)).to(torch.uint8).unsqueeze(2)
-    return _with_self(ancestors.view(torch.uint8) & ordinary)
+    return _with_self(_as_uint8(ancestors) & ordinary)
 
 
 def _sep_weights(distances: torch.Tensor) -> torch.Tensor:
@@ -385,6 +440,22 @@ def edge_relations(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     return relations.long()
 
 
+class _once:
+    """`functools.cached_property` without its lock (Python 3.11's), which `torch.compile` cannot trace."""
+
+    def __init__(self, compute):
+        self.compute, self.__doc__ = compute, compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
 class TreeTensors:
     """All tree tensors of one batch, computed once on the batch's device and cached.
 
@@ -392,14 +463,15 @@ class TreeTensors:
     >>> tt.distances.shape, tt.gat_mask(delta=2).shape        # (B, T, T) each
 
     `cpu_kernel=False` computes ancestors, depth and distances with torch ops on CPU too (for
-    comparing the two; the tensors are identical).
+    comparing the two; the tensors are identical). `host_check=False` checks the parents off CPU with a
+    device-side assert rather than a `ValueError` that waits for the device (the model's step).
     """
 
     def __init__(self, parent: torch.Tensor, upos: torch.Tensor, word_index: torch.Tensor,
-                 segment_id: torch.Tensor, cpu_kernel: bool = True):
+                 segment_id: torch.Tensor, cpu_kernel: bool = True, host_check: bool = True):
         self.parent, self.upos, self.word_index, self.segment_id = parent, upos, word_index, segment_id
         self.size = upos.shape[1]
-        self.cpu_kernel = cpu_kernel
+        self.cpu_kernel, self.host_check = cpu_kernel, host_check
         self._core = _kernel_core(parent, self.size) if cpu_kernel and _kernel_applies(parent) else None
 
     @classmethod
@@ -409,40 +481,40 @@ class TreeTensors:
         return cls(batch["tree_parent"], batch["tree_upos"], batch.get("tree_word"), batch.get("tree_segment"),
                    cpu_kernel)
 
-    @cached_property
+    @_once
     def _anc(self) -> torch.Tensor:
-        return _ancestors(self.parent)
+        return _ancestors(self.parent, self.host_check)
 
-    @cached_property
+    @_once
     def _common(self) -> torch.Tensor:
         return _common_ancestors(self._anc)
 
-    @cached_property
+    @_once
     def depth(self) -> torch.Tensor:
         """(B, T) long."""
         if self._core:
             return self._core.depth
         return self._common.diagonal(dim1=1, dim2=2)[:, : self.size].long() - 1
 
-    @cached_property
+    @_once
     def ancestors(self) -> torch.Tensor:
         """(B, T, T) bool, see `ancestor_matrix`."""
         anc = self._core.ancestors if self._core else self._anc[:, : self.size, : self.size]
-        return anc.view(torch.bool)
+        return _as_bool(anc)
 
-    @cached_property
+    @_once
     def _float_distances(self) -> torch.Tensor:
         """(B, T, T) float32, +inf at padding."""
         if self._core:
             return self._core.float_distances
         return _distance_matrix(self._common, self.parent, self.size)
 
-    @cached_property
+    @_once
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
         return self._core.distances if self._core else _as_int16(self._float_distances)
 
-    @cached_property
+    @_once
     def _word_inputs(self):
         return _word_inputs(self.word_index, self.upos, self.cpu_kernel)
 
@@ -462,7 +534,7 @@ class TreeTensors:
     def sep_weights(self) -> torch.Tensor:
         return _sep_weights(self._float_distances)
 
-    @cached_property
+    @_once
     def edge_relations(self) -> torch.Tensor:
         """(B, T, T) long, see `edge_relations`."""
         return edge_relations(self.parent, self.size)

@@ -1,4 +1,5 @@
-"""Figures of the report: language-pair heatmaps, per-language bar charts and the probe chart.
+"""Figures of the report: language-pair heatmaps, per-language bar charts, the probe chart, and the
+analyses' charts (gains grouped by family, gains against a per-language quantity).
 
 Built on matplotlib's object API with the Agg canvas (no pyplot state, no display needed); each
 function returns PNG bytes so the caller writes them atomically.
@@ -127,6 +128,51 @@ def _grouped_bars(axes, series: Mapping[str, Mapping[str, float]], languages: Se
                  capsize=3 if spread else 0, zorder=2)
     axes.set_xticks(positions, labels=list(languages))
     axes.set_xlabel("language")
+
+
+def grouped_gains_png(groups: Mapping[str, Sequence[str]], gains: Mapping[str, float],
+                      errors: Mapping[str, float | None], *, title: str, value_label: str) -> bytes:
+    """One bar per language, its error bar where known, the languages in their groups (families) from left
+    to right, each group named under its languages and set off by a line; a line at 0."""
+    from matplotlib.figure import Figure
+
+    order = [lang for members in groups.values() for lang in members]
+    figure = Figure(figsize=(max(5.0, 0.5 * len(order) + 2.0), 3.8), dpi=110, layout="constrained")
+    axes = figure.add_subplot()
+    spread = [errors.get(lang) or 0.0 for lang in order]
+    colours = [f"C{k % 10}" for k, members in enumerate(groups.values()) for _ in members]
+    axes.bar(range(len(order)), [gains[lang] for lang in order], 0.7, yerr=spread, capsize=3, color=colours,
+             zorder=2)
+    axes.axhline(0.0, color="black", linewidth=0.8)
+    axes.set_xticks(range(len(order)), labels=order)
+    start = 0
+    for k, (group, members) in enumerate(groups.items()):
+        if k:
+            axes.axvline(start - 0.5, color="0.6", linewidth=0.8, linestyle=":")
+        axes.annotate(group, ((start + start + len(members) - 1) / 2, 0), xycoords=("data", "axes fraction"),
+                      xytext=(0, -22), textcoords="offset points", ha="center", va="top", fontsize=7,
+                      rotation=20 if len(group) > 8 else 0)
+        start += len(members)
+    axes.set_ylabel(value_label)
+    axes.set_title(title, fontsize=9)
+    return _png(figure)
+
+
+def labelled_scatter_png(points: Sequence[tuple[str, float, float, float | None]], *, title: str, x_label: str,
+                         y_label: str) -> bytes:
+    """(label, x, y, y error) points, each labelled, with error bars where known and a line at y = 0."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4, 4.4), dpi=110, layout="constrained")
+    axes = figure.add_subplot()
+    for label, x, y, error in points:
+        axes.errorbar(x, y, yerr=error, fmt="o", color="C0", capsize=3, markersize=4, zorder=2)
+        axes.annotate(label, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+    axes.axhline(0.0, color="black", linewidth=0.8)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.set_title(title, fontsize=8)
+    return _png(figure)
 
 
 def _png(figure) -> bytes:

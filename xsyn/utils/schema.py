@@ -19,6 +19,7 @@ checked against the resolved annotations, so a schema module may use `from __fut
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -30,7 +31,8 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from xsyn.utils.errors import XsynError
 
 __all__ = ["Invalid", "SchemaError", "at_least", "between", "check_value", "check_values", "construct", "describe",
-           "did_you_mean", "distinct", "load", "one_of", "strict", "type_mismatch", "validated_field"]
+           "did_you_mean", "distinct", "finite_above_zero", "load", "one_of", "strict", "type_mismatch",
+           "validated_field"]
 
 T = TypeVar("T")
 
@@ -74,6 +76,12 @@ def between(low: float, high: float, *, open_interval: bool = False) -> Callable
                 bounds = f"strictly between {low} and {high}" if open_interval else f"from {low} to {high}"
                 raise ValueError(f"must be {bounds}, got {item!r}")
     return check
+
+
+def finite_above_zero(value: Any) -> None:
+    """A finite number above zero (a rate, a count of epochs), or None where the field allows it."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
 
 
 def one_of(choices: Callable[[], Iterable[str]] | Iterable[str]) -> Callable[[Any], None]:

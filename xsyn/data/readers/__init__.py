@@ -36,13 +36,14 @@ from xsyn.data.readers.cged import CGED_TYPES, CgedSgmlReader, CgedTruthReader, 
 from xsyn.data.readers.json_files import RaceJsonReader, SquadJsonReader
 from xsyn.data.readers.synthetic import SynthReader
 from xsyn.data.readers.text import ConllReader, ConlluReader, MtopReader, TsvReader, iob1_to_iob2, spans_to_bio
+from xsyn.utils.registry import Registry
 
-READERS: dict[str, Reader] = {
+READERS: Registry[Reader] = Registry("data format", {
     "tsv": TsvReader(), "conll": ConllReader(), "squad_json": SquadJsonReader(), "mtop": MtopReader(),
     "cged_sgml": CgedSgmlReader(), "cged_truth": CgedTruthReader(), "conllu": ConlluReader(),
     "race_json": RaceJsonReader(),
     "synth": SynthReader(),
-}
+}, of=Reader)
 
 __all__ = [
     "READERS", "BadRows", "DataFormatError", "Reader", "ReadRequest", "Row", "file_exists", "read_text", "CGED_TYPES",

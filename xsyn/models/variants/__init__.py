@@ -1,78 +1,88 @@
-"""The syntax variants xsyn builds: a name, and the `SyntaxVariant` object of the module that is that variant.
+"""The syntax variants xsyn builds: a registry of names to the `SyntaxVariant` object of the module that is
+that variant (`xsyn.utils.registry`).
 
 Objects are imported on first use and their modules need no torch, so the command line lists the
 variants, and the task cards read their settings, without loading a model. Adding a variant is one
-module and one line here (or one `register_variant` call from outside the package).
+module and one line here; another package adds one through the entry-point group `xsyn.variants`
+("module:attribute" of its `SyntaxVariant`), or at run time with `register_variant`. Nothing is read from
+the registry when a module is imported: a variant registered late is seen everywhere, its settings included.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import typing
+from typing import Any
 
-from xsyn.models.variants.base import SyntaxConfigError
+from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
+from xsyn.utils.registry import Registry
 
-if TYPE_CHECKING:
-    from xsyn.models.variants.base import SyntaxVariant
-
-_TARGETS: dict[str, str] = {
+VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", {
     "none": "xsyn.models.variants.none:VARIANT",
     "gat": "xsyn.models.variants.gat:VARIANT",
     "sla": "xsyn.models.variants.sla:VARIANT",
     "wla": "xsyn.models.variants.wla:VARIANT",
     "sdoi": "xsyn.models.variants.sdoi:VARIANT",
     "sep": "xsyn.models.variants.sep:VARIANT",
-}
-VARIANTS = tuple(_TARGETS)  # the built-in variants (the command line's choices)
-_resolved: dict[str, SyntaxVariant] = {}
+}, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name, error=SyntaxConfigError)
+VARIANTS = tuple(VARIANT_REGISTRY)  # the built-in variants
+DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingField:
+    """One model setting xsyn adds to BERT's config: the schema declaring it, its type and its default."""
+
+    owner: type
+    name: str
+    hint: Any
+    default: Any
 
 
 def variant_names() -> tuple[str, ...]:
-    """Every registered variant, built-in or added by `register_variant`."""
-    return tuple(_TARGETS)
+    """Every registered variant: built-in, from an entry point, or added by `register_variant`."""
+    return VARIANT_REGISTRY.names()
 
 
-def register_variant(name: str, target: str) -> None:
-    """Add a variant: `target` is "module:attribute" of its `SyntaxVariant`."""
-    if name in _TARGETS and _TARGETS[name] != target:
-        raise ValueError(f"variant {name!r} is already registered as {_TARGETS[name]}")
-    _TARGETS[name] = target
+def register_variant(name: str, target: str | SyntaxVariant) -> None:
+    """Add a variant: `target` is its `SyntaxVariant`, or "module:attribute" of it."""
+    VARIANT_REGISTRY.add(name, target)
 
 
 def get_variant(name: str) -> SyntaxVariant:
-    if name not in _TARGETS:
-        raise SyntaxConfigError(f"variant={name!r} is unknown; choose one of {', '.join(_TARGETS)}")
-    if name not in _resolved:
-        module, _, attribute = _TARGETS[name].partition(":")
-        _resolved[name] = getattr(importlib.import_module(module), attribute)
-    return _resolved[name]
+    return VARIANT_REGISTRY[name]
+
+
+def baseline_name() -> str:
+    """The registered variant that is plain BERT, which the others are compared with."""
+    return next(variant.name for variant in all_variants() if variant.is_baseline)
 
 
 def all_variants() -> tuple[SyntaxVariant, ...]:
-    return tuple(get_variant(name) for name in _TARGETS)
+    return tuple(VARIANT_REGISTRY.values())
 
 
-def model_settings() -> dict[str, tuple[Any, Any]]:
-    """Every `XsynBertConfig` field xsyn adds to BERT's, as {name: (type, default)}: the shared fields
-    (the variant and its layers first, the heads' sizes last) and each variant's settings, read from
-    their dataclasses, so without transformers or torch (`xsyn settings`, checking `--set`)."""
-    import dataclasses
-    import typing
-
-    from xsyn.models.variants.base import CommonSettings
-
-    def of(settings: type) -> dict[str, tuple[Any, Any]]:
-        hints = typing.get_type_hints(settings)
-        return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(settings)}
+def setting_fields() -> dict[str, SettingField]:
+    """Every `XsynBertConfig` field xsyn adds to BERT's, by name, read from the schemas that declare them
+    (without transformers or torch): the shared fields (the variant and its layers first, the heads' sizes
+    last) and each registered variant's settings. The one place the model settings' types are derived."""
+    def of(owner: type) -> dict[str, SettingField]:
+        hints = typing.get_type_hints(owner)
+        return {f.name: SettingField(owner, f.name, hints[f.name], _default(f)) for f in dataclasses.fields(owner)}
 
     common = of(CommonSettings)
     names = list(common)
-    table = dict(list(common.items())[:2])
+    table = {name: common[name] for name in names[:2]}
     for variant in all_variants():
         if variant.settings is not None:
             table.update(of(variant.settings))
     table.update({name: common[name] for name in names[2:]})
     return table
+
+
+def model_settings() -> dict[str, tuple[Any, Any]]:
+    """Every model setting xsyn adds, as {name: (type, default)} (`xsyn settings`)."""
+    return {name: (field.hint, field.default) for name, field in setting_fields().items()}
 
 
 def paper_names() -> dict[str, str]:
@@ -85,3 +95,5 @@ def loss_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(part for variant in all_variants() for part in variant.loss_names()))
 
 
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import SchemaError
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 
-class SyntaxConfigError(XsynError, ValueError):
-    """A syntax setting that cannot work with this model; the message names the field and the fix."""
+class SyntaxConfigError(SchemaError):
+    """A syntax setting that cannot work with this model: `key: problem` (`where: key: problem` once the run
+    knows where the value came from), as every schema error."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class SyntaxBatch:
     attention_mask: torch.Tensor | None
     tree_deprel: torch.Tensor | None
     position_ids: torch.Tensor | None
+    word_embeddings: torch.Tensor | None = None  # BERT's lookup of input_ids, where the variant reads it
 
     def real_tokens(self) -> torch.Tensor:
         """1 for the pieces that are not padding."""
@@ -67,12 +69,14 @@ class SyntaxVariant:
     """A syntax variant, in one place. Subclass it in one module and add one line to the registry
     (`xsyn.models.variants`); the defaults are those of plain BERT.
 
-    - `settings`: a dataclass of the variant's `XsynBertConfig` fields, with its `validate_<name>`
-      check (run by the config, as `@strict` runs class validators);
+    - `settings`: a schema (`xsyn.utils.schema`: a `@strict` dataclass, its fields' rules in `validated_field`)
+      of the settings the variant adds to `XsynBertConfig`; `validate` holds its rules across BERT's fields;
     - `uses_layers`: whether `syntax_layers` chooses the layers it changes;
     - `paper_names`: the papers' names for its settings, which task cards may use (`delta` -> `gat_delta`);
     - `paper`: its BibTeX, cited by model cards;
     - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
+    - `reads_word_embeddings`: its hooks read BERT's word-piece embeddings (`SyntaxBatch.word_embeddings`:
+      one lookup, and one dense gradient of the table, shared with the encoder);
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
       model settings).
     """
@@ -85,6 +89,7 @@ class SyntaxVariant:
     paper: str | None = None
     losses: tuple[LossTerm, ...] = ()
     parameter_markers: tuple[str, ...] = ()
+    reads_word_embeddings: bool = False
 
     def setting_names(self) -> tuple[str, ...]:
         """The config fields that are this variant's settings (what a model card lists)."""
@@ -94,30 +99,52 @@ class SyntaxVariant:
     def loss_names(self) -> tuple[str, ...]:
         return tuple(part for term in self.losses for part in term.parts)
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def validate(self, config: PretrainedConfig) -> None:
+        """Rules between the variant's settings and the rest of the config (each setting's own rules are its
+        schema's); raise `xsyn.utils.schema.Invalid(setting, problem)`. Run for every registered variant."""
+
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         """The `tree_*` batch fields `forward` needs (besides `input_ids`)."""
         return ()
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         """Swap or add the variant's modules on a freshly built `XsynBertModel`."""
 
-    def after_lift(self, model: XsynBertModel) -> None:
+    def after_lift(self, model: PreTrainedModel) -> None:
         """Adjust the encoder once a checkpoint's weights are in (`build_model`)."""
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         """Initialise one of the variant's own modules (after BERT's rule for Linear/Embedding/LayerNorm)."""
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> Any:
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> Any:
         """What the variant's layers read, computed once per batch (passed to them as `xsyn_syntax`).
         `with_losses`: the auxiliary losses are wanted for this batch."""
         return None
 
-    def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor
+    def output(self, model: PreTrainedModel, tree: TreeTensors, hidden: torch.Tensor
                ) -> torch.Tensor | None:
         """A replacement for BERT's last hidden state (which is then pooled again), or None to keep it."""
         return None
 
-    def auxiliary_losses(self, model: XsynBertModel, context: Any, tree: TreeTensors, batch: SyntaxBatch,
+    def auxiliary_losses(self, model: PreTrainedModel, context: Any, tree: TreeTensors, batch: SyntaxBatch,
                          hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         """The parts of `losses` computed for this batch (none, when they are not wanted)."""
         return {}
+
+    # -- a pre-trained syntax module (gat: `xsyn pretrain-gat`), read by fine-tuning ----------------
+
+    def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
+        """The model settings a pre-trained module in `directory` fixes (its shapes), which a run adopts."""
+        raise self._no_pretrained("--gat-init")
+
+    def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
+        """Load the pre-trained module in `directory` into `model` (a freshly built model of this variant)."""
+        raise self._no_pretrained("--gat-init")
+
+    def freeze_pretrained(self, model: PreTrainedModel) -> None:
+        """Keep the pre-trained module fixed while the rest of `model` trains."""
+        raise self._no_pretrained("--freeze-gat")
+
+    def _no_pretrained(self, option: str) -> SyntaxConfigError:
+        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; "
+                                 f"drop {option}, or choose a variant that has one (gat)")

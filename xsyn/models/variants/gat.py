@@ -32,19 +32,20 @@ structural probes give the auxiliary loss `structural_loss_weight * (distance_lo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.defaults import GAT_ATTENTIONS
-from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, SyntaxVariant
+from xsyn.models.defaults import BIAS_TARGETS, GAT_ATTENTIONS, bias_target_names
+from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
+from xsyn.utils.schema import Invalid, at_least, one_of, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
+    from xsyn.models.gat import GatContext
     from xsyn.trees.tensors import TreeTensors
 
-BIAS_TARGETS = ("query", "key", "value")
 AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
   title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
   author = "Ahmad, Wasi Uddin and Li, Haoran and Chang, Kai-Wei and Mehdad, Yashar",
@@ -57,51 +58,31 @@ AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+def _bias_targets(value: str) -> None:
+    targets = bias_target_names(value)
+    if not targets or any(t not in BIAS_TARGETS for t in targets) or len(set(targets)) != len(targets):
+        raise ValueError(f"{value!r}: give distinct names from {', '.join(BIAS_TARGETS)}, comma-separated "
+                         "(paper: 'query,key'; released code: 'key,value')")
+
+
+@strict
+@dataclass
 class GatSettings:
     """The `gat` fields of `XsynBertConfig` (see the table above)."""
 
-    syntax_heads: int = 1
-    bias_targets: str = "query,key"
-    gat_layers: int = 4
-    gat_heads: int = 4
-    gat_head_size: int = 64
-    gat_delta: int = 4
-    gat_attention: str = "dot"
+    syntax_heads: int = validated_field(at_least(1), default=1)
+    bias_targets: str = validated_field(_bias_targets, default="query,key")
+    gat_layers: int = validated_field(at_least(1), default=4)
+    gat_heads: int = validated_field(at_least(1), default=4)
+    gat_head_size: int = validated_field(at_least(1), default=64)
+    gat_delta: int = validated_field(at_least(1), default=4)
+    gat_attention: str = validated_field(one_of(GAT_ATTENTIONS), default="dot")
     gat_deprel_embeddings: bool = False
     gat_residual: bool = False
     gat_edge_direction: bool = False
     gat_position_embeddings: bool = False
-    probe_rank: int = 64
-    structural_loss_weight: float | int = 0.5
-
-    @property
-    def bias_target_names(self) -> tuple[str, ...]:
-        return tuple(t.strip() for t in self.bias_targets.split(",") if t.strip())
-
-    @property
-    def gat_output_size(self) -> int:
-        return self.gat_heads * self.gat_head_size
-
-    def validate_gat(self) -> None:
-        heads = self.num_attention_heads  # a BertConfig field: these settings are part of XsynBertConfig
-        if not 1 <= self.syntax_heads <= heads:
-            raise SyntaxConfigError(
-                f"syntax_heads={self.syntax_heads}, but a syntax head is one of the model's "
-                f"{heads} attention heads; use 1..{heads}")
-        targets = self.bias_target_names
-        if not targets or any(t not in BIAS_TARGETS for t in targets) or len(set(targets)) != len(targets):
-            raise SyntaxConfigError(
-                f"bias_targets={self.bias_targets!r}; give distinct names from {', '.join(BIAS_TARGETS)}, "
-                "comma-separated (paper: 'query,key'; released code: 'key,value')")
-        for name in ("gat_layers", "gat_heads", "gat_head_size", "gat_delta", "probe_rank"):
-            if getattr(self, name) < 1:
-                raise SyntaxConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        if self.gat_attention not in GAT_ATTENTIONS:
-            raise SyntaxConfigError(
-                f"gat_attention={self.gat_attention!r}; choose one of {', '.join(GAT_ATTENTIONS)}")
-        if self.structural_loss_weight < 0:
-            raise SyntaxConfigError(f"structural_loss_weight={self.structural_loss_weight} must be >= 0")
+    probe_rank: int = validated_field(at_least(1), default=64)
+    structural_loss_weight: float | int = validated_field(at_least(0), default=0.5)
 
 
 class Gat(SyntaxVariant):
@@ -112,18 +93,25 @@ class Gat(SyntaxVariant):
     paper = AHMAD_2021
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
+    reads_word_embeddings = True
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def validate(self, config: PretrainedConfig) -> None:
+        heads = config.num_attention_heads
+        if config.syntax_heads > heads:
+            raise Invalid("syntax_heads", f"{config.syntax_heads}, but a syntax head is one of the model's {heads} "
+                          f"attention heads; use 1..{heads}")
+
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.gat import GatSelfAttention, GatSyntaxEncoder
 
         for i in model.config.syntax_layer_ids:
             model.encoder.layer[i].attention.self = GatSelfAttention(model.config, layer_idx=i)
         model.gat = GatSyntaxEncoder(model.config)
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         from transformers import initialization as init
 
         from xsyn.models.gat import AdditiveGatLayer, GatSyntaxEncoder
@@ -134,19 +122,38 @@ class Gat(SyntaxVariant):
         elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
             init.zeros_(module.relation_bias)  # no preference among the relations at first
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        return model.gat_encode(batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids)
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> GatContext:
+        from xsyn.models.gat import GatContext, gat_encode, syntax_biases
 
-    def auxiliary_losses(self, model: XsynBertModel, context: torch.Tensor, tree: TreeTensors,
+        gat_output = gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids,
+                                word_embeddings=batch.word_embeddings)
+        return GatContext(gat_output, syntax_biases(model, gat_output))
+
+    def auxiliary_losses(self, model: PreTrainedModel, context: GatContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if not with_losses:
             return {}
         from xsyn.models.gat import structural_loss
 
-        predicted_distances, predicted_depths = model.gat.probe(context)
+        predicted_distances, predicted_depths = model.gat.probe(context.gat_output)
         distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
                                                     tree.depth, batch.real_tokens())
         return {"distance_loss": distance_loss, "depth_loss": depth_loss}
+
+    def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
+        from xsyn.models.gat import pretrained_gat_settings
+
+        return pretrained_gat_settings(directory)
+
+    def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
+        from xsyn.models.gat import load_gat
+
+        load_gat(model, directory)
+
+    def freeze_pretrained(self, model: PreTrainedModel) -> None:
+        from xsyn.models.gat import freeze_gat
+
+        freeze_gat(model)
 
 VARIANT = Gat()

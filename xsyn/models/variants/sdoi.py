@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import SyntaxVariant
+from xsyn.utils.schema import between, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
@@ -39,17 +39,14 @@ ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SdoiSettings:
     """The `sdoi` fields of `XsynBertConfig` (see the table above)."""
 
-    sdoi_alpha: float | int = 0.5
+    sdoi_alpha: float | int = validated_field(between(0, 1), default=0.5)
     sdoi_learn_alpha: bool = False
     sdoi_init_from_last_layer: bool = False
-
-    def validate_sdoi(self) -> None:
-        if not 0.0 <= self.sdoi_alpha <= 1.0:
-            raise SyntaxConfigError(f"sdoi_alpha={self.sdoi_alpha} must lie in [0, 1]")
 
 
 class Sdoi(SyntaxVariant):
@@ -58,19 +55,19 @@ class Sdoi(SyntaxVariant):
     paper = ZHANG_2020
     parameter_markers = ("sdoi",)
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos")
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.sdoi import SdoiLayer
 
         model.sdoi = SdoiLayer(model.config)
 
-    def after_lift(self, model: XsynBertModel) -> None:
+    def after_lift(self, model: PreTrainedModel) -> None:
         if model.config.sdoi_init_from_last_layer:  # the extra layer starts as the checkpoint's last (same shapes)
             model.sdoi.layer.load_state_dict(model.encoder.layer[-1].state_dict())
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         from transformers import initialization as init
 
         from xsyn.models.sdoi import SdoiLayer
@@ -78,11 +75,10 @@ class Sdoi(SyntaxVariant):
         if isinstance(module, SdoiLayer):
             init.constant_(module.alpha, config.sdoi_alpha)
 
-    def output(self, model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
+    def output(self, model: PreTrainedModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
         from xsyn.models.attention import attention_mask_for
 
-        return model.sdoi(hidden, attention_mask_for(tree.sdoi_mask(), model.config._attn_implementation,
-                                                     model.dtype))
+        return model.sdoi(hidden, attention_mask_for(model, tree.sdoi_mask()))
 
 
 VARIANT = Sdoi()

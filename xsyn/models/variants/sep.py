@@ -25,13 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
+from xsyn.utils.schema import at_least, between, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 XU_2021 = """@inproceedings{xu-etal-2021-syntax,
@@ -48,23 +48,15 @@ XU_2021 = """@inproceedings{xu-etal-2021-syntax,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SepSettings:
     """The `sep` fields of `XsynBertConfig` (see the table above)."""
 
-    sep_alpha: float | int = 0.1
+    sep_alpha: float | int = validated_field(between(0, 1), default=0.1)
     sep_learn_alpha: bool = False
-    sep_distance_loss_weight: float | int = 0.0
-    sep_max_distance: int = 8
-
-    def validate_sep(self) -> None:
-        if not 0.0 <= self.sep_alpha <= 1.0:
-            raise SyntaxConfigError(f"sep_alpha={self.sep_alpha} must lie in [0, 1]")
-        if self.sep_distance_loss_weight < 0:
-            raise SyntaxConfigError(f"sep_distance_loss_weight={self.sep_distance_loss_weight} must be >= 0")
-        if self.sep_max_distance < 2:
-            raise SyntaxConfigError(f"sep_max_distance={self.sep_max_distance} must be >= 2 (a class for "
-                                    "distance 1 and one for 'that or more')")
+    sep_distance_loss_weight: float | int = validated_field(at_least(0), default=0.0)
+    sep_max_distance: int = validated_field(at_least(2), default=8)  # a class for distance 1, one for "that or more"
 
 
 @dataclass
@@ -83,10 +75,10 @@ class Sep(SyntaxVariant):
     losses = (LossTerm(("seprem_loss",), "sep_distance_loss_weight"),)
     parameter_markers = ("seprem", "seprem_head")
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos")
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.distance_prediction import DistancePredictionHead
         from xsyn.models.sep import SepLayer
 
@@ -96,7 +88,7 @@ class Sep(SyntaxVariant):
         model.seprem_head = (DistancePredictionHead(config.hidden_size, config.sep_max_distance)
                              if config.sep_distance_loss_weight > 0 else None)
 
-    def init_weights(self, module: Any, config: XsynBertConfig) -> None:
+    def init_weights(self, module: Any, config: PretrainedConfig) -> None:
         from transformers import initialization as init
 
         from xsyn.models.sep import SepMix
@@ -104,10 +96,9 @@ class Sep(SyntaxVariant):
         if isinstance(module, SepMix):
             init.constant_(module.alpha, config.sep_alpha)
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> SepContext:
-        import torch
-
+        from xsyn.models.attention import compute_dtype
         from xsyn.models.distance_prediction import corrupt_distances, select_pairs
         from xsyn.trees.tensors import sep_weights
 
@@ -118,11 +109,10 @@ class Sep(SyntaxVariant):
             weights = sep_weights(corrupt_distances(tree.distances, pairs, model.config.sep_max_distance))
         else:
             weights = tree.sep_weights()
-        device = weights.device.type  # under autocast, cast once here rather than in every layer's product
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else model.dtype
-        return SepContext(weights.to(dtype), pairs)
+        # under autocast, cast once here rather than in every layer's product
+        return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)
 
-    def auxiliary_losses(self, model: XsynBertModel, context: SepContext, tree: TreeTensors,
+    def auxiliary_losses(self, model: PreTrainedModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if context.pairs is None:
             return {}

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import SyntaxBatch, SyntaxVariant
+from xsyn.utils.schema import at_least, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
@@ -37,16 +37,13 @@ LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
 }"""
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class SlaSettings:
-    """The `sla` fields of `XsynBertConfig` (see the table above)."""
+    """The `sla` fields of `PretrainedConfig` (see the table above)."""
 
-    sla_distance: int = 3
+    sla_distance: int = validated_field(at_least(0), default=3)
     sla_punct_visible: bool = False
-
-    def validate_sla(self) -> None:
-        if self.sla_distance < 0:
-            raise SyntaxConfigError(f"sla_distance={self.sla_distance} must be >= 0")
 
 
 class LocalAttention(SyntaxVariant):
@@ -56,10 +53,20 @@ class LocalAttention(SyntaxVariant):
     paper = LI_2021
     parameter_markers = ("gate",)
 
-    def install(self, model: XsynBertModel) -> None:
+    def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.local_attention import install_local_attention
 
         install_local_attention(model)
+
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
+        """The (B, T, T) bool mask of what is local to each piece."""
+        raise NotImplementedError
+
+    def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
+                ) -> torch.Tensor:
+        from xsyn.models.local_attention import local_attention_mask
+
+        return local_attention_mask(model, self.local_mask(model.config, tree), batch.attention_mask)
 
 
 class Sla(LocalAttention):
@@ -67,16 +74,11 @@ class Sla(LocalAttention):
     settings = SlaSettings
     paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_parent", "tree_upos", "tree_word")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        from xsyn.models.attention import attention_mask_for
-
-        config = model.config
-        return attention_mask_for(tree.sla_mask(config.sla_distance, config.sla_punct_visible),
-                                  config._attn_implementation, model.dtype)
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
+        return tree.sla_mask(config.sla_distance, config.sla_punct_visible)
 
 
 VARIANT = Sla()

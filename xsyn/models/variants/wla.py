@@ -13,26 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.base import SyntaxBatch, SyntaxConfigError
 from xsyn.models.variants.sla import LocalAttention
+from xsyn.utils.schema import at_least, strict, validated_field
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig
 
-    from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.modeling import XsynBertModel
     from xsyn.trees.tensors import TreeTensors
 
 
-@dataclass(init=False, repr=False, eq=False)
+@strict
+@dataclass
 class WlaSettings:
-    """The `wla` fields of `XsynBertConfig` (see the table above)."""
+    """The `wla` fields of `PretrainedConfig` (see the table above)."""
 
-    wla_window: int = 4
-
-    def validate_wla(self) -> None:
-        if self.wla_window < 0:
-            raise SyntaxConfigError(f"wla_window={self.wla_window} must be >= 0")
+    wla_window: int = validated_field(at_least(0), default=4)
 
 
 class Wla(LocalAttention):
@@ -40,15 +36,11 @@ class Wla(LocalAttention):
     settings = WlaSettings
     paper_names = {"k": "wla_window"}
 
-    def batch_fields(self, config: XsynBertConfig) -> tuple[str, ...]:
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
         return ("tree_upos", "tree_word", "tree_segment")
 
-    def context(self, model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
-                ) -> torch.Tensor:
-        from xsyn.models.attention import attention_mask_for
-
-        return attention_mask_for(tree.wla_mask(model.config.wla_window), model.config._attn_implementation,
-                                  model.dtype)
+    def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
+        return tree.wla_mask(config.wla_window)
 
 
 VARIANT = Wla()

@@ -21,12 +21,11 @@ import functools
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from xsyn.syntax.parsing.base import Parser, ParserChoiceError
-from xsyn.utils.errors import XsynError
+from xsyn.utils.registry import PluginError, Registry
 
 ENTRY_POINT_GROUP = "xsyn.parsers"
 
@@ -116,34 +115,28 @@ BUILTIN_PARSERS = (
 )
 
 
-class ParserPluginError(XsynError, RuntimeError):
+class ParserPluginError(PluginError):
     """An installed package's `xsyn.parsers` entry point that does not give a usable parser entry."""
+
+
+def _foreign_options(entry: ParserEntry) -> str | None:
+    foreign = [option.setting for option in entry.options if option not in PARSER_OPTIONS]
+    return (f"declares options xsyn has no run setting for: {', '.join(foreign)}; use those of "
+            "xsyn.syntax.parsing.registry.PARSER_OPTIONS") if foreign else None
+
+
+PARSERS: Registry[ParserEntry] = Registry(
+    "parser", {entry.name: entry for entry in BUILTIN_PARSERS}, group=ENTRY_POINT_GROUP, of=ParserEntry,
+    expected="xsyn.syntax.parsing.ParserEntry", name_of=lambda entry: entry.name, check=_foreign_options,
+    plugin_error=ParserPluginError)
 
 
 @functools.cache
 def registered_parsers() -> dict[str, ParserEntry]:
-    """Every parser by name: xsyn's own, then those installed packages register (read once)."""
-    parsers = {entry.name: entry for entry in BUILTIN_PARSERS}
-    for point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        where = f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP}"
-        where += f", package {point.dist.name})" if point.dist is not None else ")"
-        try:
-            entry = point.load()
-        except Exception as err:  # a broken plugin names itself, whatever it raised on import
-            raise ParserPluginError(f"{where} cannot be loaded ({type(err).__name__}: {err}); fix or uninstall "
-                                    "that package") from err
-        if not isinstance(entry, ParserEntry) or entry.name != point.name:
-            raise ParserPluginError(f"{where} must name a xsyn.syntax.parsing.ParserEntry whose name is "
-                                    f"{point.name!r}, got {entry!r}")
-        foreign = [option.setting for option in entry.options if option not in PARSER_OPTIONS]
-        if foreign:
-            raise ParserPluginError(f"{where} declares options xsyn has no run setting for: {', '.join(foreign)}; "
-                                    "use those of xsyn.syntax.parsing.registry.PARSER_OPTIONS")
-        if point.name in parsers:
-            raise ParserPluginError(f"{where} registers the name {point.name!r}, which is already taken; "
-                                    "rename the entry point")
-        parsers[point.name] = entry
-    return parsers
+    """Every parser by name: xsyn's own, then those installed packages register, each loaded and checked here
+    (so a broken plugin is named whatever parser a run chooses); read once."""
+    PARSERS.refresh()
+    return dict(PARSERS)
 
 
 def parser_forms() -> str:

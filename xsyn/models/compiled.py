@@ -1,0 +1,36 @@
+"""`torch.compile` for xsyn's models: one compiled training forward per model, and how often it compiled.
+
+Every variant's training forward traces as one graph (no graph breaks): the tree tensors' C kernels run as
+torch custom operators, and nothing in the step waits for the device. Shapes are specialised, so each
+new batch shape compiles again (after the second, dynamo tries a dynamic length); `pad_to_multiple_of`
+bounds the shapes of an epoch. `compiled_graphs` counts the graphs dynamo has compiled in this process,
+so a run can report its recompiles.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from xsyn.models.defaults import COMPILE_MODES
+
+
+def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
+    """`model` compiled in `mode` (one of `COMPILE_MODES`), sharing its parameters; call it as the model.
+
+    On CPU the compiled code draws dropout's random numbers as eager torch does (inductor's
+    `fallback_random`), so that a compiled run reproduces the eager run's losses; on a GPU inductor's own
+    fused generator runs (seeded, faster, other numbers)."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"torch_compile={mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+    if next(model.parameters()).device.type == "cpu":
+        import torch._inductor.config
+
+        torch._inductor.config.fallback_random = True
+    return torch.compile(model, mode=mode)
+
+
+def compiled_graphs() -> int:
+    """The graphs torch.compile has compiled in this process so far (first compiles and recompiles)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
