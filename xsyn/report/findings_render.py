@@ -38,8 +38,8 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
     if rows:
         lines += [markdown_table([first, middle, "gain", "sd"], rows), ""]
     put(f"{FOLDER}/{name}.csv", csv_text([first, middle, "gain", "gain_sd"],
-                                     [[p.label, p.group if p.x is None else csv_value(p.x), csv_value(p.gain),
-                                       csv_value(p.error)] for p in analysis.points]))
+                                         [[p.label, p.group if p.x is None else csv_value(p.x), csv_value(p.gain),
+                                           csv_value(p.error)] for p in analysis.points]))
     if analysis.correlation is not None and analysis.correlation.rho is not None:
         lines += [_permutation_line(analysis), ""]
     if analysis.left_out:
