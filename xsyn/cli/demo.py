@@ -34,7 +34,7 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
     from xsyn.training.folder import RunFolder
 
     if quiet:
-        from xsyn.cli.run import quiet_libraries
+        from xsyn.utils.progress import quiet_libraries
 
         quiet_libraries()
     settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}

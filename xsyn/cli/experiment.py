@@ -13,26 +13,14 @@ LAUNCHERS = ("local", "slurm")
 
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
           output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False):
-    """The experiment with the command line's overrides; a file or setting that cannot run is an `XsynError`,
-    which the `xsyn` group shows as a message. With `as_last_run` (status, report) and no cell-selecting
-    option given, the settings the last `experiment run` recorded select the cells."""
-    from xsyn.experiments.experiment_file import Overrides, load_experiment
-    from xsyn.run.settings import parse_overrides
+    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`), saying so
+    where the last run's recorded settings chose its cells."""
+    from xsyn.experiments.launch import load_with_overrides
 
-    if as_last_run and data_dir is None and model is None and max_steps is None and not sets:
-        from xsyn.experiments.launch import load_as_last_run
-
-        experiment, recorded = load_as_last_run(source, output_dir)
-        if recorded is not None and (recorded.model or recorded.max_steps or recorded.settings):
-            shown = [f"--model {recorded.model}" if recorded.model else "",
-                     f"--max-steps {recorded.max_steps}" if recorded.max_steps else "",
-                     *(f"--set {key}={value}" for key, value in recorded.settings.items())]
-            click.echo(f"as last run: {' '.join(filter(None, shown))} (give options to look at other cells)",
-                       err=True)
-        return experiment
-    overrides = Overrides(data_dir=data_dir, model=model, max_steps=max_steps, runs_dir=output_dir,
-                          settings=parse_overrides(sets))
-    return load_experiment(source, overrides)
+    experiment, recorded = load_with_overrides(source, data_dir, model, max_steps, output_dir, sets, as_last_run)
+    if recorded:
+        click.echo(f"as last run: {recorded} (give options to look at other cells)", err=True)
+    return experiment
 
 
 def experiment_options(fn):
@@ -115,9 +103,8 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
                 wait, progress, cache_dir) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.cli.run import quiet_libraries
-    from xsyn.experiments.cells import FAILED, RUNNING
-    from xsyn.experiments.launch import ClusterOptions, record_run, run_local, submit, visible_gpus, wait_for_held
+    from xsyn.experiments.launch import ClusterOptions, record_run
+    from xsyn.utils.progress import quiet_libraries
 
     if not progress:
         quiet_libraries()
@@ -126,31 +113,45 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
-        options = ClusterOptions(partition=partition, gpus_per_node=gpus_per_node, time_min=time_min,
-                                 cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
-                                 account=account, qos=qos, constraint=constraint)
-        try:
-            submitted = submit(spec, options, cells=cells)
-        except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
-            raise click.ClickException(f"submitting to SLURM failed: {err}") from None
-        if not submitted:
-            click.echo("every cell is finished or running; nothing to submit")
-            return
-        click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
-                   f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
-        if wait:
-            failed = 0
-            for cell, job in submitted:
-                try:
-                    outcome = job.result()
-                except Exception as err:  # the job itself died (time limit, node failure): its log says why
-                    outcome = {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
-                failed += outcome["state"] == FAILED
-                click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
-                                                                       if outcome["state"] == FAILED else ""))
-            if failed:
-                raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+        _run_on_slurm(spec, cells, ClusterOptions(
+            partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
+            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
+            source, wait)
+    else:
+        _run_here(spec, cells, gpus, progress, wait, source)
+
+
+def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
+    """Submit the cells as one job array; with `wait`, print each cell's outcome as its job ends."""
+    from xsyn.experiments.cells import FAILED
+    from xsyn.experiments.launch import job_outcomes, submit
+
+    try:
+        submitted = submit(spec, options, cells=cells)
+    except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
+        raise click.ClickException(f"submitting to SLURM failed: {err}") from None
+    if not submitted:
+        click.echo("every cell is finished or running; nothing to submit")
         return
+    click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
+               f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
+    if not wait:
+        return
+    failed = 0
+    for outcome in job_outcomes(submitted):
+        failed += outcome["state"] == FAILED
+        click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
+                                                               if outcome["state"] == FAILED else ""))
+    if failed:
+        raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+
+
+def _run_here(spec, cells, gpus: int | None, progress: bool, wait: bool, source: str) -> None:
+    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU); with `wait`, then wait
+    for the cells other processes hold."""
+    from xsyn.experiments.cells import FAILED, RUNNING
+    from xsyn.experiments.launch import run_local, visible_gpus, wait_for_held
+
     devices = visible_gpus()
     if gpus is not None:
         devices = devices[:gpus]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import click
 
 from xsyn import __version__
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import OptionError, XsynError
 from xsyn.utils.progress import quiet_library_bars_off_terminal
 
 
@@ -73,6 +73,12 @@ class XsynCommand(click.Command):
             logging.getLogger("xsyn").setLevel(levels.pop())
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OptionError as err:  # settings missing or at odds, found by the stage: a usage error, as click's
+            raise click.UsageError(str(err), ctx) from None
+
 
 class XsynGroup(click.Group):
     """Every command's error in what the user gave (`XsynError`: a setting, file, folder, model, data; a
@@ -105,7 +111,6 @@ def main(verbose: bool, quiet: bool) -> None:
 
 
 main.command_class = XsynCommand
-
 
 
 @main.group()

@@ -28,15 +28,15 @@ from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
-from xsyn.report.render import (
+from xsyn.report.format import (
     SEED_TEST_MARK,
-    _markdown_table,
-    _number,
-    _signed,
     format_average,
     format_delta,
     format_stat,
+    markdown_table,
+    number,
     seed_test_line,
+    signed,
 )
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
@@ -211,7 +211,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
     rows = [[selection.variant + "".join(f", {key}={value}" for key, value in selection.system), selection.describe()]
             for selection in selections]
     return ["Chosen on dev (the best mean dev score over the seeds; the tables show these runs):", "",
-            _markdown_table(["system", "search point"], rows), ""]
+            markdown_table(["system", "search point"], rows), ""]
 
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
@@ -230,19 +230,19 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
         for paper_row in (r for r in paper_rows if r["system"] == system.label):
             score = "" if paper_row["score"] == reported.primary else f" {paper_row['score']}"
             rows.append([f"paper: {paper_row['paper_system']}{score} ({paper_row['table']}, {paper_row['where']})",
-                         "", *[_number(paper_row["paper"].get(lang)) for lang in languages],
-                         _number(paper_row["paper_average"]), ""])
+                         "", *[number(paper_row["paper"].get(lang)) for lang in languages],
+                         number(paper_row["paper_average"]), ""])
             averages = (paper_row["ours_average"], paper_row["paper_average"])
             rows.append([f"ours − paper{score}", "",
-                         *[_signed(paper_row["difference"].get(lang)) for lang in languages],
-                         _signed(None if None in averages else averages[0] - averages[1]), ""])
-    lines = [f"### {reported.split} · {reported.primary}", "", _markdown_table(header, rows), ""]
+                         *[signed(paper_row["difference"].get(lang)) for lang in languages],
+                         signed(None if None in averages else averages[0] - averages[1]), ""])
+    lines = [f"### {reported.split} · {reported.primary}", "", markdown_table(header, rows), ""]
     if reported.comparisons:
         lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap; "
                   f"{SEED_TEST_MARK} p < {alpha:g}, two-sided t-test over seeds):", ""]
         delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
-                       format_average(c), _signed(c.transfer_gap)] for c in reported.comparisons]
-        lines += [_markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
+                       format_average(c), signed(c.transfer_gap)] for c in reported.comparisons]
+        lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
                   *[f"t-test over seeds: {seed_test_line(c)}" for c in reported.comparisons], ""]
     for row in paper_rows:
         if row["paper_printed_average"] is not None and len(row["shared_languages"]) < len(row["paper_languages"]):
@@ -268,7 +268,7 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
             continue
         rows_langs = [r for r in system.pair_rows if any(key[0] == r for key in shared)]
         cols_langs = [c for c in system.pair_cols if any(key[1] == c for key in shared)]
-        matrix = [[r, *[(f"{_signed(ours[(r, c)])} / {_signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
+        matrix = [[r, *[(f"{signed(ours[(r, c)])} / {signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
                          else "–") for c in cols_langs]] for r in rows_langs]
         ours_avg = _mean([ours[k] for k in shared])
         theirs_avg = _mean([theirs[k] for k in shared])
@@ -276,8 +276,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
                   "paper "
                   f"({published.table}, {published.where}; rows: {axes[0] if axes else 'first'}, columns: "
                   f"{axes[1] if axes else 'second'}). Mean over the {len(shared)} pairs both have: ours "
-                  f"{_signed(ours_avg)}, paper {_signed(theirs_avg)}.", "",
-                  _markdown_table(["", *cols_langs], matrix), ""]
+                  f"{signed(ours_avg)}, paper {signed(theirs_avg)}.", "",
+                  markdown_table(["", *cols_langs], matrix), ""]
     return lines
 
 

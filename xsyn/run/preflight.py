@@ -18,9 +18,7 @@ Each raises the `XsynError` the later step would have raised, naming the model, 
 from __future__ import annotations
 
 import errno
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
 from xsyn.run.settings import RunConfig
-from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
+from xsyn.utils.io import OutputError, check_writable
 
 # What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
 # state/ (the float32 weights and AdamW's two moments: 12), and state.tmp/ beside state/ while it replaces it (12).
@@ -104,19 +102,6 @@ def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
     check = getattr(make_parser(config), "check_models", None)  # (a parser without models has nothing to check)
     if check is not None:
         check(list(dict.fromkeys(langs)), online)
-
-
-def check_writable(folder: str | Path, option: str) -> Path:
-    """`folder`, created if need be, with a file written in it and removed; else an `OutputError` naming the
-    folder (or the file that stands in its path) and `option`."""
-    folder = ensure_dir(folder, option=option)
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".xsyn-preflight.", dir=folder)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        raise explain_write_error(err, folder, option) from err
-    return folder
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:

@@ -26,7 +26,7 @@ import torch
 
 from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state, total_steps
 from xsyn.training.folder import RunFolder
-from xsyn.training.log import StepLog
+from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 
 logger = logging.getLogger(__name__)
@@ -229,16 +229,9 @@ def _clear_unfinished(accelerator, folder: RunFolder) -> None:
 
 def write_curves(folder: RunFolder) -> None:
     """`training_curves.png` from the step log: the picture of the run so far, replaced atomically."""
-    import json
-
     from xsyn.utils.io import atomic_write_bytes
     from xsyn.utils.plots import training_curves_png
 
-    records = []
-    for line in folder.train_log.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    records = read_step_log(folder.train_log)
     if records:
         atomic_write_bytes(folder.curves, training_curves_png(records, title=folder.path.name))

@@ -123,3 +123,12 @@ class Progress:
         print(self.line(), file=self._stream, flush=True)
         self._said = self.done
         self._lines += 1
+
+
+def quiet_libraries() -> None:
+    """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
+    import datasets
+    from transformers.utils import logging
+
+    datasets.disable_progress_bars()
+    logging.disable_progress_bar()
