@@ -114,7 +114,8 @@ def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
 def test_dropped_examples_are_counted_per_reason_and_said_one_line_each():
     """Pairs joined by id lose ids without a counterpart and pairs whose labels disagree: counted apart (in
     results.json) and said once per reason with where it hit most, not as one long line of every pair."""
-    from xsyn.run.evaluation import _dropped, dropped_lines
+    from xsyn.run.evaluation import _dropped
+    from xsyn.run.evaluation_text import dropped_lines
 
     joined = {"load": {"unmatched": {"en": 30, "de": 10}, "label_mismatches": 3, "loads": [{"skipped": []}]}}
     assert _dropped(joined) == {"no_counterpart": 40, "labels_disagree": 3}

@@ -196,7 +196,7 @@ def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoR
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
-    from xsyn.run.evaluation import scores_text
+    from xsyn.run.evaluation_text import scores_text
 
     if not split_chosen and summary["split"] != "test":
         click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
@@ -229,7 +229,8 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.run.evaluation import dropped_lines, evaluate_run
+    from xsyn.run.evaluation import evaluate_run
+    from xsyn.run.evaluation_text import dropped_lines
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()

@@ -35,6 +35,7 @@ from typing import Any
 from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
+from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs
 from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
@@ -346,20 +347,6 @@ class _Evaluation:
         return data
 
 
-def scores_text(summary: dict[str, Any]) -> str:
-    """An evaluation's scores as text: each language's with the metric's name and its bootstrap sd, then the
-    average."""
-    spread = summary.get("bootstrap_sd") or {}
-    lines = [f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
-             "examples)"]
-    for lang, value in summary["per_language"].items():
-        sd = spread.get(lang)
-        lines.append(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
-    if summary["average"] is not None:
-        lines.append(f"average\t{summary['primary']} {summary['average']:.2f}")
-    return "\n".join(lines)
-
-
 def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
     langs = list(segment_langs.values())
     if len(set(langs)) == 1:
@@ -401,11 +388,6 @@ def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str
 
 
 # Why an example of the sources is not scored: results.json's `dropped_by_reason` keys, and what each means
-DROP_REASONS = {"no_counterpart": "ids without a counterpart in the other language",
-                "labels_disagree": "pairs whose languages disagree on the label",
-                "skipped_rows": "rows skipped as bad (--skip-bad-rows)"}
-
-
 def _dropped(report: dict[str, Any]) -> dict[str, int]:
     """Examples of the sources that are not scored, per reason (only those that occur): for a language pair
     joined by id, ids with no counterpart in the other language and pairs whose labels disagree; skipped rows
@@ -415,22 +397,6 @@ def _dropped(report: dict[str, Any]) -> dict[str, int]:
     counts = dict(zip(DROP_REASONS, (sum(load.get("unmatched", {}).values()), load.get("label_mismatches", 0),
                                      skipped), strict=True))
     return {reason: n for reason, n in counts.items() if n}
-
-
-def dropped_lines(summary: dict[str, Any]) -> list[str]:
-    """What an evaluation did not score: a line per reason, with its total, the languages or pairs it hit
-    and the one it hit most (of that key's examples before dropping)."""
-    by_key = summary.get("dropped_by_reason") or {}
-    lines = []
-    for reason, meaning in DROP_REASONS.items():
-        counts = {key: reasons[reason] for key, reasons in by_key.items() if reasons.get(reason)}
-        if counts:
-            worst = max(counts, key=counts.__getitem__)
-            before = summary["n_examples"][worst] + summary["dropped"][worst]
-            lines.append(f"not scored: {sum(counts.values())} {meaning}, in {len(counts)} of "
-                         f"{len(summary['n_examples'])} languages and pairs; most in {worst}: {counts[worst]} of "
-                         f"{before}")
-    return lines + (["(per language and pair: dropped_by_reason in results.json)"] if lines else [])
 
 
 def _jsonable(value: Any) -> Any:
