@@ -159,7 +159,7 @@ static PyObject *tree_core(PyObject *Py_UNUSED(module), PyObject *args) {
     return Py_BuildValue("(nn)", bad_row, bad_node);
 }
 
-/* One row of xsyn.trees.tensors._word_structure: `later` (the piece continues the previous piece's
+/* One row of xsyn.trees.masks._word_structure: `later` (the piece continues the previous piece's
  * word), `ordinal` (1-based count of words so far) and, in `neighbours` (3T), the first piece of
  * the piece's own word | of the word before | of the word after, where those are real words
  * (word index >= 0) and the piece is real too; its own word's first piece otherwise. */
