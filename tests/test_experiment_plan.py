@@ -7,17 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from xsyn.cli import main
+from xsyn.experiments.bench_figures import COUNTED, EXTRAPOLATED, GIVEN, MEASURED, UNKNOWN, read_benchmarks
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
-from xsyn.experiments.plan import (
-    COUNTED,
-    EXTRAPOLATED,
-    GIVEN,
-    MEASURED,
-    UNKNOWN,
-    make_plan,
-    progress,
-    read_benchmarks,
-)
+from xsyn.experiments.plan import make_plan, progress
 from xsyn.training.folder import RunFolder
 
 EXPERIMENT = """

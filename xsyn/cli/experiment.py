@@ -186,8 +186,9 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
     finished cells took, and the hours left at their pace."""
+    from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
     from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, cell_state, tally_by_task
-    from xsyn.experiments.plan import default_bench_paths, make_plan, progress, progress_line, read_benchmarks
+    from xsyn.experiments.plan import make_plan, progress, progress_line
     from xsyn.experiments.pretrain import pretrain_states
     from xsyn.experiments.report import paper_status
 
@@ -264,7 +265,8 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
     measured, extrapolated, counted, given or unknown."""
     import json
 
-    from xsyn.experiments.plan import default_bench_paths, make_plan, plan_json, plan_lines, read_benchmarks
+    from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
+    from xsyn.experiments.plan import make_plan, plan_json, plan_lines
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
     examples = {}

@@ -1,0 +1,164 @@
+"""The figures an experiment's plan (`xsyn.experiments.plan`) rests on: a number with its basis (measured,
+extrapolated, counted, given or unknown), and the benchmark files it is measured in (`xsyn bench model` step
+times as `scripts/gpu_benchmarks.py` writes them, `xsyn bench parse` rates, `--encoders` embedding sizes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xsyn.experiments.experiment_file import ExperimentError
+
+MEASURED, EXTRAPOLATED, COUNTED, GIVEN, UNKNOWN = "measured", "extrapolated", "counted", "given", "unknown"
+PRECISION_DTYPES = {"no": "float32", "bf16": "bfloat16", "fp16": "float16"}  # mixed_precision -> bench dtype
+
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number and what it rests on (`basis`: measured, extrapolated, counted, given or unknown; `why`)."""
+
+    value: float | None
+    basis: str
+    why: str = ""
+
+    def times(self, factor: float, basis: str | None = None, why: str = "") -> Figure:
+        if self.value is None:
+            return self
+        return Figure(self.value * factor, basis or self.basis, why or self.why)
+
+
+def _weakest(*figures: Figure) -> str:
+    """Counts and given numbers are exact: with a measured figure the result is measured."""
+    bases = {f.basis for f in figures}
+    for basis in (UNKNOWN, EXTRAPOLATED, MEASURED, GIVEN):
+        if basis in bases:
+            return basis
+    return COUNTED
+
+
+def combine(value: float | None, *figures: Figure) -> Figure:
+    """A figure computed from others: as firm as the weakest of them, unknown if any is."""
+    if value is None or any(f.value is None for f in figures):
+        return Figure(None, UNKNOWN, _whys(f for f in figures if f.value is None))
+    return Figure(value, _weakest(*figures), _whys(figures))
+
+
+def _whys(figures) -> str:
+    return "; ".join(dict.fromkeys(why for f in figures for why in f.why.split("; ") if why))
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+@dataclass(frozen=True)
+class StepBench:
+    """One `xsyn bench model` run on a device: step seconds per precision and variant, at one shape."""
+
+    source: Path
+    device: str  # as the file names it, e.g. "NVIDIA H200"
+    date: str
+    rows: dict[str, dict[str, dict[str, Any]]]  # dtype -> variant -> row
+    shape: dict[str, Any]  # the benchmarked model's config
+
+
+@dataclass(frozen=True)
+class ParseBench:
+    """One `xsyn bench parse` run: sentences/s per worker count for one parser."""
+
+    source: Path
+    parser: str
+    rates: dict[int, float]  # workers -> sentences/s
+
+
+@dataclass(frozen=True)
+class Benchmarks:
+    steps: list[StepBench] = field(default_factory=list)
+    parses: list[ParseBench] = field(default_factory=list)
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)  # encoder -> parameters, optimizer bytes
+
+
+def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
+    """Every benchmark JSON in `paths` (files, or folders of `*.json`), by what it holds; others are ignored."""
+    files = [f for p in paths for f in (sorted(Path(p).glob("*.json")) if Path(p).is_dir() else [Path(p)])]
+    found = Benchmarks()
+    for file in files:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ExperimentError(f"{file}: not a benchmark JSON file ({err}); give another --bench") from None
+        if not isinstance(data, dict):
+            continue
+        try:
+            found.steps.extend(_step_bench(file, data))
+            if isinstance(data.get("parse"), list) and data.get("parser"):
+                rates = {int(row["workers"]): float(row["sentences_per_s"]) for row in data["parse"]}
+                found.parses.append(ParseBench(file, str(data["parser"]), rates))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ExperimentError(f"{file}: a benchmark row lacks a number ({type(err).__name__}: {err}); rows "
+                                  "need step_seconds and tokens_per_second (bench model), workers and "
+                                  "sentences_per_s (bench parse): write it again with --json") from None
+        for encoder, figures in data.items():  # `xsyn bench model --encoders ... --json`
+            if isinstance(figures, dict) and isinstance(figures.get("embedding"), dict):
+                found.sizes[encoder] = figures["embedding"]
+    return found
+
+
+def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
+    """The step times of `scripts/gpu_benchmarks.py` output (`steps.bench_model`), at the shape it benchmarks."""
+    from xsyn.benchmarks.model import ENCODER_SHAPES
+
+    rows = (data.get("steps") or {}).get("bench_model") or {}
+    environment = data.get("environment") or {}
+    if rows.get("status") != "ok" or data.get("quick") is not False:
+        return []  # a failed run, or the --quick toy shape: nothing a real cell runs at
+    device = str(environment.get("device_name") or environment.get("device") or "")
+    dtypes = {dtype: variants for dtype, variants in rows.items() if dtype in PRECISION_DTYPES.values()}
+    for dtype, variants in dtypes.items():
+        for variant, row in variants.items():
+            for key in ("step_seconds", "tokens_per_second"):
+                if not isinstance(row.get(key), (int, float)):
+                    raise KeyError(f"{dtype}/{variant}/{key}")
+    # the script benchmarks mBERT's shape (bert-base layers, mBERT's vocabulary)
+    return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
+
+
+def default_bench_paths() -> list[Path]:
+    """The repository's `benchmarks/` folder (beside the package in a source checkout), else ./benchmarks."""
+    import xsyn
+
+    beside = Path(xsyn.__file__).resolve().parents[1] / "benchmarks"
+    return [beside if beside.is_dir() else Path("benchmarks")]
+
+
+def _parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
+    """Sentences/s of `parser` with `workers` processes: the bench's rate for that parser (or one of its kind)
+    at that worker count, or its per-worker rate at the most workers measured times `workers`."""
+    from xsyn.syntax.parsing.base import ParserChoiceError
+    from xsyn.syntax.parsing.registry import resolve_parser_choice
+
+    def kind(choice: str) -> str | None:
+        try:
+            return resolve_parser_choice(choice).name
+        except ParserChoiceError:
+            return None
+
+    bench = next((p for p in parses if p.parser == parser), None) or next(
+        (p for p in parses if kind(p.parser) == kind(parser)), None)
+    if bench is None:
+        return Figure(None, UNKNOWN, f"no `xsyn bench parse` figure for {parser} (measure one: xsyn bench parse "
+                                     f"--parser {parser} --input FILE --json > benchmarks/parse-NAME.json)")
+    basis, why = MEASURED, f"{bench.parser} at {workers} workers ({bench.source.name})"
+    rate = bench.rates.get(workers)
+    if rate is None:
+        most = max(bench.rates)
+        rate = bench.rates[most] / most * workers
+        basis, why = EXTRAPOLATED, f"{bench.parser}: its per-worker rate at {most} workers x {workers} workers"
+    if bench.parser != parser:
+        basis, why = EXTRAPOLATED, f"{why}, measured for {bench.parser}, not {parser}"
+    return Figure(rate, basis, why)
+
