@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import XsynCommand, main
+from xsyn.experiments.plan import DEVICES
+from xsyn.experiments.status import SHORT_LIST
 
 LAUNCHERS = ("local", "slurm")
 
@@ -103,7 +105,7 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
                 wait, progress, cache_dir) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.experiments.launch import ClusterOptions, record_run
+    from xsyn.experiments.launch import ClusterOptions, record_run, run_here, run_on_slurm
     from xsyn.utils.progress import quiet_libraries
 
     if not progress:
@@ -113,143 +115,34 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
-        _run_on_slurm(spec, cells, ClusterOptions(
+        run_on_slurm(spec, cells, ClusterOptions(
             partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
             mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
-            source, wait)
+            source, wait, echo=click.echo)
     else:
-        _run_here(spec, cells, gpus, progress, wait, source)
-
-
-def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
-    """Submit the cells as one job array; with `wait`, print each cell's outcome as its job ends."""
-    from xsyn.experiments.cells import FAILED
-    from xsyn.experiments.launch import job_outcomes, submit
-
-    try:
-        submitted = submit(spec, options, cells=cells)
-    except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
-        raise click.ClickException(f"submitting to SLURM failed: {err}") from None
-    if not submitted:
-        click.echo("every cell is finished or running; nothing to submit")
-        return
-    click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
-               f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
-    if not wait:
-        return
-    failed = 0
-    for outcome in job_outcomes(submitted):
-        failed += outcome["state"] == FAILED
-        click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
-                                                               if outcome["state"] == FAILED else ""))
-    if failed:
-        raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
-
-
-def _run_here(spec, cells, gpus: int | None, progress: bool, wait: bool, source: str) -> None:
-    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU); with `wait`, then wait
-    for the cells other processes hold."""
-    from xsyn.experiments.cells import FAILED, RUNNING
-    from xsyn.experiments.launch import run_local, visible_gpus, wait_for_held
-
-    devices = visible_gpus()
-    if gpus is not None:
-        devices = devices[:gpus]
-    outcomes = run_local(spec, devices, cells, echo=click.echo, progress=progress)
-    held = [o for o in outcomes if o.state == RUNNING]
-    if held and wait:
-        click.echo(f"waiting for {len(held)} cells other processes are running ...")
-        outcomes = [o for o in outcomes if o.state != RUNNING] + wait_for_held(spec, held, click.echo, progress)
-        held = []
-    failed = [o for o in outcomes if o.state == FAILED]
-    if failed:  # the only failure: a cell another process is running is not one
-        raise click.ClickException(f"{len(failed)} of {len(outcomes)} cells failed (the others ran); "
-                                   f"`xsyn experiment status {source}` shows why, each cell's error.txt the traceback")
-    if held:
-        click.echo(f"{len(held)} of {len(outcomes)} cells are being run by other processes (each named above with "
-                   f"its owner), the rest are finished; `--wait` waits for them, `xsyn experiment status {source}` "
-                   "follows them")
-        return
-    click.echo(f"finished; `xsyn experiment report {source}` writes the report")
-
-
-SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
+        run_here(spec, cells, gpus, progress, wait, source, echo=click.echo)
 
 
 @experiment.command(name="status")
 @experiment_options
 @click.option("--cells", "every_cell", is_flag=True,
               help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
-@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
               help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
 def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
     finished cells took, and the hours left at their pace."""
-    from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
-    from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, cell_state, tally_by_task
-    from xsyn.experiments.plan import make_plan, progress, progress_line
-    from xsyn.experiments.pretrain import pretrain_states
-    from xsyn.experiments.report import paper_status
+    from xsyn.experiments.status import status_lines
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
-    states = [cell_state(spec, cell) for cell in spec.cells]
-    listed = states if every_cell or len(states) <= SHORT_LIST else [s for s in states if s.state in (RUNNING, FAILED)]
-    width = max(len(s.cell.name) for s in states)
-    if listed:
-        click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
-    for state in listed:
-        click.echo(f"{state.cell.name:<{width}}  {state.state:<7}  {state.detail}".rstrip())
-    for unit in pretrain_states(spec):
-        click.echo(f"{'pretrain/' + unit.model:<{width}}  {unit.state:<7}  {unit.detail} ({unit.folder})".rstrip())
-    tallies = tally_by_task(states)
-    _echo_tallies(tallies, STATES)
-    _echo_needs(tallies)
-    _echo_paper(paper_status(spec, {s.cell.name: s for s in states}))
-    counts = {name: sum(s.state == name for s in states) for name in STATES}
-    click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
-               + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
-                  else ""))
-    plan = make_plan(spec, device, read_benchmarks(default_bench_paths()))
-    click.echo(progress_line(plan, progress(spec, plan, [s.cell for s in states if s.state == DONE])))
-
-
-def _echo_tallies(tallies, states: tuple[str, ...]) -> None:
-    """A row per task: its cells, and how many are in each state."""
-    width = max(len("task"), *(len(t.task) for t in tallies))
-    click.echo(f"\n{'task':<{width}}  {'cells':>5}  " + "  ".join(f"{name:>7}" for name in states))
-    for tally in tallies:
-        click.echo(f"{tally.task:<{width}}  {sum(tally.states.values()):>5}  "
-                   + "  ".join(f"{tally.states[name]:>7}" for name in states))
-
-
-def _echo_needs(tallies) -> None:
-    """Each missing input once, with the tasks (and how many of their cells) that need it."""
-    needed: dict[str, list[str]] = {}
-    for tally in tallies:
-        for message, n in tally.needs.items():
-            needed.setdefault(message, []).append(f"{tally.task}: {n} cells")
-    for message, where in needed.items():
-        click.echo(f"missing ({'; '.join(where)}): needs {message}")
-
-
-def _echo_paper(rows) -> None:
-    """Per task, model and published score: each system's published average, ours so far in brackets."""
-    tables: dict[tuple, list[str]] = {}
-    for row in rows:
-        ours = (f"{row.ours:.1f}, {row.seeds}/{row.seeds_planned} seeds, {row.languages}/{row.paper_languages} langs"
-                if row.ours is not None else "–")
-        tables.setdefault((row.task, row.model, row.score, row.table), []).append(
-            f"{row.paper_system} ({row.label}) {row.paper:.1f} [{ours}]")
-    if tables:
-        click.echo("\npublished averages, ours over the finished cells in [brackets]:")
-    for (task, model, score, table), systems in tables.items():
-        click.echo(f"  {task} {model} {score} ({table}): " + ", ".join(systems))
+    for line in status_lines(spec, device, every_cell):
+        click.echo(line)
 
 
 @experiment.command(name="plan")
 @experiment_options
-@click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
+@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
               help="The device the cells will train on: its step times come from the benchmarks measured on it.")
 @click.option("--bench", "bench_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="A benchmark JSON file or a folder of them (repeatable) [default: the repository's benchmarks/].")

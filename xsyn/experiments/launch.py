@@ -35,6 +35,7 @@ from xsyn.experiments.cells import (
 from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
 from xsyn.experiments.locks import clear_stale_lock
 from xsyn.experiments.worker import EXIT_BUSY
+from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json
 
 log = logging.getLogger("xsyn")
@@ -270,3 +271,58 @@ def job_outcomes(submitted: list[tuple[Cell, Any]]) -> Iterator[dict[str, str]]:
             yield job.result()
         except Exception as err:  # submitit raises whatever ended the job
             yield {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
+
+
+class CellsFailed(XsynError):
+    """Cells of an `experiment run` failed (the others ran), or their submission did; the message says where."""
+
+
+def run_here(experiment: Experiment, cells: list[Cell], gpus: int | None, progress: bool, wait: bool,
+             source: str, echo: Callable[[str], None] = print) -> None:
+    """Run the cells on this machine's GPUs (`gpus` of them, default every visible one; one worker each; none:
+    one on the CPU); with `wait`, then wait for the cells other processes hold. `CellsFailed` where any failed
+    (a cell another process is running is not one)."""
+    devices = visible_gpus()
+    if gpus is not None:
+        devices = devices[:gpus]
+    outcomes = run_local(experiment, devices, cells, echo=echo, progress=progress)
+    held = [o for o in outcomes if o.state == RUNNING]
+    if held and wait:
+        echo(f"waiting for {len(held)} cells other processes are running ...")
+        outcomes = [o for o in outcomes if o.state != RUNNING] + wait_for_held(experiment, held, echo, progress)
+        held = []
+    failed = [o for o in outcomes if o.state == FAILED]
+    if failed:
+        raise CellsFailed(f"{len(failed)} of {len(outcomes)} cells failed (the others ran); "
+                          f"`xsyn experiment status {source}` shows why, each cell's error.txt the traceback")
+    if held:
+        echo(f"{len(held)} of {len(outcomes)} cells are being run by other processes (each named above with "
+             f"its owner), the rest are finished; `--wait` waits for them, `xsyn experiment status {source}` "
+             "follows them")
+        return
+    echo(f"finished; `xsyn experiment report {source}` writes the report")
+
+
+def run_on_slurm(experiment: Experiment, cells: list[Cell], options: ClusterOptions, source: str, wait: bool,
+                 echo: Callable[[str], None] = print) -> None:
+    """Submit the cells as one job array; with `wait`, say each cell's outcome as its job ends (`CellsFailed`
+    where any failed)."""
+    try:
+        submitted = submit(experiment, options, cells=cells)
+    except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): a message, not a traceback
+        raise CellsFailed(f"submitting to SLURM failed: {err}") from None
+    if not submitted:
+        echo("every cell is finished or running; nothing to submit")
+        return
+    echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
+         f"(scripts and logs: {experiment.runs_dir / SUBMITIT_FOLDER}); `xsyn experiment status {source}` follows "
+         "them")
+    if not wait:
+        return
+    failed = 0
+    for outcome in job_outcomes(submitted):
+        failed += outcome["state"] == FAILED
+        echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}" if outcome["state"] == FAILED
+                                                          else ""))
+    if failed:
+        raise CellsFailed(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
