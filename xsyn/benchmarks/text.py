@@ -111,3 +111,38 @@ def parse_text(result: dict[str, Any]) -> str:
                  f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
                  f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
     return "\n".join(lines)
+
+
+def model_json(figures: dict[str, Any]) -> dict[str, Any]:
+    """What `xsyn bench model --json` prints: per encoder ({encoder: {rows, embedding}}) where `--encoders` chose
+    them; else per row its step-time and memory ratios to `none` (rounded to 4 places) and its other figures;
+    with `--count-ops` the op counts."""
+    if "ops" in figures:
+        return figures["ops"]
+    if "encoders" in figures:
+        return figures["encoders"]
+    ratios = ("step_time_ratio", "peak_memory_ratio")
+    return {v: {**{k: round(r[k], 4) for k in ratios}, **{k: x for k, x in r.items() if k not in ratios}}
+            for v, r in figures["rows"].items()}
+
+
+def model_text(figures: dict[str, Any], layers: int, hidden: int, seq_len: int, dtype: str,
+               compile_mode: str | None) -> str:
+    """`run_model_bench`'s figures: the op counts (`--count-ops`); else the rows of the one shape, or of each
+    encoder and what its embedding matrix costs."""
+    from xsyn.benchmarks.model import ENCODER_SHAPES
+
+    if "ops" in figures:
+        return (f"ATen ops (views aside) of one eager forward + backward, {layers} layers, hidden {hidden}, batch "
+                f"{figures['batch_size']} x {seq_len} pieces, {figures['device']} {figures['dtype']}\n"
+                + ops_text(figures["ops"]))
+    where = f"{figures['device']} {dtype}" + (f", compiled ({compile_mode})" if compile_mode else "")
+    ran = f"batch {figures['batch_size']} x {seq_len} pieces, {where}, fastest (and median) of {figures['repeats']} " \
+          "interleaved rounds"
+    if "encoders" not in figures:
+        return (f"forward + backward, {layers} layers, hidden {hidden}, {ran}; plain_bert: transformers' "
+                "BertForSequenceClassification (sdpa)\n" + rows_text(figures["rows"], figures["peak_tflops"]))
+    lines = [f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}\n"
+             + rows_text(figure["rows"], figures["peak_tflops"]) for name, figure in figures["encoders"].items()]
+    return "\n".join([*lines, embedding_text({name: figure["embedding"] for name, figure in
+                                              figures["encoders"].items()})])

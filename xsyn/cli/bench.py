@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
-from xsyn.benchmarks.text import embedding_text, eval_text, ops_text, parse_text, rows_text, syntax_text
+from xsyn.benchmarks.text import eval_text, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
@@ -79,44 +79,14 @@ def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_
                 as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES, run_model_bench
+    from xsyn.benchmarks.model import run_model_bench
 
     figures = run_model_bench(variants.split(",") if variants is not None else None, layers, hidden, heads, seq_len,
                               batch_size, vocab_size, repeats, seed, device, dtype, peak_tflops,
                               plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
                               encoders=[name for name in encoders.split(",") if name] if encoders is not None else None)
-    if count_ops:
-        _print_op_counts(figures, layers, hidden, seq_len, as_json)
-        return
-    if as_json:
-        click.echo(json.dumps(figures["encoders"] if encoders is not None else
-                              {v: {"step_time_ratio": round(r["step_time_ratio"], 4),
-                                   "peak_memory_ratio": round(r["peak_memory_ratio"], 4),
-                                   **{k: x for k, x in r.items() if k not in ("step_time_ratio", "peak_memory_ratio")}}
-                               for v, r in figures["rows"].items()}))
-        return
-    where = f"{figures['device']} {dtype}" + (f", compiled ({compile_mode})" if compile_mode else "")
-    ran = f"batch {figures['batch_size']} x {seq_len} pieces, {where}, fastest (and median) of {figures['repeats']} " \
-          "interleaved rounds"
-    if encoders is None:
-        click.echo(f"forward + backward, {layers} layers, hidden {hidden}, {ran}; "
-                   "plain_bert: transformers' BertForSequenceClassification (sdpa)")
-        click.echo(rows_text(figures["rows"], figures["peak_tflops"]))
-        return
-    for name, figure in figures["encoders"].items():
-        click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}")
-        click.echo(rows_text(figure["rows"], figures["peak_tflops"]))
-    click.echo(embedding_text({name: figure["embedding"] for name, figure in figures["encoders"].items()}))
-
-
-def _print_op_counts(figures: dict, layers: int, hidden: int, seq_len: int, as_json: bool) -> None:
-    results = figures["ops"]
-    if as_json:
-        click.echo(json.dumps(results))
-        return
-    click.echo(f"ATen ops (views aside) of one eager forward + backward, {layers} layers, hidden {hidden}, batch "
-               f"{figures['batch_size']} x {seq_len} pieces, {figures['device']} {figures['dtype']}")
-    click.echo(ops_text(results))
+    click.echo(json.dumps(model_json(figures)) if as_json
+               else model_text(figures, layers, hidden, seq_len, dtype, compile_mode))
 
 
 @bench.command(name="eval")
