@@ -29,7 +29,7 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
 
     Interrupted (Ctrl-C), the same command continues it from the runs' saved states."""
     from xsyn.cli.run import interrupted
-    from xsyn.experiments.demo import run_demo
+    from xsyn.experiments.demo import demo_text, run_demo
     from xsyn.run.settings import parse_overrides
     from xsyn.training.folder import RunFolder
 
@@ -47,10 +47,4 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
                  *(arg for value in sets for arg in ("--set", value)),
                  *(["--cache-dir", cache_dir] if cache_dir else []), *(["--quiet"] if quiet else [])]
         interrupted(stop, RunFolder(getattr(stop, "run_dir", output_dir)), shlex.join(again))
-    langs = list(summary["per_language"]["none"])
-    click.echo("\nzero-shot test accuracy (trained on " + langs[0] + ")")
-    click.echo("variant  " + "  ".join(f"{lang:>6}" for lang in langs) + "  average")
-    for variant, scores in summary["per_language"].items():
-        click.echo(f"{variant:<8} " + "  ".join(f"{scores[lang]:6.1f}" for lang in langs)
-                   + f"  {summary['average'][variant]:7.1f}")
-    click.echo(f"\nreport: {summary['report']}  ({summary['seconds']:.0f} s)")
+    click.echo(demo_text(summary))

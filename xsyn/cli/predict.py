@@ -39,7 +39,7 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
     writes one JSON object per input row, in input order.
     """
     from xsyn.run.predict import predict as run_predict
-    from xsyn.run.predict import write_predictions
+    from xsyn.run.predict import report_text, write_predictions
     from xsyn.run.preflight import preflight_output
 
     if quiet:
@@ -56,9 +56,4 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
     else:
         write_predictions(predictions, output)
     if not quiet:
-        features = report["features"]
-        print(f"{report['rows']} rows, {features['features']} features ({features['windowed_examples']} rows in "
-              f"several windows), parser {report['parser']}: {report['parse'].get('parsed', 0)} segments parsed, "
-              f"{report['parse'].get('cache_hits', 0)} from the cache" + (f"; written to {output}" if output else ""),
-              file=sys.stderr)
-
+        print(report_text(report, output), file=sys.stderr)

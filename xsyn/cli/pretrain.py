@@ -1,12 +1,4 @@
-"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.pretraining.trainer`).
-
-The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
-`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
-({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
-`pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
-GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
-tokenizer are saved as well (`model/`): fine-tune from that directory.
-"""
+"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.run.pretrain`)."""
 
 from __future__ import annotations
 
@@ -17,15 +9,8 @@ import click
 from xsyn.cli.main import main
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
-from xsyn.pretraining.recipes import RECIPES, describe
+from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
-
-
-def _recipe_help() -> str:
-    return ("Named settings (xsyn/pretraining/recipes.py); a --config file, explicit flags and --set override them. "
-            + "; ".join(describe(name) for name in RECIPES)
-            + " (strong: additive attention, residual, relation and position embeddings, edge direction, 6 layers, "
-              "full-rank probes).")
 
 
 def _list(value: str | None) -> list[str] | None:
@@ -85,7 +70,7 @@ def _list(value: str | None) -> list[str] | None:
               help="A further GAT setting (XsynBertConfig field), e.g. --set gat_residual=true "
                    "--set gat_deprel_embeddings=true --set gat_layers=6 (repeatable).")
 @click.option("--recipe", type=click.Choice(sorted(RECIPES)), default="paper", show_default=True,
-              help=_recipe_help())
+              help=recipes_help())
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A TOML or JSON file of these settings (e.g. an earlier run's pretrain_config.json); it wins "
                    "over the recipe, and options given here win over it.")

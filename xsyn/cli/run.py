@@ -230,7 +230,7 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
     from xsyn.run.evaluation import evaluate_run
-    from xsyn.run.evaluation_text import dropped_lines
+    from xsyn.run.evaluation_text import after_scores_lines
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
@@ -240,10 +240,5 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if not is_main_process():
         return
     _echo_scores(summary, split_chosen=split is not None)
-    if summary.get("pairs"):
-        click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
-                   "output folder)")
-    for line in dropped_lines(summary):
+    for line in after_scores_lines(summary):
         click.echo(line)
-    if summary["missing_languages"]:
-        click.echo(f"skipped (no data): {', '.join(summary['missing_languages'])}")

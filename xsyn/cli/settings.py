@@ -23,20 +23,11 @@ def settings_command(task: str | None, variant: str, as_json: bool) -> None:
     Run settings come first, then the model settings of the variant's syntax path.
     """
     from xsyn.data.cards import load_card
-    from xsyn.run.setting_table import settings_with_card
+    from xsyn.run.setting_table import settings_text, settings_with_card
 
     card = load_card(task) if task else None
     table, source, given = settings_with_card(variant, card)
     if as_json:
         click.echo(json.dumps(table, default=str))
         return
-    header = ("key", "type", "default", f"card ({source})" if card is not None else "")
-    rows = [(name, row["type"], _show(row["default"]), _show(row["card"]) if name in given else "")
-            for name, row in table.items()]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
-
-
-def _show(value) -> str:
-    return "-" if value is None else json.dumps(value) if not isinstance(value, str) else value
+    click.echo(settings_text(table, source, given, with_card=card is not None))

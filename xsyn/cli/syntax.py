@@ -107,22 +107,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
     if as_json:
         click.echo(json.dumps(parsed.as_dict()))
         return
-    report, extra = parsed.report, parsed.extra
-    click.echo(f"segments:        {report.segments}")
-    click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
-    click.echo(f"cache hits:      {report.cache_hits}")
-    click.echo(f"parsed:          {report.parsed}")
-    click.echo(f"parse time:      {report.seconds:.2f}s"
-               + (f" ({report.parsed / report.parse_seconds:,.0f} sentences/s parsed)"
-                  if report.parsed and report.parse_seconds else ""))
-    if report.corrupt_cache_entries:
-        click.echo(f"corrupt cache entries skipped (parsed again): {report.corrupt_cache_entries}")
-    for key, value in extra.items():
-        if key != "skipped_reasons":
-            click.echo(f"{key.replace('_', ' ')}: {value}")
-    for reason in extra.get("skipped_reasons", []):
-        click.echo(f"  skipped: {reason}")
-    click.echo(f"records -> {output}")
+    click.echo(parsed.text())
 
 
 @main.command(name="parser-quality")

@@ -369,6 +369,22 @@ def card_sources(card: TaskCard) -> tuple[str, str]:
     return local, hub
 
 
+def card_text(card: TaskCard, detailed: bool = False) -> str:
+    """What `xsyn tasks` prints of a card: its title, kind, metric, languages, where its data comes from and its
+    dev set; `detailed` (one card asked for by name) adds its splits, labels or tags and hyperparameters."""
+    local, hub = card_sources(card)
+    lines = [f"{card.name}: {card.title} ({card.kind}, metric {card.metric})",
+             f"  languages: {' '.join(card.languages)} (train on {' '.join(card.train_languages)})",
+             f"  local: {local}", f"  hub: {hub}", f"  dev set: {card.dev_set}"]
+    if detailed:
+        lines.append(f"  splits: {', '.join(card.splits)}")
+        lines += [f"  {key}: {value if isinstance(value, str) else ' '.join(value)}"
+                  for key, value in (("labels", card.labels), ("tags", card.tags)) if value is not None]
+        lines += [f"  [{variant}] " + ", ".join(f"{k}={v}" for k, v in values.items())
+                  for variant, values in card.hyperparameters.items()]
+    return "\n".join(lines)
+
+
 def tasks_markdown(cards: Sequence[TaskCard]) -> str:
     """A Markdown table of tasks and their sources (the README's task list, `xsyn tasks --markdown`)."""
     lines = ["| task | kind | languages | metric | dev set | local files (layout) | hub |",

@@ -60,6 +60,17 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
     return _report(out, evaluations, seed, started)
 
 
+def demo_text(summary: dict[str, Any]) -> str:
+    """`run_demo`'s summary as `xsyn demo` prints it: each variant's zero-shot test accuracy per language and on
+    average, and where the report is."""
+    langs = list(summary["per_language"]["none"])
+    lines = ["\nzero-shot test accuracy (trained on " + langs[0] + ")",
+             "variant  " + "  ".join(f"{lang:>6}" for lang in langs) + "  average"]
+    lines += [f"{variant:<8} " + "  ".join(f"{scores[lang]:6.1f}" for lang in langs)
+              + f"  {summary['average'][variant]:7.1f}" for variant, scores in summary["per_language"].items()]
+    return "\n".join([*lines, f"\nreport: {summary['report']}  ({summary['seconds']:.0f} s)"])
+
+
 def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, Any], progress: bool) -> Path:
     from xsyn.data.cards import load_card
     from xsyn.models.defaults import TINY

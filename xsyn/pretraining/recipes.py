@@ -27,3 +27,11 @@ def describe(name: str) -> str:
     values = [f"{key}={recipe[key]:g}" if isinstance(recipe[key], float) else f"{key}={recipe[key]}"
               for key in ("gat_delta", "gat_attention", "learning_rate")]
     return f"{name}: " + ", ".join(values + [f"{k}={str(v).lower()}" for k, v in recipe["gat"].items()])
+
+
+def recipes_help() -> str:
+    """`xsyn pretrain-gat --recipe`'s help: what wins over a recipe, and each recipe's values."""
+    return ("Named settings (xsyn/pretraining/recipes.py); a --config file, explicit flags and --set override them. "
+            + "; ".join(describe(name) for name in RECIPES)
+            + " (strong: additive attention, residual, relation and position embeddings, edge direction, 6 layers, "
+              "full-rank probes).")

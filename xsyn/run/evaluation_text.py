@@ -37,3 +37,14 @@ def scores_text(summary: dict[str, Any]) -> str:
     if summary["average"] is not None:
         lines.append(f"average\t{summary['primary']} {summary['average']:.2f}")
     return "\n".join(lines)
+
+
+def after_scores_lines(summary: dict[str, Any]) -> list[str]:
+    """What `xsyn evaluate` prints after the scores: the language pairs scored, what was not scored and why
+    (`dropped_lines`), and the languages skipped for want of data."""
+    lines = [f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the output "
+             "folder)"] if summary.get("pairs") else []
+    lines += dropped_lines(summary)
+    if summary["missing_languages"]:
+        lines.append(f"skipped (no data): {', '.join(summary['missing_languages'])}")
+    return lines

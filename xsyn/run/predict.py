@@ -375,3 +375,12 @@ def write_predictions(predictions: list[dict[str, Any]], path: str | Path) -> No
     from xsyn.utils.io import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions), option="--output")
+
+
+def report_text(report: dict[str, Any], output: Path | None = None) -> str:
+    """`predict`'s `report` in one line: rows, features (and rows in several windows), the parser and its parses
+    and cache hits, and where the predictions were written."""
+    features = report["features"]
+    return (f"{report['rows']} rows, {features['features']} features ({features['windowed_examples']} rows in "
+            f"several windows), parser {report['parser']}: {report['parse'].get('parsed', 0)} segments parsed, "
+            f"{report['parse'].get('cache_hits', 0)} from the cache" + (f"; written to {output}" if output else ""))

@@ -9,6 +9,13 @@ Python with the same behaviour.
 Settings are merged in one order: the recipe (`xsyn.pretraining.recipes`), then a settings file (TOML or
 JSON; an earlier run's pretrain_config.json), then the keyword settings, then `sets` (`KEY=VALUE` model
 settings of the GAT).
+
+The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
+`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
+({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
+`pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
+GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
+tokenizer are saved as well (`model/`): fine-tune from that directory.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ its default and, given a task card, the card's value."""
 
 from __future__ import annotations
 
+import json
 import typing
 from dataclasses import MISSING, fields
 from typing import Any
@@ -40,3 +41,18 @@ def settings_with_card(variant: str, card: TaskCard | None = None
         values = {**{k: v for k, v in run_values.items() if k != MODEL_SETTINGS}, **run_values.get(MODEL_SETTINGS, {})}
     table = {name: {**row, "card": values.get(name)} for name, row in setting_table(variant).items()}
     return table, source, set(values)
+
+
+def settings_text(table: dict[str, dict[str, Any]], source: str, given: set[str], with_card: bool) -> str:
+    """`settings_with_card`'s table as aligned columns: key, type, default and (`with_card`) the card's value from
+    `source` where the card gives one."""
+    header = ("key", "type", "default", f"card ({source})" if with_card else "")
+    rows = [(name, row["type"], _shown(row["default"]), _shown(row["card"]) if name in given else "")
+            for name, row in table.items()]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3]
+                     for row in [header, *rows])
+
+
+def _shown(value) -> str:
+    return "-" if value is None else json.dumps(value) if not isinstance(value, str) else value

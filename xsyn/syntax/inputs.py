@@ -86,6 +86,23 @@ class ParsedFile:
     def as_dict(self) -> dict:
         return {**self.report.as_dict(), **self.extra, "out": str(self.output), "cache_dir": str(self.cache_dir)}
 
+    def text(self) -> str:
+        """What `xsyn parse` prints: the segments, repeats, cache hits and parses, the parse time and rate, what was
+        skipped and why, and where the records went."""
+        report = self.report
+        lines = [f"segments:        {report.segments}",
+                 f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)",
+                 f"cache hits:      {report.cache_hits}",
+                 f"parsed:          {report.parsed}",
+                 f"parse time:      {report.seconds:.2f}s"
+                 + (f" ({report.parsed / report.parse_seconds:,.0f} sentences/s parsed)"
+                    if report.parsed and report.parse_seconds else "")]
+        if report.corrupt_cache_entries:
+            lines.append(f"corrupt cache entries skipped (parsed again): {report.corrupt_cache_entries}")
+        lines += [f"{key.replace('_', ' ')}: {value}" for key, value in self.extra.items() if key != "skipped_reasons"]
+        lines += [f"  skipped: {reason}" for reason in self.extra.get("skipped_reasons", [])]
+        return "\n".join([*lines, f"records -> {self.output}"])
+
 
 def parse_file(input_path: str | Path, fmt: str, lang: str, output: str | Path, parser=None,
                cache_dir: str | Path | None = None, import_as: str = "conllu", skip_invalid: bool = False,
