@@ -3,8 +3,8 @@ the eager run, that its masks are in the compute dtype, and that the batched for
 per-layer ones did.
 
 Op counts are the CPU proxy for the kernels an eager GPU step launches (`xsyn bench model --count-ops`);
-the bounds are those the issue sets where they are met (sla/wla, sdoi) and the counts reached where not
-yet (gat, sep), so that a change that adds ops back fails here.
+the bounds are those the issue sets (sla/wla, sdoi, gat), or the count reached where it is lower by a margin
+(sep: 1.164x against the issue's 1.20x), so that a change that adds ops back fails here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from xsyn.trees.tensors import TreeTensors
 # The issue's proxy shape: 12 layers, small width, batch 4 x 32, bf16 autocast.
 PROXY = {"num_hidden_layers": 12, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
          "vocab_size": 500, "max_position_embeddings": 64}
-OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.20, "sep": 1.25}
+OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.15, "sep": 1.17}
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "vocab_size": 100, "max_position_embeddings": 64}
 
@@ -34,7 +34,8 @@ def op_counts():
 
 @pytest.mark.parametrize("variant", sorted(OP_RATIO_BOUNDS))
 def test_a_training_step_dispatches_few_ops_more_than_plain_bert(op_counts, variant):
-    """Before issue 36: gat 1.46x, sla/wla 1.52x, sep 1.26x, sdoi 1.10x none's 1,533 ops."""
+    """Before issue 36: gat 1.46x, sla/wla 1.52x, sep 1.26x, sdoi 1.10x none's 1,533 ops; now gat 1.147x,
+    sla/wla 1.202x, sep 1.164x, sdoi 1.093x."""
     assert op_counts[baseline_name()]["ops_per_step"] > 1000  # a whole step was counted
     assert op_counts[variant]["ops_ratio"] <= OP_RATIO_BOUNDS[variant], op_counts[variant]["ops"]
 
