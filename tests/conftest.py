@@ -19,6 +19,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from ctrl_c import install as install_ctrl_c  # noqa: E402
+from ctrl_c import pytest_runtest_protocol  # noqa: E402, F401  (the suite stops at the first Ctrl-C)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("XSYN_SHARED_DATA") or REPO.parent / "shared" / "data")
@@ -50,6 +52,7 @@ def resolve_test_device(name: str) -> str:
 
 
 def pytest_configure(config) -> None:
+    install_ctrl_c()
     device = resolve_test_device(config.getoption("--device"))
     config.xsyn_device = device
     # Fine-tuning tests run under Accelerate, which takes a GPU wherever there is one: on a GPU

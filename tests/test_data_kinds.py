@@ -58,3 +58,32 @@ def test_prediction_files_take_each_benchmarks_layout(tmp_path):
     assert path.name == "test-en-de.json" and json.loads(path.read_text()) == {"q1": "Ann"}
     path = KINDS["single-classification"].write_predictions(tmp_path / "dev", two, ["1", "0"], "accuracy")
     assert path.read_text() == "1\n0\n"
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_names_the_squad_v2_na_prob_file_that_evaluation_writes(tmp_path):
+    """The official SQuAD 2.0 script's second input: the README gives the name evaluation writes it under."""
+    qa = [Example("q1", [], answers=[]), Example("q2", [], answers=[Answer("Ann", 0)])]
+    kind = next(k for k in KINDS.values() if k.write_predictions.__name__ == "_write_answers_or_none")
+    path = kind.write_predictions(tmp_path / "validation-en", qa, [("", 3.5), ("Ann", -2.0)], "squad_v2")
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["validation-en-na_prob.json", "validation-en.json"] and path.name == "validation-en.json"
+    assert json.loads((tmp_path / "validation-en-na_prob.json").read_text()) == {"q1": 3.5, "q2": -2.0}
+    text = README.read_text(encoding="utf-8")
+    assert "`<split>-<lang>-na_prob.json`" in text and "--na-prob-file validation-en-na_prob.json" in text
+
+
+def test_races_data_dir_is_the_release_folder_itself_as_the_readme_says(tmp_path):
+    """`--data-dir RACE/` (the release's folder, holding dev/high/...) loads; the README's task table says so."""
+    from xsyn.data.loading import load_examples
+
+    article = {"article": "Tom went home.", "questions": ["Who went home?"], "options": [["Tom", "Ann", "Bo", "Cy"]],
+               "answers": ["A"], "id": "high1.txt"}
+    (tmp_path / "RACE" / "dev" / "high").mkdir(parents=True)
+    (tmp_path / "RACE" / "dev" / "high" / "1.txt").write_text(json.dumps(article), encoding="utf-8")
+    examples, _report = load_examples("race", "en", "validation", data_dir=tmp_path / "RACE")
+    assert [(e.id, e.label) for e in examples] == [("high/1.txt#0", "A")]
+    row = next(line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `race` |"))
+    assert "`--data-dir` is the release's `RACE/` folder itself" in row

@@ -200,3 +200,45 @@ def test_pretraining_on_two_processes_is_the_run_on_one(shared_data, tmp_path, x
     metrics = {name: json.loads((tmp_path / name / "probe_metrics.json").read_text())["en"] for name in runs}
     assert metrics["two"] == metrics["accum"]
     assert metrics["one"]["dist_spearman"] == pytest.approx(metrics["two"]["dist_spearman"], abs=1e-3)
+
+
+def test_only_the_main_process_prints_warnings_and_status(monkeypatch):
+    """Under torchrun every rank printed each warning; errors still show on every rank."""
+    import logging
+    import warnings
+
+    from xsyn.cli.main import configure_logging
+
+    logger = logging.getLogger("xsyn")
+    level, filters = logger.level, list(warnings.filters)
+    try:
+        monkeypatch.setenv("RANK", "1")
+        configure_logging(verbose=True, quiet=False)
+        assert logger.level == logging.ERROR and warnings.filters[0][0] == "ignore"
+        warnings.filters[:] = filters
+        monkeypatch.setenv("RANK", "0")
+        configure_logging(verbose=False, quiet=False)
+        assert logger.level == logging.WARNING and warnings.filters == filters
+        configure_logging(verbose=True, quiet=False)
+        assert logger.level == logging.INFO
+    finally:
+        logger.setLevel(level)
+        warnings.filters[:] = filters
+
+
+@pytest.mark.parametrize("env, processes, warned", [
+    ({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, 1, "asked for several processes, but 1 runs"),
+    ({"WORLD_SIZE": "4"}, 2, "asked for 4 processes, but 2 runs"),
+    ({"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}, 2, None),  # torchrun as asked
+    ({}, 1, None),  # a plain run
+])
+def test_a_launch_that_asked_for_more_processes_than_run_is_warned(env, processes, warned, caplog):
+    """`accelerate launch --cpu --num_processes 2` runs one process: the run now says so, and how to get two."""
+    from xsyn.training.driver import warn_fewer_processes
+
+    with caplog.at_level("WARNING", logger="xsyn"):
+        warn_fewer_processes(processes, env)
+    if warned is None:
+        assert caplog.text == ""
+    else:
+        assert warned in caplog.text and "ACCELERATE_USE_CPU=true torchrun --nproc_per_node N" in caplog.text

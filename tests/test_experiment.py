@@ -479,6 +479,54 @@ def test_a_failed_cell_shows_xsyns_message_whole_not_a_librarys_last_line(tmp_pa
     assert "Traceback" in error and not (experiment.cell_dir(experiment.cells[0]) / LOCK_FILE).exists()
 
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_and_experiment_help_name_every_recipe_with_its_tasks_and_cells():
+    """The README's recipe list gives each bundled recipe's number of tasks and cells as the recipe has them
+    (it once listed li2021 as its three Chinese tasks and ahmad2021 as 6 tasks), and `experiment --help`
+    names every recipe (it once left out `parses`)."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    helped = " ".join(CliRunner().invoke(main, ["experiment", "--help"]).output.split())
+    for name in recipe_names():
+        experiment = load_experiment(name)
+        stated = re.search(rf"`{name}` \((\d+) tasks?, ([\d,]+) cells", text)
+        assert stated, f"README does not state {name}'s tasks and cells"
+        assert (int(stated[1]), int(stated[2].replace(",", ""))) == (len(experiment.tasks), len(experiment.cells))
+        assert re.search(rf"bundled recipe: [a-z0-9, ]*\b{name}\b", helped), name
+
+
+def test_status_shows_the_papers_averages_beside_ours_before_any_report(tmp_path):
+    """`status` gave no paper numbers; only `report` did, and only for finished cells."""
+    experiment = load_experiment(write(tmp_path / "pawsx.toml", PAPER_FILE), Overrides(runs_dir=str(tmp_path / "r")))
+    none, _gat = experiment.cells
+    _fake_evaluation(experiment.cell_dir(none), "none", {"en": 8, "de": 6, "en-de": 5, "de-en": 5})
+    result = CliRunner().invoke(main, ["experiment", "status", str(tmp_path / "pawsx.toml"),
+                                       "--output-dir", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    # Table 2's printed averages (82.9, 84.3); ours: the none cell's en 80 and de 60, of the paper's 7 languages
+    assert ("  pawsx tiny accuracy (Table 2, page 4543): mBERT (none) 82.9 [70.0, 1/1 seeds, 2/7 langs], "
+            "+ Syn. (gat) 84.3 [–]") in result.output.splitlines()
+
+
+def test_status_of_a_large_experiment_names_each_missing_input_once_and_lists_few_cells(tmp_path, monkeypatch):
+    """li2021's status was 2,342 lines, the same "needs CGED data" text once per cell."""
+    monkeypatch.setenv("XSYN_DATA_DIR", str(tmp_path / "no-data"))
+    file = write(tmp_path / "mtop.toml", 'tasks = ["mtop", "synth"]\nvariants = ["none", "gat"]\n'
+                 f'seeds = {list(range(1, 21))}\nmodels = ["tiny"]\nbaseline = "none"\n[settings]\nparser = "chain"\n')
+    args = ["experiment", "status", str(file), "--output-dir", str(tmp_path / "r")]
+    short = CliRunner().invoke(main, args)
+    assert short.exit_code == 0, short.output
+    assert short.output.count("MTOP data, which is not on the hub") == 1
+    assert "missing (mtop: 40 cells): needs MTOP data" in short.output
+    assert "mtop/none" not in short.output and "synth/gat" not in short.output
+    assert re.search(r"^mtop +40 +0 +0 +0 +40$", short.output, re.M) and re.search(r"^synth +40 ", short.output, re.M)
+    assert "80 cells in" in short.output and "(80 not listed; --cells lists every one)" in short.output
+    every = CliRunner().invoke(main, [*args, "--cells"])
+    assert sum(line.startswith(("mtop/", "synth/")) for line in every.output.splitlines()) == 80
+    assert every.output.count("MTOP data, which is not on the hub") == 1
+
+
 def test_report_html_is_one_page_with_the_papers_rows_and_each_tasks_report_under_the_index(tmp_path):
     experiment = load_experiment(write(tmp_path / "pawsx.toml", PAPER_FILE), Overrides(runs_dir=str(tmp_path / "r")))
     none, gat = experiment.cells

@@ -249,11 +249,11 @@ def test_a_missing_parser_model_lists_the_cells_and_run_refuses_to_start(tmp_pat
     experiment = _experiment(tmp_path, text)
     ((message, cells),) = experiment.missing_inputs.items()
     assert "no-models does not exist" in message and len(cells) == len(experiment.cells)
-    assert cell_state(experiment, experiment.cells[0]).detail.startswith("needs parser 'udpipe:")
+    assert cell_state(experiment, experiment.cells[0]).needs.startswith("parser 'udpipe:")
     # what a cell needs was found once, when the file was read: a state resolves nothing again (per cell, that was
     # quadratic over li2021's 2,340 cells)
     experiment.missing_parser_model = experiment.config = None
-    assert cell_state(experiment, experiment.cells[-1]).detail == f"needs {message}"
+    assert cell_state(experiment, experiment.cells[-1]).needs == message
     with pytest.raises(ExperimentError, match="no-models does not exist.* cells need it"):
         run_local(experiment, gpus=[])
     assert not (tmp_path / "runs").exists()  # nothing started

@@ -781,3 +781,42 @@ def test_a_full_disk_under_predict_or_report_names_the_file_and_keeps_the_earlie
         res = CliRunner().invoke(main, args)
     one_line_error(res, "cannot write ", "file too large; free some space or choose another --")  # (the first write's)
     assert earlier.read_text() == "an earlier run's output\n"
+
+
+CAUGHT_AS_ITS_OWN = '''
+import os
+import signal
+
+import click
+from click.testing import CliRunner
+
+
+@click.command()
+def command():
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, while the command runs in-process
+    except KeyboardInterrupt:
+        click.echo("interrupted: Continue with ...", err=True)  # as finetune takes it
+        raise SystemExit(130)
+
+
+def test_first():
+    assert CliRunner().invoke(command).exit_code == 130
+
+
+def test_second():
+    print("SECOND TEST RAN")
+'''
+
+
+def test_the_first_ctrl_c_stops_the_suite_even_when_an_in_process_command_takes_it(tmp_path):
+    """A first Ctrl-C in a test that runs an xsyn command in-process was taken by the command (exit 130) and the
+    suite went on; a second one was needed."""
+    (tmp_path / "test_interrupted.py").write_text(CAUGHT_AS_ITS_OWN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "ctrl_c", "-p", "no:cacheprovider", "-q", "-s",
+                             "--rootdir", str(tmp_path), str(tmp_path / "test_interrupted.py")],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "interrupted (Ctrl-C) during test_interrupted.py::test_first" in result.stdout + result.stderr
+    assert "SECOND TEST RAN" not in result.stdout

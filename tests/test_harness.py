@@ -141,13 +141,19 @@ def test_evaluation_over_two_processes_gives_every_prediction_once(run, tmp_path
         assert lines[0] == lines[1] and lines[0].count("\n") == 400
 
 
-def test_evaluate_shows_its_progress_per_language_and_per_pair(run, tmp_path):
+def test_evaluate_shows_its_progress_per_language_and_per_pair(run, tmp_path, monkeypatch):
+    """Off a terminal (here), progress is plain lines, no bar redrawn with carriage returns into a log."""
+    import xsyn.training.loop
+
+    monkeypatch.setattr(xsyn.training.loop, "EVALUATION_LINE_SECONDS", 0.0)  # a line at every language and pair
     res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--generalized",
                                     "--output-dir", str(tmp_path / "e")])
     assert res.exit_code == 0, res.output
-    assert "synth test: 100%" in res.output and "| 4/4 [" in res.output  # 2 languages, 2 pairs off the diagonal
-    for key in ("svo", "sov", "svo-sov", "sov-svo"):  # the bar names what it is computing
-        assert f", {key}]" in res.output
+    lines = [line for line in res.output.splitlines() if line.startswith("synth test: ") and "evaluations" in line]
+    assert lines[-1].startswith("synth test: 4/4 evaluations (100.0%), ")  # 2 languages, 2 pairs off the diagonal
+    for key in ("svo", "sov", "svo-sov", "sov-svo"):  # each line names what is being computed
+        assert any(line.endswith(f", now {key}") for line in lines), key
+    assert "\r" not in res.output
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +166,7 @@ def evaluated(run) -> Path:
 def test_evaluate_writes_per_language_and_pair_results(evaluated):
     results = json.loads((evaluated / "results.json").read_text())
     assert results["card"] == load_card("synth").stamp
+    assert results["train_parser"] == results["config"]["parser"] == "chain"  # the report tells them apart
     assert results["versions"] == provenance()["versions"] and results["platform"] == provenance()["platform"]
     langs = ["svo", "sov", "vso", "ovs"]
     assert list(results["per_language"]) == langs
@@ -255,7 +262,7 @@ def test_missing_data_names_the_path_layout_and_hub_alternative(vocab, cache, tm
     empty.mkdir()
     res = CliRunner().invoke(main, ["finetune", "--task", "pawsx", "--model", "tiny", "--tokenizer", str(vocab),
                                     "--data-dir", str(empty), "--cache-dir", str(cache), "--output-dir",
-                                    str(tmp_path / "o"), "--quiet"])
+                                    str(tmp_path / "o"), "--quiet", "--parser", "chain"])  # (no Stanza models here)
     assert res.exit_code == 1
     assert str(empty / "x-final" / "en" / "train.tsv") in res.output
     assert "google-research-datasets/paws-x" in res.output
@@ -364,10 +371,38 @@ def test_a_tracker_that_is_not_installed_stops_the_run_before_it_trains(vocab, c
     assert not (tmp_path / "run").exists()
 
 
-def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
-    res = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
+def test_demo_runs_every_stage_continues_after_ctrl_c_and_writes_the_report(tmp_path, monkeypatch):
+    """Ctrl-C in the demo printed only `Aborted!` and a rerun was refused; now it names the command that
+    continues, which does (the demo's config names the gold trees it trains on, not `chain`)."""
+    from xsyn.training.loop import Stepper
+
+    real_step, calls, stop_at = Stepper.step, [], [3]
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == stop_at[0]:  # in none's third step, after the state of step 2 was saved
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Stepper, "step", counted)
+    args = ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--set", "checkpointing_steps=1", "--quiet"]
+    res = CliRunner().invoke(main, args)
+    none, gat = (tmp_path / "runs" / f"{variant}-seed{DEFAULT_SEED}" for variant in ("none", "gat"))
+    assert res.exit_code == 130, res.output
+    assert f"interrupted: the state of step 2 is saved in {none / 'state'}. Continue with:" in res.output
+    assert (f"xsyn demo --output-dir {tmp_path} --seed {DEFAULT_SEED} --max-steps 4 --set checkpointing_steps=1 "
+            "--quiet") in res.output
+    calls.clear()
+    stop_at[0] = None
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
+    assert f"continuing the demo in {tmp_path} (none saved at step 2)" in res.output
     assert "zero-shot test accuracy (trained on svo)" in res.output
+    assert len(calls) == 2 + 4  # none's steps 3 and 4, then gat's four: nothing trained twice
+    assert json.loads((none / "train_results.json").read_text())["steps"] == 4
+    config = json.loads((gat / "config.json").read_text())
+    assert config["parser"] == "gold"
+    assert json.loads((gat / "data_report.json").read_text())["train"]["parse"]["gold"] == 4000  # 2,000 pairs
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## synth · test · accuracy" in report and "Δ against none (baseline)" in report
     for variant in ("none", "gat"):
@@ -378,8 +413,8 @@ def test_demo_runs_every_stage_and_writes_the_report(tmp_path):
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     figures = {p.name for p in pngs if not p.name.startswith("curves-")}  # (each run's training curves, if any)
     assert figures == {"per_language.png", "pairs-gat.png", "pairs-none_baseline.png", "pairs-delta-gat.png"}
-    again = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "4", "--quiet"])
-    assert again.exit_code != 0 and "already holds a demo" in again.output  # not silently retrained
+    other = CliRunner().invoke(main, ["demo", "--output-dir", str(tmp_path), "--max-steps", "5", "--quiet"])
+    assert other.exit_code != 0 and "already holds a demo of other options" in other.output  # never mixed
 
 
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
@@ -392,6 +427,16 @@ def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_pat
     _write_examples(tmp_path, load_card("cged"), "test", "zh", examples, result)
     written = (tmp_path / "predictions" / "cged" / "test-zh.txt").read_text(encoding="utf-8")
     assert written == "A1, 2, 3, S\nA1, 8, 8, R\nB2, correct\n"
+
+
+def test_evaluate_records_the_run_folder_absolute_whatever_path_was_typed(run, tmp_path, monkeypatch):
+    """`xsyn report` run from another folder lost the training curves: run_dir was kept as typed."""
+    monkeypatch.chdir(run.parent)
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", run.name, "--langs", "svo", "--quiet",
+                                    "--output-dir", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    results = json.loads((tmp_path / "e" / "results.json").read_text())
+    assert results["run_dir"] == str(run.resolve()) and Path(results["checkpoint"]).is_absolute()
 
 
 def test_evaluate_prints_each_score_with_its_metric_and_bootstrap_sd(run, tmp_path):

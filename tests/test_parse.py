@@ -454,3 +454,22 @@ def test_a_parser_that_runs_alone_is_not_given_workers(tmp_path):
     parser.max_workers = 1
     parse_segments([Segment("en", text=t) for t in _sentences(300)], parser, None, workers=4)
     assert (tmp_path / "loads").read_text().split() == [str(os.getpid())]
+
+
+def test_segments_parsed_before_are_not_counted_as_gold_trees(tmp_path):
+    """Pair evaluation hands over segments the per-language evaluation parsed (chain parses, say): the report
+    once said "(N with gold trees)" for them."""
+    from xsyn.syntax.parsing.gold import GoldParser
+
+    (tree,) = ChainParser().parse_texts(["a dog"], "en")
+    earlier = [Segment("en", text="a dog"), Segment("en", text="a cat")]
+    parse_segments(earlier, ChainParser(), ParseCache(tmp_path))
+    pairs = [*earlier, Segment("en", text="a bird")]
+    report = parse_segments(pairs, ChainParser(), ParseCache(tmp_path))
+    assert (report.gold, report.attached, report.unique, report.duplicates, report.parsed) == (0, 2, 1, 0, 1)
+    assert str(report).startswith("3 segments (2 parsed before), 1 unique (0 repeats)")
+    treebank = [Segment("en", tokens=["a", "dog"], gold_tree=tree), Segment("en", tokens=["a", "dog"], gold_tree=tree)]
+    report = parse_segments(treebank, GoldParser(), None)
+    assert (report.gold, report.attached) == (2, 0) and str(report).startswith("2 segments (2 with gold trees)")
+    report = parse_segments(treebank, GoldParser(), None)  # the gold trees kept: still gold, not "parsed before"
+    assert (report.gold, report.attached) == (2, 0)

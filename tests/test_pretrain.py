@@ -21,6 +21,7 @@ from xsyn.pretraining.trainer import (
     probe_scores,
     read_treebank,
 )
+from xsyn.training.folder import RunFolder
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.tensors import UNREACHABLE, TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner
@@ -124,6 +125,22 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
     assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output
+
+
+def test_pretrain_gat_claims_its_folder_by_finetunes_rules(tmp_path):
+    """A folder that holds files is refused as finetune refuses it; --overwrite-output-dir deletes only run files
+    (here: before the missing treebank folder stops it)."""
+    out = tmp_path / "gat"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "pretrain_config.json").write_text("{}")
+    args = ["--treebanks", "en", "--treebank-dir", str(tmp_path / "no-ud"), "--output-dir", str(out)]
+    code, output = pretrain(args)
+    assert code == 1 and "already holds 2 entries (notes.txt, pretrain_config.json): continue it with --resume, " \
+        "start afresh with --overwrite-output-dir" in output
+    code, output = pretrain([*args, "--overwrite-output-dir"])
+    assert code == 1 and "no-ud" in output and "already holds" not in output
+    assert RunFolder(out).entries() == ["notes.txt"]  # (the writer lock aside)
 
 
 def oracle_probe(encoder, **batch) -> ProbeOutput:
@@ -262,7 +279,8 @@ def test_a_pretraining_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_pa
     assert pretrain(args(killed))[0] != 0 and not (killed / "gat.safetensors").exists()
     monkeypatch.setattr(Stepper, "step", real_step)
     code, output = pretrain(args(killed))
-    assert code == 1 and "holds a pre-training in progress (state/): continue it with --resume" in output
+    assert code == 1 and "already holds a run that saved progress (state/ or train_results.json): continue it with " \
+        "--resume, start afresh with --overwrite-output-dir" in output
     code, output = pretrain([*args(killed), "--resume"])
     assert code == 0, output
     a, b = load_file(whole / "gat.safetensors"), load_file(killed / "gat.safetensors")

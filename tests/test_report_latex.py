@@ -32,3 +32,26 @@ def test_latex_escapes_what_labels_may_hold():
     from xsyn.report.latex import escape
 
     assert escape("gat (gat_delta=2) 50% & #1") == r"gat (gat\_delta=2) 50\% \& \#1"
+
+
+def test_the_caption_keeps_option_hyphens_and_has_no_middle_dot_or_seed_s(tmp_path):
+    """`--max-eval-examples` was typeset as an en dash, the title's `·` is not LaTeX, and "1 seed(s)" read badly."""
+    import json
+
+    run = write_run(tmp_path, "gat1", per_language={"en": 90.0, "de": 80.0})
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**results, "max_eval_examples": 50}))
+    result = CliRunner().invoke(main, ["report", str(run), "--output-dir", str(tmp_path / "out"), "--latex"])
+    assert result.exit_code == 0, result.output
+    tex = (tmp_path / "out" / "report.tex").read_text(encoding="utf-8")
+    caption = next(line for line in tex.splitlines() if line.startswith(r"\caption{"))
+    assert caption.startswith(r"\caption{pawsx, test, accuracy: accuracy (\%), mean $\pm$ sd over 1 seed; ")
+    assert r"(-{}-max-eval-examples)" in caption
+    assert "--" not in caption and "·" not in caption and "seed(s)" not in caption
+
+
+def test_latex_escape_breaks_double_hyphens_and_writes_symbols_as_math():
+    from xsyn.report.latex import escape
+
+    assert escape("--set a---b") == "-{}-set a-{}-{}-b"
+    assert escape("gat · none − 1 ± 2 Δ") == r"gat $\cdot$ none $-$ 1 $\pm$ 2 $\Delta$"

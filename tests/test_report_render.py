@@ -42,10 +42,17 @@ def test_caps_that_shaped_the_numbers_are_listed_per_experiment(tmp_path):
     assert "Caps" not in uncapped and "Not the full benchmark" not in uncapped
 
 
-def test_heatmaps_of_one_report_share_one_scale_and_mark_chance(tmp_path, monkeypatch):
+@pytest.fixture
+def heatmap_calls(monkeypatch) -> list[dict]:
+    """The keyword arguments of every heatmap the report draws (drawn as well)."""
     calls = []
     real = plots.heatmap_png
     monkeypatch.setattr(plots, "heatmap_png", lambda *args, **kwargs: calls.append(kwargs) or real(*args, **kwargs))
+    return calls
+
+
+def test_heatmaps_of_one_report_share_one_scale_and_mark_chance(tmp_path, heatmap_calls):
+    calls = heatmap_calls
     pawsx = write_run(tmp_path, "p", per_language={"en": 90.0, "de": 80.0},
                       pairs={"en": {"en": 90.0, "de": 60.0}, "de": {"en": 70.0, "de": 80.0}})
     xnli = write_run(tmp_path, "x", task="xnli", per_language={"en": 95.0, "de": 85.0},
@@ -64,7 +71,7 @@ def test_mlqa_pair_axes_name_the_context_language_for_rows(tmp_path):
     none = write_run(tmp_path, "none", variant="none", task="mlqa", metric="mlqa", per_language={"zh": 100.0},
                      pairs={"zh": {"en": 100.0}}, examples={"zh": rows, "zh-en": rows})
     markdown = markdown_of(tmp_path, [gat], [none])
-    assert "### Language pairs: gat (rows: context language, columns: question language)" in markdown
+    assert "### Language pairs: gat (rows: context language, columns: question language; n: examples" in markdown
     assert "rows: context language, columns: question language)" in markdown.split("### Δ language pairs")[1]
     edit_results(gat, pair_axes=["question", "context"])  # what evaluate recorded wins over the card
     assert "gat (rows: question language" in markdown_of(tmp_path / "b", [gat])
@@ -95,3 +102,57 @@ def test_training_curves_of_the_run_folders_are_copied_into_the_report(tmp_path)
     assert "### Training curves" in markdown and "(pawsx-test-accuracy/curves-gat-seed1.png)" in markdown
     assert (tmp_path / "out" / "pawsx-test-accuracy" / "curves-gat-seed1.png").read_bytes() == b"\x89PNG curves"
     json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def test_gold_against_predicted_trees_names_each_parser_lists_every_language_and_draws_a_training_once(tmp_path):
+    """One gat run trained on gold trees, evaluated with gold trees and with a parser's, beside a none baseline
+    on gold trees: the baseline row said no parser, "Examples:" listed only the first system's languages, the
+    run's curves were drawn once per evaluation, and nothing said train and test trees differed."""
+    run_dir = tmp_path / "runs" / "gat-seed1"
+    (run_dir / "training_curves.png").parent.mkdir(parents=True)
+    (run_dir / "training_curves.png").write_bytes(b"\x89PNG curves")
+    gold = write_run(run_dir, "eval-test", per_language={"en": 90.0}, config={"train_lang": "en", "parser": "gold"})
+    predicted = write_run(run_dir, "eval-test-udpipe", per_language={"en": 85.0, "de": 70.0},
+                          config={"train_lang": "en", "parser": "udpipe:models"})
+    edit_results(gold, run_dir=str(run_dir), train_parser="gold", n_examples={"en": 200})
+    edit_results(predicted, run_dir=str(run_dir), train_parser="gold", n_examples={"en": 200, "de": 180})
+    none = write_run(tmp_path, "none", variant="none", per_language={"en": 88.0, "de": 60.0},
+                     config={"train_lang": "en", "parser": "gold"})
+    markdown = markdown_of(tmp_path, [gold, predicted], [none])
+    rows = [line.split(" | ")[0] for line in markdown.splitlines() if line.startswith("| ")]
+    assert {"| gat (parser=gold)", "| gat (parser=udpipe:models)", "| none (baseline, parser=gold)"} <= set(rows)
+    assert "Examples: en 200, de 180." in markdown
+    assert markdown.count("![training curves]") == 1
+    assert "gat (parser=gold), seed 1; gat (parser=udpipe:models), seed 1 (one training, evaluated each way):" \
+        in markdown
+    assert (f"trained on the trees of parser gold, tested on those of parser udpipe:models (`xsyn evaluate "
+            f"--parser`): {predicted}") in markdown
+    assert "tested on those of parser gold" not in markdown  # the gold evaluation is on the trees it trained on
+
+
+def test_training_curves_are_found_from_any_folder_or_named_as_not_found(tmp_path, monkeypatch):
+    """results.json kept `run_dir` as typed (`../runs/...`), so a report run elsewhere lost the curves silently."""
+    run_dir = tmp_path / "runs" / "gat-seed1"
+    evaluation = write_run(run_dir, "eval-test", per_language={"en": 90.0})
+    (run_dir / "training_curves.png").write_bytes(b"\x89PNG curves")
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)  # the relative path as an older evaluation typed it no longer resolves
+    edit_results(evaluation, run_dir="../runs/gat-seed1")
+    assert markdown_of(tmp_path, [evaluation]).count("![training curves]") == 1  # found beside the evaluation
+    moved = write_run(tmp_path / "copied", "eval-test", per_language={"en": 90.0})  # evaluation copied out alone
+    edit_results(moved, run_dir="../runs/gat-seed1")
+    markdown = markdown_of(tmp_path / "b", [moved])
+    assert "![training curves]" not in markdown
+    assert ("Training curves not found: gat, seed 1: none in ../runs/gat-seed1/training_curves.png or "
+            f"{tmp_path / 'copied' / 'training_curves.png'}.") in markdown
+
+
+def test_the_pair_table_and_heatmap_show_the_examples_behind_each_cell(tmp_path, heatmap_calls):
+    """Generalized evaluation drops up to 43 of 100 pairs per cell; the heatmap did not show how many were left."""
+    gat = write_run(tmp_path, "gat", per_language={"en": 90.0, "de": 80.0},
+                    pairs={"en": {"en": 90.0, "de": 70.0}, "de": {"en": 60.0, "de": 80.0}})
+    edit_results(gat, n_examples={"en": 100, "de": 98, "en-de": 57, "de-en": 61})
+    markdown = markdown_of(tmp_path, [gat])
+    assert "| en | 90.0 (n=100) | 70.0 (n=57) |" in markdown and "| de | 60.0 (n=61) | 80.0 (n=98) |" in markdown
+    assert heatmap_calls[0]["counts"] == [[100, 57], [61, 98]]

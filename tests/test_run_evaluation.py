@@ -109,3 +109,26 @@ def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
     assert fingerprint(parse_card({**TOY, "labels": ["a", "c"]}, "toy.toml")) != base
     assert fingerprint(parse_card({**TOY, "version": 2}, "toy.toml")) != base
     assert fingerprint(load_card("pawsx")) != base
+
+
+def test_dropped_examples_are_counted_per_reason_and_said_one_line_each():
+    """Pairs joined by id lose ids without a counterpart and pairs whose labels disagree: counted apart (in
+    results.json) and said once per reason with where it hit most, not as one long line of every pair."""
+    from xsyn.run.evaluation import _dropped
+    from xsyn.run.evaluation_text import dropped_lines
+
+    joined = {"load": {"unmatched": {"en": 30, "de": 10}, "label_mismatches": 3, "loads": [{"skipped": []}]}}
+    assert _dropped(joined) == {"no_counterpart": 40, "labels_disagree": 3}
+    assert _dropped({"load": {"skipped": [1, 2]}}) == {"skipped_rows": 2}
+    assert _dropped({"load": {}}) == {}
+    summary = {"n_examples": {"en": 100, "de": 100, "en-de": 57, "de-en": 90},
+               "dropped": {"en": 0, "de": 0, "en-de": 43, "de-en": 10},
+               "dropped_by_reason": {"en-de": {"no_counterpart": 40, "labels_disagree": 3},
+                                     "de-en": {"no_counterpart": 10}}}
+    assert dropped_lines(summary) == [
+        "not scored: 50 ids without a counterpart in the other language, in 2 of 4 languages and pairs; most in "
+        "en-de: 40 of 100",
+        "not scored: 3 pairs whose languages disagree on the label, in 1 of 4 languages and pairs; most in en-de: "
+        "3 of 100",
+        "(per language and pair: dropped_by_reason in results.json)"]
+    assert dropped_lines({"n_examples": {"en": 5}, "dropped": {"en": 0}}) == []

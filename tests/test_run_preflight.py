@@ -127,6 +127,23 @@ def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is
     assert res.exit_code == 1 and f"{blocker} is a file, not a folder" in res.output
 
 
+def test_a_stanza_parser_without_its_models_is_found_first_naming_the_other_parsers(vocab, tmp_path, monkeypatch):
+    """The default Stanza parser without its models failed only after the data was loaded and parsed, and
+    named no other parser."""
+    import xsyn.run.preflight
+
+    monkeypatch.setattr(xsyn.run.preflight, "check_model", lambda *a: pytest.fail("the model was looked up first"))
+    monkeypatch.setattr(xsyn.run.preflight, "check_data", lambda *a: pytest.fail("the data was looked at first"))
+    args = finetune_args(vocab, write_pawsx(tmp_path / "data"), tmp_path / "cache", tmp_path / "run",
+                         "--parser", "stanza", "--parser-model-dir", str(tmp_path / "no-stanza"))
+    res = CliRunner().invoke(main, args)  # offline (HF_HUB_OFFLINE=1): nothing can be downloaded
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "cannot load Stanza models for language 'en'" in res.output and "no network to download them" in res.output
+    for other in ("--parser udpipe:MODEL", "--parser spacy:PIPELINE", "--parser chain"):
+        assert other in res.output
+    assert not (tmp_path / "run").exists()
+
+
 def _bert_checkpoint(folder: Path, vocab_size: int, pad_token_id: int = 0) -> Path:
     """A plain BERT checkpoint's folder as the hub has one (config.json and weights), tiny and random."""
     from transformers import BertConfig, BertModel

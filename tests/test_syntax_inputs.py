@@ -40,3 +40,21 @@ def test_a_malformed_sentence_stops_the_import_or_is_skipped_and_listed(tmp_path
         import_conllu(path, "en", ParseCache(tmp_path / "cache"))
     imported = import_conllu(path, "en", ParseCache(tmp_path / "cache"), skip_invalid=True)
     assert len(imported.records) == 1 and len(imported.skipped) == 1 and "x.conllu" in imported.skipped[0]
+
+
+def test_parse_file_writes_the_records_and_reports_what_it_skipped(tmp_path):
+    """`xsyn parse` from Python: a CoNLL-U file imported into records and the cache, the skipped sentence listed."""
+    from xsyn.syntax.inputs import parse_file
+    from xsyn.syntax.record import read_jsonl
+
+    path = tmp_path / "x.conllu"
+    path.write_text(GOOD + BAD + GOOD, encoding="utf-8")
+    out = tmp_path / "records" / "x.jsonl"  # its folder is made
+    parsed = parse_file(path, "conllu", "en", out, cache_dir=tmp_path / "cache", skip_invalid=True)
+    assert [r.heads for r in read_jsonl(out)] == [[2, 0], [2, 0]]
+    shown = parsed.as_dict()
+    assert (shown["segments"], shown["unique"], shown["skipped_invalid"]) == (2, 1, 1)
+    assert shown["out"] == str(out) and shown["cache_dir"] == str(tmp_path / "cache" / "parses")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match="--output"):  # a folder that cannot be made is named before any work
+        parse_file(path, "conllu", "en", tmp_path / "file" / "x.jsonl")

@@ -67,8 +67,22 @@ def test_every_run_folder_has_its_training_curves(four_steps):
 
     out, _ = four_steps
     picture = imread(out / "training_curves.png")
-    assert picture.shape[0] > 300 and picture.shape[1] > 300  # three panels: losses, learning rate, dev score
+    assert picture.shape[0] > 300 and picture.shape[1] > 300  # a panel per loss, learning rate, dev score
     assert not list(out.glob(".training_curves.png.*"))  # written atomically, no temp file left
+
+
+def test_each_loss_has_its_own_panel_so_a_small_task_loss_is_not_flattened_by_a_large_one(four_steps):
+    """gat's task loss (~0.7) and distance loss (~10) shared one axis, so the task loss looked flat."""
+    from xsyn.utils.plots import curve_panels
+
+    out, _ = four_steps
+    records = log_lines(out)
+    panels = curve_panels(records)
+    labels = [label for label, _, _ in panels]
+    assert labels == ["task_loss", "distance_loss", "depth_loss", "learning rate", "dev score"]
+    task = dict(panels[0][1])
+    assert task == {r["step"]: r["task_loss"] for r in records if "task_loss" in r} and len(task) == 4
+    assert [step for step, _ in panels[4][1]] == [2, 4] and panels[4][2] and not panels[0][2]
 
 
 def test_progress_off_a_terminal_is_lines_with_the_task_loss_and_dev_scores_show_with_v(four_steps):
@@ -125,6 +139,17 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
     results = json.loads((out / "eval-test" / "results.json").read_text())
     assert sorted(results["per_language"]) == ["sov", "svo"]
     assert f"svo\t{results['primary']} {results['per_language']['svo']:.2f}" in res.output  # as `xsyn evaluate`
+    # once more: the run is complete, which is said; nothing is reloaded (56 s on XNLI), featurised or rewritten
+    import xsyn.run.train
+
+    config_written = (out / "config.json").stat().st_mtime_ns
+    monkeypatch.setattr(xsyn.run.train, "load_task_data", lambda *a, **k: pytest.fail("the data was reloaded"))
+    monkeypatch.setattr(xsyn.run.train, "preflight_finetune", lambda *a, **k: pytest.fail("the model was reloaded"))
+    res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output
+    assert json.loads(res.output[res.output.index("{"):])["steps"] == 4
+    assert (out / "config.json").stat().st_mtime_ns == config_written
 
 
 def test_a_folder_that_holds_files_is_refused_naming_both_ways_on(common, tmp_path):

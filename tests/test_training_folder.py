@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from xsyn.training.folder import RunFolder, staged
+from xsyn.training.folder import RunFolder, RunFolderTaken, staged
+from xsyn.training.log import read_step_log
 
 PACKAGE = Path(__file__).resolve().parents[1] / "xsyn"
 FOLDER_MODULE = PACKAGE / "training" / "folder.py"
@@ -92,6 +93,35 @@ def test_checkpoints_are_listed_by_step_and_clear_leaves_foreign_files(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-x", "notes.txt"]
 
 
+def test_a_fresh_run_claims_an_empty_folder_and_is_told_what_any_other_holds(tmp_path):
+    """One set of rules for finetune and pretrain-gat (`RunFolder.claim`)."""
+    folder = RunFolder(tmp_path / "run")
+    folder.claim(resume=False, overwrite=False, continue_with="--resume")  # not made yet: nothing there
+    folder.path.mkdir()
+    (folder.path / ".writer.lock").write_text("")  # a folder that holds only the writer lock is empty
+    folder.claim(resume=False, overwrite=False, continue_with="--resume")
+    (folder.path / "notes.txt").write_text("mine")
+    ways_on = "continue it with --resume R, start afresh with --overwrite-output-dir, or choose another --output-dir"
+    with pytest.raises(RunFolderTaken, match=rf"already holds 1 entries \(notes.txt\): {ways_on}"):
+        folder.claim(resume=False, overwrite=False, continue_with="--resume R")
+    folder.state.mkdir()
+    with pytest.raises(RunFolderTaken, match=r"already holds a run that saved progress \(state/ or train_results"):
+        folder.claim(resume=False, overwrite=False, continue_with="--resume R")
+    folder.gat_config.write_text("{}")
+    with pytest.raises(RunFolderTaken, match=r"already holds a pre-trained GAT \(gat_config.json\)"):
+        folder.claim(resume=False, overwrite=False, continue_with="--resume R")
+    folder.claim(resume=True, overwrite=False, continue_with="--resume R")  # resuming takes the folder as it is
+    assert folder.gat_config.is_file() and folder.state.is_dir()
+    folder.claim(resume=False, overwrite=True, continue_with="--resume R")  # the run files go, the others stay
+    assert folder.entries() == ["notes.txt"]
+
+
+def test_the_step_log_is_read_in_order_without_a_line_cut_short(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')  # killed mid-line
+    assert read_step_log(log) == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]
+
+
 @pytest.mark.parametrize("split", ["test", "validation"])
 def test_eval_results_are_found_per_split_oldest_first(tmp_path, split):
     import os
@@ -128,7 +158,7 @@ def test_a_second_writer_of_a_run_folder_is_refused_until_the_first_is_gone(tmp_
         vocab = write_vocab(tmp_path / "vocab.txt")
         result = CliRunner().invoke(main, ["finetune", "--task", "synth", "--variant", "none", "--model", "tiny",
                                            "--tokenizer", str(vocab), "--output-dir", str(tmp_path / "run"),
-                                           "--max-steps", "1"])
+                                           "--max-steps", "1", "--parser", "chain"])  # (Stanza has no models here)
         assert result.exit_code == 1 and f"is being written by pid {holder.pid}" in result.output
         assert "Traceback" not in result.output
     finally:

@@ -4,6 +4,8 @@ end after any of them."""
 from __future__ import annotations
 
 import io
+import os
+import sys
 
 from xsyn.utils.progress import Progress, duration
 
@@ -45,3 +47,58 @@ def test_disabled_empty_or_short_progress_writes_nothing():
 
 def test_durations_read_at_a_glance():
     assert [duration(s) for s in (42, 61, 900, 3 * 3600 + 125)] == ["42s", "1m01s", "15m00s", "3h02m"]
+
+
+def test_a_rate_under_one_a_second_is_shown_as_seconds_per_unit():
+    """A training step of 3.2 s showed as `0 steps/s`."""
+    stream, clock = io.StringIO(), Clock()
+    progress = Progress(100, "pawsx gat", "steps", interval=30, stream=stream, clock=clock)
+    clock.now += 32
+    progress.update(10)
+    assert stream.getvalue() == "pawsx gat: 10/100 steps (10.0%), 3.2 s/step, ETA 4m48s\n"
+    assert progress.speed(1.0) == "1 steps/s" and progress.speed(0.0) == "0 steps/s"
+
+
+def test_evaluations_progress_off_a_terminal_is_lines_with_its_total_set_on_the_way(capsys):
+    """evaluate drew a tqdm bar into log files (a carriage return per redraw)."""
+    from xsyn.training.loop import progress_bar
+
+    bar = progress_bar(4, 0, True, "synth test")
+    bar.interval = 0.0
+    bar.postfix["now"] = "svo"
+    bar.update(1)
+    bar.set_total(16)
+    bar.update(1)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.startswith("synth test: 1/4 evaluations (25.0%), ")
+    assert "synth test: 2/16 evaluations (12.5%), " in err and err.rstrip().endswith(", now svo")
+
+
+def test_library_bars_are_switched_off_away_from_a_terminal_for_this_process_and_its_children(monkeypatch):
+    """datasets' featurisation bars and transformers' "Writing model shards" wrote carriage returns into logs."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    from xsyn.utils.progress import LIBRARY_BAR_SWITCHES, quiet_library_bars_off_terminal
+
+    for name in LIBRARY_BAR_SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    # as read when datasets was imported (an earlier in-process command of the suite may have set it)
+    monkeypatch.setattr(sys.modules["datasets.utils.tqdm"], "HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    datasets.enable_progress_bars()
+    hf_logging.enable_progress_bar()
+    try:
+        assert not quiet_library_bars_off_terminal(Terminal())
+        assert datasets.is_progress_bar_enabled() and hf_logging.is_progress_bar_enabled()
+        assert quiet_library_bars_off_terminal(io.StringIO())
+        assert not datasets.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
+        assert all(os.environ[name] == "1" for name in LIBRARY_BAR_SWITCHES)  # for the cells it runs
+    finally:
+        datasets.enable_progress_bars()
+        hf_logging.enable_progress_bar()

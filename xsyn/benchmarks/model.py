@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants import baseline_name
+from xsyn.models.variants import baseline_name, variant_names
+from xsyn.utils.errors import OptionError
 
 if TYPE_CHECKING:
     import torch
@@ -340,3 +342,58 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
             "peak_bytes": peaks[True], "peak_bytes_frozen_embeddings": peaks[False],
             "optimizer_step_seconds": min(updates[1:]),
             "optimizer_state_bytes": 2 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+
+def run_model_bench(variants: Sequence[str] | None = None, layers: int = 12, hidden: int = 768, heads: int = 12,
+                    seq_len: int = 128, batch_size: int | None = None, vocab_size: int = 2000,
+                    repeats: int | None = None, seed: int = 0, device: str = "cpu", dtype: str = "float32",
+                    peak: float | None = None, plain_bert: bool = True, encoders: Sequence[str] | None = None,
+                    compile_mode: str | None = None, ops_only: bool = False) -> dict[str, Any]:
+    """`xsyn bench model`: the variants [default: every registered one] and the baseline (`none`,
+    always) at a random model of the given shape (timed compiled with `compile_mode`; with `ops_only` the ops
+    of one eager step are counted instead, `ops`), or with
+    `encoders` at each published shape in turn with what its embedding matrix costs; `peak`: the device's
+    peak TFLOP/s for `dtype` [default: `peak_tflops`'s]. Returns the settings it ran at (device, dtype,
+    batch_size, seq_len, repeats, peak_tflops) and `rows` ({row: `measure`'s figures}) or
+    `encoders` ({name: {"rows", "embedding"}})."""
+    from xsyn.benchmarks.device import check_device
+
+    baseline, registered = baseline_name(), variant_names()
+    named = registered if variants is None else variants
+    chosen = [baseline] + [v for v in dict.fromkeys(named) if v and v != baseline]
+    unknown = [v for v in chosen if v not in registered]
+    if unknown:
+        raise OptionError(f"--variants: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}")
+    device = check_device(device)
+    gpu = device.startswith("cuda")
+    batch_size, repeats = batch_size or (32 if gpu else 2), repeats or (20 if gpu else 5)
+    if repeats < 1 or seq_len < 3 or batch_size < 1:
+        raise OptionError("--repeats and --batch-size must be >= 1 and --seq-len >= 3")
+    ran = {"device": device, "dtype": dtype, "batch_size": batch_size, "seq_len": seq_len, "repeats": repeats,
+           "peak_tflops": peak or peak_tflops(device, dtype)}
+    timing = {"batch_size": batch_size, "seq_len": seq_len, "repeats": repeats, "seed": seed, "device": device,
+              "dtype": dtype}
+    measured = {**timing, "peak": ran["peak_tflops"], "warmup": 3 if gpu else 1, "plain_bert": plain_bert,
+                "compile_mode": compile_mode}
+    shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+             "intermediate_size": 4 * hidden, "vocab_size": vocab_size, "max_position_embeddings": max(512, seq_len)}
+    if ops_only:
+        return {**ran, "ops": count_ops(chosen, shape, batch_size, seq_len, seed, device, dtype)}
+    if encoders is None:
+        return {**ran, "rows": measure(chosen, shape, **measured)}
+    return {**ran, "encoders": {name: {"rows": measure(chosen, shape, family=family, **measured),
+                                       "embedding": embedding_costs(shape, family, **timing)}
+                                for name, family, shape in _encoder_shapes(encoders, seq_len)}}
+
+
+def _encoder_shapes(names: Sequence[str], seq_len: int) -> list[tuple[str, str, dict]]:
+    """(name, family, shape) of each published encoder named, its positions stretched to `seq_len`."""
+    unknown = [name for name in names if name not in ENCODER_SHAPES]
+    if unknown or not names:
+        raise OptionError(f"--encoders: unknown encoder(s) {', '.join(unknown)}; choose from "
+                          f"{', '.join(ENCODER_SHAPES)}")
+    return [(name, ENCODER_SHAPES[name].family,
+             {**ENCODER_SHAPES[name].config,
+              "max_position_embeddings": max(ENCODER_SHAPES[name].config["max_position_embeddings"], seq_len + 2)})
+            for name in names]

@@ -41,6 +41,7 @@ from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.parse import MIN_CHUNK, parse_segments
 from xsyn.syntax.parsing import Parser
 from xsyn.syntax.segment import Segment
+from xsyn.utils.errors import InputError, OptionError
 
 
 def parse_throughput(parser: Parser, sentences: Sequence[str], lang: str, workers: Sequence[int],
@@ -137,3 +138,43 @@ def cache_rates(records: Sequence[Any], entries: int, lookups: int, chunk: int =
 def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages, where the system reports them."""
     return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+def run_parse_bench(parser_name: str, input_path: str | Path, lang: str = "en", workers: Sequence[int] | None = None,
+                    max_sentences: int | None = None, cache_entries: int = 1_000_000, cache_lookups: int = 100_000,
+                    repeats: int = 3, ceiling_loop: int = 20_000_000) -> dict[str, Any]:
+    """`xsyn bench parse`: the distinct lines of `input_path` parsed at each worker count [default: 1, 2 and
+    the cores] against the machine's ceiling, and the parse cache's rates at `cache_entries` entries.
+    Returns {"parser", "sentences", "cores", "load_average_before"/"_after", "repeats", "parse" (one row
+    per worker count), "machine_ceiling", "cache"}."""
+    from xsyn.syntax.parse import default_workers
+    from xsyn.syntax.parsing import build_parser
+
+    counts = list(workers) if workers is not None else sorted({1, 2, default_workers()})
+    if not counts or min(counts) < 1:
+        raise OptionError(f"--workers {','.join(map(str, counts))}: worker counts are 1 or more")
+    lines = Path(input_path).read_text(encoding="utf-8-sig").splitlines()
+    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
+    if not sentences:
+        raise InputError(f"{input_path}: no sentences (one per line)")
+    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
+    before = load_average()
+    try:
+        rows = parse_throughput(parser, sentences, lang, counts, repeats=repeats)
+    except ValueError as err:
+        raise InputError(f"{input_path}: {err}") from None
+    ceiling = machine_ceiling(counts, ceiling_loop, repeats)
+    for row, machine in zip(rows, ceiling):
+        row["machine_speedup"] = machine["speedup"]
+        row["speedup_vs_machine"] = row["speedup"] / machine["speedup"]
+    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
+    return {"parser": parser_name, "sentences": len(sentences), "cores": default_workers(),
+            "load_average_before": before, "load_average_after": load_average(), "repeats": repeats, "parse": rows,
+            "machine_ceiling": ceiling, "cache": cache}
+
+
+def _parsed(parser: Parser, sentences: list[str], lang: str) -> list[Segment]:
+    """The sentences as segments, parsed (in this process): real records for the cache's rates."""
+    segments = [Segment(lang, text=text) for text in sentences]
+    parse_segments(segments, parser, None)
+    return segments

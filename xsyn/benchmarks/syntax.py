@@ -19,6 +19,7 @@ Three figures, each measured in this process on the given treebank:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,43 +64,20 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         tokenizer = load_tokenizer(str(tokenizer))
     records = list(read_conllu(conllu_path))
     aligner = WordpieceAligner(tokenizer, max_length=512)
-    pad_id = tokenizer.pad_token_id or 0
-
     target = torch.device(device)
-
-    def batches_of(ordered: list) -> list[dict[str, torch.Tensor]]:
-        return [collate_trees(ordered[i:i + batch_size], pad_id) for i in range(0, len(ordered), batch_size)]
-
-    def on_device(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
-        return [{k: v.to(target) for k, v in batch.items()} for batch in batches]
+    batching = _Batching(batch_size, tokenizer.pad_token_id or 0)
 
     def pipeline() -> list[dict[str, torch.Tensor]]:
-        return batches_of([aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)])
-
-    def tensors(batches: list[dict[str, torch.Tensor]], cpu_kernel: bool = True) -> None:
-        with torch.inference_mode():
-            for batch in batches:
-                build_all_tensors(batch, cpu_kernel)
+        return batching.of([aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)])
 
     trees = [aligner.assemble([seg])[0] for seg in aligner.segment_pieces(records)]
-    by_length = sorted(trees, key=len)
-    in_order = pipeline()
     shuffled = [trees[i] for i in torch.randperm(len(trees), generator=torch.Generator().manual_seed(0))]
-    in_shuffled_order, bucketed = batches_of(shuffled), batches_of(by_length)
-    placed = {"order": on_device(in_order), "shuffled": on_device(in_shuffled_order), "bucketed": on_device(bucketed)}
-    tensors(placed["order"])  # warm-up
-    tensor_s = _best_time(lambda: tensors(placed["order"]), repeats, target)
-    shuffled_s = _best_time(lambda: tensors(placed["shuffled"]), repeats, target)
-    bucketed_s = _best_time(lambda: tensors(placed["bucketed"]), repeats, target)
-    tensors(placed["order"], cpu_kernel=False)  # warm-up
-    torch_ops_s = _best_time(lambda: tensors(placed["order"], cpu_kernel=False), repeats, target)
+    orders = {"treebank_order": pipeline(), "shuffled": batching.of(shuffled),
+              "length_bucketed": batching.of(sorted(trees, key=len))}
+    seconds = _tensor_seconds({name: _on(target, batches) for name, batches in orders.items()}, repeats, target)
     pipeline_s = _best_time(pipeline, repeats)
     pieces = sum(len(t) for t in trees)
     pairs = sum(len(t) ** 2 for t in trees)
-
-    def padded_pairs(batches: list[dict[str, torch.Tensor]]) -> float:
-        return sum(b["tree_upos"].shape[0] * b["tree_upos"].shape[1] ** 2 for b in batches) / pairs
-
     return {
         "sentences": len(records),
         "pieces": pieces,
@@ -108,13 +86,43 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
         "device": str(target),
         "device_name": torch.cuda.get_device_name(target) if target.type == "cuda" else "cpu",
         "tree_kernel": "c" if cpu_kernel_built() and target.type == "cpu" else "torch",
-        "tensor_sentences_per_s": len(records) / tensor_s,
-        "tensor_sentences_per_s_shuffled": len(records) / shuffled_s,
-        "tensor_sentences_per_s_length_bucketed": len(records) / bucketed_s,
-        "tensor_sentences_per_s_torch_ops": len(records) / torch_ops_s,
+        "tensor_sentences_per_s": len(records) / seconds["treebank_order"],
+        "tensor_sentences_per_s_shuffled": len(records) / seconds["shuffled"],
+        "tensor_sentences_per_s_length_bucketed": len(records) / seconds["length_bucketed"],
+        "tensor_sentences_per_s_torch_ops": len(records) / seconds["torch_ops"],
         "pipeline_segments_per_s": len(records) / pipeline_s,
         "bytes_per_piece": sum(t.syntax_nbytes() for t in trees) / pieces,
-        "padded_pairs_per_pair": {"treebank_order": padded_pairs(in_order),
-                                  "shuffled": padded_pairs(in_shuffled_order),
-                                  "length_bucketed": padded_pairs(bucketed)},
+        "padded_pairs_per_pair": {name: sum(b["tree_upos"].shape[0] * b["tree_upos"].shape[1] ** 2 for b in batches)
+                                  / pairs for name, batches in orders.items()},
     }
+
+
+@dataclass(frozen=True)
+class _Batching:
+    batch_size: int
+    pad_id: int
+
+    def of(self, ordered: list) -> list[dict[str, torch.Tensor]]:
+        """The trees in this order, collated `batch_size` at a time."""
+        return [collate_trees(ordered[i:i + self.batch_size], self.pad_id)
+                for i in range(0, len(ordered), self.batch_size)]
+
+
+def _on(target: torch.device, batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+    return [{k: v.to(target) for k, v in batch.items()} for batch in batches]
+
+
+def _tensor_seconds(placed: dict[str, list[dict[str, torch.Tensor]]], repeats: int, target: torch.device
+                    ) -> dict[str, float]:
+    """The best time to build every tree tensor of each order's batches (the C kernel on CPU), and with torch
+    ops alone (`torch_ops`, in treebank order); each after a warm-up pass."""
+    def tensors(batches: list[dict[str, torch.Tensor]], cpu_kernel: bool = True) -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                build_all_tensors(batch, cpu_kernel)
+
+    tensors(placed["treebank_order"])  # warm-up
+    seconds = {name: _best_time(lambda b=batches: tensors(b), repeats, target) for name, batches in placed.items()}
+    tensors(placed["treebank_order"], cpu_kernel=False)  # warm-up
+    seconds["torch_ops"] = _best_time(lambda: tensors(placed["treebank_order"], cpu_kernel=False), repeats, target)
+    return seconds

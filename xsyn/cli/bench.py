@@ -8,35 +8,10 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
+from xsyn.benchmarks.text import embedding_text, eval_text, ops_text, parse_text, rows_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
-from xsyn.models.variants import baseline_name, variant_names
-
-
-def _kernel_note(result: dict) -> str:
-    if result["device"] != "cpu":
-        return f"torch ops on {result['device_name']}"
-    if result["tree_kernel"] == "c":
-        return f"C kernel; torch ops alone: {result['tensor_sentences_per_s_torch_ops']:,.0f}"
-    return "torch ops: the C kernel was not built, see the README"
-
-
-def _device(device: str) -> str:
-    """`cpu`, `cuda` or `cuda:N`, checked against the machine (a clear error, not a CUDA traceback)."""
-    import torch
-
-    backend, _, index = device.partition(":")
-    if backend == "cpu" and not index:
-        return device
-    if backend != "cuda" or (index and not index.isdigit()):
-        raise click.BadParameter(f"{device!r}: choose cpu, cuda or cuda:N", param_hint="--device")
-    if not torch.cuda.is_available():
-        raise click.ClickException(f"--device {device}: torch sees no CUDA device on this machine "
-                                   f"(torch {torch.__version__}); use --device cpu")
-    if index and int(index) >= torch.cuda.device_count():
-        raise click.ClickException(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return device
 
 
 @bench.command(name="syntax")
@@ -51,22 +26,14 @@ def _device(device: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: int, device: str, as_json: bool) -> None:
     """Speed of the tree tensors and of the whole records -> padded batch path, and bytes per piece."""
+    from xsyn.benchmarks.device import check_device
     from xsyn.benchmarks.syntax import run_syntax_bench
 
-    result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, _device(device))
+    result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, check_device(device))
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"sentences:                 {result['sentences']} ({result['pieces']} pieces)")
-    click.echo(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
-               f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
-               f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones; "
-               f"{_kernel_note(result)})")
-    padding = result["padded_pairs_per_pair"]
-    click.echo(f"padded pairs per real one: {padding['treebank_order']:.2f} ({padding['shuffled']:.2f} shuffled, "
-               f"{padding['length_bucketed']:.2f} length-bucketed)")
-    click.echo(f"records -> padded batch:   {result['pipeline_segments_per_s']:,.0f} segments/s")
-    click.echo(f"stored per wordpiece:      {result['bytes_per_piece']:.2f} bytes")
+    click.echo(syntax_text(result))
 
 
 @bench.command(name="model")
@@ -112,116 +79,44 @@ def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_
                 as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES, embedding_costs, measure
-    from xsyn.benchmarks.model import peak_tflops as known_peak
+    from xsyn.benchmarks.model import ENCODER_SHAPES, run_model_bench
 
-    baseline, registered = baseline_name(), variant_names()
-    named = registered if variants is None else dict.fromkeys(variants.split(","))
-    chosen = [baseline] + [v for v in named if v and v != baseline]
-    unknown = [v for v in chosen if v not in registered]
-    if unknown:
-        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}",
-                                 param_hint="--variants")
-    device = _device(device)
-    gpu = device.startswith("cuda")
-    batch_size = batch_size or (32 if gpu else 2)
-    repeats = repeats or (20 if gpu else 5)
-    if repeats < 1 or seq_len < 3 or batch_size < 1:
-        raise click.BadParameter("--repeats and --batch-size must be >= 1 and --seq-len >= 3")
-    shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-             "intermediate_size": 4 * hidden, "vocab_size": vocab_size,
-             "max_position_embeddings": max(512, seq_len)}
-    peak = peak_tflops or known_peak(device, dtype)
+    figures = run_model_bench(variants.split(",") if variants is not None else None, layers, hidden, heads, seq_len,
+                              batch_size, vocab_size, repeats, seed, device, dtype, peak_tflops,
+                              plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
+                              encoders=[name for name in encoders.split(",") if name] if encoders is not None else None)
     if count_ops:
-        _print_op_counts(chosen, shape, batch_size, seq_len, seed, device, dtype, as_json)
+        _print_op_counts(figures, layers, hidden, seq_len, as_json)
         return
-    if encoders is not None:
-        names = [name for name in encoders.split(",") if name]
-        unknown = [name for name in names if name not in ENCODER_SHAPES]
-        if unknown or not names:
-            raise click.BadParameter(f"unknown encoder(s) {', '.join(unknown)}; choose from "
-                                     f"{', '.join(ENCODER_SHAPES)}", param_hint="--encoders")
-        figures = {}
-        for name in names:
-            encoder = ENCODER_SHAPES[name]
-            shape = {**encoder.config, "max_position_embeddings": max(encoder.config["max_position_embeddings"],
-                                                                       seq_len + 2)}
-            figures[name] = {
-                "rows": measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                                warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, family=encoder.family,
-                                compile_mode=compile_mode),
-                "embedding": embedding_costs(shape, encoder.family, batch_size, seq_len, repeats, seed, device, dtype)}
-        if as_json:
-            click.echo(json.dumps(figures))
-            return
-        for name, figure in figures.items():
-            click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, batch {batch_size} x {seq_len} "
-                       f"pieces, {device} {dtype}, fastest (and median) of {repeats} interleaved rounds")
-            _print_rows(figure["rows"], peak)
-        _print_embedding_costs({name: figure["embedding"] for name, figure in figures.items()})
-        return
-    results = measure(chosen, shape, batch_size, seq_len, repeats, seed, device, dtype, peak,
-                      warmup=3 if gpu else 1, plain_bert=not skip_plain_bert, compile_mode=compile_mode)
     if as_json:
-        click.echo(json.dumps({v: {"step_time_ratio": round(r["step_time_ratio"], 4),
+        click.echo(json.dumps(figures["encoders"] if encoders is not None else
+                              {v: {"step_time_ratio": round(r["step_time_ratio"], 4),
                                    "peak_memory_ratio": round(r["peak_memory_ratio"], 4),
                                    **{k: x for k, x in r.items() if k not in ("step_time_ratio", "peak_memory_ratio")}}
-                               for v, r in results.items()}))
+                               for v, r in figures["rows"].items()}))
         return
-    click.echo(f"forward + backward, {layers} layers, hidden {hidden}, batch {batch_size} x {seq_len} pieces, "
-               f"{device} {dtype}{f', compiled ({compile_mode})' if compile_mode else ''}, "
-               f"fastest (and median) of {repeats} interleaved rounds; "
-               "plain_bert: transformers' BertForSequenceClassification (sdpa)")
-    _print_rows(results, peak)
+    where = f"{figures['device']} {dtype}" + (f", compiled ({compile_mode})" if compile_mode else "")
+    ran = f"batch {figures['batch_size']} x {seq_len} pieces, {where}, fastest (and median) of {figures['repeats']} " \
+          "interleaved rounds"
+    if encoders is None:
+        click.echo(f"forward + backward, {layers} layers, hidden {hidden}, {ran}; "
+                   "plain_bert: transformers' BertForSequenceClassification (sdpa)")
+        click.echo(rows_text(figures["rows"], figures["peak_tflops"]))
+        return
+    for name, figure in figures["encoders"].items():
+        click.echo(f"\n{name} ({ENCODER_SHAPES[name].family}): forward + backward, {ran}")
+        click.echo(rows_text(figure["rows"], figures["peak_tflops"]))
+    click.echo(embedding_text({name: figure["embedding"] for name, figure in figures["encoders"].items()}))
 
 
-def _print_op_counts(variants: list[str], shape: dict, batch_size: int, seq_len: int, seed: int, device: str,
-                     dtype: str, as_json: bool) -> None:
-    from xsyn.benchmarks.model import count_ops
-
-    results = count_ops(variants, shape, batch_size, seq_len, seed, device, dtype)
+def _print_op_counts(figures: dict, layers: int, hidden: int, seq_len: int, as_json: bool) -> None:
+    results = figures["ops"]
     if as_json:
         click.echo(json.dumps(results))
         return
-    click.echo(f"ATen ops (views aside) of one eager forward + backward, {shape['num_hidden_layers']} layers, "
-               f"hidden {shape['hidden_size']}, batch {batch_size} x {seq_len} pieces, {device} {dtype}")
-    click.echo(f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}")
-    base = results[baseline_name()]["ops"]
-    for variant, r in results.items():
-        added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
-        top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
-        click.echo(f"{variant:<10} {r['ops_per_step']:>9,} {r['ops_ratio']:>7.3f}  {top}")
-
-
-def _print_rows(results: dict[str, dict], peak: float | None) -> None:
-    click.echo(f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
-               f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
-               + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else ""))
-    for row, r in results.items():
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        compiled = f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
-        click.echo(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
-                   f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
-                   f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
-                   f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{compiled}")
-    if peak is None:
-        click.echo("MFU: give --peak-tflops (the device's peak for this dtype) to compute it")
-    else:
-        click.echo(f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
-
-
-def _print_embedding_costs(costs: dict[str, dict]) -> None:
-    """The `none` model's embedding matrix, encoder by encoder (`embedding_costs`)."""
-    mib = 2 ** 20
-    click.echo("\nthe embedding matrix (none): parameters, the step with it trained / frozen, AdamW")
-    click.echo(f"{'encoder':<11} {'params M':>9} {'embedding':>10} {'ms/step':>9} {'frozen':>9} {'peak MB':>9} "
-               f"{'frozen':>9} {'word emb MB':>11} {'AdamW ms':>9} {'Adam state MB':>13}")
-    for name, c in costs.items():
-        click.echo(f"{name:<11} {c['parameters'] / 1e6:>9.1f} {c['embedding_share']:>10.1%} "
-                   f"{1000 * c['step_seconds']:>9.1f} {1000 * c['step_seconds_frozen_embeddings']:>9.1f} "
-                   f"{c['peak_bytes'] / mib:>9.1f} {c['peak_bytes_frozen_embeddings'] / mib:>9.1f} "
-                   f"{c['word_embedding_bytes'] / mib:>11.1f} {1000 * c['optimizer_step_seconds']:>9.1f} "
-                   f"{c['optimizer_state_bytes'] / mib:>13.1f}")
+    click.echo(f"ATen ops (views aside) of one eager forward + backward, {layers} layers, hidden {hidden}, batch "
+               f"{figures['batch_size']} x {seq_len} pieces, {figures['device']} {figures['dtype']}")
+    click.echo(ops_text(results))
 
 
 @bench.command(name="eval")
@@ -249,12 +144,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"generalized pair cost / language cost: {result['generalized_pair_cost_ratio']:.3f}")
-    click.echo(f"training time waiting for data:       {result['data_wait_fraction']:.2%} "
-               f"(step {1000 * result['step_seconds_compute']:.1f} ms without it)")
-    click.echo(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
-    click.echo(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
-               f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
+    click.echo(eval_text(result))
 
 
 @bench.command(name="parse")
@@ -279,59 +169,15 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
     """Sentences/s of corpus parsing at 1, 2 and N worker processes against what the machine gives N
     independent processes, and the parse cache's rates at scale."""
-    from xsyn.benchmarks.parse import cache_rates, load_average, machine_ceiling, parse_throughput
-    from xsyn.syntax.parse import default_workers
-    from xsyn.syntax.parsing import build_parser
+    from xsyn.benchmarks.parse import run_parse_bench
 
     try:
-        counts = ([int(w) for w in workers.split(",")] if workers else
-                  sorted({1, 2, default_workers()}))
+        counts = [int(w) for w in workers.split(",")] if workers else None
     except ValueError:
         raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
-    if not counts or min(counts) < 1:
-        raise click.BadParameter(f"{workers!r}: worker counts are 1 or more", param_hint="--workers")
-    lines = input_path.read_text(encoding="utf-8-sig").splitlines()
-    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))[:max_sentences]
-    if not sentences:
-        raise click.ClickException(f"{input_path}: no sentences (one per line)")
-    parser = build_parser(parser_name, parser_download="none", parser_device="cpu")
-    before = load_average()
-    try:
-        rows = parse_throughput(parser, sentences, lang, counts, repeats=repeats)
-    except ValueError as err:
-        raise click.ClickException(f"{input_path}: {err}") from None
-    ceiling = machine_ceiling(counts, ceiling_loop, repeats)
-    for row, machine in zip(rows, ceiling):
-        row["machine_speedup"] = machine["speedup"]
-        row["speedup_vs_machine"] = row["speedup"] / machine["speedup"]
-    cache = cache_rates([s.record for s in _parsed(parser, sentences[:1000], lang)], cache_entries, cache_lookups)
-    result = {"parser": parser_name, "cores": default_workers(), "load_average_before": before,
-              "load_average_after": load_average(), "repeats": repeats, "parse": rows, "machine_ceiling": ceiling,
-              "cache": cache}
+    result = run_parse_bench(parser_name, input_path, lang, counts, max_sentences, cache_entries, cache_lookups,
+                             repeats, ceiling_loop)
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"{len(sentences)} distinct sentences, {parser_name}, {result['cores']} cores; load average "
-               f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
-               f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
-    click.echo(f"median of {repeats} turns; machine = the same pure-Python loop in N processes at once")
-    click.echo("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s  machine speedup  "
-               "vs machine")
-    for row in rows:
-        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
-        click.echo(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
-                   f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}  "
-                   f"{row['machine_speedup']:>15.2f}  {row['speedup_vs_machine']:>10.2f}")
-    click.echo(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
-               f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
-               f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
-               f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
-
-
-def _parsed(parser, sentences: list[str], lang: str):
-    from xsyn.syntax.parse import parse_segments
-    from xsyn.syntax.segment import Segment
-
-    segments = [Segment(lang, text=text) for text in sentences]
-    parse_segments(segments, parser, None)
-    return segments
+    click.echo(parse_text(result))

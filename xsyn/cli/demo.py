@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from xsyn.cli.main import main
@@ -14,22 +16,37 @@ from xsyn.models.defaults import DEFAULT_SEED
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seeds both runs.")
 @click.option("--max-steps", type=int, default=None, help="Stop each training early (a quick look; the "
               "card's full schedule is in `xsyn settings --task synth`).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="A setting for both runs, as `xsyn finetune --set` (e.g. --set warmup_steps=4; repeatable).")
 @click.option("--overwrite-output-dir", is_flag=True, help="Replace an earlier demo in --output-dir (without "
-              "it, a folder that holds one is refused: old and new files would mix).")
+              "it, a demo of the same options is continued, one of other options refused).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="xsyn's cache folder: parses/ and features/ [default: OUTPUT_DIR/cache].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def demo(output_dir: str, seed: int, max_steps: int | None, overwrite_output_dir: bool, cache_dir: str | None,
-         quiet: bool) -> None:
-    """Generate the synthetic typology benchmark, train none and gat, evaluate, report."""
+def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...], overwrite_output_dir: bool,
+         cache_dir: str | None, quiet: bool) -> None:
+    """Generate the synthetic typology benchmark, train none and gat, evaluate, report.
+
+    Interrupted (Ctrl-C), the same command continues it from the runs' saved states."""
+    from xsyn.cli.run import interrupted
     from xsyn.experiments.demo import run_demo
+    from xsyn.run.settings import parse_overrides
+    from xsyn.training.folder import RunFolder
 
     if quiet:
-        from xsyn.cli.run import quiet_libraries
+        from xsyn.utils.progress import quiet_libraries
 
         quiet_libraries()
-    summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir,
-                       settings={"cache_dir": cache_dir} if cache_dir else None)
+    settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}
+    try:
+        summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir,
+                           settings=settings)
+    except KeyboardInterrupt as stop:
+        again = ["xsyn", "demo", "--output-dir", output_dir, "--seed", str(seed),
+                 *(["--max-steps", str(max_steps)] if max_steps is not None else []),
+                 *(arg for value in sets for arg in ("--set", value)),
+                 *(["--cache-dir", cache_dir] if cache_dir else []), *(["--quiet"] if quiet else [])]
+        interrupted(stop, RunFolder(getattr(stop, "run_dir", output_dir)), shlex.join(again))
     langs = list(summary["per_language"]["none"])
     click.echo("\nzero-shot test accuracy (trained on " + langs[0] + ")")
     click.echo("variant  " + "  ".join(f"{lang:>6}" for lang in langs) + "  average")

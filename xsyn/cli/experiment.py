@@ -13,26 +13,14 @@ LAUNCHERS = ("local", "slurm")
 
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
           output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False):
-    """The experiment with the command line's overrides; a file or setting that cannot run is an `XsynError`,
-    which the `xsyn` group shows as a message. With `as_last_run` (status, report) and no cell-selecting
-    option given, the settings the last `experiment run` recorded select the cells."""
-    from xsyn.experiments.experiment_file import Overrides, load_experiment
-    from xsyn.run.settings import parse_overrides
+    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`), saying so
+    where the last run's recorded settings chose its cells."""
+    from xsyn.experiments.launch import load_with_overrides
 
-    if as_last_run and data_dir is None and model is None and max_steps is None and not sets:
-        from xsyn.experiments.launch import load_as_last_run
-
-        experiment, recorded = load_as_last_run(source, output_dir)
-        if recorded is not None and (recorded.model or recorded.max_steps or recorded.settings):
-            shown = [f"--model {recorded.model}" if recorded.model else "",
-                     f"--max-steps {recorded.max_steps}" if recorded.max_steps else "",
-                     *(f"--set {key}={value}" for key, value in recorded.settings.items())]
-            click.echo(f"as last run: {' '.join(filter(None, shown))} (give options to look at other cells)",
-                       err=True)
-        return experiment
-    overrides = Overrides(data_dir=data_dir, model=model, max_steps=max_steps, runs_dir=output_dir,
-                          settings=parse_overrides(sets))
-    return load_experiment(source, overrides)
+    experiment, recorded = load_with_overrides(source, data_dir, model, max_steps, output_dir, sets, as_last_run)
+    if recorded:
+        click.echo(f"as last run: {recorded} (give options to look at other cells)", err=True)
+    return experiment
 
 
 def experiment_options(fn):
@@ -54,12 +42,26 @@ def experiment_options(fn):
     return fn
 
 
-@main.group()
+class _ExperimentGroup(click.Group):
+    """Its help names the bundled recipes as the package holds them, read only when the help is shown."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from xsyn.experiments.experiment_file import recipe_names
+
+        template = self.help
+        self.help = template.replace("{recipes}", ", ".join(recipe_names()))
+        try:
+            super().format_help_text(ctx, formatter)
+        finally:
+            self.help = template
+
+
+@main.group(cls=_ExperimentGroup)
 def experiment() -> None:
     """A paper's table in one command: a grid of runs from a TOML file, resumable, with one report.
 
     \b
-    FILE|RECIPE is an experiment file or a bundled recipe: ahmad2021, li2021, sgnet, synth.
+    FILE|RECIPE is an experiment file or a bundled recipe: {recipes}.
       xsyn experiment run synth                  # every cell that is not finished, in order
       xsyn experiment status synth               # done / running / failed / to do
       xsyn experiment report synth               # index.md + a report per task
@@ -101,9 +103,8 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
                 wait, progress, cache_dir) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.cli.run import quiet_libraries
-    from xsyn.experiments.cells import FAILED, RUNNING
-    from xsyn.experiments.launch import ClusterOptions, record_run, run_local, submit, visible_gpus, wait_for_held
+    from xsyn.experiments.launch import ClusterOptions, record_run
+    from xsyn.utils.progress import quiet_libraries
 
     if not progress:
         quiet_libraries()
@@ -112,31 +113,45 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
-        options = ClusterOptions(partition=partition, gpus_per_node=gpus_per_node, time_min=time_min,
-                                 cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
-                                 account=account, qos=qos, constraint=constraint)
-        try:
-            submitted = submit(spec, options, cells=cells)
-        except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
-            raise click.ClickException(f"submitting to SLURM failed: {err}") from None
-        if not submitted:
-            click.echo("every cell is finished or running; nothing to submit")
-            return
-        click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
-                   f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
-        if wait:
-            failed = 0
-            for cell, job in submitted:
-                try:
-                    outcome = job.result()
-                except Exception as err:  # the job itself died (time limit, node failure): its log says why
-                    outcome = {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
-                failed += outcome["state"] == FAILED
-                click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
-                                                                       if outcome["state"] == FAILED else ""))
-            if failed:
-                raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+        _run_on_slurm(spec, cells, ClusterOptions(
+            partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
+            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
+            source, wait)
+    else:
+        _run_here(spec, cells, gpus, progress, wait, source)
+
+
+def _run_on_slurm(spec, cells, options, source: str, wait: bool) -> None:
+    """Submit the cells as one job array; with `wait`, print each cell's outcome as its job ends."""
+    from xsyn.experiments.cells import FAILED
+    from xsyn.experiments.launch import job_outcomes, submit
+
+    try:
+        submitted = submit(spec, options, cells=cells)
+    except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): shown, not a traceback
+        raise click.ClickException(f"submitting to SLURM failed: {err}") from None
+    if not submitted:
+        click.echo("every cell is finished or running; nothing to submit")
         return
+    click.echo(f"submitted {len(submitted)} cells as SLURM job array {submitted[0][1].job_id.split('_')[0]} "
+               f"(scripts and logs: {spec.runs_dir / 'submitit'}); `xsyn experiment status {source}` follows them")
+    if not wait:
+        return
+    failed = 0
+    for outcome in job_outcomes(submitted):
+        failed += outcome["state"] == FAILED
+        click.echo(f"{outcome['cell']}: {outcome['state']}" + (f": {outcome['detail']}"
+                                                               if outcome["state"] == FAILED else ""))
+    if failed:
+        raise click.ClickException(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
+
+
+def _run_here(spec, cells, gpus: int | None, progress: bool, wait: bool, source: str) -> None:
+    """Run the cells on this machine's GPUs (one worker each; none: one on the CPU); with `wait`, then wait
+    for the cells other processes hold."""
+    from xsyn.experiments.cells import FAILED, RUNNING
+    from xsyn.experiments.launch import run_local, visible_gpus, wait_for_held
+
     devices = visible_gpus()
     if gpus is not None:
         devices = devices[:gpus]
@@ -158,33 +173,77 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     click.echo(f"finished; `xsyn experiment report {source}` writes the report")
 
 
+SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
+
+
 @experiment.command(name="status")
 @experiment_options
+@click.option("--cells", "every_cell", is_flag=True,
+              help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
 @click.option("--device", type=click.Choice(["h100", "h200", "cpu"]), default="h200", show_default=True,
               help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
-def status_command(source, output_dir, model, max_steps, data_dir, sets, device) -> None:
-    """A table of the cells: done / running / failed / to do, with a failure's last line; then the plan's
-    total, the hours the finished cells took, and the hours left at their pace."""
-    from xsyn.experiments.cells import DONE, cell_state
+def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
+    """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
+    (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
+    finished cells took, and the hours left at their pace."""
+    from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, cell_state, tally_by_task
     from xsyn.experiments.plan import default_bench_paths, make_plan, progress, progress_line, read_benchmarks
+    from xsyn.experiments.pretrain import pretrain_states
+    from xsyn.experiments.report import paper_status
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     states = [cell_state(spec, cell) for cell in spec.cells]
+    listed = states if every_cell or len(states) <= SHORT_LIST else [s for s in states if s.state in (RUNNING, FAILED)]
     width = max(len(s.cell.name) for s in states)
-    click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
-    for state in states:
+    if listed:
+        click.echo(f"{'cell':<{width}}  {'state':<7}  detail")
+    for state in listed:
         click.echo(f"{state.cell.name:<{width}}  {state.state:<7}  {state.detail}".rstrip())
-    from xsyn.experiments.pretrain import pretrain_states
-
     for unit in pretrain_states(spec):
         click.echo(f"{'pretrain/' + unit.model:<{width}}  {unit.state:<7}  {unit.detail} ({unit.folder})".rstrip())
-    for message, names in spec.missing_inputs.items():
-        click.echo(f"missing: {message} ({len(names)} cells need it; `run` refuses to start until it is there, "
-                   "or --set parser=... chooses another)")
-    counts = {name: sum(s.state == name for s in states) for name in ("done", "running", "failed", "to do")}
-    click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    tallies = tally_by_task(states)
+    _echo_tallies(tallies, STATES)
+    _echo_needs(tallies)
+    _echo_paper(paper_status(spec, {s.cell.name: s for s in states}))
+    counts = {name: sum(s.state == name for s in states) for name in STATES}
+    click.echo(f"\n{len(states)} cells in {spec.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
+               + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
+                  else ""))
     plan = make_plan(spec, device, read_benchmarks(default_bench_paths()))
     click.echo(progress_line(plan, progress(spec, plan, [s.cell for s in states if s.state == DONE])))
+
+
+def _echo_tallies(tallies, states: tuple[str, ...]) -> None:
+    """A row per task: its cells, and how many are in each state."""
+    width = max(len("task"), *(len(t.task) for t in tallies))
+    click.echo(f"\n{'task':<{width}}  {'cells':>5}  " + "  ".join(f"{name:>7}" for name in states))
+    for tally in tallies:
+        click.echo(f"{tally.task:<{width}}  {sum(tally.states.values()):>5}  "
+                   + "  ".join(f"{tally.states[name]:>7}" for name in states))
+
+
+def _echo_needs(tallies) -> None:
+    """Each missing input once, with the tasks (and how many of their cells) that need it."""
+    needed: dict[str, list[str]] = {}
+    for tally in tallies:
+        for message, n in tally.needs.items():
+            needed.setdefault(message, []).append(f"{tally.task}: {n} cells")
+    for message, where in needed.items():
+        click.echo(f"missing ({'; '.join(where)}): needs {message}")
+
+
+def _echo_paper(rows) -> None:
+    """Per task, model and published score: each system's published average, ours so far in brackets."""
+    tables: dict[tuple, list[str]] = {}
+    for row in rows:
+        ours = (f"{row.ours:.1f}, {row.seeds}/{row.seeds_planned} seeds, {row.languages}/{row.paper_languages} langs"
+                if row.ours is not None else "–")
+        tables.setdefault((row.task, row.model, row.score, row.table), []).append(
+            f"{row.paper_system} ({row.label}) {row.paper:.1f} [{ours}]")
+    if tables:
+        click.echo("\npublished averages, ours over the finished cells in [brackets]:")
+    for (task, model, score, table), systems in tables.items():
+        click.echo(f"  {task} {model} {score} ({table}): " + ", ".join(systems))
 
 
 @experiment.command(name="plan")

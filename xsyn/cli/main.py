@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import warnings
 from collections.abc import Callable, Iterable
 
 import click
 
 from xsyn import __version__
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import OptionError, XsynError
+from xsyn.utils.progress import quiet_library_bars_off_terminal
 
 
 class RegistryChoice(click.Choice):
@@ -41,7 +44,12 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
     handler = _ClickHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING)
+    # under a distributed launch only the main process (global rank 0) prints status and warnings: every
+    # rank meets them alike, and N copies of each say nothing more; errors stay on every rank
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    logger.setLevel(logging.ERROR if quiet or not main_process else logging.INFO if verbose else logging.WARNING)
+    if not main_process:
+        warnings.simplefilter("ignore")  # the libraries' Python warnings too
 
 
 LOUDNESS = {"-v": logging.INFO, "--verbose": logging.INFO, "-q": logging.ERROR}  # `xsyn`'s own options
@@ -61,9 +69,15 @@ class XsynCommand(click.Command):
         args, levels = take_loudness(args)
         if len(levels) > 1:
             raise click.UsageError("-v and -q contradict each other; give one")
-        if levels:
+        if levels and int(os.environ.get("RANK", "0")) == 0:  # (another rank stays at errors only)
             logging.getLogger("xsyn").setLevel(levels.pop())
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OptionError as err:  # settings missing or at odds, found by the stage: a usage error, as click's
+            raise click.UsageError(str(err), ctx) from None
 
 
 class XsynGroup(click.Group):
@@ -93,10 +107,10 @@ def main(verbose: bool, quiet: bool) -> None:
     if verbose and quiet:
         raise click.UsageError("-v and -q contradict each other; give one")
     configure_logging(verbose, quiet)
+    quiet_library_bars_off_terminal()  # every command, and the processes it starts (experiment cells)
 
 
 main.command_class = XsynCommand
-
 
 
 @main.group()

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.run import quiet_libraries
 from xsyn.cli.syntax import parser_options, parser_settings
+from xsyn.utils.progress import quiet_libraries
 
 
 @main.command()
@@ -27,7 +27,7 @@ from xsyn.cli.syntax import parser_options, parser_settings
 @parser_options(default_note="the one the model was trained with")
 @click.option("--tokens", type=click.Choice(["parser", "whitespace"]), default="parser", show_default=True,
               help="Tagging tasks: tokenise raw text with the parser, or at whitespace.")
-@click.option("--batch-size", type=int, default=None, help="Examples per batch [default: the run's "
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Examples per batch [default: the run's "
               "eval_batch_size, 64].")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Parse and feature caches (default: $XSYN_CACHE or ~/.cache/xsyn).")
@@ -44,8 +44,6 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
 
     if quiet:
         quiet_libraries()
-    if batch_size is not None and batch_size < 1:
-        raise click.BadParameter("must be at least 1", param_hint="--batch-size")
     if output is not None:
         preflight_output(output.parent, "--output")  # before parsing and loading the model
     report: dict = {}

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from xsyn.cli.main import main
-from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted, is_main_process
+from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
-from xsyn.pretraining.recipes import RECIPES, RENAMED, describe
-from xsyn.training.folder import RunFolder
+from xsyn.pretraining.recipes import RECIPES, describe
+from xsyn.training.folder import RunFolder, is_main_process
 
 
 def _recipe_help() -> str:
@@ -98,9 +98,11 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--save-total-limit", type=click.IntRange(min=1), default=None,
               help="Resumable states kept: state/ and the K-1 before it as checkpoint-<step>/ [default: 1].")
 @click.option("--resume", is_flag=True, help="Continue from the run's last saved state (state/).")
+@click.option("--overwrite-output-dir", is_flag=True,
+              help="Start afresh in an --output-dir that holds files (the run files in it are deleted first).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool, quiet: bool,
-                         **flags) -> None:
+def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool,
+                         overwrite_output_dir: bool, quiet: bool, **flags) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it.
 
     \b
@@ -108,68 +110,17 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
       xsyn pretrain-gat --recipe strong --treebanks en --treebank-dir UD_RELEASE --model tiny \\
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
-    from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
-    from xsyn.run.preflight import preflight_pretraining
-    from xsyn.run.settings import MODEL_SETTINGS, ConfigError, check_flags, parse_overrides
-    from xsyn.utils.schema import construct
+    from xsyn.run.pretrain import pretrain_gat, pretrain_settings, probe_text
 
-    chosen = RECIPES[recipe]
-    values = {name: chosen[name] for name in ("gat_delta", "gat_attention", "learning_rate")}
-    file_values = read_pretrain_config(config_file) if config_file else {}
-    gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
-    values.update(file_values)
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
-    values.update(check_flags(PretrainSettings, {k: v if not isinstance(v, Path) else str(v) for k, v in flags.items()
-                                                 if v is not None}))
-    missing = [f"--{name.replace('_', '-')}" for name in ("treebanks", "treebank_dir", "output_dir")
-               if not values.get(name)]
-    if missing:
-        raise click.UsageError(f"Missing option(s) {', '.join(missing)} (or a --config file that names them).")
-    if values.get("model", DEFAULT_MODEL) == TINY and not values.get("tokenizer"):
-        raise click.UsageError(f"--model {TINY} needs --tokenizer (a vocab.txt or tokenizer directory)")
-    folder = RunFolder(values["output_dir"])
-    if folder.gat_config.is_file():
-        raise click.ClickException(f"{folder.path} already holds a pre-trained GAT ({folder.gat_config.name}): "
-                                   "choose another --output-dir, or delete the folder first")
-    if folder.has_progress() and not resume:
-        raise click.ClickException(f"{folder.path} holds a pre-training in progress ({folder.state.name}/): continue "
-                                   "it with --resume, choose another --output-dir, or delete the folder")
+    settings = pretrain_settings(recipe, config_file, sets, **flags)
+    folder = RunFolder(settings.output_dir)
     try:
-        settings = construct(PretrainSettings, {**values, "gat": gat}, "settings", error=ConfigError)
-        preflight_pretraining(settings)
-        summary = run_pretraining(settings, progress=not quiet, resume=resume)
+        summary = pretrain_gat(settings, resume, overwrite_output_dir, progress=not quiet, continue_with="--resume")
     except KeyboardInterrupt as stop:
         interrupted(stop, folder, "the same command with --resume" if not resume else "the same command")
-    if is_main_process():
-        for row, data in zip(summary["probe_metrics"].values(), summary["evaluation"]):
-            click.echo(f"{data['lang']:>3} {data['treebank']:<22} {data['split']:<5} UUAS {row['uuas']:.3f}  "
-                       f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  "
-                       f"NSpr {row['norm_spearman']:.3f}  ({row['n_sentences']} sentences, "
-                       f"{data['too_long_not_scored']} too long)")
-        click.echo(f"GAT checkpoint and {folder.probe_metrics.name} -> {folder.path}")
-
-
-def read_pretrain_config(path: Path) -> dict:
-    """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
-    a run's pretrain_config.json), each checked against its field; `gat` holds model settings. A run folder
-    saved before the settings took finetune's names is read under the new names."""
-    import logging
-
-    from xsyn.pretraining.trainer import PretrainSettings
-    from xsyn.run.settings import ConfigError, check_model_settings, read_settings_file
-    from xsyn.utils.schema import check_values
-
-    data = read_settings_file(path)
-    data = data.get("settings", data) if isinstance(data.get("settings"), dict) else data
-    for old, new in RENAMED.items():
-        if old in data:
-            logging.getLogger("xsyn.cli").warning(f"{path}: setting {old} is now {new}")
-            data[new] = data.pop(old)
-    if "warmup" in data:
-        raise ConfigError(path, "warmup", "a fraction of the steps is now warmup_steps (a number of steps); write "
-                          "warmup_steps = N instead")
-    values = check_values(PretrainSettings, data, str(path), required=False, error=ConfigError)
-    if "gat" in values:
-        values["gat"] = check_model_settings(values["gat"], str(path), "gat")
-    return values
+    if not is_main_process():
+        return
+    click.echo(probe_text(summary))
+    click.echo(f"GAT checkpoint and {folder.probe_metrics.name} -> {folder.path}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -16,27 +15,9 @@ from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
 from xsyn.models.variants import variant_names
-from xsyn.run.settings import MIXED_PRECISIONS, MODEL_SETTINGS, TRACKERS
-from xsyn.training.folder import RunFolder
-from xsyn.utils.progress import on_terminal
-
-
-def quiet_libraries() -> None:
-    """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
-    import datasets
-    from transformers.utils import logging
-
-    datasets.disable_progress_bars()
-    logging.disable_progress_bar()
-
-
-def is_main_process() -> bool:
-    """Whether this is the process that prints, writes and uploads under a distributed launch:
-    global rank 0 (torchrun and `accelerate launch` set RANK), and always in a single process.
-    Read from the environment: a `PartialState()` made here, before the run's Accelerator, would
-    fix Accelerate's state without ACCELERATE_USE_CPU's cpu flag and split a CPU launch into
-    independent single processes."""
-    return int(os.environ.get("RANK", "0")) == 0
+from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
+from xsyn.training.folder import RunFolder, is_main_process
+from xsyn.utils.progress import on_terminal, quiet_libraries
 
 
 class TaskChoice(click.ParamType):
@@ -173,79 +154,29 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     the resolved config, logs and metrics into the output folder. With --eval-langs (or
     --do-eval) it then evaluates the best checkpoint, as `xsyn evaluate` would.
     """
-    from xsyn.data.cards import load_card
-    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.run.publish import check_hub_push, push_checkpoint
-    from xsyn.run.settings import parse_overrides, read_config_file, resolve
-    from xsyn.run.train import finetune as run_finetune
+    from xsyn.run.workflow import finetune_evaluate_push, finetune_settings
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
-    resume = resume_dir is not None
-    if resume_dir:  # the folder alone: its saved settings, unless a --config file is given too
-        if flags.get("output_dir") and Path(flags["output_dir"]) != Path(resume_dir):
-            raise click.UsageError(f"--resume {resume_dir} and --output-dir {flags['output_dir']} name different "
-                                   "folders; give one")
-        flags["output_dir"] = resume_dir
-        saved = RunFolder(resume_dir).config
-        if config_file is None:
-            if not saved.is_file():
-                raise click.UsageError(f"--resume {resume_dir}: {saved} does not exist, so there is no run there "
-                                       "to continue (a run writes it when it starts)")
-            config_file = str(saved)
-    file_values = read_config_file(config_file) if config_file else {}
-    task = task or file_values.get("task_card") or file_values.get("task")
-    if task is None:
-        raise click.UsageError("Missing option '--task' (or a --config file that names it).")
-    card = load_card(task)
-    if resume_dir and config_file == str(saved) and file_values.get("task", card.name) != card.name:
-        raise click.UsageError(f"--resume {resume_dir} is a run of task {file_values['task']!r} (its {saved.name}), "
-                               f"but --task names {card.name!r}: leave out --task to continue that run, or give "
-                               "--resume the folder of a run of this task")
-    flags["trackers"] = list(flags.pop("trackers")) or None
-    model_flags = {name: flags.pop(name) for name in ("gat_delta", "gat_attention")}
-    overrides = parse_overrides(sets)
-    overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
-                                 **overrides.get(MODEL_SETTINGS, {})}
-    flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
-    config = resolve(task, variant, card, file_values, flags)
+    config, resume = finetune_settings(task, variant, config_file, sets, resume_dir, **flags)
     folder = RunFolder(config.resolved_output_dir())
-    if not resume:
-        _claim_output_dir(folder, overwrite_output_dir)
-    langs = _eval_langs(eval_langs, do_eval)
-    token = check_hub_push(push_to_hub) if push_to_hub else None
+    resume_with = f"--resume {shlex.quote(str(folder.path))}"
     try:
-        summary = run_finetune(config, resume=resume, progress=not quiet)
+        outcome = finetune_evaluate_push(config, resume, overwrite_output_dir, _eval_langs(eval_langs, do_eval),
+                                         push_to_hub, not quiet, resume_with, on_trained=_echo_summary)
     except KeyboardInterrupt as stop:
-        interrupted(stop, folder, f"xsyn finetune --resume {shlex.quote(str(folder.path))}")
-    if is_main_process():
+        interrupted(stop, folder, f"xsyn finetune {resume_with}")
+    if not is_main_process():
+        return
+    if outcome["evaluation"] is not None:
+        _echo_scores(outcome["evaluation"], split_chosen=False)
+    if outcome["pushed"]:
+        click.echo(f"pushed {folder.best} to {outcome['pushed']}", err=True)
+
+
+def _echo_summary(summary: dict) -> None:
+    if is_main_process():  # as soon as training ends, before any evaluation
         click.echo(json.dumps(summary, indent=2))
-    if langs is not None:
-        evaluation = evaluate_run(locate_checkpoint(folder.path), langs=langs or None, progress=not quiet)
-        if is_main_process():
-            _echo_scores(evaluation, split_chosen=False)
-    if push_to_hub and is_main_process():
-        url = push_checkpoint(folder.best, push_to_hub, token)
-        click.echo(f"pushed {folder.best} to {url}", err=True)
-
-
-def _claim_output_dir(folder: RunFolder, overwrite: bool) -> None:
-    """A fresh run's folder must be empty: what is there would be mixed with the new run's files, or lost.
-    Judged under the folder's writer lock: a run that another process is writing is named, never deleted."""
-    if not folder.entries():
-        return  # (a folder not made yet is made by the preflight, which names a path that cannot be one)
-    with folder.writing():
-        present = folder.entries()
-        if not present:
-            return
-        if not overwrite:
-            what = (f"a run that saved progress ({folder.state.name}/ or {folder.train_results.name})"
-                    if folder.has_progress() else
-                    f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})")
-            raise click.ClickException(f"{folder.path} already holds {what}: continue it with --resume "
-                                       f"{shlex.quote(str(folder.path))}, start afresh with --overwrite-output-dir, "
-                                       "or choose another --output-dir (or --seed)")
-        folder.clear()
 
 
 def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
@@ -258,27 +189,19 @@ def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
 
 def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
     """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
-    saved = getattr(stop, "saved_step", None)
-    if saved is None:
-        saved = folder.saved_step()
-    where = f"the state of step {saved} is saved in {folder.state}" if saved else "no training state was saved yet"
-    click.echo(f"\ninterrupted: {where}. Continue with:\n  {command}", err=True)
+    click.echo(f"\ninterrupted: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
+               f"  {command}", err=True)
     raise SystemExit(130)
 
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
-    """Each language's score with the metric's name and its bootstrap sd; what the numbers rest on."""
+    """Each language's score (`scores_text`), and what the numbers rest on."""
+    from xsyn.run.evaluation_text import scores_text
+
     if not split_chosen and summary["split"] != "test":
         click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
                    "no labels (pass --split to choose)")
-    spread = summary.get("bootstrap_sd") or {}
-    click.echo(f"{summary['task']} {summary['split']}: {summary['primary']} (± sd over bootstrap resamples of the "
-               "examples)")
-    for lang, value in summary["per_language"].items():
-        sd = spread.get(lang)
-        click.echo(f"{lang}\t{summary['primary']} {value:.2f}" + (f" ± {sd:.2f}" if sd is not None else ""))
-    if summary["average"] is not None:
-        click.echo(f"average\t{summary['primary']} {summary['average']:.2f}")
+    click.echo(scores_text(summary))
     for key, what in (summary.get("predicted_nothing") or {}).items():
         click.echo(f"warning: {key}: the model predicted {what}; scores that count correct silence or the "
                    "majority label can be high for that reason alone", err=True)
@@ -306,12 +229,12 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
-    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.run.evaluation import evaluate_run
+    from xsyn.run.evaluation_text import dropped_lines
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
-    checkpoint = locate_checkpoint(model_dir)
-    summary = evaluate_run(checkpoint, split=split, langs=langs.split(",") if langs else None,
+    summary = evaluate_run(model_dir, split=split, langs=langs.split(",") if langs else None,
                            generalized=generalized, output_dir=output_dir, overrides=overrides,
                            skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)
     if not is_main_process():
@@ -320,9 +243,7 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if summary.get("pairs"):
         click.echo(f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the "
                    "output folder)")
-    dropped = {key: n for key, n in summary["dropped"].items() if n}
-    if dropped:
-        click.echo("not scored (pairs: ids without a counterpart or with disagreeing labels): "
-                   + ", ".join(f"{key} {n}" for key, n in dropped.items()))
+    for line in dropped_lines(summary):
+        click.echo(line)
     if summary["missing_languages"]:
         click.echo(f"skipped (no data): {', '.join(summary['missing_languages'])}")

@@ -23,19 +23,15 @@ def settings_command(task: str | None, variant: str, as_json: bool) -> None:
     Run settings come first, then the model settings of the variant's syntax path.
     """
     from xsyn.data.cards import load_card
-    from xsyn.run.settings import MODEL_SETTINGS, card_defaults, setting_table
+    from xsyn.run.setting_table import settings_with_card
 
     card = load_card(task) if task else None
-    values, source = ({}, "")
-    if card is not None:
-        run_values, source, _ = card_defaults(card, variant)
-        values = {**{k: v for k, v in run_values.items() if k != MODEL_SETTINGS}, **run_values.get(MODEL_SETTINGS, {})}
-    table = {name: {**row, "card": values.get(name)} for name, row in setting_table(variant).items()}
+    table, source, given = settings_with_card(variant, card)
     if as_json:
         click.echo(json.dumps(table, default=str))
         return
     header = ("key", "type", "default", f"card ({source})" if card is not None else "")
-    rows = [(name, row["type"], _show(row["default"]), _show(row["card"]) if name in values else "")
+    rows = [(name, row["type"], _show(row["default"]), _show(row["card"]) if name in given else "")
             for name, row in table.items()]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:

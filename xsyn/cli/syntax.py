@@ -98,31 +98,16 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
                   **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
-    from xsyn.run.preflight import preflight_output
-    from xsyn.syntax.cache import ParseCache
-    from xsyn.syntax.inputs import import_conllu, read_segments
-    from xsyn.syntax.parse import default_workers, parse_segments
+    from xsyn.syntax.inputs import parse_file
     from xsyn.syntax.parsing import build_parser
-    from xsyn.syntax.record import write_jsonl
 
-    preflight_output(output.parent, "--output")  # before parsing: a folder that cannot be written is named now
-    if cache_dir is not None:
-        preflight_output(cache_dir, "--cache-dir")
-    cache = ParseCache(cache_dir / "parses" if cache_dir is not None else None)
-    if fmt == "conllu":
-        imported = import_conllu(input_path, lang, cache, import_as=import_as, skip_invalid=skip_invalid)
-        records, report = imported.records, imported.report
-        extra: dict[str, Any] = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
-    else:
-        segments, blank = read_segments(input_path, fmt, lang)
-        report = parse_segments(segments, build_parser(parser, **parser_settings(flags)), cache,
-                                workers=workers or default_workers(), progress=not quiet)
-        records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}
-    write_jsonl(records, output)
-    result = {**report.as_dict(), **extra, "out": str(output), "cache_dir": str(cache.directory)}
+    chosen = build_parser(parser, **parser_settings(flags)) if fmt != "conllu" else None
+    parsed = parse_file(input_path, fmt, lang, output, chosen, cache_dir, import_as, skip_invalid, workers,
+                        progress=not quiet)
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(json.dumps(parsed.as_dict()))
         return
+    report, extra = parsed.report, parsed.extra
     click.echo(f"segments:        {report.segments}")
     click.echo(f"unique segments: {report.unique} ({report.duplicates} repeats parsed once)")
     click.echo(f"cache hits:      {report.cache_hits}")
@@ -167,36 +152,19 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
                            plot_output: Path | None, **flags: Any) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
     from xsyn.syntax.parsing import build_parser
-    from xsyn.syntax.quality import read_probe_metrics, score_parser
-    from xsyn.utils.io import atomic_write_bytes, atomic_write_text, ensure_dir
+    from xsyn.syntax.quality import check_outputs, read_probe_metrics, score_parser, write_scores, write_scores_chart
 
-    if output is not None:
-        ensure_dir(output.parent, option="--output")  # before parsing: a folder that cannot be made is named now
-    if plot_output is not None:
-        ensure_dir(plot_output.parent, option="--plot-output")
+    check_outputs(output, plot_output)  # before parsing: a folder that cannot be made is named now
     probes = read_probe_metrics(probe_metrics) if probe_metrics is not None else {}
     built = build_parser(parser, **parser_settings(flags))
     results = {}
     for done in score_parser(built, [s.strip() for s in treebanks.split(",") if s.strip()], treebank_dir,
                              split=split, limit=limit, parser_input=parser_input):
-        scores, lang = done.scores, done.lang
-        results[lang] = done.as_dict()
-        probe = f"  probe UUAS {probes[lang]['uuas']:.3f}" if "uuas" in probes.get(lang, {}) else ""
-        click.echo(f"{lang:>3} {done.treebank:<24} {done.split:<5} UAS {scores.uas:.3f}  "
-                   f"LAS {scores.las:.3f}  words F1 {scores.words_f1:.3f}{probe}  ({scores.sentences} sentences, "
-                   f"{scores.mismatched_sentences} tokenised differently)")
-        for line in scores.mismatches:
-            click.echo(f"      {line}")
+        results[done.lang] = done.as_dict()
+        click.echo(done.text(probes.get(done.lang, {}).get("uuas")))
     if output is not None:
-        atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n", option="--output")
+        write_scores(results, output)
         click.echo(f"scores -> {output}")
     if plot_output is not None:
-        from xsyn.utils.plots import language_bars_png
-
-        series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
-        if probes:
-            series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}
-        title = f"{resolve_parser_choice(parser).label} vs gold UD trees" + (" | probe UUAS" if probes else "")
-        atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
-                           option="--plot-output")
+        write_scores_chart(results, probes, resolve_parser_choice(parser).label, plot_output)
         click.echo(f"chart -> {plot_output}")

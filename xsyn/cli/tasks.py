@@ -7,36 +7,19 @@ import click
 from xsyn.cli.main import main
 
 
-def _sources(card) -> tuple[str, str]:
-    local = "; ".join(f"{', '.join(s.paths) or 'generated'} ({s.layout})" for s in card.local) or "none"
-    hub = "; ".join(f"{s.dataset}" + (f" [{s.config}]" if s.config else "") for s in card.hub) or "none"
-    return local, hub
-
-
-def tasks_markdown(cards) -> str:
-    """A Markdown table of tasks and their sources (the README's task list)."""
-    lines = ["| task | kind | languages | metric | dev set | local files (layout) | hub |",
-             "|---|---|---|---|---|---|---|"]
-    for card in cards:
-        local, hub = _sources(card)
-        lines.append(f"| `{card.name}` ({card.title}) | {card.kind} | {' '.join(card.languages)} | "
-                     f"{card.metric} | {card.dev_set} | {local} | {hub} |")
-    return "\n".join(lines)
-
-
 @main.command(name="tasks")
 @click.argument("name", required=False)
 @click.option("--markdown", is_flag=True, help="Print all tasks as one Markdown table.")
 def tasks_command(name: str | None, markdown: bool) -> None:
     """List the task cards, or show one (NAME) with its splits, labels and hyperparameters."""
-    from xsyn.data.cards import list_tasks, load_card
+    from xsyn.data.cards import card_sources, list_tasks, load_card, tasks_markdown
 
     cards = [load_card(name)] if name else [load_card(n) for n in list_tasks()]
     if markdown:
         click.echo(tasks_markdown(cards))
         return
     for card in cards:
-        local, hub = _sources(card)
+        local, hub = card_sources(card)
         click.echo(f"{card.name}: {card.title} ({card.kind}, metric {card.metric})")
         click.echo(f"  languages: {' '.join(card.languages)} (train on {' '.join(card.train_languages)})")
         click.echo(f"  local: {local}")

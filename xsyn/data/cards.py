@@ -24,6 +24,7 @@ import hashlib
 import json
 import string
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -359,3 +360,21 @@ def _check_roles(columns: dict[str, Any], key: str, roles: tuple[str, ...]) -> N
 
 def _placeholders(pattern: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+
+
+def card_sources(card: TaskCard) -> tuple[str, str]:
+    """Where a task's data comes from, in words: its local files (with their layouts) and its hub data sets."""
+    local = "; ".join(f"{', '.join(s.paths) or 'generated'} ({s.layout})" for s in card.local) or "none"
+    hub = "; ".join(f"{s.dataset}" + (f" [{s.config}]" if s.config else "") for s in card.hub) or "none"
+    return local, hub
+
+
+def tasks_markdown(cards: Sequence[TaskCard]) -> str:
+    """A Markdown table of tasks and their sources (the README's task list, `xsyn tasks --markdown`)."""
+    lines = ["| task | kind | languages | metric | dev set | local files (layout) | hub |",
+             "|---|---|---|---|---|---|---|"]
+    for card in cards:
+        local, hub = card_sources(card)
+        lines.append(f"| `{card.name}` ({card.title}) | {card.kind} | {' '.join(card.languages)} | "
+                     f"{card.metric} | {card.dev_set} | {local} | {hub} |")
+    return "\n".join(lines)

@@ -30,6 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xsyn.data.example import UNANSWERABLE, Example
+from xsyn.data.prediction_files import (
+    write_answers,
+    write_answers_or_none,
+    write_intent_slots,
+    write_lines,
+    write_tags,
+)
 from xsyn.data.rows import (
     GoldRow,
     RowError,
@@ -42,7 +49,6 @@ from xsyn.data.rows import (
     token_segment,
 )
 from xsyn.models.defaults import IGNORE_INDEX
-from xsyn.utils.io import atomic_write_json, atomic_write_text
 from xsyn.utils.registry import Registry
 
 if TYPE_CHECKING:
@@ -314,52 +320,6 @@ def _answer_reference(example: Example, metric: str) -> Any:
     return [a.text for a in example.answers]
 
 
-# -- prediction files, in each benchmark's own layout (XTREME's, NLPTEA's, SQuAD's) ------------------
-
-
-def _write_lines(stem: Path, examples: Sequence[Example], predictions: Sequence[Any], metric: str) -> Path:
-    """One label (or score) per line."""
-    path = stem.with_name(stem.name + ".tsv")
-    atomic_write_text(path, "".join(f"{p}\n" for p in predictions))
-    return path
-
-
-def _write_tags(stem: Path, examples: Sequence[Example], predictions: Sequence[Any], metric: str) -> Path:
-    """One tag per line, a blank line between sentences; CGED: NLPTEA's `id, start, end, type` lines
-    (`id, correct` for a sentence without errors), in a .txt file."""
-    path = stem.with_name(stem.name + (".txt" if metric == "cged" else ".tsv"))
-    if metric == "cged":  # the NLPTEA scorer's input, in example order
-        lines = [line for e, errors in zip(examples, predictions)
-                 for line in [f"{e.id}, {s}, {end}, {t}" for s, end, t in sorted(errors)] or [f"{e.id}, correct"]]
-        text = "".join(line + "\n" for line in lines)
-    else:
-        text = "".join("".join(t + "\n" for t in tags) + "\n" for tags in predictions)
-    atomic_write_text(path, text)
-    return path
-
-
-def _write_intent_slots(stem: Path, examples: Sequence[Example], predictions: Sequence[Any], metric: str) -> Path:
-    """The intent, a tab, the slot tags separated by spaces."""
-    path = stem.with_name(stem.name + ".tsv")
-    atomic_write_text(path, "".join(f"{intent}\t{' '.join(tags)}\n" for intent, tags in predictions))
-    return path
-
-
-def _write_answers(stem: Path, examples: Sequence[Example], predictions: Sequence[Any], metric: str) -> Path:
-    """XTREME's {question id: answer text}."""
-    path = stem.with_name(stem.name + ".json")
-    atomic_write_json(path, {e.id: p for e, p in zip(examples, predictions)})
-    return path
-
-
-def _write_answers_or_none(stem: Path, examples: Sequence[Example], predictions: Sequence[Any], metric: str
-                           ) -> Path:
-    """The official SQuAD 2.0 script's two inputs: {id: answer} and, beside it, {id: na_prob}."""
-    atomic_write_json(stem.with_name(stem.name + "-na_prob.json"),
-                      {e.id: min(p[1], 1e9) for e, p in zip(examples, predictions)})
-    return _write_answers(stem, examples, [p[0] for p in predictions], metric)
-
-
 # -- what `xsyn predict` gives per example -----------------------------------------------------------
 
 
@@ -466,7 +426,7 @@ def _sentences(name: str, n_segments: int, gold: Gold, decode, present, **kind: 
     """A kind with one output per example from the pooled [CLS] (its segments named by the card)."""
     return TaskKind(name, None, n_segments, gold, head="sequence", label_columns=("labels",),
                     piece_label_columns=(), output_keys=("logits",), windowed=False, decode=decode,
-                    reference=_class_reference, write_predictions=_write_lines, present=present,
+                    reference=_class_reference, write_predictions=write_lines, present=present,
                     pipeline_tag="text-classification", auto_class="AutoModelForSequenceClassification", **kind)
 
 
@@ -475,7 +435,7 @@ def _tagging(name: str, present) -> TaskKind:
     return TaskKind(name, ("tokens",), 1, Gold(("tags",), ("tags",), _tag_example), head="token",
                     label_columns=("labels",), piece_label_columns=("labels",), output_keys=("logits",),
                     windowed=True, window_labels=_tag_labels, decode=_decode_tags, reference=_tag_reference,
-                    write_predictions=_write_tags, present=present, pipeline_tag="token-classification",
+                    write_predictions=write_tags, present=present, pipeline_tag="token-classification",
                     auto_class="AutoModelForTokenClassification")
 
 
@@ -502,23 +462,23 @@ KINDS: Registry[TaskKind] = Registry("task kind", {kind.name: kind for kind in (
     _tagging("pos-tagging", _present_tags),
     # FCE: a correct / incorrect tag per token, scored on the error class
     _tagging("token-detection", _present_tags),
-    _extractive("extractive-qa", Gold(("answers",), (), _answer_example), _decode_answers, _write_answers,
+    _extractive("extractive-qa", Gold(("answers",), (), _answer_example), _decode_answers, write_answers,
                 _present_answers),
     # SQuAD 2.0: the null answer is the [CLS] span
     _extractive("extractive-qa-v2", Gold(("answers", "impossible"), (), _answer_or_none_example), _answers_or_none,
-                _write_answers_or_none, _present_answers_or_none),
+                write_answers_or_none, _present_answers_or_none),
     # RACE: passage + question + each option as one sequence (the passage alone truncated), one score per
     # option, softmax over the options
     TaskKind("multiple-choice", ("article", "question"), 2, Gold(("options", "label"), ("labels",), _choice_example),
              head="multiple_choice", label_columns=("labels",), piece_label_columns=(), output_keys=("logits",),
              windowed=False, choices=True, window_labels=_class_labels, decode=_decode_classes,
-             reference=_choice_reference, write_predictions=_write_lines, present=_present_choices,
+             reference=_choice_reference, write_predictions=write_lines, present=_present_choices,
              pipeline_tag="multiple-choice", auto_class="AutoModelForMultipleChoice"),
     TaskKind("intent-slot", ("tokens",), 1, Gold(("label", "tags"), ("labels", "tags"), _intent_slot_example),
              head="intent_slot", label_columns=("intent_labels", "slot_labels"), piece_label_columns=("slot_labels",),
              output_keys=("intent_logits", "slot_logits"), windowed=True,
              window_labels=_intent_slot_labels, decode=_decode_intent_slots, reference=_intent_slot_reference,
-             write_predictions=_write_intent_slots, present=_present_intent_slots,
+             write_predictions=write_intent_slots, present=_present_intent_slots,
              pipeline_tag="token-classification"),
 )}, group="xsyn.task_kinds", of=TaskKind, name_of=lambda kind: kind.name)
 

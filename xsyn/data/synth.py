@@ -130,7 +130,8 @@ def generate_split(lang: str, split: str, n: int, seed: int = 0) -> list[Example
 
 
 def _segment(record: SyntaxRecord, lang: str) -> Segment:
-    return Segment(lang=lang, text=record.text, record=record)
+    # the tree is the data's own (`--parser gold` names it so); attached as the record too, so any parser keeps it
+    return Segment(lang=lang, text=record.text, record=record, gold_tree=record)
 
 
 def realise(meaning: Meaning, grammar: Grammar, order: tuple[str, ...]) -> SyntaxRecord:

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ ERROR_FILE = "error.txt"
 LOG_FILE = "cell.log"
 QUEUED_FILE = "queued.json"
 DONE, RUNNING, FAILED, TODO = "done", "running", "failed", "to do"
+STATES = (DONE, RUNNING, FAILED, TODO)
 
 log = logging.getLogger("xsyn")
 
@@ -49,6 +50,26 @@ class CellState:
     cell: Cell
     state: str  # done | running | failed | to do
     detail: str = ""  # the failure's last line, who runs it, how far it got
+    needs: str = ""  # an input it cannot run without (data, a parser's models), shared by the task's cells
+
+
+@dataclass
+class TaskTally:
+    """A task's cells by state, and what its cells need, once (`xsyn experiment status`)."""
+
+    task: str
+    states: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    needs: dict[str, int] = field(default_factory=dict)  # missing input -> cells that need it
+
+
+def tally_by_task(states: list[CellState]) -> list[TaskTally]:
+    tallies: dict[str, TaskTally] = {}
+    for state in states:
+        tally = tallies.setdefault(state.cell.task, TaskTally(state.cell.task))
+        tally.states[state.state] += 1
+        if state.needs:
+            tally.needs[state.needs] = tally.needs.get(state.needs, 0) + 1
+    return list(tallies.values())
 
 
 # --------------------------------------------------------------------------- state
@@ -76,7 +97,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
             f" (another host: stale after {format_age(LOCK_TTL_S)} without a heartbeat)")
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
     if cell.name in experiment.cell_needs:  # found when the file was read: no settings resolved per cell here
-        return CellState(cell, TODO, f"needs {experiment.cell_needs[cell.name]}")
+        return CellState(cell, TODO, needs=experiment.cell_needs[cell.name])
     config = experiment.config(cell, check_model=False)
     try:
         check_same_run(folder, config.to_dict())
@@ -94,8 +115,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         job = saved_json_object(queued) or {}
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
                                                  f"at {job.get('submitted')}"]))
-    missing = missing_data(experiment.cards[cell.task], config.data_dir)
-    return CellState(cell, TODO, "; ".join(filter(None, [detail, missing])))
+    return CellState(cell, TODO, detail, missing_data(experiment.cards[cell.task], config.data_dir))
 
 
 def missing_data(card, data_dir: str | None) -> str:
@@ -108,7 +128,7 @@ def missing_data(card, data_dir: str | None) -> str:
     folder = Path(data_dir) if data_dir else default_data_dir(card)
     if folder.is_dir():
         return ""
-    return (f"needs {card.title} data, which is not on the hub ({card.download or card.homepage}); put it in "
+    return (f"{card.title} data, which is not on the hub ({card.download or card.homepage}); put it in "
             f"{folder} or pass --data-dir DIR with DIR/{card.name}")
 
 

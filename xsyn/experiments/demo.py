@@ -5,7 +5,7 @@ with one lexicon and different word orders, and gold UD trees. The demo trains a
 scratch with the plain baseline (`none`) and with the GAT syntax variant (`gat`) on the first
 language, evaluates both zero-shot on every language and on every language pair, and writes the
 report (tables, deltas with significance, heatmaps). It uses the same code paths as a real run:
-task card, parse step (gold trees), features, Accelerate training loop, evaluation, report.
+task card, parse step (the data's gold trees: `--parser gold`), features, Accelerate training loop, evaluation, report.
 """
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ from typing import Any
 from xsyn.models.defaults import DEFAULT_SEED
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
+from xsyn.utils.io import atomic_write_json, saved_json_object
 
 DEMO_VARIANTS = ("none", "gat")
 # What one demo writes into its folder; `overwrite` removes exactly these, nothing else the folder holds.
-DEMO_OUTPUTS = ("vocab.txt", "runs", "cache", "report")
+DEMO_OUTPUTS = ("demo.json", "vocab.txt", "runs", "cache", "report")
+PLAN_FILE = "demo.json"  # the options a demo was started with: a rerun with the same ones continues it
 log = logging.getLogger(__name__)
 
 
 class DemoOutputExistsError(XsynError, FileExistsError):
-    """The demo folder holds an earlier demo; training again would mix old and new files."""
+    """The demo folder holds an earlier demo of other options; training again would mix old and new files."""
 
 
 def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, progress: bool = True,
@@ -38,37 +40,56 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
     """Train `none` and `gat` on the source language, evaluate both on every language and pair, and
     write the report; returns per-language test accuracies, averages and the files written.
 
-    An `output_dir` that holds an earlier demo is refused unless `overwrite` (then the earlier
-    demo's files are removed first). `settings` override the card's (e.g. {"learning_rate": 2e-4}),
-    as `--set` does on `xsyn finetune`.
+    A folder that holds an interrupted demo of the same options is continued as `xsyn finetune --resume`
+    continues a run (a finished training is kept, an evaluation keeps what it scored); one of other options
+    is refused unless `overwrite` (then the earlier demo's files are removed first, a resumable state said
+    so). `settings` override the card's (e.g. {"learning_rate": 2e-4}), as `--set` does on `xsyn finetune`.
+    A Ctrl-C reaches the caller with `run_dir` set to the run it stopped.
     """
-    from xsyn.data.cards import load_card
     from xsyn.data.synth import write_vocab
-    from xsyn.models.defaults import TINY
-    from xsyn.report import build_report, write_report
-    from xsyn.run.evaluation import evaluate_run
     from xsyn.run.preflight import preflight_output
+
+    out = Path(output_dir)
+    plan = {"seed": seed, "max_steps": max_steps, "settings": dict(settings or {})}
+    _claim(out, plan, overwrite)
+    preflight_output(out, "--output-dir")  # before the benchmark is generated; each run checks its own disk
+    atomic_write_json(out / PLAN_FILE, plan)
+    started = time.perf_counter()
+    vocab = write_vocab(out / "vocab.txt")
+    evaluations = {variant: _train_and_evaluate(out, variant, vocab, plan, progress) for variant in DEMO_VARIANTS}
+    return _report(out, evaluations, seed, started)
+
+
+def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, Any], progress: bool) -> Path:
+    from xsyn.data.cards import load_card
+    from xsyn.models.defaults import TINY
+    from xsyn.run.evaluation import evaluate_run
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
 
-    out = Path(output_dir)
-    _claim(out, overwrite)
-    preflight_output(out, "--output-dir")  # before the benchmark is generated; each run checks its own disk
-    started = time.perf_counter()
-    vocab = write_vocab(out / "vocab.txt")
     card = load_card("synth")
-    evaluations: dict[str, Path] = {}
-    for variant in DEMO_VARIANTS:
-        run_dir = out / "runs" / f"{variant}-seed{seed}"
-        config = resolve("synth", variant, card, {}, {
-            "model": TINY, "tokenizer": str(vocab), "train_lang": card.train_languages[0], "seed": seed,
-            "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "parser": "chain", "log_every": 20,
-            "max_steps": max_steps, **(settings or {})})
-        log.info(f"[demo] fine-tuning {variant} on {config.train_lang} ...")
-        summary = finetune(config, progress=progress)
-        log.info(f"[demo] {variant}: best dev accuracy {summary['best_dev_score']:.1f} at step {summary['best_step']}")
+    run_dir = out / "runs" / f"{variant}-seed{plan['seed']}"
+    config = resolve("synth", variant, card, {}, {
+        "model": TINY, "tokenizer": str(vocab), "train_lang": card.train_languages[0], "seed": plan["seed"],
+        "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "parser": "gold", "log_every": 20,
+        "max_steps": plan["max_steps"], **plan["settings"]})
+    folder = RunFolder(run_dir)
+    try:
+        if not folder.is_finished():  # (a continued demo keeps a finished training)
+            log.info(f"[demo] fine-tuning {variant} on {config.train_lang} ...")
+            summary = finetune(config, resume=folder.has_progress(), progress=progress)
+            log.info(f"[demo] {variant}: best dev accuracy {summary['best_dev_score']:.1f} at step "
+                     f"{summary['best_step']}")
         evaluate_run(run_dir, split="test", generalized=True, progress=progress)
-        evaluations[variant] = RunFolder(run_dir).eval_dir("test")
+    except KeyboardInterrupt as stop:
+        stop.run_dir = run_dir  # type: ignore[attr-defined]  # where it stopped, for the resume advice
+        raise
+    return folder.eval_dir("test")
+
+
+def _report(out: Path, evaluations: dict[str, Path], seed: int, started: float) -> dict[str, Any]:
+    from xsyn.report import build_report, write_report
+
     report = build_report([evaluations["gat"]], [evaluations["none"]])
     written = write_report(report, out / "report")
     results = {v: json.loads(eval_results(p).read_text(encoding="utf-8")) for v, p in evaluations.items()}
@@ -78,18 +99,42 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
             "report": str(out / "report" / "report.md"), "files": [str(p) for p in written]}
 
 
-def _claim(out: Path, overwrite: bool) -> None:
-    """Refuse a folder that holds an earlier demo (or remove that demo's files when `overwrite`)."""
+def _claim(out: Path, plan: dict[str, Any], overwrite: bool) -> None:
+    """Continue an earlier demo of the same options (said); refuse one of other options, or remove its files
+    when `overwrite` (saying which saved training that deletes)."""
     earlier = [name for name in DEMO_OUTPUTS if (out / name).exists()]
     if not earlier:
         return
+    progress = _saved_progress(out)
     if not overwrite:
+        if saved_json_object(out / PLAN_FILE) == plan:
+            log.warning(f"continuing the demo in {out} ({progress or 'nothing trained yet'}); "
+                        "--overwrite-output-dir starts it afresh")
+            return
         raise DemoOutputExistsError(
-            f"{out} already holds a demo ({', '.join(earlier)}); running again would mix its files with "
-            "the new ones: pass --overwrite-output-dir to replace it, or choose another --output-dir")
+            f"{out} already holds a demo of other options ({', '.join(earlier)}); running again would mix its "
+            "files with the new ones: give its options again to continue it, pass --overwrite-output-dir to "
+            "replace it, or choose another --output-dir")
+    if progress:
+        log.warning(f"--overwrite-output-dir: deleting the earlier demo in {out} ({progress}), which a rerun "
+                    "without it would have continued")
     for name in earlier:
         path = out / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+def _saved_progress(out: Path) -> str:
+    """What the demo's runs have saved: `none finished, gat saved at step 300`; empty where nothing is."""
+    parts = []
+    for variant in DEMO_VARIANTS:
+        for run in sorted((out / "runs").glob(f"{variant}-seed*")):
+            folder = RunFolder(run)
+            step = folder.saved_step()
+            if folder.is_finished():
+                parts.append(f"{variant} trained")
+            elif step is not None:
+                parts.append(f"{variant} saved at step {step}")
+    return ", ".join(parts)

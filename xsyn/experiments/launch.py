@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,28 @@ def load_as_last_run(source: str, runs_dir: str | None) -> tuple[Experiment, Ove
                     experiment.runs_dir / LAST_RUN_FILE, err)
         return experiment, None
     return load_experiment(source, overrides), overrides
+
+
+def load_with_overrides(source: str, data_dir: str | None = None, model: str | None = None,
+                        max_steps: int | None = None, runs_dir: str | None = None, sets: Sequence[str] = (),
+                        as_last_run: bool = False) -> tuple[Experiment, str]:
+    """The experiment with these overrides (`sets`: `KEY=VALUE` settings for every cell); a file or setting
+    that cannot run is an `XsynError`. With `as_last_run` (status, report) and no cell-selecting override,
+    the settings the last `experiment run` recorded select the cells, and the second value names them as
+    options (empty where none were recorded)."""
+    from xsyn.run.settings import parse_overrides
+
+    if not (as_last_run and data_dir is None and model is None and max_steps is None and not sets):
+        overrides = Overrides(data_dir=data_dir, model=model, max_steps=max_steps, runs_dir=runs_dir,
+                              settings=parse_overrides(sets))
+        return load_experiment(source, overrides), ""
+    experiment, recorded = load_as_last_run(source, runs_dir)
+    if recorded is None:
+        return experiment, ""
+    shown = [f"--model {recorded.model}" if recorded.model else "",
+             f"--max-steps {recorded.max_steps}" if recorded.max_steps else "",
+             *(f"--set {key}={value}" for key, value in recorded.settings.items())]
+    return experiment, " ".join(filter(None, shown))
 
 
 def cell_states(experiment: Experiment, cells: list[Cell] | None = None) -> list[CellState]:
@@ -238,3 +260,13 @@ def submit(experiment: Experiment, options: ClusterOptions, cluster: str = "slur
         atomic_write_json(experiment.cell_dir(cell) / QUEUED_FILE, {"cluster": cluster, "job_id": job.job_id,
                                                                     "submitted": submitted})
     return list(zip(cells, jobs, strict=True))
+
+
+def job_outcomes(submitted: list[tuple[Cell, Any]]) -> Iterator[dict[str, str]]:
+    """Each submitted cell's outcome ({cell, state, detail}) as its job ends, in submission order; a job that
+    itself died (a time limit, a node failure) is a failed cell whose detail is the error (its log says why)."""
+    for cell, job in submitted:
+        try:
+            yield job.result()
+        except Exception as err:  # submitit raises whatever ended the job
+            yield {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}

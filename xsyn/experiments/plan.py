@@ -383,16 +383,16 @@ def model_shape(model: str) -> dict[str, Any] | None:
     """A model's config: a published checkpoint xsyn knows, the `tiny` preset, a local folder's config.json,
     or the hub cache's copy; None where none is on this machine."""
     from xsyn.benchmarks.model import ENCODER_SHAPES
-    from xsyn.models.defaults import TINY, TINY_SHAPE
+    from xsyn.models.defaults import MODEL_CONFIG, TINY, TINY_SHAPE
 
     known = {TINY: TINY_SHAPE, **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()}}
     if model in known:
         return known[model]
-    file: Path | str | None = Path(model) / "config.json"
+    file: Path | str | None = Path(model) / MODEL_CONFIG
     if not Path(file).is_file():
         from huggingface_hub import try_to_load_from_cache
 
-        file = try_to_load_from_cache(model, "config.json")
+        file = try_to_load_from_cache(model, MODEL_CONFIG)
     if isinstance(file, (str, Path)) and Path(file).is_file():
         return json.loads(Path(file).read_text(encoding="utf-8"))
     return None

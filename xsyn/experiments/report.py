@@ -28,17 +28,17 @@ from xsyn.models.variants import get_variant
 from xsyn.report import BootstrapSettings, Report, ReportError, build_report, write_report
 from xsyn.report.aggregate import Experiment as ReportedExperiment
 from xsyn.report.aggregate import System
-from xsyn.report.render import (
+from xsyn.report.format import (
     SEED_TEST_MARK,
-    _markdown_table,
-    _number,
-    _signed,
     format_average,
     format_delta,
     format_stat,
+    markdown_table,
+    number,
     seed_test_line,
+    signed,
 )
-from xsyn.training.folder import RunFolder
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 
@@ -211,7 +211,7 @@ def _selection_lines(selections: list[Selection]) -> list[str]:
     rows = [[selection.variant + "".join(f", {key}={value}" for key, value in selection.system), selection.describe()]
             for selection in selections]
     return ["Chosen on dev (the best mean dev score over the seeds; the tables show these runs):", "",
-            _markdown_table(["system", "search point"], rows), ""]
+            markdown_table(["system", "search point"], rows), ""]
 
 
 def _max_steps(experiment: Experiment, cell: Cell) -> int | None:
@@ -230,19 +230,19 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
         for paper_row in (r for r in paper_rows if r["system"] == system.label):
             score = "" if paper_row["score"] == reported.primary else f" {paper_row['score']}"
             rows.append([f"paper: {paper_row['paper_system']}{score} ({paper_row['table']}, {paper_row['where']})",
-                         "", *[_number(paper_row["paper"].get(lang)) for lang in languages],
-                         _number(paper_row["paper_average"]), ""])
+                         "", *[number(paper_row["paper"].get(lang)) for lang in languages],
+                         number(paper_row["paper_average"]), ""])
             averages = (paper_row["ours_average"], paper_row["paper_average"])
             rows.append([f"ours − paper{score}", "",
-                         *[_signed(paper_row["difference"].get(lang)) for lang in languages],
-                         _signed(None if None in averages else averages[0] - averages[1]), ""])
-    lines = [f"### {reported.split} · {reported.primary}", "", _markdown_table(header, rows), ""]
+                         *[signed(paper_row["difference"].get(lang)) for lang in languages],
+                         signed(None if None in averages else averages[0] - averages[1]), ""])
+    lines = [f"### {reported.split} · {reported.primary}", "", markdown_table(header, rows), ""]
     if reported.comparisons:
         lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap; "
                   f"{SEED_TEST_MARK} p < {alpha:g}, two-sided t-test over seeds):", ""]
         delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
-                       format_average(c), _signed(c.transfer_gap)] for c in reported.comparisons]
-        lines += [_markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
+                       format_average(c), signed(c.transfer_gap)] for c in reported.comparisons]
+        lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
                   *[f"t-test over seeds: {seed_test_line(c)}" for c in reported.comparisons], ""]
     for row in paper_rows:
         if row["paper_printed_average"] is not None and len(row["shared_languages"]) < len(row["paper_languages"]):
@@ -268,7 +268,7 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
             continue
         rows_langs = [r for r in system.pair_rows if any(key[0] == r for key in shared)]
         cols_langs = [c for c in system.pair_cols if any(key[1] == c for key in shared)]
-        matrix = [[r, *[(f"{_signed(ours[(r, c)])} / {_signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
+        matrix = [[r, *[(f"{signed(ours[(r, c)])} / {signed(theirs[(r, c)])}" if (r, c) in theirs and (r, c) in ours
                          else "–") for c in cols_langs]] for r in rows_langs]
         ours_avg = _mean([ours[k] for k in shared])
         theirs_avg = _mean([theirs[k] for k in shared])
@@ -276,8 +276,8 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
                   "paper "
                   f"({published.table}, {published.where}; rows: {axes[0] if axes else 'first'}, columns: "
                   f"{axes[1] if axes else 'second'}). Mean over the {len(shared)} pairs both have: ours "
-                  f"{_signed(ours_avg)}, paper {_signed(theirs_avg)}.", "",
-                  _markdown_table(["", *cols_langs], matrix), ""]
+                  f"{signed(ours_avg)}, paper {signed(theirs_avg)}.", "",
+                  markdown_table(["", *cols_langs], matrix), ""]
     return lines
 
 
@@ -304,3 +304,61 @@ def _json_ready(value: Any) -> Any:
         return [_json_ready(v) for v in value]
     return value
 
+
+
+# --------------------------------------------------------------------------- `experiment status`
+
+
+@dataclass(frozen=True)
+class PaperStatus:
+    """One system's published average beside ours so far, for `xsyn experiment status`."""
+
+    task: str
+    model: str
+    label: str  # the variant and its grid point, as the cell names spell them
+    paper_system: str
+    table: str  # "Table 2, page 4543"
+    score: str
+    paper: float  # the printed average, else the mean of the paper's languages
+    ours: float | None  # the seed mean of our finished runs over the languages both have (None: none finished)
+    languages: int  # languages both have
+    paper_languages: int
+    seeds: int  # our finished seeds that `ours` averages
+    seeds_planned: int
+
+
+def paper_status(experiment: Experiment, states: dict[str, Any]) -> list[PaperStatus]:
+    """Each published system of the experiment's paper with its average, and ours over the finished cells
+    (after the dev search, where the task has one): what `status` shows before any report is written."""
+    if not experiment.paper:
+        return []
+    paper = load_paper(experiment.paper)
+    rows = []
+    for task in experiment.tasks:
+        split = experiment.evaluation_of(task).splits[0]
+        for model in experiment.models_of(task):
+            cells = [c for c in experiment.cells if c.task == task and c.model == model]
+            shown, _ = select(experiment, task, [c for c in cells if states[c.name].state == DONE])
+            for published in paper.scores_for(task, model, split):
+                rows += [_paper_status_row(experiment, published, paper, task, model, system, cells, shown, split)
+                         for system in dict.fromkeys((c.variant, c.system) for c in cells)
+                         if system[0] in published.systems]
+    return rows
+
+
+def _paper_status_row(experiment: Experiment, published: PaperScores, paper: Paper, task: str, model: str,
+                      system: tuple[str, tuple], cells: list[Cell], shown: list[Cell], split: str) -> PaperStatus:
+    variant, grid = system
+    theirs = published.systems[variant]
+    results = [saved_json_object(eval_results(RunFolder(experiment.cell_dir(c)).eval_dir(split))) or {}
+               for c in shown if (c.variant, c.system) == system]
+    per_seed = [{lang: values.get(published.score) for lang, values in (r.get("scores") or {}).items()
+                 if isinstance(values, dict)} for r in results]
+    shared = [lang for lang in published.languages
+              if per_seed and all(isinstance(s.get(lang), (int, float)) for s in per_seed)]
+    ours = _mean([_mean([s[lang] for lang in shared]) for s in per_seed]) if shared else None
+    planned = len({c.seed for c in cells if (c.variant, c.system) == system})
+    return PaperStatus(task, model, variant + "".join(f"-{key}={value}" for key, value in grid),
+                       paper.system_names[variant], f"{published.table}, {published.where}", published.score,
+                       published.average.get(variant, _mean(list(theirs.values()))), ours, len(shared),
+                       len(published.languages), len(per_seed) if shared else 0, planned)

@@ -7,6 +7,7 @@ TINY = "tiny"  # a random 2-layer BERT for CPU runs (`xsyn.models.presets`)
 TINY_SHAPE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 512, "max_position_embeddings": 512}
 IGNORE_INDEX = -100  # the label the losses skip: non-first pieces, specials, unknown labels
+MODEL_CONFIG = "config.json"  # a model folder's config (transformers' CONFIG_NAME), not a run folder's
 GAT_CONFIG = "gat_config.json"  # the shape settings of a pre-trained GAT, beside gat.safetensors
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes (CUDA graphs: the second)
 GAT_ATTENTIONS = ("dot", "additive")  # the paper's dot-product GAT, the released code's additive one

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -39,9 +38,10 @@ from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
-from xsyn.training.checkpoint import check_checkpointing_steps
-from xsyn.training.driver import check_micro_batches, train
+from xsyn.training.checkpoint import check_checkpointing_steps, total_steps
+from xsyn.training.driver import check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder
+from xsyn.training.log import read_step_log
 from xsyn.training.loop import epoch_batches
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.tensors import TreeTensors
@@ -297,6 +297,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
     # -- setup -----------------------------------------------------------------------------------
     accelerator = Accelerator()
     check_micro_batches(settings, accelerator.num_processes)
+    warn_fewer_processes(accelerator.num_processes)
     set_seed(settings.seed)
     folder = RunFolder(settings.output_dir)
     train_data = [read_treebank(spec, settings.treebank_dir, settings.train_split,
@@ -321,8 +322,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
     model = GatPretrainer(encoder, settings.objectives, settings.seprem_max_distance, settings.dropout)
     task = PretrainTask(settings, accelerator, model, train_inputs, tokenizer.pad_token_id)
     if settings.warmup_steps is None:
-        steps = settings.max_steps or max(1, math.ceil(settings.epochs * math.ceil(task.n_rows / settings.batch_size)))
-        settings = replace(settings, warmup_steps=int(WARMUP_SHARE * steps))
+        settings = replace(settings, warmup_steps=int(WARMUP_SHARE * total_steps(settings, task.n_rows)))
     if accelerator.is_main_process:
         logger.info(f"training the GAT (delta {settings.gat_delta}, {'+'.join(settings.objectives)}) on "
                     f"{task.n_rows} inputs from {sum(len(d.records) for d in train_data)} sentences")
@@ -346,8 +346,8 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
 
 def _curve(folder: RunFolder) -> list[dict[str, float]]:
     """The logged steps' losses, learning rate and gradient norm (the step log's training lines)."""
-    lines = [json.loads(line) for line in folder.train_log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [{k: v for k, v in line.items() if k != "epoch"} for line in lines if "loss" in line]
+    return [{k: v for k, v in line.items() if k != "epoch"} for line in read_step_log(folder.train_log)
+            if "loss" in line]
 
 
 def probe_and_save(settings: PretrainSettings, encoder, tokenizer, aligner: WordpieceAligner,

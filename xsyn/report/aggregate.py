@@ -136,10 +136,12 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
         primary = primary_name(metric)
     except ValueError as err:
         raise ReportError(f"{(runs or baseline_runs)[0].path / RESULTS_FILE}: {err}") from None
-    notes: list[str] = []
+    notes = _parse_notes([*runs, *baseline_runs])
+    several_parsers = len({run.settings().get("parser") for run in [*runs, *baseline_runs]}) > 1
     groups = _group_systems(runs)
     labels = _system_labels(list(groups))
-    systems = [_system(labels[system], members) for system, members in groups.items()]
+    systems = [_system(_parser_named(labels[system], members, several_parsers), members)
+               for system, members in groups.items()]
     baseline = None
     if baseline_runs:
         baseline_groups = _group_systems(baseline_runs)
@@ -148,7 +150,7 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
             raise ReportError(f"the --baseline runs of {task}/{split}/{metric} are several systems "
                               f"({found}); give the seeds of one system as the baseline")
         ((variant, _, _), members), = baseline_groups.items()
-        baseline = _system(f"{variant} (baseline)", members)
+        baseline = _system(_parser_named(f"{variant} (baseline)", members, several_parsers), members)
     elif baseline_keys:  # baselines were given, for other experiments only
         notes.append(f"no --baseline runs for {'/'.join(key)} (the baselines are "
                      f"{_names(baseline_keys)}): no deltas")
@@ -167,6 +169,26 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
     comparisons = ([_compare(system, baseline, metric, bootstrap, notes) for system in systems]
                    if baseline else [])
     return Experiment(task, split, metric, primary, systems, baseline, comparisons, notes)
+
+
+def _parser_named(label: str, runs: list[Run], several_parsers: bool) -> str:
+    """Where an experiment's runs used several parsers (gold against predicted trees), every label names its
+    own, the baseline's too: `none (baseline, parser=gold)`, `gat (parser=udpipe:models)`."""
+    shown = f"parser={runs[0].settings().get('parser')}"
+    if not several_parsers or shown in label:
+        return label
+    return f"{label[:-1]}, {shown})" if label.endswith(")") else f"{label} ({shown})"
+
+
+def _parse_notes(runs: list[Run]) -> list[str]:
+    """Runs scored on other trees than they were trained on (`xsyn evaluate --parser`), said once each."""
+    notes = []
+    for run in runs:
+        trained, tested = run.results.get("train_parser"), run.settings().get("parser")
+        if trained and tested and trained != tested:
+            notes.append(f"trained on the trees of parser {trained}, tested on those of parser {tested} "
+                         f"(`xsyn evaluate --parser`): {run.path}")
+    return notes
 
 
 def _names(keys: list[tuple[str, str, str]]) -> str:

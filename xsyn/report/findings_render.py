@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from xsyn.report.findings import Analysis
-from xsyn.report.render import _csv, _csv_value, _markdown_table, _slug
+from xsyn.report.format import csv_text, csv_value, markdown_table, slug
 from xsyn.utils import plots
 
 FOLDER = "analysis"
@@ -23,7 +23,7 @@ def analyses_markdown(analyses: list[Analysis], put) -> str:
 
 def analysis_name(analysis: Analysis) -> str:
     """A file name stem unique within one report."""
-    return _slug(f"{analysis.name}-{analysis.experiment}-{analysis.system}-{analysis.unit}").replace("_", "-")
+    return slug(f"{analysis.name}-{analysis.experiment}-{analysis.system}-{analysis.unit}").replace("_", "-")
 
 
 def _analysis_markdown(analysis: Analysis, put) -> list[str]:
@@ -36,10 +36,10 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
     rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}", f"{point.gain:+.2f}",
              "–" if point.error is None else f"{point.error:.2f}"] for point in analysis.points]
     if rows:
-        lines += [_markdown_table([first, middle, "gain", "sd"], rows), ""]
-    put(f"{FOLDER}/{name}.csv", _csv([first, middle, "gain", "gain_sd"],
-                                     [[p.label, p.group if p.x is None else _csv_value(p.x), _csv_value(p.gain),
-                                       _csv_value(p.error)] for p in analysis.points]))
+        lines += [markdown_table([first, middle, "gain", "sd"], rows), ""]
+    put(f"{FOLDER}/{name}.csv", csv_text([first, middle, "gain", "gain_sd"],
+                                         [[p.label, p.group if p.x is None else csv_value(p.x), csv_value(p.gain),
+                                           csv_value(p.error)] for p in analysis.points]))
     if analysis.correlation is not None and analysis.correlation.rho is not None:
         lines += [_permutation_line(analysis), ""]
     if analysis.left_out:

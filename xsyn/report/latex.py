@@ -7,23 +7,17 @@ Needs `\\usepackage{booktabs}` in the paper.
 
 from __future__ import annotations
 
+import re
+
+from xsyn.report import format as shared  # the formatting render.py uses too
 from xsyn.report.aggregate import Delta, Experiment, Report, Stat
-from xsyn.report.render import (
-    experiment_caps,
-    experiment_folder,
-    experiment_languages,
-    experiment_systems,
-    format_average,
-    format_delta,
-    format_stat,
-    section_title,
-    seed_test_line,
-)
 
 _DAGGER = r"\ddagger"
 _SUPERSCRIPT = "^{{{}}}"
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+            # what report texts hold beyond ASCII, as math (no inputenc or fonts needed)
+            "·": r"$\cdot$", "−": r"$-$", "±": r"$\pm$", "Δ": r"$\Delta$"}
 
 
 def latex_tables(report: Report) -> str:
@@ -32,12 +26,13 @@ def latex_tables(report: Report) -> str:
 
 
 def escape(text: str) -> str:
-    return "".join(_SPECIAL.get(char, char) for char in text)
+    # "--" would be an en dash, so `--max-eval-examples` keeps its two hyphens as -{}-
+    return re.sub(r"-(?=-)", "-{}", "".join(_SPECIAL.get(char, char) for char in text))
 
 
 def _table(experiment: Experiment, alpha: float) -> str:
-    languages = experiment_languages(experiment)
-    systems = experiment_systems(experiment)
+    languages = shared.experiment_languages(experiment)
+    systems = shared.experiment_systems(experiment)
     sources = {system.source_lang for system in systems}
     seeds = sorted({len(system.runs) for system in systems})
     header = ["System", *[escape(lang) + (r"$^\dagger$" if lang in sources else "") for lang in languages],
@@ -52,26 +47,29 @@ def _table(experiment: Experiment, alpha: float) -> str:
         lines.append(r"\midrule")
         for comparison in experiment.comparisons:
             cells = [_delta_tex(comparison.per_language.get(lang)) for lang in languages]
-            average = format_average(comparison, missing="--", mark=_DAGGER, wrap="${}$", superscript=_SUPERSCRIPT)
+            average = shared.format_average(comparison, missing="--", mark=_DAGGER, wrap="${}$",
+                                            superscript=_SUPERSCRIPT)
             lines.append(" & ".join([r"$\Delta$ " + escape(comparison.system), *cells, average]) + r" \\")
-    caption = (f"{escape(section_title(experiment))}: {escape(experiment.primary)} (\\%), mean $\\pm$ sd over "
-               f"{'/'.join(map(str, seeds))} seed(s); $^\\dagger$ source language")
+    seed_count = "seed" if seeds == [1] else "seeds"
+    caption = (f"{escape(shared.section_title(experiment, ', '))}: {escape(experiment.primary)} (\\%), mean $\\pm$ "
+               f"sd over {'/'.join(map(str, seeds))} {seed_count}; $^\\dagger$ source language")
     if experiment.comparisons:
         caption += (f"; $\\Delta$ against {escape(experiment.baseline.label)}, $^*$ $p < {alpha:g}$ "
                     f"(one-sided paired bootstrap), $^{_DAGGER}$ $p < {alpha:g}$ (two-sided t-test over seeds; "
-                    + "; ".join(escape(seed_test_line(comparison).rstrip(".")) for comparison in experiment.comparisons)
+                    + "; ".join(escape(shared.seed_test_line(comparison).rstrip("."))
+                                for comparison in experiment.comparisons)
                     + ")")
-    caps = experiment_caps(experiment)
+    caps = shared.experiment_caps(experiment)
     if caps:
         caption += ". Not the full benchmark: " + "; ".join(escape(cap) for cap in caps)
     lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + ".}",
-              r"\label{tab:" + experiment_folder(experiment) + "}", r"\end{table}"]
+              r"\label{tab:" + shared.experiment_folder(experiment) + "}", r"\end{table}"]
     return "\n".join(lines)
 
 
 def _stat_tex(stat: Stat | None) -> str:
-    return format_stat(stat, missing="--", plus_minus=r" \pm ", wrap="${}$")
+    return shared.format_stat(stat, missing="--", plus_minus=r" \pm ", wrap="${}$")
 
 
 def _delta_tex(cell: Delta | None) -> str:
-    return format_delta(cell, missing="--", marks=("*", _DAGGER), wrap="${}$", superscript=_SUPERSCRIPT)
+    return shared.format_delta(cell, missing="--", marks=("*", _DAGGER), wrap="${}$", superscript=_SUPERSCRIPT)

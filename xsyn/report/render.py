@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
+from xsyn.report.format import (
+    BOOTSTRAP_MARK,
+    SEED_TEST_MARK,
+    csv_text,
+    csv_value,
+    experiment_caps,
+    experiment_folder,
+    experiment_languages,
+    experiment_systems,
+    format_average,
+    format_delta,
+    format_stat,
+    markdown_table,
+    marks_text,
+    number,
+    section_title,
+    seed_test_line,
+    signed,
+    slug,
+)
 from xsyn.report.runs import ProbeRun
-from xsyn.training.folder import RunFolder
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
-
-PROBE_METRICS = ("uuas", "dist_spearman", "root_acc", "norm_spearman")
 
 
 def write_report(report: Report, output_dir: Path, latex: bool = False, html: bool = False) -> list[Path]:
@@ -44,7 +58,7 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
     if report.analyses:
-        from xsyn.report.findings_render import analyses_markdown  # (it builds on this module's helpers)
+        from xsyn.report.findings_render import analyses_markdown
 
         sections.append(analyses_markdown(report.analyses, put))
     markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
@@ -52,7 +66,7 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
-        from xsyn.report.latex import latex_tables  # (it builds on this module's helpers)
+        from xsyn.report.latex import latex_tables
 
         put("report.tex", latex_tables(report))
     if html:
@@ -81,17 +95,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def experiment_systems(experiment: Experiment) -> list[System]:
-    return [*experiment.systems, *([experiment.baseline] if experiment.baseline else [])]
-
-
-def section_title(experiment: Experiment) -> str:
-    """Task and split, and the metric where it is not named after the task (`mlqa · validation`)."""
-    parts = [experiment.task, experiment.split] + ([experiment.metric] if experiment.metric != experiment.task
-                                                  else [])
-    return " · ".join(parts)
-
-
 def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, scale: _Scale, put) -> str:
     folder = experiment_folder(experiment)
     systems = experiment_systems(experiment)
@@ -109,7 +112,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
              *[format_stat(system.per_language.get(lang)) for lang in languages],
              format_stat(system.average), *([format_stat(system.transfer_gap)] if with_gap else [])]
             for system in systems]
-    lines += [_markdown_table(header, rows), "", _examples_line(systems[0], languages)]
+    lines += [markdown_table(header, rows), "", _examples_line(systems, languages)]
     caps = experiment_caps(experiment)
     if caps:
         lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {cap}" for cap in caps]]
@@ -125,9 +128,9 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
         lines += ["", f"### Δ against {experiment.baseline.label}", ""]
         delta_rows = [[comparison.system,
                        *[format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       format_average(comparison), *([_signed(comparison.transfer_gap)] if with_gap else [])]
+                       format_average(comparison), *([signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
-        lines.append(_markdown_table(["system", *languages, *tail], delta_rows))
+        lines.append(markdown_table(["system", *languages, *tail], delta_rows))
         lines += ["", *[f"t-test over seeds: {seed_test_line(comparison)}" for comparison in experiment.comparisons]]
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
@@ -142,44 +145,6 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     if experiment.notes:
         lines += ["", "Notes:", "", *[f"- {note}" for note in dict.fromkeys(experiment.notes)]]
     return "\n".join(lines)
-
-
-def experiment_languages(experiment: Experiment) -> list[str]:
-    return list(dict.fromkeys(lang for system in experiment_systems(experiment) for lang in system.languages))
-
-
-def experiment_caps(experiment: Experiment) -> list[str]:
-    """What limited the runs behind the numbers, one line per cap and the systems it applies to:
-    capped evaluation examples, capped training steps or examples, languages skipped for lack of data."""
-    found: dict[str, list[str]] = {}
-    for system in experiment_systems(experiment):
-        for run in system.runs:
-            for cap in _run_caps(run.results):
-                labels = found.setdefault(cap, [])
-                if system.label not in labels:
-                    labels.append(system.label)
-    everyone = [system.label for system in experiment_systems(experiment)]
-    return [f"{'all systems' if labels == everyone else ', '.join(labels)}: {cap}" for cap, labels in found.items()]
-
-
-def _run_caps(results: dict) -> list[str]:
-    config = results.get("config") or {}
-    caps = []
-    if results.get("max_eval_examples") is not None:
-        caps.append(f"scored on at most {results['max_eval_examples']} examples per language or pair "
-                    "(--max-eval-examples)")
-    if config.get("max_steps") is not None:
-        caps.append(f"training stopped at {config['max_steps']} steps (max_steps), not the card's "
-                    f"{_number(config.get('epochs'), 'g')} epochs")
-    if config.get("max_train_examples") is not None:
-        caps.append(f"trained on at most {config['max_train_examples']} examples (max_train_examples)")
-    if config.get("max_eval_examples") is not None:
-        caps.append(f"dev set for model selection capped at {config['max_eval_examples']} examples "
-                    "(max_eval_examples)")
-    missing = results.get("missing_languages") or []
-    if missing:
-        caps.append(f"no data for {', '.join(missing)}: skipped (--skip-missing)")
-    return caps
 
 
 def chance_level(experiment: Experiment) -> float | None:
@@ -197,10 +162,17 @@ def chance_level(experiment: Experiment) -> float | None:
     return 100.0 / len(card.labels) if card.labels else None
 
 
-def _examples_line(system: System, languages: list[str]) -> str:
-    results = system.runs[0].results
-    counts = results.get("n_examples") or {}
-    dropped = results.get("dropped") or {}
+def _examples_line(systems: list[System], languages: list[str]) -> str:
+    """Examples per language and what was dropped, from the first run that scored each language (a system
+    may cover fewer languages than the table)."""
+    counts: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    for system in systems:
+        results = system.runs[0].results
+        for key, n in (results.get("n_examples") or {}).items():
+            counts.setdefault(key, n)
+        for key, n in (results.get("dropped") or {}).items():
+            dropped.setdefault(key, n)
     text = "Examples: " + ", ".join(f"{lang} {counts[lang]}" for lang in languages if lang in counts)
     lost = {key: n for key, n in dropped.items() if n}
     if lost:
@@ -246,19 +218,22 @@ def pair_axis_names(experiment: Experiment) -> tuple[str, str]:
 
 
 def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) -> list[str]:
-    name = f"pairs-{_slug(system.label)}"
+    name = f"pairs-{slug(system.label)}"
     rows_langs, cols_langs = system.pair_rows, system.pair_cols
     row_axis, col_axis = pair_axis_names(experiment)
     matrix = [[_mean_or_nan(system.pairs[row].get(col)) for col in cols_langs] for row in rows_langs]
     title = f"{experiment.task} · {system.label} · {experiment.primary} ({experiment.split})"
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, matrix))
+    examples = system.runs[0].results.get("n_examples") or {}  # the seeds score the same examples
+    counts = [[examples.get(row if row == col else f"{row}-{col}") for col in cols_langs] for row in rows_langs]
     put(f"{experiment_folder(experiment)}/{name}.png", plots.heatmap_png(
         matrix, rows_langs, cols_langs, title=title, value_label=f"{experiment.primary} (%)",
         row_label=f"{row_axis} language", col_label=f"{col_axis} language", limits=(scale.low, scale.high),
-        chance=chance_level(experiment)))
-    rows = [[row, *map(_number, values)] for row, values in zip(rows_langs, matrix, strict=True)]
-    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language)", "",
-            _markdown_table(["", *system.pair_cols], rows), "",
+        chance=chance_level(experiment), counts=counts))
+    rows = [[row, *(number(value) + (f" (n={n})" if n is not None else "") for value, n in zip(values, line))]
+            for row, values, line in zip(rows_langs, matrix, counts, strict=True)]
+    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language; "
+            "n: examples scored)", "", markdown_table(["", *system.pair_cols], rows), "",
             f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
@@ -269,11 +244,11 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     row_axis, col_axis = pair_axis_names(experiment)
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
-    marks = [[_marks((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}") if cell
+    marks = [[marks_text((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}") if cell
               else "" for cell in row] for row in cells]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
-    name = f"pairs-delta-{_slug(comparison.system)}"
+    name = f"pairs-delta-{slug(comparison.system)}"
     title = (f"{experiment.task} · {comparison.system} − {comparison.baseline} · Δ {experiment.primary} "
              f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g})")
     put(f"{experiment_folder(experiment)}/{name}.csv", _matrix_csv(rows_langs, cols_langs, deltas))
@@ -286,33 +261,44 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
             f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {row_axis} language, "
             f"columns: {col_axis} language)", "",
-            _markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
+            markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
     """Each run's training curves (the PNG its run folder holds), copied beside the report and shown."""
-    lines = []
+    trainings: dict[Path, list[tuple[str, int]]] = {}  # one training evaluated several ways (--parser): drawn once
+    missing = []
     for system in experiment_systems(experiment):
         for run in system.runs:
-            source = RunFolder(run.results.get("run_dir") or run.path.parent).curves
-            if source.is_file():
-                copied = put(f"{experiment_folder(experiment)}/curves-{_slug(system.label)}-seed{run.seed}.png",
-                             source.read_bytes())
-                lines += [f"{system.label}, seed {run.seed}:", "", f"![training curves]({copied})", ""]
+            candidates = run.curves_candidates()
+            source = next((path for path in candidates if path.is_file()), None)
+            if source is not None:
+                trainings.setdefault(source.resolve(), []).append((system.label, run.seed))
+            elif run.results.get("run_dir"):  # an xsyn run, whose folder should hold them
+                missing.append(f"{system.label}, seed {run.seed}: none in {' or '.join(map(str, candidates))}")
+    lines = [f"Training curves not found: {'; '.join(missing)}.", ""] if missing else []
+    for source, shown in trainings.items():
+        label, seed = shown[0]
+        copied = put(f"{experiment_folder(experiment)}/curves-{slug(label)}-seed{seed}.png", source.read_bytes())
+        lines += ["; ".join(f"{label}, seed {seed}" for label, seed in shown)
+                  + (" (one training, evaluated each way)" if len(shown) > 1 else "") + ":", "",
+                  f"![training curves]({copied})", ""]
     return ["### Training curves", "", *lines[:-1]] if lines else []
 
 
 def _probe_markdown(probes: list[ProbeRun], put) -> str:
+    from xsyn.pretraining.probe import METRICS as PROBE_METRICS  # the probe table's columns (numpy: here)
+
     labels = _path_labels([probe.path for probe in probes])
     header = ["run", "language", *PROBE_METRICS, "n_sentences"]
-    rows = [[labels[probe.path], lang, *[_number(values.get(name), ".3f") for name in PROBE_METRICS],
-             _number(values.get("n_sentences"), ".0f")]
+    rows = [[labels[probe.path], lang, *[number(values.get(name), ".3f") for name in PROBE_METRICS],
+             number(values.get("n_sentences"), ".0f")]
             for probe in probes for lang, values in probe.metrics.items()]
-    put("probe.csv", _csv(header, [[labels[probe.path], lang, *[values.get(name, "") for name in header[2:]]]
+    put("probe.csv", csv_text(header, [[labels[probe.path], lang, *[values.get(name, "") for name in header[2:]]]
                                    for probe in probes for lang, values in probe.metrics.items()]))
     table = {labels[probe.path]: probe.metrics for probe in probes}
     put("probe.png", plots.probe_png(table, PROBE_METRICS))
-    return "\n".join(["## Structural probes per language", "", _markdown_table(header, rows), "",
+    return "\n".join(["## Structural probes per language", "", markdown_table(header, rows), "",
                       "![structural probes](probe.png)"])
 
 
@@ -324,96 +310,8 @@ def _path_labels(paths: list[Path]) -> dict[Path, str]:
 # --------------------------------------------------------------------------- formatting helpers
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def format_stat(stat: Stat | None, missing: str = "–", plus_minus: str = " ± ", wrap: str = "{}") -> str:
-    """`mean ± sd` (the mean alone for one seed); `wrap` places it (LaTeX: "${}$")."""
-    if stat is None:
-        return missing
-    return wrap.format(f"{stat.mean:.1f}" if stat.std is None else f"{stat.mean:.1f}{plus_minus}{stat.std:.1f}")
-
-
-def _signed(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.1f}"
-
-
-BOOTSTRAP_MARK = "*"
-SEED_TEST_MARK = "‡"
-
-
-def format_delta(cell: Delta | None, missing: str = "–", marks: tuple[str, str] = (BOOTSTRAP_MARK, SEED_TEST_MARK),
-                 wrap: str = "{}", superscript: str = "{}") -> str:
-    """The signed delta with its marks: the bootstrap's (`marks[0]`) and the t-test over seeds' (`marks[1]`)
-    where each is significant, together in one `superscript` (LaTeX: "^{{{}}}")."""
-    if cell is None:
-        return missing
-    return wrap.format(f"{cell.delta:+.1f}" + _marks(marks, (cell.significant, cell.seed_significant), superscript))
-
-
-def format_average(comparison: Comparison, missing: str = "–", mark: str = SEED_TEST_MARK, wrap: str = "{}",
-                   superscript: str = "{}") -> str:
-    """The delta of the averages, marked where the t-test over the per-seed averages is significant."""
-    if comparison.average is None:
-        return missing
-    return wrap.format(f"{comparison.average:+.1f}"
-                       + _marks((mark,), (comparison.average_seed_significant,), superscript))
-
-
-def _marks(marks: tuple[str, ...], significant: tuple[bool, ...], superscript: str) -> str:
-    shown = "".join(mark for mark, on in zip(marks, significant, strict=True) if on)
-    return superscript.format(shown) if shown else ""
-
-
-def seed_test_line(comparison: Comparison) -> str:
-    """Which t-test over seeds a comparison got (paired by seed or Welch's), with its seed counts."""
-    tests = [cell.seed_test for cell in comparison.per_language.values() if cell.seed_test is not None]
-    tests += [cell.seed_test for cols in comparison.pairs.values() for cell in cols.values() if cell.seed_test]
-    done = [test for test in tests if test.kind is not None]
-    if not done:
-        reasons = sorted({test.reason for test in tests if test.reason})
-        return f"{comparison.system}: no t-test over seeds ({'; '.join(reasons) or 'no shared language'})."
-    kinds = ", ".join(sorted({f"{test.kind_name} ({_seed_counts(test)})" for test in done}))
-    return f"{comparison.system} against {comparison.baseline}: {kinds}."
-
-
-def _seed_counts(test) -> str:
-    from xsyn.metrics.seeds import PAIRED
-
-    if test.kind == PAIRED:
-        return f"{test.n_system} seeds"
-    return f"{test.n_system} vs {test.n_baseline} seeds"
-
-
-def _number(value: float | None, spec: str = ".1f") -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
-
-
 def _mean_or_nan(stat: Stat | None) -> float:
     return stat.mean if stat else math.nan
-
-
-def experiment_folder(experiment: Experiment) -> str:
-    return _slug(f"{experiment.task}-{experiment.split}-{experiment.metric}")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
-
-
-def _csv_value(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else f"{value:.4f}"
-
-
-def _csv(header: list[str], rows: list[list]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def _per_language_csv(systems: list[System], languages: list[str]) -> str:
@@ -425,9 +323,9 @@ def _per_language_csv(systems: list[System], languages: list[str]) -> str:
         stats = [system.per_language.get(lang) for lang in languages] + [system.average, system.transfer_gap]
         row = [system.label, system.variant, system.model, len(system.runs)]
         for stat in stats:
-            row += [_csv_value(stat.mean if stat else None), _csv_value(stat.std if stat else None)]
+            row += [csv_value(stat.mean if stat else None), csv_value(stat.std if stat else None)]
         rows.append(row)
-    return _csv(header, rows)
+    return csv_text(header, rows)
 
 
 def _deltas_csv(comparisons: list[Comparison], languages: list[str]) -> str:
@@ -440,16 +338,16 @@ def _deltas_csv(comparisons: list[Comparison], languages: list[str]) -> str:
         for lang in languages:
             cell = comparison.per_language.get(lang)
             test = cell.seed_test if cell else None
-            row += [_csv_value(cell.delta if cell else None), _csv_value(cell.p_value if cell else None),
-                    _csv_value(test.p_value if test else None)]
+            row += [csv_value(cell.delta if cell else None), csv_value(cell.p_value if cell else None),
+                    csv_value(test.p_value if test else None)]
         average_p = comparison.average_test.p_value if comparison.average_test else None
-        rows.append([*row, _csv_value(comparison.average), _csv_value(average_p),
-                     _csv_value(comparison.transfer_gap)])
-    return _csv([*header, "average", "average_ttest_p", "transfer_gap"], rows)
+        rows.append([*row, csv_value(comparison.average), csv_value(average_p),
+                     csv_value(comparison.transfer_gap)])
+    return csv_text([*header, "average", "average_ttest_p", "transfer_gap"], rows)
 
 
 def _matrix_csv(rows: list[str], cols: list[str], matrix: list[list[float]]) -> str:
-    return _csv(["row\\col", *cols], [[row, *map(_csv_value, values)] for row, values in zip(rows, matrix,
+    return csv_text(["row\\col", *cols], [[row, *map(csv_value, values)] for row, values in zip(rows, matrix,
                                                                                              strict=True)])
 
 

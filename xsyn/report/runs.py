@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.run.settings import BOOKKEEPING_FIELDS, MODEL_SETTINGS, current_names
-from xsyn.training.folder import PROBE_FILE, RESULTS_FILE
+from xsyn.training.folder import PROBE_FILE, RESULTS_FILE, RunFolder
 from xsyn.utils.errors import XsynError
 
 _REQUIRED = ("task", "variant", "model", "seed", "metric", "split", "per_language")
@@ -56,6 +56,14 @@ class Run:
     @property
     def system(self) -> tuple[str, str]:
         return (self.results["variant"], self.results["model"])
+
+    def curves_candidates(self) -> list[Path]:
+        """Where the run's training curves may be: its run folder as evaluation recorded it (absolute since
+        results.json stores it so; a relative one from an older evaluation is read from here), then the folder
+        that holds this evaluation (`<run>/eval-<split>/`: a run folder moved or reported from elsewhere)."""
+        recorded = self.results.get("run_dir")
+        folders = [Path(recorded)] if recorded else []
+        return list(dict.fromkeys(RunFolder(folder).curves for folder in [*folders, self.path.parent]))
 
     def settings(self) -> dict[str, Any]:
         """The run's settings that make it this system and not another: its config, model settings

@@ -35,6 +35,7 @@ from typing import Any
 from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
+from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs
 from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
@@ -170,14 +171,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     `max_examples` scores only the first N examples of each language or pair (recorded in results.json).
     `task` evaluates on another task than the one trained on, where `check_transferable` allows it
     (a model fine-tuned for MLQA on XQuAD); its results go to eval-<task>-<split> by default."""
-    from accelerate import Accelerator
-
-    from xsyn.models.factory import load_model
-    from xsyn.models.presets import load_tokenizer
-
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = locate_checkpoint(checkpoint)
-    run_dir = checkpoint.run_dir
     other_task = task is not None and task != checkpoint.task
     if other_task:
         from xsyn.data.cards import load_card
@@ -186,106 +181,170 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
     card = config.card
     split = split or default_split(card)
-    holdout = None
+    holdout, langs = _scope(checkpoint, config, split, langs)
+    named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
+    out = Path(output_dir) if output_dir else RunFolder(checkpoint.run_dir).eval_dir(named)
+    preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
+    evaluation = _Evaluation.start(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress,
+                                   steps=len(langs) * (len(langs) if generalized else 1))
+    results, missing = evaluation.languages(langs)
+    pairs = evaluation.pairs(langs, results) if generalized else {}
+    evaluation.bar.close()
+    summary = _summary(config, card, split, langs, results, pairs, missing, checkpoint.run_dir, checkpoint.path)
+    if max_examples is not None:
+        summary["max_eval_examples"] = max_examples
+    if evaluation.main:
+        _write_tables(out, card, summary, pairs)
+        atomic_write_json(eval_results(out), summary)
+        write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
+    evaluation.accelerator.wait_for_everyone()
+    return summary
+
+
+def _scope(checkpoint: Checkpoint, config: RunConfig, split: str, langs: Sequence[str] | None
+           ) -> tuple[Any, list[str]]:
+    """The validation hold-out (of a task without a dev set of its own: the ids its run held out, in the
+    training language only; else None) and the languages to evaluate, each checked against the card."""
+    card = config.card
     if split == "validation" and "validation" not in card.splits and card.dev_fraction is not None:
-        holdout = dev_holdout(card, config, RunFolder(run_dir).data_report)
+        report = RunFolder(checkpoint.run_dir).data_report
+        holdout = dev_holdout(card, config, report)
         if holdout.ids is None:
-            raise MissingInputError(f"{RunFolder(run_dir).data_report} records no validation hold-out: task "
-                                    f"{card.name!r} has no dev set of its own, and its validation split is the "
-                                    "share of the training data a run held out; evaluate a run folder that has one")
+            raise MissingInputError(f"{report} records no validation hold-out: task {card.name!r} has no dev set of "
+                                    "its own, and its validation split is the share of the training data a run held "
+                                    "out; evaluate a run folder that has one")
         if langs and list(langs) != [config.train_lang]:
             raise InputError(f"the held-out validation split of task {card.name!r} is in the training language "
                              f"only; pass --langs {config.train_lang}")
-        langs = [config.train_lang]
-    else:
-        card.check_split(split)
+        return holdout, [config.train_lang]
+    card.check_split(split)
     langs = list(langs or card.languages)
     for lang in langs:
         card.check_lang(lang)
-    named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
-    out = Path(output_dir) if output_dir else RunFolder(run_dir).eval_dir(named)
-    preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
-    accelerator = Accelerator(mixed_precision=config.mixed_precision)
-    main = accelerator.is_main_process
+    return None, langs
 
-    tokenizer = load_tokenizer(checkpoint.path)
-    model = accelerator.prepare(load_model(checkpoint.path))
-    names = LabelNames(labels=checkpoint.labels, tags=checkpoint.tags)
-    parser = make_parser(config)
-    fingerprint = _fingerprint(checkpoint.path, config, card, split, parser, max_examples)
-    partial = eval_partial(out)
-    loaded: dict[str, list] = {}  # language -> its parsed examples, reused by the pairs
-    bar = progress_bar(len(langs) * (len(langs) if generalized else 1), 0, main and progress,
-                       f"{card.name} {split}")
 
-    def run_one(segment_langs: dict[str, str]) -> dict[str, Any] | None:
+@dataclass
+class _Evaluation:
+    """One evaluation under way: the model and what scoring a language or a pair needs, and its progress bar."""
+
+    checkpoint: Checkpoint
+    config: RunConfig
+    split: str
+    out: Path
+    holdout: Any
+    max_examples: int | None
+    skip_missing: bool
+    progress: bool
+    accelerator: Any
+    tokenizer: Any
+    model: Any
+    parser: Parser
+    fingerprint: str
+    bar: Any
+    loaded: dict[str, list]  # language -> its parsed examples, reused by the pairs
+
+    @classmethod
+    def start(cls, checkpoint: Checkpoint, config: RunConfig, split: str, out: Path, holdout: Any,
+              max_examples: int | None, skip_missing: bool, progress: bool, steps: int) -> _Evaluation:
+        """Load the model and tokenizer (under Accelerate) and the parser; the bar counts `steps`."""
+        from accelerate import Accelerator
+
+        from xsyn.models.factory import load_model
+        from xsyn.models.presets import load_tokenizer
+
+        accelerator = Accelerator(mixed_precision=config.mixed_precision)
+        tokenizer = load_tokenizer(checkpoint.path)
+        model = accelerator.prepare(load_model(checkpoint.path))
+        parser = make_parser(config)
+        return cls(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress, accelerator,
+                   tokenizer, model, parser,
+                   _fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
+                   progress_bar(steps, 0, accelerator.is_main_process and progress, f"{config.card.name} {split}"),
+                   {})
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def languages(self, langs: list[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """Each language's record, and the languages without data (with `skip_missing`)."""
+        results: dict[str, dict[str, Any]] = {}
+        missing: list[str] = []
+        for lang in langs:
+            record = self.one({name: lang for name in self.config.card.segments})
+            self.bar.update(1)
+            if record is None:
+                missing.append(lang)
+            else:
+                results[lang] = record
+        return results, missing
+
+    def pairs(self, langs: list[str], results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+        """The language-pair matrix of primary scores over the languages with data; each pair's record
+        joins `results` (the diagonal is the language's own)."""
+        row_seg, col_seg = pair_axes(self.config.card)
+        present = [lang for lang in langs if lang in results]
+        self.bar.set_total(len(langs) + len(present) * (len(present) - 1))  # no pairs of a language without data
+        pairs: dict[str, dict[str, float]] = {}
+        for row in present:
+            for col in present:
+                record = results[row] if row == col else self.one({row_seg: row, col_seg: col})
+                self.bar.update(row != col)
+                if record is None:
+                    continue
+                pairs.setdefault(row, {})[col] = record["primary"]
+                results.setdefault(f"{row}-{col}", record)
+                if row == col and self.main:  # the diagonal's per-example file, named as a pair
+                    _copy_examples(self.out, self.split, row, f"{row}-{col}")
+        return pairs
+
+    def one(self, segment_langs: dict[str, str]) -> dict[str, Any] | None:
+        """One language's or pair's record: kept from an interrupted evaluation of the same fingerprint, else
+        scored and saved at once (`partial/`); None where it has no data and `skip_missing` is on."""
+        card, split = self.config.card, self.split
         key = _key(segment_langs, card)
-        bar.set_postfix_str(key)  # what is being computed; counted done by the caller
-        saved = partial / f"{split}-{key}.json"
-        cached = _kept_result(saved, fingerprint)
+        self.bar.postfix["now"] = key  # what is being computed; counted done by the caller
+        saved = eval_partial(self.out) / f"{split}-{key}.json"
+        cached = _kept_result(saved, self.fingerprint)
         if cached is not None:
             log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier, interrupted evaluation)")
             return cached
         started = time.perf_counter()
-        try:
-            data, _ = load_task_data(card, config, tokenizer, split, segment_langs, names=names, parser=parser,
-                                     distributed=accelerator, loaded=loaded, holdout=holdout, limit=max_examples,
-                                     progress=progress)
-        except DataNotFoundError as err:
-            if skip_missing:
-                return None
-            raise DataNotFoundError(f"{err}\n(pass --langs to choose languages, or --skip-missing to "
-                                    "evaluate those that have data)") from None
-        outputs = model_outputs(model, data.rows(), accelerator, config.eval_batch_size, tokenizer.pad_token_id or 0)
-        result = decode_and_score(card, data.examples, data.features, outputs, names.labels, names.tags,
-                                  config.n_best, config.max_answer_length)
-        record = {"fingerprint": fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
+        data = self._data(segment_langs)
+        if data is None:
+            return None
+        outputs = model_outputs(self.model, data.rows(), self.accelerator, self.config.eval_batch_size,
+                                self.tokenizer.pad_token_id or 0)
+        result = decode_and_score(card, data.examples, data.features, outputs, self.checkpoint.labels,
+                                  self.checkpoint.tags, self.config.n_best, self.config.max_answer_length)
+        record = {"fingerprint": self.fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
                   "predicted_nothing": _nothing_predicted(card, result),
                   "scores": result["scores"], "n_examples": len(data.examples),
-                  "dropped": _dropped(data.report), "metric_options": result["metric_options"],
+                  "dropped_by_reason": (dropped := _dropped(data.report)), "dropped": sum(dropped.values()),
+                  "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
-        if main:
-            _write_examples(out, card, split, key, data.examples, result)
+        if self.main:
+            _write_examples(self.out, card, split, key, data.examples, result)
             atomic_write_json(saved, record)
             log.info(f"{split} {key}: {result['primary']:.2f} on {len(data.examples)} examples "
                      f"({record['seconds']:.1f}s)")
         return record
 
-    results: dict[str, dict[str, Any]] = {}
-    missing: list[str] = []
-    for lang in langs:
-        record = run_one({name: lang for name in card.segments})
-        bar.update(1)
-        if record is None:
-            missing.append(lang)
-        else:
-            results[lang] = record
-    pairs: dict[str, dict[str, float]] = {}
-    if generalized:
-        row_seg, col_seg = pair_axes(card)
-        present = [lang for lang in langs if lang in results]
-        bar.total = len(langs) + len(present) * (len(present) - 1)  # no pairs of a language without data
-        for row in present:
-            for col in present:
-                record = results[row] if row == col else run_one({row_seg: row, col_seg: col})
-                bar.update(row != col)
-                if record is None:
-                    continue
-                pairs.setdefault(row, {})[col] = record["primary"]
-                results.setdefault(f"{row}-{col}", record)
-                if row == col and main:  # the diagonal's per-example file, named as a pair
-                    _copy_examples(out, split, row, f"{row}-{col}")
-    bar.close()
-    summary = _summary(config, card, split, langs, results, pairs, missing, run_dir, checkpoint.path)
-    if max_examples is not None:
-        summary["max_eval_examples"] = max_examples
-    if main:
-        _write_tables(out, card, summary, pairs)
-        atomic_write_json(eval_results(out), summary)
-        write_model_card(checkpoint.path, run_dir, extra_results=[eval_results(out)])
-    accelerator.wait_for_everyone()
-    return summary
+    def _data(self, segment_langs: dict[str, str]):
+        """The language's or pair's examples and features (None: no data, and `skip_missing` is on)."""
+        try:
+            data, _ = load_task_data(self.config.card, self.config, self.tokenizer, self.split, segment_langs,
+                                     names=LabelNames(labels=self.checkpoint.labels, tags=self.checkpoint.tags),
+                                     parser=self.parser, distributed=self.accelerator, loaded=self.loaded,
+                                     holdout=self.holdout, limit=self.max_examples, progress=self.progress)
+        except DataNotFoundError as err:
+            if self.skip_missing:
+                return None
+            raise DataNotFoundError(f"{err}\n(pass --langs to choose languages, or --skip-missing to "
+                                    "evaluate those that have data)") from None
+        return data
 
 
 def _key(segment_langs: dict[str, str], card: TaskCard) -> str:
@@ -328,12 +387,16 @@ def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str
                                      sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _dropped(report: dict[str, Any]) -> int:
-    """Examples of the sources that are not scored: skipped rows (train and dev only) and, for a
-    language pair joined by id, ids with no counterpart in the other language or disagreeing labels."""
+# Why an example of the sources is not scored: results.json's `dropped_by_reason` keys, and what each means
+def _dropped(report: dict[str, Any]) -> dict[str, int]:
+    """Examples of the sources that are not scored, per reason (only those that occur): for a language pair
+    joined by id, ids with no counterpart in the other language and pairs whose labels disagree; skipped rows
+    (train and dev only)."""
     load = report["load"]
     skipped = len(load.get("skipped", [])) + sum(len(x.get("skipped", [])) for x in load.get("loads", []))
-    return skipped + load.get("label_mismatches", 0) + sum(load.get("unmatched", {}).values())
+    counts = dict(zip(DROP_REASONS, (sum(load.get("unmatched", {}).values()), load.get("label_mismatches", 0),
+                                     skipped), strict=True))
+    return {reason: n for reason, n in counts.items() if n}
 
 
 def _jsonable(value: Any) -> Any:
@@ -377,12 +440,18 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
                               "no span or error in any example" for k, r in sorted(results.items())
                               if r.get("predicted_nothing")},
         "dropped": {k: r["dropped"] for k, r in results.items()},
+        "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
         "metric_options": {} if card.metric == "mlqa" else
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
         "missing_languages": missing,
-        "run_dir": str(run_dir), "checkpoint": str(checkpoint), "config": config.to_dict(),
+        # absolute, so that `xsyn report` finds the run folder (its training curves) from any folder
+        "run_dir": str(Path(run_dir).resolve()), "checkpoint": str(Path(checkpoint).resolve()),
+        "config": config.to_dict(),
+        # the parser the model was trained with, where --parser scores it on another's trees (gold vs predicted)
+        "train_parser": (read_config_file(RunFolder(run_dir).config).get("parser")
+                         if RunFolder(run_dir).config.is_file() else None),
         **provenance(),
     }
     if pairs:

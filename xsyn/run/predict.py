@@ -261,14 +261,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     `overrides` other run settings (`parser_model_dir`, `cache_dir`, `max_length`, ...). `report`,
     when given, is filled with what parsing and featurising did.
     """
-    from accelerate import Accelerator
-
-    from xsyn.data.features import prepare_features
-    from xsyn.models.factory import load_model
-    from xsyn.models.presets import load_tokenizer
     from xsyn.run.evaluation import locate_checkpoint, run_config
-    from xsyn.run.inference import model_outputs
-    from xsyn.run.task_data import cache_root, feature_rows
 
     checkpoint = locate_checkpoint(model_dir)
     config = run_config(checkpoint, {**(overrides or {}), "parser": parser, "eval_batch_size": batch_size})
@@ -283,7 +276,30 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     if card.task_kind.tagged:
         prepared.token_spans, prepared.texts = _tokenize(examples, parse, tokens)
     parse_report = parse(examples)
+    predicted, feature_report = _run_model(checkpoint, config, prepared, progress)
+    if feature_report.truncated_inputs:
+        log.warning(f"{source}: {feature_report.truncated_inputs} rows are longer than max_length "
+                    f"({config.max_length} word pieces) and were cut ({feature_report.truncated_pieces} pieces "
+                    "dropped): their predictions see only their start (max_length is the run's, from its config.json)")
+    if report is not None:
+        report.update(task=card.name, checkpoint=str(checkpoint.path), parser=config.parser, rows=len(rows),
+                      parse=parse_report, features=feature_report.as_dict())
+    return [{**_where(card, row, example), **_named(prediction, card.label_names)}
+            for row, example, prediction in zip(rows, examples, predicted)]
 
+
+def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple[list[dict[str, Any]], Any]:
+    """Featurise the parsed examples, run the model over them and decode its outputs into predictions (one per
+    example, in order); returns them with the featurising report."""
+    from accelerate import Accelerator
+
+    from xsyn.data.features import prepare_features
+    from xsyn.models.factory import load_model
+    from xsyn.models.presets import load_tokenizer
+    from xsyn.run.inference import model_outputs
+    from xsyn.run.task_data import cache_root, feature_rows
+
+    card, examples = config.card, prepared.examples
     tokenizer = load_tokenizer(checkpoint.path)
     features, feature_report = prepare_features(
         card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
@@ -292,28 +308,22 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     accelerator = Accelerator(mixed_precision=config.mixed_precision)
     model = accelerator.prepare(load_model(checkpoint.path))
     outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
-                        tokenizer.pad_token_id or 0, progress=progress)
+                            tokenizer.pad_token_id or 0, progress=progress)
     windows = example_windows(features, len(examples), last_segment=card.task_kind.n_segments - 1)
     predicted = card.task_kind.present(DecodeInput(
         examples, windows, outputs, checkpoint.labels, checkpoint.tags, card.metric, config.n_best,
         config.max_answer_length, DecodeReport(), prepared.token_spans, prepared.texts))
-    if feature_report.truncated_inputs:
-        log.warning(f"{source}: {feature_report.truncated_inputs} rows are longer than max_length "
-                    f"({config.max_length} word pieces) and were cut ({feature_report.truncated_pieces} pieces "
-                    "dropped): their predictions see only their start (max_length is the run's, from its config.json)")
-    if report is not None:
-        report.update(task=card.name, checkpoint=str(checkpoint.path), parser=config.parser, rows=len(rows),
-                      parse=parse_report, features=feature_report.as_dict())
-    out = []
-    for row, example, prediction in zip(rows, examples, predicted):
-        langs = [segment.lang for segment in example.segments]
-        head = {"line": row.line, **({"id": row.fields["id"]} if "id" in row.fields else {}),
-                # always a string: the row's language, or its segments' joined as evaluate names a pair;
-                # each segment's language is always in segment_langs
-                "lang": langs[0] if len(set(langs)) == 1 else "-".join(langs),
-                "segment_langs": dict(zip(card.segments, langs))}
-        out.append({**head, **_named(prediction, card.label_names)})
-    return out
+    return predicted, feature_report
+
+
+def _where(card, row, example) -> dict[str, Any]:
+    """Where a prediction comes from: the input's line, its id (if it has one) and its languages."""
+    langs = [segment.lang for segment in example.segments]
+    return {"line": row.line, **({"id": row.fields["id"]} if "id" in row.fields else {}),
+            # always a string: the row's language, or its segments' joined as evaluate names a pair;
+            # each segment's language is always in segment_langs
+            "lang": langs[0] if len(set(langs)) == 1 else "-".join(langs),
+            "segment_langs": dict(zip(card.segments, langs))}
 
 
 def _named(prediction: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:

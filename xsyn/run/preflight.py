@@ -6,6 +6,7 @@ checkpoint must stop a command before that work, not after it. Each command has 
 function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
 from the same shared checks:
 
+    check_parser       the parser's models are there (or can be downloaded: the network is probed once)
     check_model        the model's config.json (no weights) and the tokenizer load
     check_data         every split x language (x language pair) to be read has local files or a hub source
     check_writable     the output folder can be created and a file written in it
@@ -17,9 +18,7 @@ Each raises the `XsynError` the later step would have raised, naming the model, 
 from __future__ import annotations
 
 import errno
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
 from xsyn.run.settings import RunConfig
-from xsyn.utils.io import OutputError, ensure_dir, explain_write_error
+from xsyn.utils.io import OutputError, check_writable
 
 # What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
 # state/ (the float32 weights and AdamW's two moments: 12), and state.tmp/ beside state/ while it replaces it (12).
@@ -58,10 +57,11 @@ def check_model(model: str, tokenizer: str | None):
 def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> None:
     """An `InputError` naming both where the tokenizer cannot feed the model: another family, ids past the
     model's vocabulary (its embedding lookup would fail mid-run), or another padding id."""
+    from xsyn.models.defaults import MODEL_CONFIG
     from xsyn.models.families import family_of, tokenizer_family
     from xsyn.utils.errors import InputError
 
-    model_file = Path(model) / "config.json" if Path(model).is_dir() else model
+    model_file = Path(model) / MODEL_CONFIG if Path(model).is_dir() else model
     fix = "leave out --tokenizer (the model's own is used), or give the model's own tokenizer"
     own, theirs = family_of(config.model_type, model), tokenizer_family(tokenizer)
     if theirs is not None and theirs.name != own.name:
@@ -92,17 +92,16 @@ def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> in
     return sum(p.numel() for p in encoder.parameters())
 
 
-def check_writable(folder: str | Path, option: str) -> Path:
-    """`folder`, created if need be, with a file written in it and removed; else an `OutputError` naming the
-    folder (or the file that stands in its path) and `option`."""
-    folder = ensure_dir(folder, option=option)
-    try:
-        handle, probe = tempfile.mkstemp(prefix=".xsyn-preflight.", dir=folder)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        raise explain_write_error(err, folder, option) from err
-    return folder
+def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
+    """The run's parser can parse `langs`: a parser that needs models checks they are there (or can be
+    downloaded), before the data is read and parsed. Whether the network is there is decided here, once."""
+    from xsyn.run.task_data import make_parser
+    from xsyn.utils.network import offline_unless_reachable
+
+    online = not offline_unless_reachable()
+    check = getattr(make_parser(config), "check_models", None)  # (a parser without models has nothing to check)
+    if check is not None:
+        check(list(dict.fromkeys(langs)), online)
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:
@@ -132,6 +131,7 @@ def preflight_finetune(config: RunConfig):
     """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
     from xsyn.run.task_data import cache_root
 
+    check_parser(config, [config.train_lang])  # first: no network decided once, and the parser's models
     tokenizer = check_model(config.model, config.tokenizer)
     card = config.card
     held_out = "validation" not in card.splits and card.dev_fraction is not None
@@ -153,6 +153,7 @@ def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Seq
     """Every language (and, with `generalized`, every language pair read from files of its own) has data,
     and the output folder is writable: checked before the model is loaded. With `skip_missing` the
     languages without data are left to be skipped (and listed) as before."""
+    check_parser(config, langs)
     segments = card.segments
     combinations = [{segment: lang for segment in segments} for lang in langs]
     if generalized and len(segments) > 1:
@@ -181,7 +182,9 @@ def preflight_pretraining(settings) -> None:
     """`pretrain-gat`'s settings hold together, its treebanks' training files are there, its model and tokenizer
     load and its output folder is writable, before the treebanks are read (the cheapest checks first)."""
     from xsyn.syntax.treebanks import locate
+    from xsyn.utils.network import offline_unless_reachable
 
+    offline_unless_reachable()  # decided before the model and tokenizer are looked up on the hub
     for spec in settings.treebanks:
         locate(spec, settings.treebank_dir).path(settings.train_split)
     check_model(settings.model, settings.tokenizer)

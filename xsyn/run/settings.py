@@ -10,7 +10,7 @@ import json
 import logging
 import tomllib
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ from xsyn.models.families import FAMILIES
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
     get_variant,
-    model_settings,
     paper_names,
     setting_fields,
     variant_names,
@@ -38,7 +37,6 @@ from xsyn.utils.schema import (
     check_value,
     check_values,
     construct,
-    describe,
     did_you_mean,
     finite_above_zero,
     one_of,
@@ -481,6 +479,10 @@ def model_config(config: RunConfig) -> Any:
     else:
         from transformers import AutoConfig
 
+        from xsyn.utils.network import offline_unless_reachable
+
+        if not Path(config.model).exists():  # a hub name: the first hub request of a run, so decided here
+            offline_unless_reachable()
         try:
             base = AutoConfig.from_pretrained(config.model)
         except (OSError, ValueError):
@@ -493,19 +495,3 @@ def model_config(config: RunConfig) -> Any:
         raise ConfigError(f"model settings for {config.model}: {err}") from None
     except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
         raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
-
-
-def setting_table(variant: str) -> dict[str, dict[str, Any]]:
-    """Every key `--set` takes for a `variant` run, with its type and default: the run settings, then the
-    variant's model settings (its `XsynBertConfig` fields; none for the baseline)."""
-    table: dict[str, dict[str, Any]] = {}
-    for f in fields(RunConfig):
-        if f.name in (*DERIVED_FIELDS, MODEL_SETTINGS):
-            continue
-        default = f.default_factory() if f.default_factory is not MISSING else f.default
-        table[f.name] = {"type": describe(_run_hints()[f.name]), "default": default}
-    own = get_variant(variant).setting_names()
-    for name, (hint, default) in model_settings().items():
-        if name in own:
-            table[name] = {"type": describe(hint), "default": default}
-    return table

@@ -31,11 +31,19 @@ from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
-from xsyn.training.driver import TrainState, check_micro_batches, train
+from xsyn.training.checkpoint import total_steps
+from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
-from xsyn.utils.io import OutputError, atomic_write_json, atomic_write_text, ensure_dir, replace_dir
+from xsyn.utils.io import (
+    OutputError,
+    atomic_write_json,
+    atomic_write_text,
+    ensure_dir,
+    replace_dir,
+    saved_json_object,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +106,11 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
     """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`).
     The main process holds the run folder's writer lock throughout (the other ranks write nothing)."""
     _check_trackers(config.trackers or [])
-    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     folder = RunFolder(config.resolved_output_dir())
+    finished = _finished_summary(folder, config) if resume else None
+    if finished is not None:
+        return finished
+    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
     with folder.writing():
         return _finetune(config, resume, progress, tokenizer, folder)
 
@@ -113,6 +124,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
     check_micro_batches(config, accelerator.num_processes)
+    warn_fewer_processes(accelerator.num_processes)
     if main:
         ensure_dir(folder.path)
         config.save(folder.config)
@@ -153,6 +165,21 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     if config.trackers:
         accelerator.end_training()
     accelerator.wait_for_everyone()
+    return summary
+
+
+def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
+    """A finished run's summary, where `--resume` asks for no more steps than it trained: said, and nothing
+    reloaded, featurised or rewritten. None where there is something to continue (a longer schedule given
+    with --resume, or one an interrupted resume asked for)."""
+    summary = saved_json_object(folder.train_results)
+    if summary is None or not isinstance(summary.get("train_features"), int):
+        return None
+    if summary.get("steps", 0) < total_steps(config, summary["train_features"]):
+        return None
+    logger.warning(f"{folder.path} is a finished run ({summary['steps']} steps, {folder.train_results.name}): "
+                   f"nothing to continue, nothing reloaded or rewritten; `xsyn evaluate --model-dir {folder.path}` "
+                   "scores it, --overwrite-output-dir (without --resume) trains it again")
     return summary
 
 

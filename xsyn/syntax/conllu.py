@@ -120,71 +120,90 @@ def _sentence(block: list[tuple[int, str]], source: str, lang: str, skip_invalid
 def _build(block: list[tuple[int, str]], source: str, lang: str, stats: ConlluStats
            ) -> tuple[SyntaxRecord, list[int]]:
     first_line = block[0][0]
-    comments: dict[str, str] = {}
-    words: list[str] = []
-    heads: list[int] = []
-    upos: list[str] = []
-    deprels: list[str] = []
-    word_lines: list[int] = []
-    surface: list[tuple[str, int, int, str]] = []  # (form, first word, last word, misc), 0-based words
-    mwt_end, mwt_line, mwt_id = -1, first_line, ""
+    sentence = _Sentence(mwt_line=first_line)
     for lineno, line in block:
         where = f"{source}:{lineno}"
         if line.startswith("#"):
             key, sep, value = line[1:].partition("=")
             if sep:
-                comments[key.strip()] = value.strip()
+                sentence.comments[key.strip()] = value.strip()
             continue
         cols = line.split("\t")
         if len(cols) != 10:
             raise ConlluError(f"{where}: expected 10 tab-separated columns, found {len(cols)} "
                               "(CoNLL-U separates columns with single tabs)")
+        if "." in cols[0]:  # empty node of the enhanced graph
+            continue
+        if "-" in cols[0]:
+            sentence.multiword(cols, where, lineno)
+        else:
+            sentence.word(cols, where, lineno)
+    sentence.check(source, first_line)
+    text, spans = locate_tokens(sentence.comments.get("text"), sentence.surface, len(sentence.words))
+    if text != sentence.comments.get("text"):
+        stats.text_rebuilt += 1
+    record = SyntaxRecord(sentence.words, sentence.heads, sentence.upos, sentence.deprels, spans=spans, text=text,
+                          lang=lang, sent_id=sentence.comments.get("sent_id"))
+    return record, [first_line, *sentence.word_lines]
+
+
+@dataclass
+class _Sentence:
+    """One sentence's lines as `_build` reads them, each checked where it stands."""
+
+    comments: dict[str, str] = field(default_factory=dict)
+    words: list[str] = field(default_factory=list)
+    heads: list[int] = field(default_factory=list)
+    upos: list[str] = field(default_factory=list)
+    deprels: list[str] = field(default_factory=list)
+    word_lines: list[int] = field(default_factory=list)
+    surface: list[tuple[str, int, int, str]] = field(default_factory=list)  # (form, first word, last word, misc)
+    mwt_end: int = -1  # the last word of the latest multiword token (1-based), its line and its id
+    mwt_line: int = 0
+    mwt_id: str = ""
+
+    def multiword(self, cols: list[str], where: str, lineno: int) -> None:
         wid = cols[0]
-        if "." in wid:  # empty node of the enhanced graph
-            continue
-        if "-" in wid:
-            m = _RANGE.fullmatch(wid)
-            if not m or not 1 <= int(m.group(1)) < int(m.group(2)):
-                raise ConlluError(f"{where}: bad multiword-token range {wid!r} (write FIRST-LAST, two or more "
-                                  "word ids from 1 up, e.g. 2-3)")
-            start, end = int(m.group(1)), int(m.group(2))
-            if start <= mwt_end:
-                raise ConlluError(f"{where}: multiword token {wid} overlaps multiword token {mwt_id}")
-            if start != len(words) + 1:
-                raise ConlluError(f"{where}: multiword token {wid} must come right before word {start}; here it "
-                                  f"comes before word {len(words) + 1}")
-            surface.append((cols[1], start - 1, end - 1, cols[9]))
-            mwt_end, mwt_line, mwt_id = end, lineno, wid
-            continue
-        if not _WORD_ID.fullmatch(wid) or int(wid) != len(words) + 1:
-            raise ConlluError(f"{where}: word id {wid!r} out of sequence; expected {len(words) + 1}")
-        head = cols[6]
+        m = _RANGE.fullmatch(wid)
+        if not m or not 1 <= int(m.group(1)) < int(m.group(2)):
+            raise ConlluError(f"{where}: bad multiword-token range {wid!r} (write FIRST-LAST, two or more "
+                              "word ids from 1 up, e.g. 2-3)")
+        start, end = int(m.group(1)), int(m.group(2))
+        if start <= self.mwt_end:
+            raise ConlluError(f"{where}: multiword token {wid} overlaps multiword token {self.mwt_id}")
+        if start != len(self.words) + 1:
+            raise ConlluError(f"{where}: multiword token {wid} must come right before word {start}; here it "
+                              f"comes before word {len(self.words) + 1}")
+        self.surface.append((cols[1], start - 1, end - 1, cols[9]))
+        self.mwt_end, self.mwt_line, self.mwt_id = end, lineno, wid
+
+    def word(self, cols: list[str], where: str, lineno: int) -> None:
+        wid, head = cols[0], cols[6]
+        if not _WORD_ID.fullmatch(wid) or int(wid) != len(self.words) + 1:
+            raise ConlluError(f"{where}: word id {wid!r} out of sequence; expected {len(self.words) + 1}")
         if not _HEAD.fullmatch(head):
             raise ConlluError(f"{where}: head {head!r} of word {wid} is not an integer")
-        words.append(cols[1])
-        heads.append(int(head))
-        upos.append(cols[3])
-        deprels.append(cols[7])
-        word_lines.append(lineno)
-        if int(wid) > mwt_end:
-            surface.append((cols[1], len(words) - 1, len(words) - 1, cols[9]))
-    if not words:
-        raise ConlluError(f"{source}:{first_line}: empty sentence (comments but no word lines)")
-    if mwt_end > len(words):
-        raise ConlluError(f"{source}:{mwt_line}: multiword token {mwt_id} covers words {mwt_id.replace('-', '..')} "
-                          f"but the sentence has {len(words)} words")
-    try:
-        validate_heads(heads)
-    except TreeError as err:
-        bad = _word_named(str(err))
-        line = word_lines[bad - 1] if bad and bad <= len(word_lines) else first_line
-        raise ConlluError(f"{source}:{line}: {err}") from None
-    text, spans = locate_tokens(comments.get("text"), surface, len(words))
-    if text != comments.get("text"):
-        stats.text_rebuilt += 1
-    record = SyntaxRecord(words, heads, upos, deprels, spans=spans, text=text, lang=lang,
-                          sent_id=comments.get("sent_id"))
-    return record, [first_line, *word_lines]
+        self.words.append(cols[1])
+        self.heads.append(int(head))
+        self.upos.append(cols[3])
+        self.deprels.append(cols[7])
+        self.word_lines.append(lineno)
+        if int(wid) > self.mwt_end:  # a word outside multiword tokens is its own surface token
+            self.surface.append((cols[1], len(self.words) - 1, len(self.words) - 1, cols[9]))
+
+    def check(self, source: str, first_line: int) -> None:
+        """The sentence as a whole: it has words, its last multiword token fits, its heads make a tree."""
+        if not self.words:
+            raise ConlluError(f"{source}:{first_line}: empty sentence (comments but no word lines)")
+        if self.mwt_end > len(self.words):
+            raise ConlluError(f"{source}:{self.mwt_line}: multiword token {self.mwt_id} covers words "
+                              f"{self.mwt_id.replace('-', '..')} but the sentence has {len(self.words)} words")
+        try:
+            validate_heads(self.heads)
+        except TreeError as err:
+            bad = _word_named(str(err))
+            line = self.word_lines[bad - 1] if bad and bad <= len(self.word_lines) else first_line
+            raise ConlluError(f"{source}:{line}: {err}") from None
 
 
 def _word_named(message: str) -> int | None:

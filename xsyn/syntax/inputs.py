@@ -2,6 +2,9 @@
 
     segments, blank = read_segments(path, "text", "en")          # then parse_segments(segments, parser, cache)
     imported = import_conllu(path, "en", cache, import_as="conllu")
+    parsed = parse_file("in.txt", "text", "en", "out.jsonl", build_parser("stanza"), cache_dir=None)  # both
+
+`parse_file` is what `xsyn parse` does, callable from Python.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from pathlib import Path
 
 from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.conllu import ConlluError, ConlluStats, NotUtf8Error, not_utf8_error, read_conllu
-from xsyn.syntax.parse import ParseReport
-from xsyn.syntax.record import SyntaxRecord
+from xsyn.syntax.parse import ParseReport, default_workers, parse_segments
+from xsyn.syntax.record import SyntaxRecord, write_jsonl
 from xsyn.syntax.segment import Segment, is_blank
+from xsyn.utils.io import check_writable
 
 LINE_FORMATS = ("text", "tokens")  # one raw segment per line; one pre-tokenised segment per line
 
@@ -67,3 +71,40 @@ def import_conllu(path: Path, lang: str, cache: ParseCache, import_as: str = "co
                          parsed=len(new), corrupt_cache_entries=cache.unreported_corrupt(),
                          seconds=time.perf_counter() - start)
     return ConlluImport(records, report, stats.skipped)
+
+
+@dataclass
+class ParsedFile:
+    """What `parse_file` did: the parse report, what the format adds to it (skipped sentences or blank lines),
+    and where the records and the parses went."""
+
+    report: ParseReport
+    extra: dict
+    output: Path
+    cache_dir: Path | None
+
+    def as_dict(self) -> dict:
+        return {**self.report.as_dict(), **self.extra, "out": str(self.output), "cache_dir": str(self.cache_dir)}
+
+
+def parse_file(input_path: str | Path, fmt: str, lang: str, output: str | Path, parser=None,
+               cache_dir: str | Path | None = None, import_as: str = "conllu", skip_invalid: bool = False,
+               workers: int | None = None, progress: bool = False) -> ParsedFile:
+    """Parse a file of lines (`fmt` text or tokens, with `parser`) or import a CoNLL-U file (`fmt` conllu)
+    into syntax records at `output` (JSON Lines) and the parse cache under `cache_dir` (`parses/`;
+    default: xsyn's cache). The folders are checked writable before any parsing."""
+    output = Path(output)
+    check_writable(output.parent, "--output")  # before parsing: a folder that cannot be written is named now
+    if cache_dir is not None:
+        check_writable(cache_dir, "--cache-dir")
+    cache = ParseCache(Path(cache_dir) / "parses" if cache_dir is not None else None)
+    if fmt == "conllu":
+        imported = import_conllu(Path(input_path), lang, cache, import_as=import_as, skip_invalid=skip_invalid)
+        records, report = imported.records, imported.report
+        extra: dict = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
+    else:
+        segments, blank = read_segments(Path(input_path), fmt, lang)
+        report = parse_segments(segments, parser, cache, workers=workers or default_workers(), progress=progress)
+        records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}
+    write_jsonl(records, output)
+    return ParsedFile(report, extra, output, cache.directory)

@@ -33,6 +33,7 @@ from xsyn.utils.progress import Progress
 class ParseReport:
     segments: int = 0  # segments seen
     gold: int = 0  # segments that came with a gold tree
+    attached: int = 0  # segments that already held a parse (pair evaluation's segments, parsed per language)
     unique: int = 0  # distinct segments among the rest
     duplicates: int = 0  # segments that repeat an earlier one (parsed once, for the first)
     cache_hits: int = 0  # distinct segments found in the cache
@@ -45,7 +46,9 @@ class ParseReport:
         return asdict(self)
 
     def __str__(self) -> str:
-        text = (f"{self.segments} segments ({self.gold} with gold trees), {self.unique} unique "
+        held = ", ".join(part for n, part in ((self.gold, f"{self.gold} with gold trees"),
+                                              (self.attached, f"{self.attached} parsed before")) if n)
+        text = (f"{self.segments} segments{f' ({held})' if held else ''}, {self.unique} unique "
                 f"({self.duplicates} repeats), {self.cache_hits} cache hits, {self.parsed} parsed in "
                 f"{self.seconds:.2f}s")
         if self.parsed:
@@ -73,33 +76,13 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     a parse stops every rank alike instead of leaving the others waiting at the barrier."""
     start = time.perf_counter()
     report = ParseReport(segments=len(segments))
-    identity = parser.cache_identity()
-    preparsed = parser.preparsed
-    groups: dict[str, list[Segment]] = {}
-    for seg in segments:
-        if seg.record is None and parser.data_trees and seg.gold_tree is not None:
-            seg.record = seg.gold_tree
-        if seg.record is not None:
-            report.gold += 1
-            continue
-        content = seg.text if seg.text is not None else list(seg.tokens or [])
-        key = cache_key(content, seg.lang, parser.name, parser.version, identity,
-                        sent_id=seg.sent_id if preparsed else None)
-        groups.setdefault(key, []).append(seg)
-    report.unique = len(groups)
-    report.duplicates = report.segments - report.gold - report.unique
-    found: dict[str, SyntaxRecord] = {}
-    if cache is not None:
-        for key in groups:
-            record = cache.get(key)
-            if record is not None:
-                found[key] = record
-        report.cache_hits = len(found)
+    groups = _group(segments, parser, report)
+    found = _cached(groups, cache, report)
     missing = [k for k in groups if k not in found]
-    shared = world_size > 1 and not preparsed  # the ranks divide the work and share it through the cache
+    shared = world_size > 1 and not parser.preparsed  # the ranks divide the work and share it through the cache
     mine = [k for k in missing if not shared or _owner(k, world_size) == rank]
     writes = cache if cache is not None and (shared or rank == 0) else None
-    if preparsed or parser.max_workers == 1:
+    if parser.preparsed or parser.max_workers == 1:
         workers = 1
     parse_start = time.perf_counter()
     _parse(parser, {k: groups[k][0] for k in mine}, found, writes, batch_size, workers, progress)
@@ -107,13 +90,10 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     if shared:
         if barrier is not None:
             barrier()
+        others = [k for k in missing if k not in found]
         if cache is not None:
             cache.refresh()
-        others = [k for k in missing if k not in found]
-        for key in others:
-            record = cache.get(key) if cache is not None else None
-            if record is not None:
-                found[key] = record
+            found.update(_cached({k: groups[k] for k in others}, cache))
         late = [k for k in others if k not in found]  # another rank failed to share it: parse here
         _parse(parser, {k: groups[k][0] for k in late}, found, None, batch_size, 1, False)
         report.parsed += len(late)
@@ -124,6 +104,43 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
     report.corrupt_cache_entries = cache.unreported_corrupt() if cache is not None else 0
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _group(segments: Sequence[Segment], parser: Parser, report: ParseReport) -> dict[str, list[Segment]]:
+    """The segments still to parse, grouped by cache key (one parse each); a segment whose data's tree the
+    parser serves (`--parser gold`) counts as gold, one that holds a parse already as parsed before."""
+    identity = parser.cache_identity()
+    groups: dict[str, list[Segment]] = {}
+    for seg in segments:
+        if seg.record is None and parser.data_trees and seg.gold_tree is not None:
+            seg.record = seg.gold_tree
+        if seg.record is not None:
+            if seg.record is seg.gold_tree:
+                report.gold += 1
+            else:  # parsed before, by whatever parser the run uses (chain, stanza, ...): not a gold tree
+                report.attached += 1
+            continue
+        content = seg.text if seg.text is not None else list(seg.tokens or [])
+        key = cache_key(content, seg.lang, parser.name, parser.version, identity,
+                        sent_id=seg.sent_id if parser.preparsed else None)
+        groups.setdefault(key, []).append(seg)
+    report.unique = len(groups)
+    report.duplicates = report.segments - report.gold - report.attached - report.unique
+    return groups
+
+
+def _cached(groups: dict[str, list[Segment]], cache: ParseCache | None, report: ParseReport | None = None
+            ) -> dict[str, SyntaxRecord]:
+    """The records the cache holds for these keys (with `report`: counted as its cache hits)."""
+    found: dict[str, SyntaxRecord] = {}
+    if cache is not None:
+        for key in groups:
+            record = cache.get(key)
+            if record is not None:
+                found[key] = record
+        if report is not None:
+            report.cache_hits = len(found)
+    return found
 
 
 def _owner(key: str, world_size: int) -> int:

@@ -134,6 +134,16 @@ class TreebankScore:
     def as_dict(self) -> dict:
         return {"treebank": self.treebank, "split": self.split, **self.scores.as_dict()}
 
+    def text(self, probe_uuas: float | None = None) -> str:
+        """One line of scores (with a pre-trained GAT's probe UUAS beside them where given), then each
+        described mismatch on a line of its own."""
+        scores = self.scores
+        probe = f"  probe UUAS {probe_uuas:.3f}" if probe_uuas is not None else ""
+        return "\n".join([f"{self.lang:>3} {self.treebank:<24} {self.split:<5} UAS {scores.uas:.3f}  LAS "
+                          f"{scores.las:.3f}  words F1 {scores.words_f1:.3f}{probe}  ({scores.sentences} sentences, "
+                          f"{scores.mismatched_sentences} tokenised differently)",
+                          *(f"      {line}" for line in scores.mismatches)])
+
 
 def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | Path, split: str | None = None,
                  limit: int | None = None, parser_input: str = "text") -> Iterator[TreebankScore]:
@@ -177,3 +187,34 @@ def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
         raise InputError(f"{path}: {bad[0]} is not a number; expected probe_metrics.json of "
                          "`xsyn pretrain-gat`")
     return data
+
+
+def check_outputs(output: Path | None, plot_output: Path | None) -> None:
+    """Before parsing: the folders of the scores and of the chart can be made (else an error naming them)."""
+    from xsyn.utils.io import ensure_dir
+
+    if output is not None:
+        ensure_dir(output.parent, option="--output")
+    if plot_output is not None:
+        ensure_dir(plot_output.parent, option="--plot-output")
+
+
+def write_scores(results: dict[str, dict], output: Path) -> None:
+    """{lang: TreebankScore.as_dict()} as JSON (`xsyn parser-quality --output`)."""
+    from xsyn.utils.io import atomic_write_text
+
+    atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n", option="--output")
+
+
+def write_scores_chart(results: dict[str, dict], probes: dict[str, dict[str, float]], parser_label: str,
+                       plot_output: Path) -> None:
+    """A PNG of UAS and LAS per language, with the probes' UUAS beside them where given."""
+    from xsyn.utils.io import atomic_write_bytes
+    from xsyn.utils.plots import language_bars_png
+
+    series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
+    if probes:
+        series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}
+    title = f"{parser_label} vs gold UD trees" + (" | probe UUAS" if probes else "")
+    atomic_write_bytes(plot_output, language_bars_png(series, title=title, value_label="score", limits=(0, 1)),
+                       option="--plot-output")

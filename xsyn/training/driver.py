@@ -26,7 +26,7 @@ import torch
 
 from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state, total_steps
 from xsyn.training.folder import RunFolder
-from xsyn.training.log import StepLog
+from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,21 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, saved_step: int | None):
         super().__init__(saved_step)
         self.saved_step = saved_step
+
+
+def warn_fewer_processes(processes: int, environ: dict[str, str] | None = None) -> None:
+    """A launch that asked for more processes than run: a launcher's WORLD_SIZE above them, or the rendezvous
+    address (MASTER_ADDR) a launcher sets for several processes where only this one runs, as `accelerate
+    launch --cpu --num_processes 2` starts one. Warned once, by the main process: the run goes on, slower."""
+    import os
+
+    env = os.environ if environ is None else environ
+    asked = int(env.get("WORLD_SIZE", "0") or 0)
+    if asked > processes or (not asked and processes == 1 and env.get("MASTER_ADDR")):
+        logger.warning(f"the launcher asked for {asked or 'several'} processes, but {processes} runs"
+                       + ("" if asked else " (MASTER_ADDR is set, WORLD_SIZE is not)")
+                       + ": `accelerate launch --cpu` starts one process whatever --num_processes says; for N CPU "
+                       "processes: ACCELERATE_USE_CPU=true torchrun --nproc_per_node N -m xsyn ...")
 
 
 def check_micro_batches(settings: LoopSettings, processes: int) -> None:
@@ -214,16 +229,9 @@ def _clear_unfinished(accelerator, folder: RunFolder) -> None:
 
 def write_curves(folder: RunFolder) -> None:
     """`training_curves.png` from the step log: the picture of the run so far, replaced atomically."""
-    import json
-
     from xsyn.utils.io import atomic_write_bytes
     from xsyn.utils.plots import training_curves_png
 
-    records = []
-    for line in folder.train_log.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    records = read_step_log(folder.train_log)
     if records:
         atomic_write_bytes(folder.curves, training_curves_png(records, title=folder.path.name))

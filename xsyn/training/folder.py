@@ -39,6 +39,19 @@ WRITER_LOCK = ".writer.lock"  # the lock `RunFolder.writing` holds; not a file o
 class RunFolderBusy(XsynError):
     """Another live process is writing the same run folder."""
 
+
+class RunFolderTaken(XsynError):
+    """A fresh run was asked for in a folder that holds files (an earlier run's, or others)."""
+
+
+def is_main_process() -> bool:
+    """Whether this is the process that prints, writes and uploads under a distributed launch:
+    global rank 0 (torchrun and `accelerate launch` set RANK), and always in a single process.
+    Read from the environment: a `PartialState()` made here, before the run's Accelerator, would
+    fix Accelerate's state without ACCELERATE_USE_CPU's cpu flag and split a CPU launch into
+    independent single processes."""
+    return int(os.environ.get("RANK", "0")) == 0
+
 RESULTS_FILE = "results.json"  # an evaluation's results, in eval-<split>/ (or any folder `xsyn report` reads)
 PROBE_FILE = "probe_metrics.json"  # a pre-trained GAT's probe scores
 TASK_FILE = "xsyn_task.json"  # beside a checkpoint's weights: what a model needs to be evaluated
@@ -56,6 +69,32 @@ class RunFolder:
     def __init__(self, path: str | Path):
         object.__setattr__(self, "path", Path(path))
 
+    def claim(self, resume: bool, overwrite: bool, continue_with: str) -> None:
+        """The rules for a run to start or continue here, one set for `finetune` and `pretrain-gat`:
+        `resume` continues whatever the folder holds; a fresh run needs an empty folder, and with `overwrite`
+        the run files in it are deleted first. Otherwise it is refused, naming what is there and the three
+        ways on (`continue_with`: the command that continues it). Judged under the writer lock: a run that
+        another process is writing is named, never deleted."""
+        if resume or not self.entries():
+            return  # (a folder not made yet is made by the preflight, which names a path that cannot be one)
+        with self.writing():
+            present = self.entries()
+            if not present:
+                return
+            if not overwrite:
+                raise RunFolderTaken(f"{self.path} already holds {self._held(present)}: continue it with "
+                                     f"{continue_with}, start afresh with --overwrite-output-dir, or choose another "
+                                     "--output-dir (or --seed)")
+            self.clear()
+
+    def _held(self, present: list[str]) -> str:
+        """What a folder that a fresh run would mix with holds, in words."""
+        if self.gat_config.is_file():
+            return f"a pre-trained GAT ({self.gat_config.name})"
+        if self.has_progress():
+            return f"a run that saved progress ({self.state.name}/ or {self.train_results.name})"
+        return f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})"
+
     # -- settings and records ----------------------------------------------------------------------
 
     @contextmanager
@@ -66,7 +105,7 @@ class RunFolder:
         Under a distributed launch only the main process (RANK 0) takes it: the other ranks write nothing."""
         import fcntl
 
-        if int(os.environ.get("RANK", "0")) != 0:
+        if not is_main_process():
             yield
             return
         self.path.mkdir(parents=True, exist_ok=True)
@@ -197,6 +236,11 @@ class RunFolder:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
+
+    def where_stopped(self, saved: int | None = None) -> str:
+        """Where a stopped run stands, in words: the step its saved state has done (`saved`, else read)."""
+        saved = self.saved_step() if saved is None else saved
+        return f"the state of step {saved} is saved in {self.state}" if saved else "no training state was saved yet"
 
     def saved_step(self) -> int | None:
         """The optimiser steps the saved state has done (None: no readable state)."""

@@ -34,6 +34,17 @@ class StepLog:
             self.file.close()
 
 
+def read_step_log(path: Path) -> list[dict[str, Any]]:
+    """The records of a step log, in order; a line cut short by a kill is left out."""
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
 def _keep_log_until(path: Path, step: int) -> None:
     """Cut the log back to the lines of steps <= `step` (none for a fresh run)."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []

@@ -282,14 +282,13 @@ class StepProgress:
         self.counter.close()
 
 
+EVALUATION_LINE_SECONDS = 30.0  # off a terminal, evaluation's progress line comes at most this often
+
+
 def progress_bar(total: int, initial: int, enabled: bool, description: str):
-    """A plain bar (evaluation's languages and pairs); away from a terminal it is redrawn at most once a
-    minute, as each redraw is a line in a log file."""
-    import sys
+    """Evaluation's count of languages and pairs: a bar on a terminal, elsewhere a plain line at most every
+    30 s (a bar's redraws would be carriage-return lines in a log file)."""
+    from xsyn.utils.progress import Progress
 
-    from tqdm.auto import tqdm
-
-    from xsyn.utils.progress import on_terminal
-
-    return tqdm(total=total, initial=initial, disable=not enabled, desc=description, dynamic_ncols=True,
-                mininterval=0.1 if on_terminal(sys.stderr) else 60)
+    return Progress(total, description, "evaluations", enabled=enabled, interval=EVALUATION_LINE_SECONDS,
+                    initial=initial)  # an evaluation: a language or a pair

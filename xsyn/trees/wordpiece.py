@@ -389,9 +389,19 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
     spans = record.units()
     if spans is None:
         raise ValueError("a record needs character spans or gold-token indices to be aligned")
-    heads = record.heads
-    depth = _depths(heads)
-    # Words sharing a surface span (a multiword token) form a group led by the word nearest the root.
+    rep = _group_leads(spans, _depths(record.heads))
+    word_of_piece, first_piece = _words_of_pieces(units, spans, rep, n)
+    parent, upos, deprel = _piece_tree(record, word_of_piece, first_piece, rep)
+    wordless = sum(1 for i in range(n) if rep[i] == i and first_piece[i] < 0)
+    source = [(u[0], u[1]) if u is not None else (NO_SOURCE, NO_SOURCE) for u in units]
+    return SegmentPieces(list(ids), parent, upos, deprel, word_of_piece, source,
+                         unaligned=word_of_piece.count(-1), wordless=wordless)
+
+
+def _group_leads(spans: Sequence[tuple[int, int]], depth: Sequence[int]) -> list[int]:
+    """Each word's group lead: words sharing a surface span (a multiword token) form a group led by the word
+    nearest the root; any other word leads itself."""
+    n = len(spans)
     rep = list(range(n))
     w = 0
     while w < n:
@@ -403,6 +413,12 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
             for i in range(w, end + 1):
                 rep[i] = lead
         w = end + 1
+    return rep
+
+
+def _words_of_pieces(units: Sequence[tuple[int, int] | None], spans: Sequence[tuple[int, int]], rep: list[int],
+                     n: int) -> tuple[list[int], list[int]]:
+    """The word (group lead) each piece falls in, -1 for none, and each word's first piece (-1: none)."""
     starts = [s for s, _ in spans]
     word_of_piece: list[int] = []
     first_piece = [-1] * n
@@ -416,6 +432,14 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
         else:
             g = -1
         word_of_piece.append(g)
+    return word_of_piece, first_piece
+
+
+def _piece_tree(record: SyntaxRecord, word_of_piece: list[int], first_piece: list[int], rep: list[int]
+                ) -> tuple[list[int], list[int], list[int]]:
+    """Each piece's parent piece, UPOS id and relation id: a word's first piece hangs from its head's first
+    piece, its other pieces from its first; pieces of no word hang from the root."""
+    heads = record.heads
 
     def node(word: int) -> int:
         """Piece standing for `word` (0-based): its first piece, climbing past piece-less words."""
@@ -436,10 +460,7 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
         parent.append(node(heads[g] - 1) if first_piece[g] == p else first_piece[g])
         upos.append(upos_id(record.upos[g]))
         deprel.append(deprel_id(record.deprels[g]))
-    wordless = sum(1 for i in range(n) if rep[i] == i and first_piece[i] < 0)
-    source = [(u[0], u[1]) if u is not None else (NO_SOURCE, NO_SOURCE) for u in units]
-    return SegmentPieces(list(ids), parent, upos, deprel, word_of_piece, source,
-                         unaligned=word_of_piece.count(-1), wordless=wordless)
+    return parent, upos, deprel
 
 
 def _depths(heads: Sequence[int]) -> list[int]:

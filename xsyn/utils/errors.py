@@ -22,3 +22,8 @@ def first_line(err: BaseException) -> str:
     """A library's error on one line: its first, which says what failed (Hugging Face appends paragraphs
     of advice that would break a one-line message)."""
     return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+class OptionError(InputError):
+    """Settings that are missing or contradict each other, as given (options, a settings file): the command
+    line shows it as a usage error (exit status 2), as it shows an unknown option."""

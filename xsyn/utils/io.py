@@ -147,3 +147,16 @@ def saved_json_object(path: Path) -> dict | None:
     except (OSError, ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         return None
     return data if isinstance(data, dict) else None
+
+
+def check_writable(folder: str | Path, option: str) -> Path:
+    """`folder`, created if need be, with a file written in it and removed; else an `OutputError` naming the
+    folder (or the file that stands in its path) and `option`."""
+    folder = ensure_dir(folder, option=option)
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".xsyn-preflight.", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise explain_write_error(err, folder, option) from err
+    return folder

@@ -18,9 +18,10 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
                 value_label: str, diverging: bool = False, marks: Sequence[Sequence[str]] | None = None,
                 row_label: str = "first-segment language",
                 col_label: str = "second-segment language", limits: tuple[float, float] | None = None,
-                chance: float | None = None) -> bytes:
+                chance: float | None = None, counts: Sequence[Sequence[int | None]] | None = None) -> bytes:
     """A labelled, annotated heatmap; `diverging` centres a red-blue map at 0 (for deltas). `limits`
-    fixes the colour scale (the figures of one report share it); `chance` is marked on the colour bar."""
+    fixes the colour scale (the figures of one report share it); `chance` is marked on the colour bar;
+    `counts`, the examples behind each cell, are written under its value."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -61,6 +62,8 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
             red, green, blue, _ = cmap(norm(value))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
             text = (f"{value:+.1f}" if diverging else f"{value:.1f}") + (marks[i][j] if marks else "")
+            if counts is not None and counts[i][j] is not None:
+                text += f"\nn={counts[i][j]}"
             axes.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     return _png(figure)
 
@@ -186,26 +189,29 @@ def training_curves_png(records: Sequence[Mapping], *, title: str) -> bytes:
     loss and each auxiliary loss, the learning rate, and the dev score where the run evaluated."""
     from matplotlib.figure import Figure
 
+    panels = curve_panels(records)
+    figure = Figure(figsize=(7.5, 2.0 * len(panels)), dpi=110, layout="constrained")
+    axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for axes, (label, points, evaluated) in zip(axes_list, panels):
+        if points:
+            axes.plot(*zip(*points), marker="o" if evaluated else None, markersize=3)
+        axes.set_ylabel(label)
+        axes.grid(alpha=0.3)
+    axes_list[0].set_title(title)
+    axes_list[-1].set_xlabel("optimiser step")
+    return _png(figure)
+
+
+def curve_panels(records: Sequence[Mapping]) -> list[tuple[str, list[tuple[int, float]], bool]]:
+    """(label, (step, value) points, at evaluations) per panel: each loss its own, for their scales differ
+    (a task loss near 0.7 beside a distance loss near 10 looked flat), then the learning rate and dev score."""
     steps = [r for r in records if "lr" in r]
     evaluations = [r for r in records if "dev_primary" in r]
     losses = [k for k in dict.fromkeys(k for r in steps for k in r)
               if k.endswith("loss") or k in ("distance", "depth", "seprem")]
     if "task_loss" in losses or len(losses) > 1:  # the sum is drawn only where it is the only loss
         losses = [k for k in losses if k != "loss"] or losses
-    panels = [("loss", losses), ("learning rate", ["lr"])] + ([("dev score", ["dev_primary"])] if evaluations else [])
-    figure = Figure(figsize=(7.5, 2.4 * len(panels)), dpi=110, layout="constrained")
-    axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for axes, (label, keys) in zip(axes_list, panels):
-        source = evaluations if keys == ["dev_primary"] else steps
-        for key in keys:
-            points = [(r["step"], r[key]) for r in source if isinstance(r.get(key), (int, float))
-                      and math.isfinite(r[key])]
-            if points:
-                axes.plot(*zip(*points), label=key, marker="o" if source is evaluations else None, markersize=3)
-        axes.set_ylabel(label)
-        axes.grid(alpha=0.3)
-        if len(keys) > 1:
-            axes.legend(fontsize="small")
-    axes_list[0].set_title(title)
-    axes_list[-1].set_xlabel("optimiser step")
-    return _png(figure)
+    panels = [(key, key, steps) for key in losses] + [("learning rate", "lr", steps)]
+    panels += [("dev score", "dev_primary", evaluations)] if evaluations else []
+    return [(label, [(r["step"], r[key]) for r in source if isinstance(r.get(key), (int, float))
+                     and math.isfinite(r[key])], source is evaluations) for label, key, source in panels]

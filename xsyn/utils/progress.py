@@ -9,9 +9,31 @@ ETA 15m0s`.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TextIO
+
+# The libraries' own switches for their tqdm bars: datasets' (`map`, featurisation) and the hub's, which
+# transformers follows ("Writing model shards", downloads). Read when each library is imported.
+LIBRARY_BAR_SWITCHES = ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
+
+
+def quiet_library_bars_off_terminal(stream: TextIO | None = None) -> bool:
+    """Off a terminal (a log file, a batch job), each redraw of a library's bar is a carriage-return line in
+    the log: switch their bars off, in this process and in those it starts (a setting the user made wins).
+    Returns whether it did. xsyn's own progress writes plain lines there instead."""
+    if on_terminal(stream if stream is not None else sys.stderr):
+        return False
+    for name in LIBRARY_BAR_SWITCHES:
+        os.environ.setdefault(name, "1")
+    if "datasets" in sys.modules:  # imported already: its switch was read
+        sys.modules["datasets"].disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
+    return True
 
 
 def on_terminal(stream) -> bool:
@@ -57,7 +79,20 @@ class Progress:
         rate = self.rate()
         eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
         return (f"{self.description}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.1f}%), "
-                f"{rate:.0f} {self.unit}/s, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
+                f"{self.speed(rate)}, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
+
+    def speed(self, rate: float) -> str:
+        """`850 sentences/s`; under one a second, seconds per unit (`0 steps/s` said nothing): `3.2 s/step`."""
+        if 0 < rate < 1:
+            return f"{1 / rate:.1f} s/{self.unit.removesuffix('s')}"
+        return f"{rate:.0f} {self.unit}/s"
+
+    def set_total(self, total: int) -> None:
+        """A total learnt on the way (evaluation's pairs, known once the languages with data are)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
 
     def write(self, line: str) -> None:
         """A line of its own (above the bar, when there is one)."""
@@ -88,3 +123,12 @@ class Progress:
         print(self.line(), file=self._stream, flush=True)
         self._said = self.done
         self._lines += 1
+
+
+def quiet_libraries() -> None:
+    """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
+    import datasets
+    from transformers.utils import logging
+
+    datasets.disable_progress_bars()
+    logging.disable_progress_bar()

@@ -8,6 +8,7 @@ joined text, so Stanza finds the words; each word then covers its characters.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from xsyn.syntax.conllu import locate_tokens
@@ -74,12 +75,30 @@ class StanzaParser:
                 download_method=getattr(stanza.DownloadMethod, _DOWNLOAD[self.download]),
                 device=self.device, logging_level="WARN")
         except Exception as err:  # stanza raises several unrelated types for missing models
-            where = self.model_dir or "~/stanza_resources"
-            raise ParserUnavailable(
-                f"cannot load Stanza models for language {lang!r} from {where} ({err}). On a machine "
-                f"with network run: python -c \"import stanza; stanza.download('{lang}', "
-                f"model_dir='{where}')\" and copy the folder here, then pass --parser-model-dir "
-                "(or use pre-parsed CoNLL-U input)") from err
+            raise self._unavailable([lang], str(err)) from err
+
+    def check_models(self, langs: Sequence[str], online: bool) -> None:
+        """Before any data is read (the preflight): each language's models are in the model folder, or can be
+        fetched (the download policy allows it and the network is there); else the error parsing would raise."""
+        import stanza
+
+        if online and self.download != "none":
+            return
+        where = Path(self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR)
+        missing = [lang for lang in langs if not (where / "resources.json").is_file() or not (where / lang).is_dir()]
+        if missing:
+            raise self._unavailable(missing, f"not in {where}, and " + ("--parser-download none" if online
+                                                                      else "no network to download them"))
+
+    def _unavailable(self, langs: Sequence[str], cause: str) -> ParserUnavailable:
+        where = self.model_dir or "~/stanza_resources"
+        names = ", ".join(map(repr, langs))
+        return ParserUnavailable(
+            f"cannot load Stanza models for language {names} from {where} ({cause}). On a machine with network "
+            f"run: python -c \"import stanza; stanza.download('{langs[0]}', model_dir='{where}')\" and copy the "
+            "folder here, then pass --parser-model-dir; or choose another parser: --parser udpipe:MODEL (a UDPipe "
+            "1 model file or folder), --parser spacy:PIPELINE (an installed spaCy pipeline), --parser chain (no "
+            "model: a right-branching chain, to check a setup), or pre-parsed CoNLL-U input (--parser conllu:PATH)")
 
     def _pipeline(self, lang: str, pretokenized: bool) -> Any:
         key = (lang, pretokenized)

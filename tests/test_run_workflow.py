@@ -1,0 +1,58 @@
+"""The command line's work callable from Python (`xsyn.run.workflow`, `xsyn.run.pretrain`): settings merged in
+the command line's order, and missing or contradicting settings named as the command line names them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xsyn.run.pretrain import pretrain_settings
+from xsyn.run.workflow import finetune_settings
+from xsyn.utils.errors import OptionError
+
+
+def test_finetune_settings_merge_card_file_keywords_then_sets(tmp_path):
+    config_file = tmp_path / "settings.json"
+    config_file.write_text(json.dumps({"task": "synth", "variant": "gat", "seed": 5, "learning_rate": 1e-3,
+                                       "model_settings": {"gat_delta": 3}}))
+    config, resume = finetune_settings(config_file=config_file, seed=7, gat_attention="additive",
+                                       sets=["learning_rate=2e-5"], output_dir=str(tmp_path / "run"))
+    assert not resume
+    assert config.card.name == "synth" and config.variant == "gat"
+    assert config.seed == 7  # a keyword setting wins over the file
+    assert config.learning_rate == 2e-5  # --set wins over the file
+    assert config.model_settings["gat_delta"] == 3 and config.model_settings["gat_attention"] == "additive"
+    # a model setting's own option and --set of it: --set wins, as on the command line
+    config, _ = finetune_settings(task="synth", variant="gat", gat_delta=2, sets=["gat_delta=1"])
+    assert config.model_settings["gat_delta"] == 1
+
+
+def test_finetune_settings_name_a_missing_task_and_a_resume_without_a_run(tmp_path):
+    with pytest.raises(OptionError, match=r"Missing option '--task' \(or a --config file that names it\)"):
+        finetune_settings(variant="gat")
+    empty = tmp_path / "empty"
+    with pytest.raises(OptionError, match=r"config.json does not exist, so there is no run there to continue"):
+        finetune_settings(task="synth", resume_dir=empty)
+    with pytest.raises(OptionError, match="name different folders; give one"):
+        finetune_settings(task="synth", resume_dir=empty, output_dir=str(tmp_path / "other"))
+    (empty / "config.json").parent.mkdir()
+    (empty / "config.json").write_text(json.dumps({"task": "synth", "variant": "sla", "seed": 9}))
+    config, resume = finetune_settings(resume_dir=empty)  # the run's own settings, and it continues
+    assert resume and config.variant == "sla" and config.seed == 9 and config.resolved_output_dir() == empty
+
+
+def test_pretrain_settings_merge_recipe_file_keywords_then_sets(tmp_path):
+    config_file = tmp_path / "pretrain.toml"
+    config_file.write_text('gat_delta = 2\nlearning_rate = 5e-4\n[gat]\ngat_layers = 3\n')
+    settings = pretrain_settings("strong", config_file, sets=["gat_layers=4"], treebanks=["en"],
+                                 treebank_dir=tmp_path, output_dir=tmp_path / "gat", learning_rate=1e-4)
+    assert settings.gat_attention == "additive"  # the recipe's, where nothing else gives it
+    assert settings.gat_delta == 2  # the file's over the recipe's 1
+    assert settings.learning_rate == 1e-4  # a keyword setting over the file's
+    assert settings.gat["gat_layers"] == 4  # --set over the file's gat table
+    assert settings.treebank_dir == str(tmp_path) and settings.output_dir == str(tmp_path / "gat")
+    with pytest.raises(OptionError, match=r"Missing option\(s\) --treebank-dir, --output-dir"):
+        pretrain_settings(treebanks=["en"])
+    with pytest.raises(OptionError, match="--model tiny needs --tokenizer"):
+        pretrain_settings(treebanks=["en"], treebank_dir="ud", output_dir="out", model="tiny")

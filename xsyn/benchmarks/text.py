@@ -1,0 +1,113 @@
+"""The benchmarks' figures as the text `xsyn bench` prints (one function per table, each from the figures
+the bench returns; `--json` prints the figures themselves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _kernel_note(result: dict) -> str:
+    if result["device"] != "cpu":
+        return f"torch ops on {result['device_name']}"
+    if result["tree_kernel"] == "c":
+        return f"C kernel; torch ops alone: {result['tensor_sentences_per_s_torch_ops']:,.0f}"
+    return "torch ops: the C kernel was not built, see the README"
+
+
+def syntax_text(result: dict[str, Any]) -> str:
+    """`run_syntax_bench`'s figures."""
+    lines: list[str] = []
+    lines.append(f"sentences:                 {result['sentences']} ({result['pieces']} pieces)")
+    lines.append(f"tensor step:               {result['tensor_sentences_per_s']:,.0f} sentences/s "
+                 f"({result['tensor_sentences_per_s_shuffled']:,.0f} in shuffled batches, "
+                 f"{result['tensor_sentences_per_s_length_bucketed']:,.0f} in length-bucketed ones; "
+                 f"{_kernel_note(result)})")
+    padding = result["padded_pairs_per_pair"]
+    lines.append(f"padded pairs per real one: {padding['treebank_order']:.2f} ({padding['shuffled']:.2f} shuffled, "
+                 f"{padding['length_bucketed']:.2f} length-bucketed)")
+    lines.append(f"records -> padded batch:   {result['pipeline_segments_per_s']:,.0f} segments/s")
+    lines.append(f"stored per wordpiece:      {result['bytes_per_piece']:.2f} bytes")
+    return "\n".join(lines)
+
+
+def rows_text(results: dict[str, dict], peak: float | None) -> str:
+    """`measure`'s rows, one line each (with the compiling step's seconds and recompiles where compiled), and
+    how MFU was reckoned."""
+    from xsyn.models.variants import baseline_name
+
+    lines = [f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} "
+             f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
+             + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else "")]
+    for row, r in results.items():
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
+        compiled = f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
+        lines.append(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
+                     f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
+                     f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
+                     f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{compiled}")
+    lines.append("MFU: give --peak-tflops (the device's peak for this dtype) to compute it" if peak is None else
+                 f"MFU: FLOPs per step / step time / {peak:g} TFLOP/s")
+    return "\n".join(lines)
+
+
+def ops_text(results: dict[str, dict]) -> str:
+    """`count_ops`' rows: each variant's ops per step, their ratio to the baseline's and the ops it adds most."""
+    from xsyn.models.variants import baseline_name
+
+    lines = [f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}"]
+    base = results[baseline_name()]["ops"]
+    for variant, r in results.items():
+        added = sorted(((n - base.get(op, 0), op) for op, n in r["ops"].items()), reverse=True)
+        top = ", ".join(f"{op.removeprefix('aten.')} +{n}" for n, op in added[:4] if n > 0) or "-"
+        lines.append(f"{variant:<10} {r['ops_per_step']:>9,} {r['ops_ratio']:>7.3f}  {top}")
+    return "\n".join(lines)
+
+
+def embedding_text(costs: dict[str, dict]) -> str:
+    """The `none` model's embedding matrix, encoder by encoder (`embedding_costs`)."""
+    lines: list[str] = []
+    mib = 2 ** 20
+    lines.append("\nthe embedding matrix (none): parameters, the step with it trained / frozen, AdamW")
+    lines.append(f"{'encoder':<11} {'params M':>9} {'embedding':>10} {'ms/step':>9} {'frozen':>9} {'peak MB':>9} "
+                 f"{'frozen':>9} {'word emb MB':>11} {'AdamW ms':>9} {'Adam state MB':>13}")
+    for name, c in costs.items():
+        lines.append(f"{name:<11} {c['parameters'] / 1e6:>9.1f} {c['embedding_share']:>10.1%} "
+                     f"{1000 * c['step_seconds']:>9.1f} {1000 * c['step_seconds_frozen_embeddings']:>9.1f} "
+                     f"{c['peak_bytes'] / mib:>9.1f} {c['peak_bytes_frozen_embeddings'] / mib:>9.1f} "
+                     f"{c['word_embedding_bytes'] / mib:>11.1f} {1000 * c['optimizer_step_seconds']:>9.1f} "
+                     f"{c['optimizer_state_bytes'] / mib:>13.1f}")
+    return "\n".join(lines)
+
+
+def eval_text(result: dict[str, Any]) -> str:
+    """`run_eval_bench`'s figures."""
+    lines: list[str] = []
+    lines.append(f"generalized pair cost / language cost: {result['generalized_pair_cost_ratio']:.3f}")
+    lines.append(f"training time waiting for data:       {result['data_wait_fraction']:.2%} "
+                 f"(step {1000 * result['step_seconds_compute']:.1f} ms without it)")
+    lines.append(f"collating one training batch:         {1000 * result['collate_seconds_per_batch']:.2f} ms")
+    lines.append(f"at a {1000 * result['simulated_step_seconds']:.1f} ms step, waiting for data: "
+                 f"{result['data_wait_fraction_inline']:.2%} (collating in the loop)")
+    return "\n".join(lines)
+
+
+def parse_text(result: dict[str, Any]) -> str:
+    """`run_parse_bench`'s figures: the worker counts' rows and the parse cache's rates."""
+    lines: list[str] = []
+    before, repeats, cache = result["load_average_before"], result["repeats"], result["cache"]
+    lines.append(f"{result['sentences']} distinct sentences, {result['parser']}, {result['cores']} cores; load average "
+                 f"{' '.join(f'{x:.2f}' for x in before or [])} before, "
+                 f"{' '.join(f'{x:.2f}' for x in result['load_average_after'] or [])} after")
+    lines.append(f"median of {repeats} turns; machine = the same pure-Python loop in N processes at once")
+    lines.append("workers  sentences/s  speedup  efficiency  per added core  sentences/CPU-s  machine speedup  "
+                 "vs machine")
+    for row in result["parse"]:
+        added = f"{row['added_core_efficiency']:.2f}" if row["added_core_efficiency"] is not None else "-"
+        lines.append(f"{row['workers']:>7}  {row['sentences_per_s']:>11,.0f}  {row['speedup']:>7.2f}  "
+                     f"{row['efficiency']:>10.2f}  {added:>14}  {row['sentences_per_cpu_s']:>15,.0f}  "
+                     f"{row['machine_speedup']:>15.2f}  {row['speedup_vs_machine']:>10.2f}")
+    lines.append(f"parse cache at {cache['entries']:,} entries ({cache['bytes'] / 2**20:,.0f} MiB): "
+                 f"{cache['writes_per_s']:,.0f} writes/s, opened in {cache['open_seconds']:.1f}s, "
+                 f"{cache['lookups_per_s']:,.0f} lookups/s (per CPU-second: {cache['writes_per_cpu_s']:,.0f} writes, "
+                 f"{cache['lookups_per_cpu_s']:,.0f} lookups; open {cache['open_cpu_seconds']:.1f} CPU-s)")
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""A fine-tuning run from the settings a researcher gives to its evaluation and upload: what `xsyn finetune`
+does, callable from Python with the same behaviour.
+
+    from xsyn.run.workflow import finetune_settings, finetune_evaluate_push
+
+    config, resume = finetune_settings(task="paws-x", variant="gat", seed=1, sets=["gat_delta=2"])
+    outcome = finetune_evaluate_push(config, resume=resume, eval_langs=[])  # [] : every language of the task
+    outcome["summary"]["best"], outcome["evaluation"]["per_language"]
+
+Settings are merged as the command line merges them: the card's hyperparameters, then a settings file
+(`config_file`, or with `resume_dir` the run's own config.json), then the keyword settings, then `sets`
+(`KEY=VALUE`, model settings included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from xsyn.run.settings import MODEL_SETTINGS, RunConfig
+from xsyn.training.folder import RunFolder, is_main_process
+from xsyn.utils.errors import OptionError
+
+MODEL_FLAGS = ("gat_delta", "gat_attention")  # model settings with an option of their own (--set wins over them)
+
+
+def finetune_settings(task: str | None = None, variant: str | None = None, config_file: str | Path | None = None,
+                      sets: tuple[str, ...] | list[str] = (), resume_dir: str | Path | None = None,
+                      **flags: Any) -> tuple[RunConfig, bool]:
+    """The run's resolved settings, and whether it continues a run. `resume_dir`: None (a fresh run), ""
+    (continue the run in `output_dir`) or the folder of the run to continue, whose config.json then gives
+    the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
+    from xsyn.data.cards import load_card
+    from xsyn.run.settings import parse_overrides, read_config_file, resolve
+
+    if resume_dir:
+        config_file = _resumed_config(str(resume_dir), flags, config_file)
+    file_values = read_config_file(config_file) if config_file else {}
+    task = task or file_values.get("task_card") or file_values.get("task")
+    if task is None:
+        raise OptionError("Missing option '--task' (or a --config file that names it).")
+    card = load_card(task)
+    saved = RunFolder(resume_dir).config if resume_dir else None
+    if saved is not None and str(config_file) == str(saved) and file_values.get("task", card.name) != card.name:
+        raise OptionError(f"--resume {resume_dir} is a run of task {file_values['task']!r} (its {saved.name}), but "
+                          f"--task names {card.name!r}: leave out --task to continue that run, or give --resume the "
+                          "folder of a run of this task")
+    flags["trackers"] = list(flags.get("trackers") or ()) or None
+    model_flags = {name: flags.pop(name, None) for name in MODEL_FLAGS}
+    overrides = parse_overrides(sets)
+    overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
+                                 **overrides.get(MODEL_SETTINGS, {})}
+    flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
+    return resolve(task, variant, card, file_values, flags), resume_dir is not None
+
+
+def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | Path | None) -> str | Path:
+    """`--resume DIR`: the run folder is DIR, and its saved settings are read unless a file is given too."""
+    if flags.get("output_dir") and Path(flags["output_dir"]) != Path(resume_dir):
+        raise OptionError(f"--resume {resume_dir} and --output-dir {flags['output_dir']} name different folders; "
+                          "give one")
+    flags["output_dir"] = resume_dir
+    saved = RunFolder(resume_dir).config
+    if config_file is None and not saved.is_file():
+        raise OptionError(f"--resume {resume_dir}: {saved} does not exist, so there is no run there to continue (a "
+                          "run writes it when it starts)")
+    return config_file if config_file is not None else str(saved)
+
+
+def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: bool = False,
+                           eval_langs: list[str] | None = None, push_to_hub: str | None = None,
+                           progress: bool = True, continue_with: str | None = None,
+                           on_trained: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Fine-tune (claiming the output folder first: see `RunFolder.claim`), then with `eval_langs` evaluate
+    the best checkpoint (`[]`: every language of the task), then with `push_to_hub` upload it (checked
+    before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
+    repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
+    summary as soon as training ends (the command line prints it before the evaluation starts)."""
+    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.run.publish import check_hub_push, push_checkpoint
+    from xsyn.run.train import finetune
+
+    folder = RunFolder(config.resolved_output_dir())
+    folder.claim(resume, overwrite, continue_with or f"resume_dir={str(folder.path)!r}")
+    token = check_hub_push(push_to_hub) if push_to_hub else None
+    outcome: dict[str, Any] = {"summary": finetune(config, resume=resume, progress=progress), "evaluation": None,
+                               "pushed": None}
+    if on_trained is not None:
+        on_trained(outcome["summary"])
+    if eval_langs is not None:
+        outcome["evaluation"] = evaluate_run(locate_checkpoint(folder.path), langs=eval_langs or None,
+                                             progress=progress)
+    if push_to_hub and is_main_process():
+        outcome["pushed"] = push_checkpoint(folder.best, push_to_hub, token)
+    return outcome
