@@ -3,8 +3,8 @@ the eager run, that its masks are in the compute dtype, and that the batched for
 per-layer ones did.
 
 Op counts are the CPU proxy for the kernels an eager GPU step launches (`xsyn bench model --count-ops`);
-the bounds are those the issue sets where they are met (sla/wla, sdoi) and the counts reached where not
-yet (gat, sep), so that a change that adds ops back fails here.
+the bounds are those the issue sets (sla/wla, sdoi, gat), or the count reached where it is lower by a margin
+(sep: 1.164x against the issue's 1.20x), so that a change that adds ops back fails here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from xsyn.trees.tensors import TreeTensors
 # The issue's proxy shape: 12 layers, small width, batch 4 x 32, bf16 autocast.
 PROXY = {"num_hidden_layers": 12, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
          "vocab_size": 500, "max_position_embeddings": 64}
-OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.20, "sep": 1.25}
+OP_RATIO_BOUNDS = {"sla": 1.30, "wla": 1.30, "sdoi": 1.10, "gat": 1.15, "sep": 1.17}
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "vocab_size": 100, "max_position_embeddings": 64}
 
@@ -34,7 +34,8 @@ def op_counts():
 
 @pytest.mark.parametrize("variant", sorted(OP_RATIO_BOUNDS))
 def test_a_training_step_dispatches_few_ops_more_than_plain_bert(op_counts, variant):
-    """Before issue 36: gat 1.46x, sla/wla 1.52x, sep 1.26x, sdoi 1.10x none's 1,533 ops."""
+    """Before issue 36: gat 1.46x, sla/wla 1.52x, sep 1.26x, sdoi 1.10x none's 1,533 ops; now gat 1.147x,
+    sla/wla 1.202x, sep 1.164x, sdoi 1.093x."""
     assert op_counts[baseline_name()]["ops_per_step"] > 1000  # a whole step was counted
     assert op_counts[variant]["ops_ratio"] <= OP_RATIO_BOUNDS[variant], op_counts[variant]["ops"]
 
@@ -196,3 +197,74 @@ def test_count_ops_counts_the_ops_of_one_step_by_op():
     # one layer: the forward's Q, K, V, output and two feed-forward GEMMs, the pooler's and the classifier's
     assert ops["aten.addmm"] == 8
     assert "aten.view" not in ops and "aten.transpose" not in ops  # views launch no kernel
+
+
+def test_cast_together_casts_every_group_by_one_op_and_hands_each_weight_its_gradient():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from xsyn.models.attention import cast_together
+
+    class Casts(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Casts.count += func.overloadpacket is torch.ops.aten._to_copy
+            return func(*args, **(kwargs or {}))
+
+    a, b = torch.randn(3, 2, requires_grad=True), torch.randn(1, 2, requires_grad=True)
+    c = torch.randn(4, requires_grad=True)
+    with Casts():
+        weights, bias = cast_together([[a, b], [c]], torch.bfloat16)
+    assert Casts.count == 1 and weights.dtype == bias.dtype == torch.bfloat16
+    assert torch.equal(weights, torch.cat([a, b]).to(torch.bfloat16)) and torch.equal(bias, c.to(torch.bfloat16))
+    # small integers: exact in bfloat16, so each gradient is its factor exactly
+    (weights.float() * torch.arange(8.0).view(4, 2)).sum().add((bias.float() * -2).sum()).backward()
+    assert a.grad.tolist() == [[0, 1], [2, 3], [4, 5]] and b.grad.tolist() == [[6, 7]]
+    assert c.grad.tolist() == [-2] * 4 and a.grad.dtype == torch.float32
+    same = cast_together([[a, b], [c]], torch.float32)  # no autocast: only concatenated
+    assert torch.equal(same[0], torch.cat([a, b])) and same[1] is c
+
+
+CAST_SHAPE = {**TINY, "num_hidden_layers": 3, "attention_probs_dropout_prob": 0.0, "hidden_dropout_prob": 0.0}
+
+
+def test_the_gat_weights_cast_once_per_step_are_each_layers_own():
+    """The step's one cast hands every GAT layer and bias projection its own weights: under bf16 autocast they
+    give what they give casting their own."""
+    from xsyn.models.gat import step_parameters, syntax_biases
+
+    torch.manual_seed(0)
+    model = build("gat", CAST_SHAPE, 0, "cpu").bert
+    x, upos = torch.randn(2, 6, TINY["hidden_size"]), torch.randint(1, 10, (2, 6))
+    mask = (torch.rand(2, 6, 6) < 0.6) | torch.eye(6, dtype=torch.bool)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        layers, biases = step_parameters(model, torch.bfloat16)
+        output = model.gat(x, upos, mask, parameters=layers)
+        assert torch.equal(output, model.gat(x, upos, mask))
+        stepped, own = syntax_biases(model, output, biases), syntax_biases(model, output)
+    assert sorted(stepped) == sorted(own) == [0, 1, 2]
+    assert all(torch.equal(stepped[i][k], own[i][k]) for i in own for k in own[i])
+
+
+def test_the_sep_weights_cast_once_per_step_are_each_layers_own():
+    from xsyn.models.sep import mix_parameters
+
+    torch.manual_seed(0)
+    mixes = [layer.seprem for layer in build("sep", CAST_SHAPE, 0, "cpu").bert.encoder.layer]
+    x, weights = torch.randn(2, 6, TINY["hidden_size"]), torch.softmax(torch.randn(2, 6, 6), -1).bfloat16()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for mix, parameters in zip(mixes, mix_parameters(mixes, torch.bfloat16), strict=True):
+            assert torch.equal(mix(x, weights, parameters), mix(x, weights))
+
+
+def test_the_stacked_probes_are_each_probe():
+    """One GEMM over both probes' weights: distances from theta1 and depths from theta2, in float64 by hand."""
+    model = build("gat", TINY, 0, "cpu").bert
+    g = torch.randn(2, 5, model.gat.distance_probe.in_features)
+    with torch.no_grad():
+        distances, depths = model.gat.probe(g)
+    p = g.double() @ model.gat.distance_probe.weight.double().T
+    q = g.double() @ model.gat.depth_probe.weight.double().T
+    torch.testing.assert_close(distances.double(), ((p.unsqueeze(2) - p.unsqueeze(1)) ** 2).sum(-1),
+                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(depths.double(), (q ** 2).sum(-1), rtol=1e-5, atol=1e-6)

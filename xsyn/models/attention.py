@@ -16,7 +16,7 @@ issue 196678, since torch 2.11), `safe_attention` keeps the step on the other fu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -69,6 +69,19 @@ def compute_dtype(device: torch.device, weights: torch.dtype) -> torch.dtype:
     if torch.is_autocast_enabled(device.type):
         return torch.get_autocast_dtype(device.type)
     return weights
+
+
+def cast_together(groups: Sequence[Sequence[torch.Tensor]], dtype: torch.dtype) -> list[torch.Tensor]:
+    """Each group of tensors (parameters of equal trailing shape) as one tensor in `dtype`, stacked along the
+    first dimension: under autocast, every layer's own cast of its weights is an op in the forward and one in
+    the backward per weight; all groups here take one cast (of one flat vector, split back into views), so a
+    step casts a variant's many small weights in two ops and their gradients in two. Where the tensors are in
+    `dtype` already (no autocast), each group is only concatenated."""
+    if all(t.dtype == dtype for group in groups for t in group):
+        return [torch.cat(list(group)) if len(group) > 1 else group[0] for group in groups]
+    flat = torch.cat([t.reshape(-1) for group in groups for t in group]).to(dtype)
+    parts = flat.split([sum(t.numel() for t in group) for group in groups])
+    return [part.view(-1, *group[0].shape[1:]) for part, group in zip(parts, groups)]
 
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -44,7 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.utils import ModelOutput
 
-from xsyn.models.attention import SyntaxSelfAttention, additive_mask, compute_dtype
+from xsyn.models.attention import SyntaxSelfAttention, additive_mask, cast_together, compute_dtype
 from xsyn.models.defaults import GAT_CONFIG, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
@@ -74,12 +74,18 @@ class DotGatLayer(nn.Module):
         self.tied_query_key = nn.Linear(in_size, heads * head_size)
         self.value = nn.Linear(in_size, heads * head_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """`mask`: the additive (B, 1, T, T) tree mask in the compute dtype; `bias`: relation logits (B, k, T, T)."""
+    def parameter_groups(self) -> list[list[torch.Tensor]]:
+        """Both projections' weights and biases, stacked (`cast_together`): one GEMM gives both."""
+        return [[self.tied_query_key.weight, self.value.weight], [self.tied_query_key.bias, self.value.bias]]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None,
+                parameters: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """`mask`: the additive (B, 1, T, T) tree mask in the compute dtype; `bias`: relation logits (B, k, T, T);
+        `parameters`: `parameter_groups` stacked (and cast) by the encoder, for all its layers at once."""
         b, t, _ = x.shape
         # both projections in one GEMM over the stacked weights (their names, and checkpoints, unchanged)
-        weight = torch.cat([self.tied_query_key.weight, self.value.weight])
-        projected = F.linear(x, weight, torch.cat([self.tied_query_key.bias, self.value.bias]))
+        weight, stacked_bias = parameters or cast_together(self.parameter_groups(), x.dtype)
+        projected = F.linear(x, weight, stacked_bias)
         qk, v = (y.view(b, t, self.heads, self.head_size).transpose(1, 2) for y in projected.chunk(2, dim=-1))
         attn_mask = mask if bias is None else mask + bias.to(mask.dtype)
         out = F.scaled_dot_product_attention(qk, qk, v, attn_mask=attn_mask,
@@ -97,9 +103,14 @@ class AdditiveGatLayer(nn.Module):
         self.score_query = nn.Parameter(torch.empty(heads, head_size))
         self.score_key = nn.Parameter(torch.empty(heads, head_size))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def parameter_groups(self) -> list[list[torch.Tensor]]:
+        return [[self.project.weight]]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor | None = None,
+                parameters: list[torch.Tensor] | None = None) -> torch.Tensor:
         b, t, _ = x.shape
-        h = self.project(x).view(b, t, self.heads, self.head_size).transpose(1, 2)  # (B, k, T, d)
+        weight = parameters[0] if parameters else self.project.weight
+        h = F.linear(x, weight).view(b, t, self.heads, self.head_size).transpose(1, 2)  # (B, k, T, d)
         src = torch.einsum("bktd,kd->bkt", h, self.score_query)
         dst = torch.einsum("bktd,kd->bkt", h, self.score_key)
         scores = F.leaky_relu(src.unsqueeze(-1) + dst.unsqueeze(-2), 0.2)
@@ -134,19 +145,26 @@ class GatSyntaxEncoder(nn.Module):
         self.depth_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta2
 
     def forward(self, word_embeddings: torch.Tensor, upos: torch.Tensor, mask: torch.Tensor,
-                deprel: torch.Tensor | None = None, relations: torch.Tensor | None = None) -> torch.Tensor:
+                deprel: torch.Tensor | None = None, relations: torch.Tensor | None = None,
+                parameters: list[list[torch.Tensor]] | None = None) -> torch.Tensor:
         """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask;
-        `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`."""
+        `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`;
+        `parameters`: `layer_parameters` where the step cast them already (`step_parameters`)."""
         x = word_embeddings + self.upos_embeddings(upos)
         mask = additive_mask(mask, compute_dtype(x.device, x.dtype))  # once for all layers, in their dtype
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
+        parameters = parameters or self.layer_parameters(mask.dtype)
         for index, layer in enumerate(self.layers):
             bias = (None if self.relation_bias is None
                     else F.embedding(relations, RELATION_BIAS_SCALE * self.relation_bias[index]).permute(0, 3, 1, 2))
-            y = self.dropout(layer(x, mask, bias))
+            y = self.dropout(layer(x, mask, bias, parameters[index]))
             x = x + y if self.residual and y.shape == x.shape else y
         return self.layer_norm(x)
+
+    def layer_parameters(self, dtype: torch.dtype) -> list[list[torch.Tensor]]:
+        """Every layer's stacked projection weights in `dtype`, cast once for all layers (`cast_together`)."""
+        return _cast_by_owner([layer.parameter_groups() for layer in self.layers], dtype)
 
     def probe(self, gat_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Predicted squared distances (B, T, T) and squared norms (depths) (B, T) from G.
@@ -155,11 +173,13 @@ class GatSyntaxEncoder(nn.Module):
         bits of mantissa) the difference of norms in the hundreds loses the small tree distances the
         structural loss is about."""
         with torch.autocast(gat_output.device.type, enabled=False):
-            g = gat_output.float()
-            p = F.linear(g, self.distance_probe.weight.float())
+            # both probes in one GEMM over their stacked weights
+            weight = torch.cat([self.distance_probe.weight, self.depth_probe.weight]).float()
+            p, q = F.linear(gat_output.float(), weight).chunk(2, dim=-1)
             sq = p.pow(2).sum(-1)
-            distances = (sq.unsqueeze(2) + sq.unsqueeze(1) - 2 * p @ p.transpose(1, 2)).clamp(min=0)
-            depths = F.linear(g, self.depth_probe.weight.float()).pow(2).sum(-1)
+            # |p_i|^2 + |p_j|^2 - 2 p_i.p_j in one batched GEMM with its addend
+            distances = torch.baddbmm(sq.unsqueeze(2) + sq.unsqueeze(1), p, p.transpose(1, 2), alpha=-2).clamp(min=0)
+            depths = q.pow(2).sum(-1)
         return distances, depths
 
 
@@ -172,11 +192,14 @@ def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.T
     are left out.
     """
     real = attention_mask.bool()
-    n = real.sum(1).clamp(min=1).to(predicted_depths.dtype)
+    n = real.sum(1, dtype=predicted_depths.dtype).clamp(min=1)
     pairs = real.unsqueeze(2) & real.unsqueeze(1) & (distances < UNREACHABLE)
-    dist = torch.where(pairs, (predicted_distances - distances).abs(), 0.0).sum((1, 2)) / n.pow(2)
-    depth = torch.where(real, (predicted_depths - depths).abs(), 0.0).sum(1) / n
-    return dist.mean(), depth.mean()
+    # each term's weight in its sequence's normalised sum and in the mean over sequences (0 where left out), so
+    # that a loss is one product and one sum, and its backward one product
+    per_sequence = n * len(n)
+    dist = ((predicted_distances - distances).abs() * (pairs / (per_sequence * n)[:, None, None])).sum()
+    depth = ((predicted_depths - depths).abs() * (real / per_sequence[:, None])).sum()
+    return dist, depth
 
 
 class SyntaxBias(nn.Module):
@@ -201,24 +224,53 @@ class GatContext:
     biases: dict[int, dict[str, torch.Tensor]]
 
 
-def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
+def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor, parameters: list[torch.Tensor] | None = None
+                  ) -> dict[int, dict[str, torch.Tensor]]:
     """What every syntax layer adds to its projections' GEMMs: G G^X_l + b_l on the syntax heads' columns, in
     one GEMM over all layers' stacked weights (one kernel and one backward, where a GEMM per layer and target
     launches 12 to 36 times as many), plus the projection's own bias everywhere (so the layer's GEMM adds
-    both at once, and one sum gives all those biases' gradients)."""
-    layers = _gat_model(model).encoder.layer
-    projections = [(layers[i].attention.self, i, target, projection) for i in model.config.syntax_layer_ids
-                   for target, projection in layers[i].attention.self.syntax_bias.projections.items()]
-    weight = torch.cat([projection.weight for *_, projection in projections])
-    bias = torch.cat([projection.bias for *_, projection in projections])
+    both at once, and one sum gives all those biases' gradients). `parameters`: `bias_parameter_groups` in the
+    compute dtype where the step cast them already (`step_parameters`)."""
+    projections = _bias_projections(model)
+    weight, bias, own = parameters or cast_together(bias_parameter_groups(model),
+                                                    compute_dtype(gat_output.device, gat_output.dtype))
     stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))  # (B, T, n, w)
-    own = torch.stack([getattr(attention, target).bias for attention, _, target, _ in projections])  # (n, hidden)
+    own = own.view(len(projections), -1)  # (n, hidden)
     # zero-padded to the projections' width once for all, plus their own biases; `unbind`'s backward is one stack
-    parts = (F.pad(stacked, (0, own.shape[-1] - stacked.shape[-1])) + own.to(stacked.dtype)).unbind(2)
+    parts = (F.pad(stacked, (0, own.shape[-1] - stacked.shape[-1])) + own).unbind(2)
     biases: dict[int, dict[str, torch.Tensor]] = {}
     for (_, i, target, _), part in zip(projections, parts):
         biases.setdefault(i, {})[target] = part
     return biases
+
+
+def _bias_projections(model: XsynBertModel) -> list[tuple[nn.Module, int, str, nn.Linear]]:
+    """(attention, layer, target, projection) of every syntax layer's bias projections, in their stacked order."""
+    layers = _gat_model(model).encoder.layer
+    return [(layers[i].attention.self, i, target, projection) for i in model.config.syntax_layer_ids
+            for target, projection in layers[i].attention.self.syntax_bias.projections.items()]
+
+
+def bias_parameter_groups(model: XsynBertModel) -> list[list[torch.Tensor]]:
+    """The bias projections' weights, their biases, and their BERT projections' own biases (`cast_together`)."""
+    projections = _bias_projections(model)
+    return [[projection.weight for *_, projection in projections], [projection.bias for *_, projection in projections],
+            [getattr(attention, target).bias for attention, _, target, _ in projections]]
+
+
+def step_parameters(model: XsynBertModel, dtype: torch.dtype) -> tuple[list[list[torch.Tensor]], list[torch.Tensor]]:
+    """The GAT layers' (`GatSyntaxEncoder.layer_parameters`) and the syntax biases' (`bias_parameter_groups`)
+    weights in `dtype`, by one cast for the step."""
+    encoder = _gat_model(model)
+    owners = [layer.parameter_groups() for layer in encoder.gat.layers] + [bias_parameter_groups(model)]
+    *layers, biases = _cast_by_owner(owners, dtype)
+    return layers, biases
+
+
+def _cast_by_owner(owners: list[list[list[torch.Tensor]]], dtype: torch.dtype) -> list[list[torch.Tensor]]:
+    """`cast_together` of every owner's groups in one call, handed back by owner."""
+    flat = iter(cast_together([group for groups in owners for group in groups], dtype))
+    return [[next(flat) for _ in groups] for groups in owners]
 
 
 def project_with(linear: nn.Module, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -247,10 +299,12 @@ class GatSelfAttention(SyntaxSelfAttention):
 
 def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
                mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-               word_embeddings: torch.Tensor | None = None) -> torch.Tensor:
+               word_embeddings: torch.Tensor | None = None, parameters: list[list[torch.Tensor]] | None = None
+               ) -> torch.Tensor:
     """G (B, T, k d_g) of a batch's trees by the GAT of `model` (an `XsynBertModel` of variant `gat`, or a
     head on one), under `mask` (default: tree distance <= gat_delta). `word_embeddings` is the encoder's
-    lookup of `input_ids` where it was made already (the model's forward shares it).
+    lookup of `input_ids` where it was made already (the model's forward shares it); `parameters` the GAT
+    layers' weights where the step cast them already (`step_parameters`).
 
     The input is BERT's word-piece embeddings, plus its position embeddings (of `position_ids`,
     by default those the encoder's embeddings use: 0..T-1 in BERT, from the padding index + 1 over
@@ -267,7 +321,7 @@ def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors,
         words = words + embeddings.position_embeddings(position_ids)
     mask = tree.gat_mask(config.gat_delta) if mask is None else mask
     relations = tree.edge_relations if config.gat_edge_direction else None
-    return encoder.gat(words, tree.upos, mask, deprel, relations)
+    return encoder.gat(words, tree.upos, mask, deprel, relations, parameters)
 
 
 @dataclass

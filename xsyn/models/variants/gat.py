@@ -124,11 +124,14 @@ class Gat(SyntaxVariant):
 
     def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> GatContext:
-        from xsyn.models.gat import GatContext, gat_encode, syntax_biases
+        from xsyn.models.attention import compute_dtype
+        from xsyn.models.gat import GatContext, gat_encode, step_parameters, syntax_biases
 
+        # the GAT's and the biases' weights in the compute dtype, by one cast for the step
+        layers, biases = step_parameters(model, compute_dtype(batch.input_ids.device, model.dtype))
         gat_output = gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids,
-                                word_embeddings=batch.word_embeddings)
-        return GatContext(gat_output, syntax_biases(model, gat_output))
+                                word_embeddings=batch.word_embeddings, parameters=layers)
+        return GatContext(gat_output, syntax_biases(model, gat_output, biases))
 
     def auxiliary_losses(self, model: PreTrainedModel, context: GatContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
