@@ -28,7 +28,8 @@ def test_join_takes_each_segment_from_its_language_and_drops_label_disagreements
     assert report.unmatched == {"en": 1, "de": 1}  # c, d
     from xsyn.run.evaluation import _dropped
 
-    assert _dropped({"load": report.as_dict()}) == 3  # what results.json counts as not scored: b, c, d
+    # what results.json counts as not scored, per reason: b and c without a counterpart, d's labels disagree
+    assert _dropped({"load": report.as_dict()}) == {"no_counterpart": 2, "labels_disagree": 1}
 
 
 def test_join_refuses_files_that_share_no_id():
