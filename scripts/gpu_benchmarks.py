@@ -53,7 +53,7 @@ STEPS = ("compile_modes", "sdpa_masks", "bench_model", "suite", "data_wait", "ac
          "bench_eval", "precision", "pawsx_minilm", "torch_compile")
 COMPILE_SECONDS = 220
 # precision's three tiny runs are host-bound and the suite leaves CPUs over: they run beside the suite when both
-# are asked for (the suite with two xdist workers fewer)
+# are asked for (the suite with three xdist workers fewer)
 BESIDE_SUITE = "precision"
 SUITE_SECONDS = 210  # at most, so that the benchmarks after it still fit in one 10-minute device command
 # Step-time and memory targets of issue 30 (ratios to `none`; `none` itself against plain BERT).
@@ -257,7 +257,10 @@ def precision_start(run: Run) -> dict[str, Any]:
 
 
 def synth_start(run: Run, name: str, *extra: str) -> tuple:
-    """`synth_finetune`, started in the background: (name, process, output folder, start time, log file)."""
+    """A tiny GAT fine-tuned on synth, started in the background: (name, process, output folder, start time, log
+    file, steps). 3,000 steps: the task is learnt in a jump somewhere between steps 800 and 1,500 (seed and kernels
+    decide where), so a shorter run compares when the jump came, not what the precision does (1,000 steps on an
+    H200: float32 95.3, bf16 73.8; on a CPU with the same seed 72.0 and 83.5; after 3,000 steps 99.8 on CPU)."""
     from xsyn.data.synth import write_vocab
 
     vocab = write_vocab(run.work / "synth-vocab.txt")
@@ -300,26 +303,6 @@ def synth_summary(out: Path, steps: int, seconds: float) -> dict[str, Any]:
             "data_wait_fraction": summary["data_wait_fraction"], "first_loss": losses[0], "last_loss": losses[-1],
             "losses": losses, "loss_fell": losses[-1] < losses[0], "best_dev_accuracy": dev["primary"],
             "best_step": dev["step"]}
-
-
-def synth_finetune(run: Run, name: str, *extra: str, launcher: list[str] | None = None) -> dict[str, Any]:
-    """A tiny GAT on synth; its loss curve, best dev accuracy and wall time. 3,000 steps: the task is
-    learnt in a jump somewhere between steps 800 and 1,500 (seed and kernels decide where), so a
-    shorter run compares when the jump came, not what the precision does (1,000 steps on an H200:
-    float32 95.3, bf16 73.8; on a CPU with the same seed 72.0 and 83.5; after 3,000 steps 99.8 on CPU)."""
-    from xsyn.data.synth import write_vocab
-
-    vocab = write_vocab(run.work / "synth-vocab.txt")
-    steps = 20 if run.quick else 3000
-    out = run.work / name
-    shutil.rmtree(out, ignore_errors=True)
-    argv = [*(launcher or [sys.executable]), "-m", "xsyn", "finetune", "--task", "synth", "--train-lang", "svo",
-            "--variant", "gat", "--model", "tiny", "--tokenizer", str(vocab), "--max-steps", str(steps),
-            "--eval-every", str(steps // 4), "--output-dir", str(out), "--cache-dir", str(run.work / "cache"),
-            "--parser", "chain", "--seed", "1", "--quiet", "--set", "log_every=10", *extra]
-    started = time.perf_counter()
-    run.command(name, argv)
-    return synth_summary(out, steps, time.perf_counter() - started)
 
 
 def precision(run: Run) -> dict[str, Any]:
