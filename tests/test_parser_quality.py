@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from xsyn.cli import main
 from xsyn.syntax.conllu import parse_conllu, read_conllu
-from xsyn.syntax.quality import attachment_scores
+from xsyn.syntax.quality import attachment_scores, score_parser
+from xsyn.syntax.treebanks import TreebankError
 from xsyn.syntax.record import SyntaxRecord
 
 WORDS = ["The", "dog", "chased", "the", "cat", "."]
@@ -99,6 +100,25 @@ def test_parser_quality_names_unknown_treebanks(tmp_path):
     result = CliRunner().invoke(main, ["parser-quality", "--parser", "chain", "--treebanks", "xx",
                                        "--treebank-dir", str(tmp_path)])
     assert result.exit_code != 0 and "unknown language or treebank 'xx'" in result.output
+
+
+def test_every_treebank_is_found_before_the_first_is_parsed(tmp_path):
+    gold = tmp_path / "UD_English-EWT" / "en_ewt-ud-dev.conllu"
+    gold.parent.mkdir()
+    gold.write_text("1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n\n")
+    (tmp_path / "UD_German-GSD").mkdir()  # a treebank folder without its dev file
+
+    class Spy:
+        calls: list = []
+
+        def parse_texts(self, texts, lang):
+            self.calls.append(lang)
+            return [GOLD] * len(texts)
+
+    for misspelt, message in ((["en", "xx"], "unknown language or treebank 'xx'"), (["en", "de"], "UD_German-GSD")):
+        with pytest.raises(TreebankError, match=message):
+            next(score_parser(Spy(), misspelt, tmp_path))
+    assert Spy.calls == []  # nothing parsed (with a neural parser: minutes) before the bad name was found
 
 
 @pytest.mark.parametrize(("content", "problem"), [

@@ -158,6 +158,8 @@ def test_the_command_reads_json_lines_and_tsv_and_writes_json_lines(pawsx_model,
     assert [r["line"] for r in from_json] == [1, 2, 3, 4] and [r["line"] for r in from_tsv] == [2, 3, 4, 5]
     assert [r["probabilities"] for r in from_json] == [r["probabilities"] for r in from_tsv]
     assert "4 rows, 4 features" in res.output  # the summary on standard error
+    # off a terminal (CliRunner's stderr, a log file, a batch job) no bar: its redraws would be \r-lines
+    assert "\r" not in res.output and "batch/s" not in res.output
 
 
 # -- tagging: PAN-X --------------------------------------------------------------------------------

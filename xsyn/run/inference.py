@@ -58,7 +58,7 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
 
     `batch_size` counts over all processes, as in training: Accelerate hands each process whole
     batches in turn, so each holds `batch_size / processes` rows."""
-    from tqdm.auto import tqdm
+    from xsyn.utils.progress import Progress
 
     per_process = -(-batch_size // accelerator.num_processes)
     loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=length_buckets(rows, per_process),
@@ -67,8 +67,9 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
     was_training = model.training
     model.eval()
     collected: dict[str, list[np.ndarray | None]] = {}
-    for batch in tqdm(loader, desc="predict", unit="batch", dynamic_ncols=True,
-                      disable=not (progress and accelerator.is_main_process)):
+    # a bar on a terminal, plain lines elsewhere (a bar's redraws would fill a log with carriage returns)
+    bar = Progress(len(loader), "predict", "batches", enabled=progress and accelerator.is_main_process)
+    for batch in loader:
         out = model(**model_inputs(batch, with_labels=False))
         index = _gather(accelerator, batch["feature_index"], pad_index=-1).tolist()
         for key in output_keys():
@@ -79,6 +80,8 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
             for i, row in zip(index, _gather(accelerator, value.float()).cpu().numpy()):
                 if i >= 0:
                     slot[i] = row
+        bar.update(1)
+    bar.close()
     model.train(was_training)
     missing = [k for k, v in collected.items() if any(x is None for x in v)]
     if missing:

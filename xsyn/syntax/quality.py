@@ -153,10 +153,14 @@ def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | P
     (the gold words, pre-tokenised)."""
     if parser_input not in PARSER_INPUTS:
         raise ValueError(f"parser_input {parser_input!r}: one of {PARSER_INPUTS}")
+    # every treebank and split file is found before the first is parsed: a misspelt last one fails at once,
+    # not after the others' parses (minutes with a neural parser)
+    located = []
     for spec in treebanks:
         found = locate(spec, treebank_dir)
         chosen = TREEBANK_SPLITS[split] if split else found.evaluation_split()
-        path = found.path(chosen)
+        located.append((found, chosen, found.path(chosen)))
+    for found, chosen, path in located:
         lang = found.treebank.lang
         gold = list(read_conllu(path, lang=lang))[:limit]
         if not gold:
