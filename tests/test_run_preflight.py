@@ -120,6 +120,28 @@ def test_generalized_evaluation_with_skip_missing_lists_the_skipped_languages(pa
     assert results["missing_languages"] == ["fr"] and set(results["pairs"]) == {"en", "de"}
 
 
+def test_pairs_dropped_under_a_cap_are_said_of_what_the_source_held(pawsx_run, tmp_path):
+    """--max-eval-examples scores the first N pairs, but drops are counted over the whole source: the line says
+    "4 of 24" (the rows the files hold), not "4 of 14" (the cap plus the drops)."""
+    run, _ = pawsx_run
+    data = write_pawsx(tmp_path / "data", langs=("en", "de"))
+    german = data / "de" / "test.tsv"
+    lines = german.read_text().splitlines(keepends=True)
+    for i in range(21, 25):  # the last 4 rows (after the header), beyond the cap: their labels flipped
+        *fields, label = lines[i].rstrip("\n").split("\t")
+        lines[i] = "\t".join([*fields, str(1 - int(label))]) + "\n"
+    german.write_text("".join(lines))
+    out = tmp_path / "eval"
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--data-dir", str(data), "--langs", "en,de",
+                                    "--generalized", "--max-eval-examples", "10", "--output-dir", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["n_examples"]["en-de"] == 10 and results["dropped"]["en-de"] == 4
+    assert results["n_read"] == dict.fromkeys(results["n_examples"], 24)  # en, de, and the 4 pairs (en-en too)
+    assert ("not scored: 8 pairs whose languages disagree on the label, in 2 of 6 languages and pairs; most in "
+            "en-de: 4 of 24") in res.output
+
+
 def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is_made(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -441,6 +441,9 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
                               "no span or error in any example" for k, r in sorted(results.items())
                               if r.get("predicted_nothing")},
         "dropped": {k: r["dropped"] for k, r in results.items()},
+        # what the sources held (scored or not, before --max-eval-examples), the measure of `dropped`: a cap
+        # scores the first N, while drops are counted over the whole source
+        "n_read": {k: r["data"]["load"]["examples"] + r["dropped"] for k, r in results.items()},
         "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.

@@ -18,7 +18,8 @@ def dropped_lines(summary: dict[str, Any]) -> list[str]:
         counts = {key: reasons[reason] for key, reasons in by_key.items() if reasons.get(reason)}
         if counts:
             worst = max(counts, key=counts.__getitem__)
-            before = summary["n_examples"][worst] + summary["dropped"][worst]
+            # of what the source held: under --max-eval-examples n_examples is the cap, the drops the source's
+            before = (summary.get("n_read") or {}).get(worst, summary["n_examples"][worst] + summary["dropped"][worst])
             lines.append(f"not scored: {sum(counts.values())} {meaning}, in {len(counts)} of "
                          f"{len(summary['n_examples'])} languages and pairs; most in {worst}: {counts[worst]} of "
                          f"{before}")
