@@ -72,6 +72,19 @@ def test_a_missing_training_file_is_found_before_the_model_is_built(vocab, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("langs", "named"), [
+    ("en,xx", "task 'pawsx' has no language 'xx'"),
+    ("en,fr", "pawsx test: no data for fr (1 of 2 languages and pairs); --eval-langs and --do-eval score"),
+])
+def test_the_evaluation_after_training_is_checked_before_training(vocab, tmp_path, langs, named):
+    """A misspelt --eval-langs language or a missing test file stopped the command after the whole training."""
+    data = write_pawsx(tmp_path / "data", langs=("en", "de"))
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", out, "--eval-langs", langs))
+    assert res.exit_code == 1 and named in res.output and "Traceback" not in res.output
+    assert not out.exists() and not (tmp_path / "cache").exists()  # nothing trained, parsed or featurised first
+
+
 def test_an_output_folder_under_a_file_is_refused_naming_the_file(vocab, tmp_path):
     data = write_pawsx(tmp_path / "data")
     blocker = tmp_path / "taken"

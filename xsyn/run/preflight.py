@@ -153,6 +153,15 @@ def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Seq
     """Every language (and, with `generalized`, every language pair read from files of its own) has data,
     and the output folder is writable: checked before the model is loaded. With `skip_missing` the
     languages without data are left to be skipped (and listed) as before."""
+    check_evaluation_data(card, config, split, langs, generalized, None if skip_missing else (
+        "pass --langs to choose languages, or --skip-missing to evaluate those that have data"))
+    check_writable(out, "--output-dir")
+
+
+def check_evaluation_data(card: TaskCard, config: RunConfig, split: str, langs: Sequence[str], generalized: bool,
+                          fix: str | None) -> None:
+    """The checks of `preflight_evaluate` that write nothing: the parser's models for `langs`, and every language
+    (and pair) has data in `split`; the error says `fix` (None: those without data are left to be skipped)."""
     check_parser(config, langs)
     segments = card.segments
     combinations = [{segment: lang for segment in segments} for lang in langs]
@@ -161,12 +170,10 @@ def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Seq
         combinations += [pair for pair in pairs if reads_pair_file(card, pair)]
     source_split = "train" if split == "validation" and "validation" not in card.splits else split
     missing = check_data(card, source_split, combinations, config.data_dir)
-    if missing and not skip_missing:
+    if missing and fix is not None:
         names = ", ".join("-".join(dict.fromkeys(langs.values())) for langs, _ in missing)
         raise DataNotFoundError(f"{card.name} {split}: no data for {names} ({len(missing)} of {len(combinations)} "
-                                "languages and pairs); pass --langs to choose languages, or --skip-missing to "
-                                f"evaluate those that have data. The first:\n{missing[0][1]}")
-    check_writable(out, "--output-dir")
+                                f"languages and pairs); {fix}. The first:\n{missing[0][1]}")
 
 
 def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int = 0) -> Path:
