@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from xsyn.cli import main
 from xsyn.syntax.conllu import parse_conllu, read_conllu
 from xsyn.syntax.quality import attachment_scores, score_parser
-from xsyn.syntax.treebanks import TreebankError
 from xsyn.syntax.record import SyntaxRecord
+from xsyn.syntax.treebanks import TreebankError
 
 WORDS = ["The", "dog", "chased", "the", "cat", "."]
 GOLD = SyntaxRecord.from_words(WORDS, [2, 3, 0, 5, 3, 3], ["DET", "NOUN", "VERB", "DET", "NOUN", "PUNCT"],

@@ -35,17 +35,18 @@ from typing import Any
 from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
+from xsyn.run.evaluation_scope import default_split, evaluation_scope
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs
-from xsyn.run.preflight import check_evaluation_data, preflight_evaluate
+from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
-from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
 from xsyn.training.processes import wait_for_everyone
-from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
+from xsyn.utils.errors import InputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
 from xsyn.utils.schema import construct
 
@@ -158,11 +159,6 @@ def _nothing_predicted(card: TaskCard, result: dict[str, Any]) -> str | None:
     return get_metric(card.metric, **result["metric_options"]).nothing_predicted(result["predictions"])
 
 
-def default_split(card: TaskCard) -> str:
-    """`test`, unless the card's test split is missing or unlabelled (then `validation`)."""
-    return "test" if "test" in card.splits and "test" not in card.unlabelled_splits else "validation"
-
-
 def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, langs: Sequence[str] | None = None,
                  generalized: bool = False, output_dir: str | Path | None = None,
                  overrides: dict[str, Any] | None = None, skip_missing: bool = False,
@@ -182,7 +178,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
     card = config.card
     split = split or default_split(card)
-    holdout, langs = _scope(checkpoint, config, split, langs)
+    holdout, langs = evaluation_scope(checkpoint.run_dir, config, split, langs)
     named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
     out = Path(output_dir) if output_dir else RunFolder(checkpoint.run_dir).eval_dir(named)
     preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
@@ -200,57 +196,6 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
     wait_for_everyone(evaluation.accelerator)
     return summary
-
-
-def _scope(checkpoint: Checkpoint, config: RunConfig, split: str, langs: Sequence[str] | None
-           ) -> tuple[Any, list[str]]:
-    """The validation hold-out (of a task without a dev set of its own: the ids its run held out, in the
-    training language only; else None) and the languages to evaluate, each checked against the card."""
-    card = config.card
-    langs = _languages(config, split, langs)
-    if not _held_out(card, split):
-        return None, langs
-    report = RunFolder(checkpoint.run_dir).data_report
-    holdout = dev_holdout(card, config, report)
-    if holdout.ids is None:
-        raise MissingInputError(f"{report} records no validation hold-out: task {card.name!r} has no dev set of "
-                                "its own, and its validation split is the share of the training data a run held "
-                                "out; evaluate a run folder that has one")
-    return holdout, langs
-
-
-def _held_out(card: TaskCard, split: str) -> bool:
-    """Whether `split` is the share of the training data a run holds out (a task without a dev set of its own)."""
-    return split == "validation" and "validation" not in card.splits and card.dev_fraction is not None
-
-
-def _languages(config: RunConfig, split: str, langs: Sequence[str] | None) -> list[str]:
-    """The languages to evaluate (default: the task's), each checked against the card and the split."""
-    card = config.card
-    if _held_out(card, split):
-        if langs and list(langs) != [config.train_lang]:
-            raise InputError(f"the held-out validation split of task {card.name!r} is in the training language "
-                             f"only; pass --langs {config.train_lang}")
-        return [config.train_lang]
-    card.check_split(split)
-    langs = list(langs or card.languages)
-    for lang in langs:
-        card.check_lang(lang)
-    return langs
-
-
-def check_evaluation_after_training(config: RunConfig, langs: Sequence[str] | None) -> None:
-    """What `finetune --eval-langs/--do-eval` will evaluate after training, checked before it trains: the
-    languages are the task's, and each has data (and parser models) in the split it scores; a misspelt
-    language or a missing test file is named at once, not after the training. (A held-out dev set is made
-    by the training itself.)"""
-    card = config.card
-    split = default_split(card)
-    langs = _languages(config, split, langs)
-    if not _held_out(card, split):
-        check_evaluation_data(card, config, split, langs, False, (
-            "--eval-langs and --do-eval score this split after training: choose languages that have data, or leave "
-            "the option out and score the best checkpoint with `xsyn evaluate` (its --split, --skip-missing)"))
 
 
 @dataclass

@@ -77,7 +77,8 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
-    from xsyn.run.evaluation import check_evaluation_after_training, evaluate_run, locate_checkpoint
+    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+    from xsyn.run.evaluation_scope import check_evaluation_after_training
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.train import finetune
 
