@@ -122,6 +122,10 @@ def test_offline_failure_tells_what_to_download_and_where(tmp_path):
     assert "datasets.load_dataset('google-research-datasets/paws-x', 'en', split='train') failed" in message
     assert "datasets.load_dataset('google/xtreme', 'PAWS-X.en', split='train') failed" in message
     assert "Download: https://storage.googleapis.com/paws/pawsx/x-final.tar.gz" in message
+    with pytest.raises(DataNotFoundError) as err:  # a mistyped --data-dir is named as a folder that is not there
+        load_examples("pawsx", "en", "train", data_dir=tmp_path / "pawx")
+    assert f"The folder {tmp_path / 'pawx'} does not exist (a mistyped --data-dir?); any one of these layouts is " \
+        "read:" in str(err.value)
 
 
 def test_task_without_hub_copy_says_where_to_get_it(tmp_path):

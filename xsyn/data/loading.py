@@ -219,7 +219,10 @@ def _not_found(card: TaskCard, split: str, segment_langs: Mapping[str, str], roo
     what = ", ".join(f"{name} {lang}" for name, lang in segment_langs.items())
     lines = [f"no data for task {card.name!r} ({what}), split {split!r}."]
     if tried:
-        lines += [f"No local file under {root}; any one of these layouts is read:", *tried]
+        # a mistyped --data-dir is said as such, not only as files missing under it
+        where = f"No local file under {root}" if root.is_dir() else f"The folder {root} does not exist (a mistyped " \
+            "--data-dir?)"
+        lines += [f"{where}; any one of these layouts is read:", *tried]
     else:
         lines.append(f"The card has no local layout for this combination ({_layouts(card.local)}).")
     if hub_errors:
