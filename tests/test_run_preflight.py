@@ -155,6 +155,24 @@ def test_pairs_dropped_under_a_cap_are_said_of_what_the_source_held(pawsx_run, t
             "en-de: 4 of 24") in res.output
 
 
+def test_inputs_cut_to_max_length_are_said_in_training_and_evaluation(vocab, tmp_path):
+    """Every pair is 2 x 6 words (one piece each) + [CLS] + 2 [SEP] = 15 pieces: at --max-length 8 each loses 7.
+    Training warned nothing and evaluation printed nothing (the counts sat in data_report.json alone)."""
+    data = write_pawsx(tmp_path / "data")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", out, "--max-length", "8"))
+    assert res.exit_code == 0, res.output
+    for split in ("train", "validation"):
+        assert (f"pawsx {split}: 24 of 24 inputs were longer than max_length (8 word pieces) and were cut (168 pieces "
+                "lost) (data_report.json)") in res.output
+    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(out), "--langs", "en,de",
+                                    "--max-eval-examples", "10", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert ("cut to max_length (8 word pieces): 20 inputs, in 2 of 2 languages and pairs; most in en: 10 of 10 "
+            "(truncated in results.json)") in res.output
+    assert json.loads((out / "eval-test" / "results.json").read_text())["truncated"] == {"en": 10, "de": 10}
+
+
 def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is_made(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -103,6 +103,13 @@ class FeatureReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def truncation(self, max_length: int) -> str | None:
+        """What inputs longer than `max_length` lost, in words (None: nothing was cut)."""
+        if not self.truncated_inputs:
+            return None
+        return (f"{self.truncated_inputs:,} of {self.examples:,} inputs were longer than max_length ({max_length} word "
+                f"pieces) and were cut ({self.truncated_pieces:,} pieces lost)")
+
 
 def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max_length: int, *,
                      doc_stride: int | None = None, max_query_length: int | None = None,

@@ -297,6 +297,7 @@ class _Evaluation:
                   "predicted_nothing": _nothing_predicted(card, result),
                   "scores": result["scores"], "n_examples": len(data.examples),
                   "dropped_by_reason": (dropped := _dropped(data.report)), "dropped": sum(dropped.values()),
+                  "truncated": data.report["features"]["truncated_inputs"],
                   "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
         if self.main:
@@ -417,6 +418,8 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         # what the sources held (scored or not, before --max-eval-examples), the measure of `dropped`: a cap
         # scores the first N, while drops are counted over the whole source
         "n_read": {k: r["data"]["load"]["examples"] + r["dropped"] for k, r in results.items()},
+        # examples longer than max_length and cut (classification; tagging and QA are windowed), where any was
+        "truncated": {k: r["truncated"] for k, r in results.items() if r.get("truncated")},
         "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
         "scores": {k: r["scores"] for k, r in results.items()},
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.

@@ -46,6 +46,11 @@ def after_scores_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the output "
              "folder)"] if summary.get("pairs") else []
     lines += dropped_lines(summary)
+    if truncated := summary.get("truncated"):
+        worst = max(truncated, key=truncated.__getitem__)
+        lines.append(f"cut to max_length ({summary['config']['max_length']} word pieces): {sum(truncated.values())} "
+                     f"inputs, in {len(truncated)} of {len(summary['n_examples'])} languages and pairs; most in "
+                     f"{worst}: {truncated[worst]} of {summary['n_examples'][worst]} (truncated in results.json)")
     if summary["missing_languages"]:
         lines.append(f"skipped (no data): {', '.join(summary['missing_languages'])}")
     return lines

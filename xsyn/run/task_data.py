@@ -109,7 +109,8 @@ def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
                    names: LabelNames | None = None, parser: Parser | None = None, distributed=None,
                    limit: int | None = None, loaded: dict[str, list[Example]] | None = None,
-                   holdout: DevHoldout | None = None, progress: bool = False) -> tuple[TaskData, LabelNames]:
+                   holdout: DevHoldout | None = None, progress: bool = False, warn_truncation: bool = False
+                   ) -> tuple[TaskData, LabelNames]:
     """Load, parse and featurise one split. `names` None: take them from these (training) examples.
 
     `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
@@ -117,7 +118,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     `loaded` (language -> parsed examples of this split) is filled by single-language loads and
     reused by language pairs joined by id (generalized evaluation reads and parses nothing twice).
     `holdout` (see `dev_holdout`): the train and validation splits are both cut from the training data.
-    `progress`: show the parsing's sentences/s and ETA (on the main process).
+    `progress`: show the parsing's sentences/s and ETA (on the main process). `warn_truncation`: inputs cut to
+    max_length are a warning (training's data), not only a status line.
     """
     langs = dict(langs)
     held = holdout is not None and split in ("train", "validation")
@@ -162,5 +164,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
         log.info(f"parsing: {parsed}")
         log.info(f"features: {feature_report.features} from {feature_report.examples} examples"
                  + (" (from the cache)" if feature_report.cache_hit else f" in {feature_report.seconds:.1f}s"))
+        if cut := feature_report.truncation(config.max_length):
+            (log.warning if warn_truncation else log.info)(f"{card.name} {split}: {cut} (data_report.json)")
     return TaskData(card, split, langs, examples, features, report), names
 

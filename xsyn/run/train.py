@@ -136,10 +136,10 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
     train_data, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
                                        distributed=accelerator, limit=config.max_train_examples, holdout=holdout,
-                                       progress=progress)
+                                       progress=progress, warn_truncation=True)
     dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parser=parser,
                             distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
-                            progress=progress)
+                            progress=progress, warn_truncation=True)
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)
