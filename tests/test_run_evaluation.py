@@ -54,6 +54,18 @@ def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(capsy
             in capsys.readouterr().err)
 
 
+def test_languages_and_pairs_where_the_model_said_the_same_are_one_warning(capsys):
+    """A generalized evaluation of a model that says '0' everywhere in Japanese printed a warning per pair."""
+    same = "the same prediction, '0', for every example"
+    nothing = {"ja": same, "ja-de": same, "de-ja": "the same prediction, '1', for every example", "zh-ja": same}
+    _echo_scores(summary(task="pawsx", predicted_nothing=nothing), split_chosen=True)
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: ja, ja-de, zh-ja: the model predicted {same}; scores that count correct silence or the majority "
+        "label can be high for that reason alone",
+        "warning: de-ja: the model predicted the same prediction, '1', for every example; scores that count correct "
+        "silence or the majority label can be high for that reason alone"]
+
+
 @pytest.mark.parametrize("metric, options, silent, says, reference", [
     # issue 39, point 10: FCE and QA models that say nothing got no warning (only set-valued kinds did)
     ("detection", {}, [["c", "c"], ["c"]], [["c", "i"], ["c"]], [["c", "i"], ["i"]]),

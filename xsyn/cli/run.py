@@ -196,15 +196,14 @@ def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoR
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
-    from xsyn.run.evaluation_text import scores_text
+    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text
 
     if not split_chosen and summary["split"] != "test":
         click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
                    "no labels (pass --split to choose)")
     click.echo(scores_text(summary))
-    for key, what in (summary.get("predicted_nothing") or {}).items():
-        click.echo(f"warning: {key}: the model predicted {what}; scores that count correct silence or the "
-                   "majority label can be high for that reason alone", err=True)
+    for line in nothing_predicted_lines(summary):
+        click.echo(line, err=True)
 
 
 @main.command()

@@ -40,6 +40,17 @@ def scores_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def nothing_predicted_lines(summary: dict[str, Any]) -> list[str]:
+    """A warning per thing the model predicted everywhere in some languages or pairs (the same label for every
+    example, no entity, ...), naming them all on its line: a generalized evaluation's 49 pairs are one line,
+    not 49 alike."""
+    keys_by_what: dict[str, list[str]] = {}
+    for key, what in (summary.get("predicted_nothing") or {}).items():
+        keys_by_what.setdefault(what, []).append(key)
+    return [f"warning: {', '.join(keys)}: the model predicted {what}; scores that count correct silence or the "
+            "majority label can be high for that reason alone" for what, keys in keys_by_what.items()]
+
+
 def after_scores_lines(summary: dict[str, Any]) -> list[str]:
     """What `xsyn evaluate` prints after the scores: the language pairs scored, what was not scored and why
     (`dropped_lines`), and the languages skipped for want of data."""
