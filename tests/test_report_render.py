@@ -121,13 +121,30 @@ def test_gold_against_predicted_trees_names_each_parser_lists_every_language_and
     markdown = markdown_of(tmp_path, [gold, predicted], [none])
     rows = [line.split(" | ")[0] for line in markdown.splitlines() if line.startswith("| ")]
     assert {"| gat (parser=gold)", "| gat (parser=udpipe:models)", "| none (baseline, parser=gold)"} <= set(rows)
-    assert "Examples: en 200, de 180." in markdown
+    # de: the gat runs scored 180 examples, the baseline 200 (write_run's default): said beside it
+    assert "Examples: en 200, de 180 (none (baseline, parser=gold): 200)." in markdown
     assert markdown.count("![training curves]") == 1
     assert "gat (parser=gold), seed 1; gat (parser=udpipe:models), seed 1 (one training, evaluated each way):" \
         in markdown
     assert (f"trained on the trees of parser gold, tested on those of parser udpipe:models (`xsyn evaluate "
             f"--parser`): {predicted}") in markdown
     assert "tested on those of parser gold" not in markdown  # the gold evaluation is on the trees it trained on
+
+
+def test_systems_scored_on_different_numbers_of_examples_are_said_so(tmp_path):
+    """A system evaluated with --max-eval-examples 60 against a baseline capped at 30: the line gave the first
+    system's counts alone, and the deltas compared scores on different examples without a word."""
+    gat = write_run(tmp_path, "gat", per_language={"en": 60.0, "de": 63.3})
+    edit_results(gat, n_examples={"en": 60, "de": 60})
+    none = write_run(tmp_path, "none", variant="none", per_language={"en": 63.3, "de": 70.0})
+    edit_results(none, n_examples={"en": 30, "de": 60})
+    markdown = markdown_of(tmp_path, [gat], [none])
+    assert ("Examples: en 60 (none (baseline): 30), de 60. **The systems were scored on different numbers of "
+            "examples**") in markdown
+    same = write_run(tmp_path, "none2", variant="none", per_language={"en": 63.3, "de": 70.0})
+    edit_results(same, n_examples={"en": 60, "de": 60})
+    markdown = markdown_of(tmp_path, [gat], [same])
+    assert "Examples: en 60, de 60." in markdown and "different numbers" not in markdown
 
 
 def test_training_curves_are_found_from_any_folder_or_named_as_not_found(tmp_path, monkeypatch):

@@ -164,19 +164,29 @@ def chance_level(experiment: Experiment) -> float | None:
 
 def _examples_line(systems: list[System], languages: list[str]) -> str:
     """Examples per language and what was dropped, from the first run that scored each language (a system
-    may cover fewer languages than the table)."""
-    counts: dict[str, int] = {}
+    may cover fewer languages than the table); a system scored on another number of examples is named beside
+    it, as its scores and deltas then rest on other examples."""
+    counts: dict[str, dict[str, int]] = {}  # language -> system -> examples
     dropped: dict[str, int] = {}
     for system in systems:
         results = system.runs[0].results
         for key, n in (results.get("n_examples") or {}).items():
-            counts.setdefault(key, n)
+            counts.setdefault(key, {})[system.label] = n
         for key, n in (results.get("dropped") or {}).items():
             dropped.setdefault(key, n)
-    text = "Examples: " + ", ".join(f"{lang} {counts[lang]}" for lang in languages if lang in counts)
+    parts, unlike = [], False
+    for lang in (lang for lang in languages if lang in counts):
+        first, *others = counts[lang].items()
+        differ = [f"{label}: {n}" for label, n in others if n != first[1]]
+        unlike = unlike or bool(differ)
+        parts.append(f"{lang} {first[1]}" + (f" ({', '.join(differ)})" if differ else ""))
+    text = "Examples: " + ", ".join(parts)
     lost = {key: n for key, n in dropped.items() if n}
     if lost:
         text += ". Dropped: " + ", ".join(f"{key} {n}" for key, n in lost.items())
+    if unlike:
+        text += (". **The systems were scored on different numbers of examples** (another --max-eval-examples, or "
+                 "other data): their scores and deltas rest on different examples; evaluate them alike")
     return text + "."
 
 
