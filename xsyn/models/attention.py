@@ -1,10 +1,16 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
-`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `project` makes the
-query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over
-them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention runs
-through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
+`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `projection_terms` gives
+what it adds to the query/key/value projections (the GAT's bias, added in their GEMMs), `attend` runs the
+attention over them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention
+runs through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
 probabilities).
+
+Under autocast the three projections are one GEMM over the three weights, cast by one op, on the layer's
+input cast once: BERT's three `nn.Linear`s would each cast the input (three low-precision copies kept for
+the backward, where one serves) and their weight and bias, and each input gradient would go back to
+float32 on its own before the three are summed; the one GEMM sums them in its float32 accumulator. In
+float32 the three GEMMs read the input as it is (one GEMM would need a copy of the three weights each step).
 
 Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
 once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
@@ -20,6 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
+from torch.nn import functional as F
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
@@ -28,15 +36,36 @@ from transformers.models.bert.modeling_bert import BertSelfAttention, eager_atte
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
                      tuple[torch.Tensor, torch.Tensor | None]]
 MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that take an additive (B, 1, T, T) mask
+PROJECTIONS = ("query", "key", "value")
 
 
 class SyntaxSelfAttention(BertSelfAttention):
     """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
 
+    def projection_terms(self, syntax: Any) -> dict[str, torch.Tensor]:
+        """What the variant adds to its projections, by name (`PROJECTIONS`): a (B, T, hidden) term that holds
+        the projection's own bias (head h: columns h Dh .. (h + 1) Dh); none by default."""
+        return {}
+
     def project(self, syntax: Any, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The (B, T, hidden) query, key and value projections of the layer's input (head h: columns
-        h Dh .. (h + 1) Dh); a variant may add to them (the GAT's bias)."""
-        return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        """The (B, T, hidden) query, key and value projections of the layer's input, each plus its
+        `projection_terms` (see the module docstring for the one GEMM under autocast)."""
+        terms = self.projection_terms(syntax)
+        linears = [getattr(self, name) for name in PROJECTIONS]
+        dtype = compute_dtype(hidden_states.device, linears[0].weight.dtype)
+        if dtype == linears[0].weight.dtype or any(type(linear) is not nn.Linear for linear in linears):
+            return tuple(project_with(linear, hidden_states, terms.get(name)) for name, linear in zip(PROJECTIONS, linears))
+        plain = [name for name in PROJECTIONS if name not in terms]  # biases no term holds: cast with the weights
+        weight, *biases = cast_together([[linear.weight for linear in linears]]
+                                        + ([[getattr(self, name).bias for name in plain]] if plain else []), dtype)
+        h = hidden_states.to(dtype)
+        if not terms:
+            return F.linear(h, weight, biases[0]).chunk(3, dim=-1)
+        own = dict(zip(plain, biases[0].view(len(plain), -1))) if plain else {}
+        # one (B, T, 3 hidden) addend: the terms, and the other projections' biases broadcast over the tokens
+        addend = torch.cat([terms[name] if name in terms else own[name].expand_as(hidden_states)
+                            for name in PROJECTIONS], dim=-1)
+        return project_with(None, h, addend, weight).chunk(3, dim=-1)
 
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
@@ -62,6 +91,20 @@ class SyntaxSelfAttention(BertSelfAttention):
 
         output, weights = self.attend(xsyn_syntax, hidden_states, query, key, value, attention_mask, attention)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
+
+
+def project_with(linear: nn.Module | None, x: torch.Tensor, term: torch.Tensor | None,
+                 weight: torch.Tensor | None = None) -> torch.Tensor:
+    """x W^T + `term`, for a (B, T, out) `term` that holds the projection's own bias: the addition is the GEMM's
+    (addmm's input), not an op after it; no term: the projection itself. `weight`: W where `linear` is None
+    (the stacked projections). A wrapped projection (an adapter) runs its own forward instead."""
+    if term is None:
+        return linear(x)
+    if linear is not None and type(linear) is not nn.Linear:
+        return linear(x) + (term - linear.bias.to(term.dtype))
+    weight = linear.weight if weight is None else weight
+    # (B, T) merge into rows as views: `term` may be a slice of a stacked (B, T, n, out) tensor
+    return torch.addmm(term.flatten(0, 1), x.flatten(0, 1), weight.t()).view(term.shape)
 
 
 def compute_dtype(device: torch.device, weights: torch.dtype) -> torch.dtype:

@@ -273,15 +273,6 @@ def _cast_by_owner(owners: list[list[list[torch.Tensor]]], dtype: torch.dtype) -
     return [[next(flat) for _ in groups] for groups in owners]
 
 
-def project_with(linear: nn.Module, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """x W^T + `bias`, for a (B, T, out) `bias` that holds the projection's own bias: the addition is the GEMM's
-    (addmm's input), not an op after it. A wrapped projection (an adapter) runs its own forward instead."""
-    if type(linear) is not nn.Linear:
-        return linear(x) + (bias - linear.bias.to(bias.dtype))
-    # (B, T) merge into rows as views: `bias` is a slice of the stacked (B, T, n, out) tensor
-    return torch.addmm(bias.flatten(0, 1), x.flatten(0, 1), linear.weight.t()).view(bias.shape)
-
-
 class GatSelfAttention(SyntaxSelfAttention):
     """A syntax layer of the `gat` variant: BERT's attention with the GAT bias on its first heads (the
     batch's syntax context is a `GatContext`)."""
@@ -290,11 +281,8 @@ class GatSelfAttention(SyntaxSelfAttention):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def project(self, syntax: GatContext, hidden_states: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        biases = syntax.biases[self.layer_idx]
-        return tuple(project_with(linear, hidden_states, biases[target]) if target in biases else linear(hidden_states)
-                     for target, linear in (("query", self.query), ("key", self.key), ("value", self.value)))
+    def projection_terms(self, syntax: GatContext) -> dict[str, torch.Tensor]:
+        return syntax.biases[self.layer_idx]
 
 
 def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,
