@@ -249,17 +249,6 @@ def test_the_gat_weights_cast_once_per_step_are_each_layers_own():
     assert all(torch.equal(stepped[i][k], own[i][k]) for i in own for k in own[i])
 
 
-def test_the_sep_weights_cast_once_per_step_are_each_layers_own():
-    from xsyn.models.sep import mix_parameters
-
-    torch.manual_seed(0)
-    mixes = [layer.seprem for layer in build("sep", CAST_SHAPE, 0, "cpu").bert.encoder.layer]
-    x, weights = torch.randn(2, 6, TINY["hidden_size"]), torch.softmax(torch.randn(2, 6, 6), -1).bfloat16()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        for mix, parameters in zip(mixes, mix_parameters(mixes, torch.bfloat16), strict=True):
-            assert torch.equal(mix(x, weights, parameters), mix(x, weights))
-
-
 def test_the_stacked_probes_are_each_probe():
     """One GEMM over both probes' weights: distances from theta1 and depths from theta2, in float64 by hand."""
     model = build("gat", TINY, 0, "cpu").bert
@@ -359,21 +348,33 @@ def test_under_autocast_a_syntax_layer_keeps_one_low_precision_copy_of_its_input
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_sep_mix_saves_two_hidden_sized_tensors_for_its_backward(dtype):
-    """Per sep layer autograd keeps the input (for W1's and W2's gradients; in bf16 its cast copy) and the
-    sigmoid's output, B T H values each, besides the weights and D~: not the (B, T, 2H) output of the stacked
+def test_a_sep_mix_saves_two_hidden_sized_tensors_and_its_own_stacked_weights(dtype):
+    """Per sep layer autograd keeps the input (for W1's and W2's gradients; in bf16 its cast copy), the sigmoid's
+    output (B T H values each) and the layer's stacked [W1; W2] (float32: their concatenation; bf16: the one
+    cast of the weights and biases), besides D~ and the parameters: not the (B, T, 2H) output of the stacked
     GEMM (the tree product's operand: D~ needs no gradient, so baddbmm keeps only D~)."""
-    from xsyn.models.sep import mix_parameters
-
     mix = build("sep", CAST_SHAPE, 0, "cpu").bert.encoder.layer[0].seprem
     b, t, h = 2, 6, TINY["hidden_size"]
     x = torch.randn(b, t, h, requires_grad=True)
     weights = torch.softmax(torch.randn(b, t, t), -1).to(dtype)
-    context = torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32)
-    with context:
-        parameters = mix_parameters([mix], dtype)[0]
-        saved = saved_storages(mix, x, weights, parameters)
-    shared = {p.untyped_storage().data_ptr() for p in (*parameters, *mix.parameters(), weights)}
+    with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+        saved = saved_storages(mix, x, weights)
+    shared = {p.untyped_storage().data_ptr() for p in (*mix.parameters(), weights)}
     own = sorted(v for k, v in saved.items() if k not in shared)
     size = torch.finfo(dtype).bits // 8
-    assert own == [(b * t * h * size, dtype)] * 2
+    stacked = 2 * h * h * size if dtype == torch.float32 else (2 * h * h + 2 * h) * size
+    assert own == sorted([(b * t * h * size, dtype)] * 2 + [(stacked, dtype)])
+
+
+def test_a_sep_layers_weight_gradients_reach_float32_before_the_backward_of_the_layers_below():
+    """Under autocast each sep layer casts its mix's weights in its own forward, so the backward hands the upper
+    layer's weights their float32 gradients before it runs the lower layer's mix: one cast for all layers
+    would hold them (in bf16) until the lowest layer is done, at the end of the backward, where the step's
+    gradients peak."""
+    model = build("sep", {**CAST_SHAPE, "num_hidden_layers": 2}, 0, "cpu")
+    lower, upper = (layer.seprem for layer in model.bert.encoder.layer)
+    events = []
+    lower.register_full_backward_hook(lambda *_: events.append("lower mix"))
+    upper.own.weight.register_post_accumulate_grad_hook(lambda p: events.append(f"upper W1 {p.grad.dtype}"))
+    train_step(model, synthetic_batch(2, 8, TINY["vocab_size"], 0), "bfloat16")
+    assert events == ["upper W1 torch.float32", "lower mix"]

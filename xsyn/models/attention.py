@@ -39,8 +39,9 @@ MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that t
 PROJECTIONS = ("query", "key", "value")
 
 
-class SyntaxSelfAttention(BertSelfAttention):
-    """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
+class LeanSelfAttention(BertSelfAttention):
+    """BERT self-attention whose projections are one GEMM under autocast (`project`): the attention of every
+    layer a variant installs (sep's, sdoi's); `SyntaxSelfAttention` reads the batch's syntax too."""
 
     def projection_terms(self, syntax: Any) -> dict[str, torch.Tensor]:
         """What the variant adds to its projections, by name (`PROJECTIONS`): a (B, T, hidden) term that holds
@@ -77,9 +78,6 @@ class SyntaxSelfAttention(BertSelfAttention):
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 past_key_values=None, xsyn_syntax: Any = None, **kwargs):
         # past_key_values: part of BertSelfAttention's interface; an encoder keeps no cache
-        if xsyn_syntax is None:
-            raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
-                             "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
         query, key, value = (x.view(shape).transpose(1, 2) for x in self.project(xsyn_syntax, hidden_states))
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
@@ -92,6 +90,27 @@ class SyntaxSelfAttention(BertSelfAttention):
         output, weights = self.attend(xsyn_syntax, hidden_states, query, key, value, attention_mask, attention)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
+
+
+class SyntaxSelfAttention(LeanSelfAttention):
+    """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                past_key_values=None, xsyn_syntax: Any = None, **kwargs):
+        if xsyn_syntax is None:
+            raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
+                             "with the batch's tree_* fields rather than the encoder directly")
+        return super().forward(hidden_states, attention_mask, past_key_values, xsyn_syntax, **kwargs)
+
+
+
+def lean_attention(attention: BertSelfAttention) -> LeanSelfAttention:
+    """A `LeanSelfAttention` to put in the place of a BERT layer's `attention` (a layer a variant builds), drawn
+    aside from the random streams of the device it is on: the model's initialisation, which sets its weights,
+    draws what it drew with BERT's attention there, and seeded runs keep their numbers."""
+    device = attention.query.weight.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return LeanSelfAttention(attention.config, is_causal=attention.is_causal, layer_idx=attention.layer_idx)
 
 def project_with(linear: nn.Module | None, x: torch.Tensor, term: torch.Tensor | None,
                  weight: torch.Tensor | None = None) -> torch.Tensor:
