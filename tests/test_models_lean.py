@@ -137,8 +137,8 @@ def test_the_stacked_local_attention_is_the_gated_mix_of_two_attentions():
 def test_the_stacked_bias_projection_equals_each_layers_own():
     """One GEMM over all layers' stacked projections: each part is that layer's G W + b on its first heads'
     columns, plus the BERT projection's own bias everywhere; the layer's projection adds it in its GEMM."""
-    from xsyn.models.defaults import gat_output_size
     from xsyn.models.attention import project_with
+    from xsyn.models.defaults import gat_output_size
     from xsyn.models.gat import syntax_biases
 
     model = build("gat", {**TINY, "num_hidden_layers": 3, "num_attention_heads": 4}, 0, "cpu")

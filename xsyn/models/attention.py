@@ -55,7 +55,8 @@ class LeanSelfAttention(BertSelfAttention):
         linears = [getattr(self, name) for name in PROJECTIONS]
         dtype = compute_dtype(hidden_states.device, linears[0].weight.dtype)
         if dtype == linears[0].weight.dtype or any(type(linear) is not nn.Linear for linear in linears):
-            return tuple(project_with(linear, hidden_states, terms.get(name)) for name, linear in zip(PROJECTIONS, linears))
+            return tuple(project_with(linear, hidden_states, terms.get(name))
+                         for name, linear in zip(PROJECTIONS, linears))
         plain = [name for name in PROJECTIONS if name not in terms]  # biases no term holds: cast with the weights
         weight, *biases = cast_together([[linear.weight for linear in linears]]
                                         + ([[getattr(self, name).bias for name in plain]] if plain else []), dtype)
