@@ -3,8 +3,8 @@ the eager run, that its masks are in the compute dtype, and that the batched for
 per-layer ones did.
 
 Op counts are the CPU proxy for the kernels an eager GPU step launches (`xsyn bench model --count-ops`);
-the bounds are those the issue sets (sla/wla, sdoi, gat), or the count reached where it is lower by a margin
-(sep: 1.164x against the issue's 1.20x), so that a change that adds ops back fails here.
+the bounds are the issue's (sdoi 1.10x), or the count reached where it is well below the issue's, with a
+margin (gat 1.030x, sla/wla 1.022x, sep 1.020x: bound 1.06x), so that a change that adds ops back fails here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from xsyn.trees.tensors import TreeTensors
 # The issue's proxy shape: 12 layers, small width, batch 4 x 32, bf16 autocast.
 PROXY = {"num_hidden_layers": 12, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
          "vocab_size": 500, "max_position_embeddings": 64}
-OP_RATIO_BOUNDS = {"sla": 1.06, "wla": 1.06, "sdoi": 1.10, "gat": 1.06, "sep": 1.17}
+OP_RATIO_BOUNDS = {"sla": 1.06, "wla": 1.06, "sdoi": 1.10, "gat": 1.06, "sep": 1.06}
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "vocab_size": 100, "max_position_embeddings": 64}
 
