@@ -10,6 +10,9 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
   accelerate     `accelerate launch` (1 process, bf16) fine-tunes and evaluates MiniLM on PAWS-X; a second
                  launch is killed (SIGKILL) after its third checkpoint and resumed: same end as unbroken?
   profile        torch.profiler's top operations of each variant that misses its step-time target
+  profile_compiled  where the compiled `none` step's device time goes (bf16, 32 x 128, torch.compile's
+                 default mode: the CUDA-graph step's kernels, launched one by one): GEMMs, attention,
+                 inductor's fused kernels, the embedding's gradient, copies; against the FLOPs at peak
   bench_syntax   `xsyn bench syntax --device` on UD English-EWT dev
   bench_eval     `xsyn bench eval`: generalized pair cost, data-wait share (measured, and at the measured step)
   precision      tiny GAT fine-tuned on synth in float32, bf16 and fp16: loss falls, dev accuracy vs float32
@@ -49,7 +52,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # compile_modes first: its timings want a quiet machine, and a short device session spends itself on it first
-STEPS = ("compile_modes", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax",
+STEPS = ("compile_modes", "profile_compiled", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax",
          "bench_eval", "precision", "pawsx_minilm", "torch_compile")
 COMPILE_SECONDS = 220
 # precision's three tiny runs are host-bound and the suite leaves CPUs over: they run beside the suite when both
@@ -227,6 +230,54 @@ for variant in ["none"] + {variants}:
         device_ms_per_step=sum(e.self_device_time_total for e in averages if e.device_type.name == "CUDA") / 3000,
         host_ms_per_step=sum(e.self_cpu_time_total for e in averages) / 3000)
 print(json.dumps({{"profiled": {variants}, "sort": key, "steps": 3, "totals": totals, "tables": tables}}))
+"""
+
+
+def profile_compiled(run: Run) -> dict[str, Any]:
+    """Issue 36's MFU target (none >= 35% at 32 x 128): what the compiled step's device time is spent on, by
+    kind of kernel, beside the time its FLOPs would take at the device's peak; the 15 costliest kernels."""
+    code = PROFILE_COMPILED_CODE.format(device=run.device, quick=run.quick)
+    return json.loads(run.command("profile_compiled", [sys.executable, "-c", code]).stdout.splitlines()[-1])
+
+
+# A kernel's kind: the first pattern its name matches (lower case); cuBLAS's Hopper GEMMs are named nvjet/xmma.
+KERNEL_KINDS = (("gemm", r"gemm|nvjet|xmma|cutlass|cublas|matmul|splitk"),
+                ("attention", r"fmha|flash|attention|sdpa|attn"), ("embedding", r"embedding"),
+                ("fused (inductor)", r"^triton"), ("copy/fill", r"memcpy|memset|copy|fill"))
+
+PROFILE_COMPILED_CODE = BERT_BASE_BATCH + """
+import json, re, time, torch
+from torch.profiler import ProfilerActivity, profile
+from xsyn.benchmarks.model import bert_step_flops, build, peak_tflops, step_seconds, train_step
+from xsyn.models.compiled import compile_model
+kinds = """ + repr(KERNEL_KINDS) + """
+cuda = "{device}".startswith("cuda")
+model = compile_model(build("none", shape, 0, "{device}"), "default")
+for _ in range(3):  # compiles, then warms up
+    train_step(model, batch, "bfloat16")
+wall = min(step_seconds(model, batch, "{device}", "bfloat16") for _ in range(10))
+with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+    for _ in range(3):
+        train_step(model, batch, "bfloat16")
+    if cuda:
+        torch.cuda.synchronize()
+kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
+by_kind = {{}}
+for e in kernels:
+    kind = next((k for k, pattern in kinds if re.search(pattern, e.key.lower())), "other")
+    by_kind[kind] = by_kind.get(kind, 0.0) + e.self_device_time_total / 3000
+device_ms = sum(by_kind.values())
+flops = bert_step_flops(shape["num_hidden_layers"], shape["hidden_size"], shape["intermediate_size"], t, b)
+peak = peak_tflops("{device}", "bfloat16")
+top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:15]
+print(json.dumps({{"mode": "default", "batch": [b, t], "wall_ms_per_step": wall * 1000,
+                  "device_ms_per_step": device_ms, "flops_per_step": flops,
+                  "ms_at_peak": None if peak is None else flops / (peak * 1e12) * 1000,
+                  "mfu": None if peak is None else flops / wall / (peak * 1e12),
+                  "device_ms_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+                  "kernels_per_step": sum(e.count for e in kernels) / 3,
+                  "top_kernels": [{{"name": e.key[:120], "calls_per_step": e.count / 3,
+                                   "ms_per_step": e.self_device_time_total / 3000}} for e in top]}}))
 """
 
 
