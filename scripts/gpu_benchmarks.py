@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import os
 import re
@@ -240,17 +241,22 @@ def profile_compiled(run: Run) -> dict[str, Any]:
     return json.loads(run.command("profile_compiled", [sys.executable, "-c", code]).stdout.splitlines()[-1])
 
 
-# A kernel's kind: the first pattern its name matches (lower case); cuBLAS's Hopper GEMMs are named nvjet/xmma.
-KERNEL_KINDS = (("gemm", r"gemm|nvjet|xmma|cutlass|cublas|matmul|splitk"),
-                ("attention", r"fmha|flash|attention|sdpa|attn"), ("embedding", r"embedding"),
+# A kernel's kind: the first pattern its name matches (lower case). Attention first: its kernels are CUTLASS
+# ones too (fmha_cutlassF...); cuBLAS's Hopper GEMMs are named nvjet/xmma, inductor's GEMM templates triton_tem.
+KERNEL_KINDS = (("attention", r"fmha|flash|attention|sdpa|attn"),
+                ("gemm", r"gemm|nvjet|xmma|cutlass|cublas|matmul|splitk|^triton_tem"), ("embedding", r"embedding"),
                 ("fused (inductor)", r"^triton"), ("copy/fill", r"memcpy|memset|copy|fill"))
+
+
+def kernel_kind(name: str) -> str:
+    return next((kind for kind, pattern in KERNEL_KINDS if re.search(pattern, name.lower())), "other")
 
 PROFILE_COMPILED_CODE = BERT_BASE_BATCH + """
 import json, re, time, torch
 from torch.profiler import ProfilerActivity, profile
 from xsyn.benchmarks.model import bert_step_flops, build, peak_tflops, step_seconds, train_step
 from xsyn.models.compiled import compile_model
-kinds = """ + repr(KERNEL_KINDS) + """
+KERNEL_KINDS = """ + repr(KERNEL_KINDS) + "\n" + inspect.getsource(kernel_kind).replace("{", "{{").replace("}", "}}") + """
 cuda = "{device}".startswith("cuda")
 model = compile_model(build("none", shape, 0, "{device}"), "default")
 for _ in range(3):  # compiles, then warms up
@@ -264,7 +270,7 @@ with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cud
 kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
 by_kind = {{}}
 for e in kernels:
-    kind = next((k for k, pattern in kinds if re.search(pattern, e.key.lower())), "other")
+    kind = kernel_kind(e.key)
     by_kind[kind] = by_kind.get(kind, 0.0) + e.self_device_time_total / 3000
 device_ms = sum(by_kind.values())
 flops = bert_step_flops(shape["num_hidden_layers"], shape["hidden_size"], shape["intermediate_size"], t, b)
