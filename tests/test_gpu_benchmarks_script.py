@@ -80,3 +80,23 @@ def test_two_runs_merge_into_one_file(script, tmp_path):
     ("Memset (Device)", "copy/fill"), ("void at::native::reduce_kernel<512, 1>", "other")])
 def test_profiled_kernels_are_sorted_into_their_kind(script, kernel, kind):
     assert script.kernel_kind(kernel) == kind
+
+
+def test_a_profiled_step_is_split_into_its_parts(script, tmp_path):
+    """cProfile's cumulative seconds of the step's functions, per optimiser step (here: a stand-in module whose
+    functions sit where the loop's do)."""
+    import cProfile
+
+    loop = tmp_path / "training" / "loop.py"
+    loop.parent.mkdir()
+    loop.write_text("import time\ndef to_device():\n    time.sleep(0.01)\n"
+                    "def step():\n    to_device()\n    time.sleep(0.02)\n")
+    namespace: dict = {}
+    exec(compile(loop.read_text(), str(loop), "exec"), namespace)
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [namespace["step"]() for _ in range(4)])
+    profiler.dump_stats(tmp_path / "run.prof")
+    parts = script.step_parts(tmp_path / "run.prof", steps=4)
+    # a sleep never ends early (late, under load): bounds from below, and the step holds its copy
+    assert 10 <= parts["to_device"] < 100 and parts["step"] >= parts["to_device"] + 20
+    assert parts["forward"] == 0  # no function of that name ran
