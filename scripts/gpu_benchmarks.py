@@ -53,8 +53,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # compile_modes first: its timings want a quiet machine, and a short device session spends itself on it first
-STEPS = ("compile_modes", "profile_compiled", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax",
-         "bench_eval", "precision", "pawsx_minilm", "torch_compile")
+STEPS = ("compile_modes", "profile_compiled", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate",
+         "profile", "bench_syntax", "bench_eval", "precision", "pawsx_minilm", "torch_compile")
 COMPILE_SECONDS = 220
 # precision's three tiny runs are host-bound and the suite leaves CPUs over: they run beside the suite when both
 # are asked for (the suite with three xdist workers fewer)
@@ -256,7 +256,8 @@ import json, re, time, torch
 from torch.profiler import ProfilerActivity, profile
 from xsyn.benchmarks.model import bert_step_flops, build, peak_tflops, step_seconds, train_step
 from xsyn.models.compiled import compile_model
-KERNEL_KINDS = """ + repr(KERNEL_KINDS) + "\n" + inspect.getsource(kernel_kind).replace("{", "{{").replace("}", "}}") + """
+KERNEL_KINDS = """ + repr(KERNEL_KINDS) + "\n" + inspect.getsource(kernel_kind).replace("{", "{{").replace(
+    "}", "}}") + """
 cuda = "{device}".startswith("cuda")
 model = compile_model(build("none", shape, 0, "{device}"), "default")
 for _ in range(3):  # compiles, then warms up
