@@ -78,6 +78,16 @@ def device(pytestconfig) -> str:
     return pytestconfig.xsyn_device
 
 
+def cpu_process_env() -> dict[str, str]:
+    """The environment of a test's CPU subprocess (also torchrun's ranks): Accelerate on the CPU, one thread, no GPU
+    visible (on a GPU machine too: the comparisons are of process counts, not devices), offline, this checkout
+    first on the path."""
+    checkout = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1",
+            "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(filter(None, [checkout,
+                                                                                   os.environ.get("PYTHONPATH")]))}
+
+
 def _xsyn_on_cpu(args: list[str], processes: int = 1) -> str:
     """Run `xsyn ARGS` on the CPU in one process, or as the README launches two (ACCELERATE_USE_CPU=true
     torchrun); its stdout. On the CPU on a GPU machine too: the comparisons are of process counts, not
@@ -89,12 +99,8 @@ def _xsyn_on_cpu(args: list[str], processes: int = 1) -> str:
 
     launch = (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
               if processes > 1 else [])
-    # No GPU visible: on a GPU machine accelerate's barrier otherwise passes the rank as a CUDA device id to the
-    # CPU (gloo) group, and rank 1 of two fails with "CUDA error: invalid device ordinal" (seen on an H100)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1",
-           "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, *launch, "-m", "xsyn", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, *launch, "-m", "xsyn", *args], env=cpu_process_env(), capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + "\n".join(
         line for line in proc.stderr.splitlines() if not line.startswith("[rank0]"))[-5000:]
     return proc.stdout

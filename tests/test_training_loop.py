@@ -13,7 +13,6 @@ rows draws other masks than two over 16.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import cpu_process_env
 from safetensors.torch import load_file, save_file
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.training.loop import LinearSchedule, Stepper, labelled_pieces
@@ -54,6 +55,12 @@ def rows(task: str) -> list[dict[str, np.ndarray]]:
     return out
 
 
+def collator(data: list[dict[str, np.ndarray]]):
+    def collate(indices: list[int]) -> dict[str, torch.Tensor]:
+        return {key: torch.as_tensor(np.stack([data[i][key] for i in indices])) for key in data[0]}
+    return collate
+
+
 def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Tensor]:
     """STEPS Adam steps of a tiny model on `rows(task)` on this process's Accelerator; the weights."""
     from accelerate import Accelerator
@@ -72,11 +79,8 @@ def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Ten
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, STEPS), 1.0, seed=1,
                       grad_accum=grad_accum, count_items=labelled_pieces(data, columns) if exact else None)
 
-    def collate(indices: list[int]) -> dict[str, torch.Tensor]:
-        return {key: torch.as_tensor(np.stack([data[i][key] for i in indices])) for key in data[0]}
-
     for step in range(STEPS):
-        stepper.step(step, list(range(step * BATCH, (step + 1) * BATCH)), collate,
+        stepper.step(step, list(range(step * BATCH, (step + 1) * BATCH)), collator(data),
                      lambda inputs: {"loss": model(**inputs).loss})
     return {name: p.detach().clone() for name, p in accelerator.unwrap_model(model).state_dict().items()}
 
@@ -88,16 +92,13 @@ def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory) -> dict[str, dict[str, dict[str, torch.Tensor]]]:
     """Every task trained on the CPU by one process, one with --grad-accum 2 and two (batch 16 each)."""
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH")]))}
     # torchrun --standalone takes a free rendezvous port: parallel test workers do not meet
     launches = {"one": ([], 1), "accumulated": ([], 2),
                 "two": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"], 1)}
     weights = {}
     for name, (launch, grad_accum) in launches.items():
         out = tmp_path_factory.mktemp(name)
-        proc = subprocess.run([sys.executable, *launch, __file__, str(out), str(grad_accum)], env=env,
+        proc = subprocess.run([sys.executable, *launch, __file__, str(out), str(grad_accum)], env=cpu_process_env(),
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         weights[name] = {task: load_file(out / f"{task}.safetensors") for task in HEADS}
@@ -135,3 +136,96 @@ if __name__ == "__main__":  # a run of `splits`: FOLDER GRAD_ACCUM
         weights = train(name, grad_accum=grad_accum)
         if PartialState().is_main_process:
             save_file(weights, folder / f"{name}.safetensors")
+
+
+class HostReads(TorchDispatchMode):
+    """Counts what makes the host wait for the device on a GPU: `.item()`, `float()` and `bool()` of a tensor
+    (they dispatch `_local_scalar_dense`) and `.tolist()` (patched by the test), except inside `paused`."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads, self.paused = 0, False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func is torch.ops.aten._local_scalar_dense.default and not self.paused
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def host_reads(monkeypatch):
+    counter, tolist = HostReads(), torch.Tensor.tolist
+
+    def counted(tensor):
+        counter.reads += not counter.paused
+        return tolist(tensor)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted)
+    return counter
+
+
+def test_a_step_reads_the_device_once_outside_the_models_forward(host_reads):
+    """The losses and the gradient norm come back in one transfer (they were two: `.tolist()` and `float(norm)`);
+    on a GPU each read waits for every queued kernel."""
+    from accelerate import Accelerator
+
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.heads import HEAD_CLASSES
+
+    accelerator = Accelerator(cpu=True)
+    model = HEAD_CLASSES["sequence"](XsynBertConfig(vocab_size=64, variant="none", num_labels=3, **SHAPE))
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-3))
+    data = rows("sentence")[:8]
+
+    def paused(function):
+        def run(*args, **kwargs):
+            host_reads.paused = True
+            try:
+                return function(*args, **kwargs)
+            finally:
+                host_reads.paused = False
+        return run
+
+    @paused  # what transformers' forward reads is not the loop's
+    def forward(inputs):
+        losses = model(**inputs)
+        return {"loss": losses.loss, "twice": 2 * losses.loss.detach()}
+
+    # nor what AdamW reads: its step counters live on the CPU (unless fused), so they make no wait
+    optimizer.step = paused(optimizer.step)
+    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, 2), 1.0, seed=1)
+    with host_reads:
+        record = stepper.step(0, list(range(8)), collator(data), forward)
+    assert host_reads.reads == 1
+    assert record.losses["twice"] == pytest.approx(2 * record.losses["loss"])
+    assert record.grad_norm is not None and record.grad_norm > 0
+
+
+def test_parameters_are_checked_finite_by_one_read(host_reads):
+    from xsyn.training.loop import parameters_finite
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    with host_reads:
+        assert parameters_finite(model)
+    assert host_reads.reads == 1
+    with torch.no_grad():
+        model[1].bias[1] = float("inf")
+    assert not parameters_finite(model)
+
+
+def test_the_optimizer_is_fused_on_a_gpu_only():
+    from xsyn.training.loop import fused_optimizer, make_optimizer
+
+    model = torch.nn.Linear(3, 2)
+    assert fused_optimizer(torch.device("cuda", 0)) and fused_optimizer("cuda")
+    assert not fused_optimizer(torch.device("cpu")) and not fused_optimizer(None)
+    assert make_optimizer(model, 1e-3, 0.01, torch.device("cpu")).defaults["fused"] is None
+    # the CPU's own fused kernel exists too (torch >= 2.4): what CUDA takes, built where the weights are
+    assert make_optimizer(model, 1e-3, 0.01, torch.device("cuda")).defaults["fused"] is True
+
+
+def test_a_batch_reaches_the_cpu_as_collated():
+    from xsyn.training.loop import to_device
+
+    batch = {"input_ids": torch.arange(6).reshape(2, 3), "labels": torch.tensor([0, 1])}
+    moved = to_device(batch, torch.device("cpu"))
+    assert all(torch.equal(moved[k], batch[k]) for k in batch)

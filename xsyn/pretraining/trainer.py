@@ -43,6 +43,7 @@ from xsyn.training.driver import check_micro_batches, train, warn_fewer_processe
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import read_step_log
 from xsyn.training.loop import epoch_batches
+from xsyn.training.processes import wait_for_everyone
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
@@ -340,7 +341,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
                     "treebanks": [d.summary() for d in train_data], "curve": _curve(folder)}
         summary = probe_and_save(settings, accelerator.unwrap_model(task.model).encoder, tokenizer, aligner,
                                  eval_data, folder, training, accelerator.device)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     return summary
 
 

@@ -44,6 +44,7 @@ from xsyn.run.task_data import LabelNames, dev_holdout, load_task_data, make_par
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.loop import progress_bar
+from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
 from xsyn.utils.schema import construct
@@ -197,7 +198,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         _write_tables(out, card, summary, pairs)
         atomic_write_json(eval_results(out), summary)
         write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
-    evaluation.accelerator.wait_for_everyone()
+    wait_for_everyone(evaluation.accelerator)
     return summary
 
 

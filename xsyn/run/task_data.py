@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from xsyn.syntax.cache import default_cache_dir, shared_cache
 from xsyn.syntax.parse import default_workers, parse_segments
 from xsyn.syntax.parsing import Parser, build_parser
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
+from xsyn.training.processes import wait_for_everyone
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +142,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
         examples = examples[:limit]
     names = names or LabelNames.for_task(card, examples)
     rank, world = (distributed.process_index, distributed.num_processes) if distributed else (0, 1)
-    barrier = distributed.wait_for_everyone if distributed else None
+    barrier = partial(wait_for_everyone, distributed) if distributed else None
     parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
                             shared_cache(cache_root(config) / "parses"), rank=rank, world_size=world,
                             barrier=barrier, workers=parse_workers(config), progress=progress and rank == 0)

@@ -36,6 +36,7 @@ from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fe
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
+from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.io import (
     OutputError,
     atomic_write_json,
@@ -164,7 +165,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
         atomic_write_json(folder.train_results, summary)
     if config.trackers:
         accelerator.end_training()
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     return summary
 
 
@@ -252,7 +253,7 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
                state: TrainState, result: dict[str, Any]) -> None:
     from xsyn.training.checkpoint import WRITE_ERRORS, first_line
 
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     if not parameters_finite(model):  # the same weights on every process: all stop here together
         raise NonFiniteError(f"step {state.step}: the model's weights are no longer finite numbers, so it is not "
                              f"saved as {folder.best}. Most likely fix: {_numeric_hint(config)}")
@@ -276,4 +277,4 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
                                                       "metric": config.card.metric, "primary": result["primary"],
                                                       "scores": result["scores"]})
         write_model_card(folder.best, folder.path)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xsyn.training.folder import TRAINER_STATE, RunFolder, staged
+from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import OutputError, atomic_write_json, existing_dir, replace_dir
 
@@ -33,7 +34,7 @@ def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], ke
     staging = staged(state_dir)
     if accelerator.is_main_process:
         shutil.rmtree(staging, ignore_errors=True)  # what a kill mid-write left behind
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     try:
         accelerator.save_state(str(staging), safe_serialization=True)
         if accelerator.is_main_process:
@@ -48,7 +49,7 @@ def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], ke
         raise OutputError(getattr(err, "errno", None) or 0,
                           f"cannot write the training state to {staging} ({first_line(err)}); {kept}. Free some "
                           "space or make the folder writable, then continue with --resume") from err
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
 
 
 def _write_errors() -> tuple[type[BaseException], ...]:

@@ -28,6 +28,7 @@ from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
+from xsyn.training.processes import wait_for_everyone
 
 logger = logging.getLogger(__name__)
 CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
@@ -153,7 +154,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     steps = total_steps(settings, task.n_rows)
     warn_long_warmup(settings, steps)
     model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, settings.learning_rate,
-                                                                      settings.weight_decay))
+                                                                      settings.weight_decay, accelerator.device))
     task.model = model
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(settings.learning_rate, settings.warmup_steps,
                                                                     steps),
@@ -224,7 +225,7 @@ def _clear_unfinished(accelerator, folder: RunFolder) -> None:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
 
 
 def write_curves(folder: RunFolder) -> None:
