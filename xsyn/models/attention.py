@@ -92,7 +92,6 @@ class LeanSelfAttention(BertSelfAttention):
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
 
-
 class SyntaxSelfAttention(LeanSelfAttention):
     """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
 
@@ -104,7 +103,6 @@ class SyntaxSelfAttention(LeanSelfAttention):
         return super().forward(hidden_states, attention_mask, past_key_values, xsyn_syntax, **kwargs)
 
 
-
 def lean_attention(attention: BertSelfAttention) -> LeanSelfAttention:
     """A `LeanSelfAttention` to put in the place of a BERT layer's `attention` (a layer a variant builds), drawn
     aside from the random streams of the device it is on: the model's initialisation, which sets its weights,
@@ -112,6 +110,7 @@ def lean_attention(attention: BertSelfAttention) -> LeanSelfAttention:
     device = attention.query.weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         return LeanSelfAttention(attention.config, is_causal=attention.is_causal, layer_idx=attention.layer_idx)
+
 
 def project_with(linear: nn.Module | None, x: torch.Tensor, term: torch.Tensor | None,
                  weight: torch.Tensor | None = None) -> torch.Tensor:
