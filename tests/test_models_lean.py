@@ -135,9 +135,10 @@ def test_the_stacked_local_attention_is_the_gated_mix_of_two_attentions():
 
 
 def test_the_stacked_bias_projection_equals_each_layers_own():
-    """One GEMM over all layers' stacked projections: each part is that layer's G W + b on its first heads'
-    columns, plus the BERT projection's own bias everywhere; the layer's projection adds it in its GEMM."""
-    from xsyn.models.attention import project_with
+    """One GEMM over all layers' stacked projections: each layer's term is G W + b plus the BERT projection's own
+    bias on its first heads' columns (a (B, T, w) block), then the own bias on the others (a vector); the
+    layer's projection adds the joined term in its GEMM."""
+    from xsyn.models.attention import joined, project_with
     from xsyn.models.defaults import gat_output_size
     from xsyn.models.gat import syntax_biases
 
@@ -151,11 +152,12 @@ def test_the_stacked_bias_projection_equals_each_layers_own():
     for i, targets in biases.items():
         attention = encoder.encoder.layer[i].attention.self
         assert sorted(targets) == sorted(attention.syntax_bias.projections) == ["key", "query"]
-        for target, bias in targets.items():
+        for target, (heads, others) in targets.items():
             own, projection = getattr(attention, target), attention.syntax_bias.projections[target]
+            assert heads.shape == (2, 5, width) and torch.equal(others, own.bias[width:])
             expected = own(hidden) + F.pad(projection(gat_output), (0, config.hidden_size - width))
-            torch.testing.assert_close(project_with(own, hidden, bias), expected, rtol=1e-5, atol=1e-6)
-            torch.testing.assert_close(bias[..., width:], own.bias[width:].expand(2, 5, -1))
+            got = project_with(own, hidden, joined((heads, others), hidden))
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_lengths_padded_to_a_multiple_keep_every_tree_tensor(small_tokenizer):
@@ -246,7 +248,7 @@ def test_the_gat_weights_cast_once_per_step_are_each_layers_own():
         assert torch.equal(output, model.gat(x, upos, mask))
         stepped, own = syntax_biases(model, output, biases), syntax_biases(model, output)
     assert sorted(stepped) == sorted(own) == [0, 1, 2]
-    assert all(torch.equal(stepped[i][k], own[i][k]) for i in own for k in own[i])
+    assert all(torch.equal(a, b) for i in own for k in own[i] for a, b in zip(stepped[i][k], own[i][k]))
 
 
 def test_the_stacked_probes_are_each_probe():
@@ -298,7 +300,7 @@ def test_under_autocast_one_gemm_makes_the_three_projections_from_the_input_cast
     accumulator stays as close to float32's as the three gradients cast and summed one by one."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from xsyn.models.attention import PROJECTIONS, project_with
+    from xsyn.models.attention import PROJECTIONS, joined, project_with
 
     torch.manual_seed(1)
     hidden = torch.randn(2, 6, TINY["hidden_size"])
@@ -306,7 +308,8 @@ def test_under_autocast_one_gemm_makes_the_three_projections_from_the_input_cast
     terms = attention.projection_terms(syntax)
 
     def separate(x):  # what each projection computes on its own (BERT's nn.Linear, the GAT's addmm)
-        return [project_with(getattr(attention, name), x, terms.get(name)) for name in PROJECTIONS]
+        return [project_with(getattr(attention, name), x, joined(terms[name], x) if name in terms else None)
+                for name in PROJECTIONS]
 
     class Ops(TorchDispatchMode):
         def __init__(self):
@@ -330,7 +333,7 @@ def test_under_autocast_one_gemm_makes_the_three_projections_from_the_input_cast
     sum((g.float() * u).sum() for g, u in zip(expected, upstream)).backward()
     exact = hidden.clone().requires_grad_()  # float32 throughout, the GAT's terms as they are
     sum((g * u).sum() for g, u in zip(
-        [project_with(getattr(attention, n), exact, None if terms.get(n) is None else terms[n].float())
+        [project_with(getattr(attention, n), exact, joined(terms[n], exact).float() if n in terms else None)
          for n in PROJECTIONS], upstream)).backward()
     fused_error, separate_error = ((g.grad - exact.grad).abs().max() for g in (x, reference))
     assert fused_error <= separate_error * 1.5 and fused_error < 0.05 * exact.grad.abs().max()

@@ -43,9 +43,10 @@ class LeanSelfAttention(BertSelfAttention):
     """BERT self-attention whose projections are one GEMM under autocast (`project`): the attention of every
     layer a variant installs (sep's, sdoi's); `SyntaxSelfAttention` reads the batch's syntax too."""
 
-    def projection_terms(self, syntax: Any) -> dict[str, torch.Tensor]:
+    def projection_terms(self, syntax: Any) -> dict[str, Sequence[torch.Tensor]]:
         """What the variant adds to its projections, by name (`PROJECTIONS`): a (B, T, hidden) term that holds
-        the projection's own bias (head h: columns h Dh .. (h + 1) Dh); none by default."""
+        the projection's own bias (head h: columns h Dh .. (h + 1) Dh), as column blocks, each (B, T, k) or a
+        (k,) vector for every token, whose concatenation is the term; none by default."""
         return {}
 
     def project(self, syntax: Any, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -55,8 +56,8 @@ class LeanSelfAttention(BertSelfAttention):
         linears = [getattr(self, name) for name in PROJECTIONS]
         dtype = compute_dtype(hidden_states.device, linears[0].weight.dtype)
         if dtype == linears[0].weight.dtype or any(type(linear) is not nn.Linear for linear in linears):
-            return tuple(project_with(linear, hidden_states, terms.get(name))
-                         for name, linear in zip(PROJECTIONS, linears))
+            return tuple(project_with(linear, hidden_states, joined(terms[name], hidden_states) if name in terms
+                                      else None) for name, linear in zip(PROJECTIONS, linears))
         plain = [name for name in PROJECTIONS if name not in terms]  # biases no term holds: cast with the weights
         weight, *biases = cast_together([[linear.weight for linear in linears]]
                                         + ([[getattr(self, name).bias for name in plain]] if plain else []), dtype)
@@ -64,9 +65,8 @@ class LeanSelfAttention(BertSelfAttention):
         if not terms:
             return F.linear(h, weight, biases[0]).chunk(3, dim=-1)
         own = dict(zip(plain, biases[0].view(len(plain), -1))) if plain else {}
-        # one (B, T, 3 hidden) addend: the terms, and the other projections' biases broadcast over the tokens
-        addend = torch.cat([terms[name] if name in terms else own[name].expand_as(hidden_states)
-                            for name in PROJECTIONS], dim=-1)
+        # one (B, T, 3 hidden) addend: the terms, and the other projections' biases for every token
+        addend = joined([block for name in PROJECTIONS for block in terms.get(name, (own.get(name),))], h)
         return project_with(None, h, addend, weight).chunk(3, dim=-1)
 
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
@@ -110,6 +110,12 @@ def lean_attention(attention: BertSelfAttention) -> LeanSelfAttention:
     device = attention.query.weight.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         return LeanSelfAttention(attention.config, is_causal=attention.is_causal, layer_idx=attention.layer_idx)
+
+
+def joined(blocks: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """Column blocks, each (B, T, k) or a (k,) vector for every token of `like` (B, T, .), as one (B, T, sum k)
+    tensor (one op)."""
+    return torch.cat([b if b.dim() == like.dim() else b.expand(*like.shape[:-1], -1) for b in blocks], dim=-1)
 
 
 def project_with(linear: nn.Module | None, x: torch.Tensor, term: torch.Tensor | None,
