@@ -10,6 +10,9 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
   accelerate     `accelerate launch` (1 process, bf16) fine-tunes and evaluates MiniLM on PAWS-X; a second
                  launch is killed (SIGKILL) after its third checkpoint and resumed: same end as unbroken?
   profile        torch.profiler's top operations of each variant that misses its step-time target
+  profile_compiled  where the compiled `none` step's device time goes (bf16, 32 x 128, torch.compile's
+                 default mode: the CUDA-graph step's kernels, launched one by one): GEMMs, attention,
+                 inductor's fused kernels, the embedding's gradient, copies; against the FLOPs at peak
   bench_syntax   `xsyn bench syntax --device` on UD English-EWT dev
   bench_eval     `xsyn bench eval`: generalized pair cost, data-wait share (measured, and at the measured step)
   precision      tiny GAT fine-tuned on synth in float32, bf16 and fp16: loss falls, dev accuracy vs float32
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import os
 import re
@@ -49,8 +53,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # compile_modes first: its timings want a quiet machine, and a short device session spends itself on it first
-STEPS = ("compile_modes", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate", "profile", "bench_syntax",
-         "bench_eval", "precision", "pawsx_minilm", "torch_compile")
+STEPS = ("compile_modes", "profile_compiled", "sdpa_masks", "bench_model", "suite", "data_wait", "accelerate",
+         "profile", "bench_syntax", "bench_eval", "precision", "pawsx_minilm", "torch_compile")
 COMPILE_SECONDS = 220
 # precision's three tiny runs are host-bound and the suite leaves CPUs over: they run beside the suite when both
 # are asked for (the suite with three xdist workers fewer)
@@ -230,6 +234,60 @@ print(json.dumps({{"profiled": {variants}, "sort": key, "steps": 3, "totals": to
 """
 
 
+def profile_compiled(run: Run) -> dict[str, Any]:
+    """Issue 36's MFU target (none >= 35% at 32 x 128): what the compiled step's device time is spent on, by
+    kind of kernel, beside the time its FLOPs would take at the device's peak; the 15 costliest kernels."""
+    code = PROFILE_COMPILED_CODE.format(device=run.device, quick=run.quick)
+    return json.loads(run.command("profile_compiled", [sys.executable, "-c", code]).stdout.splitlines()[-1])
+
+
+# A kernel's kind: the first pattern its name matches (lower case). Attention first: its kernels are CUTLASS
+# ones too (fmha_cutlassF...); cuBLAS's Hopper GEMMs are named nvjet/xmma, inductor's GEMM templates triton_tem.
+KERNEL_KINDS = (("attention", r"fmha|flash|attention|sdpa|attn"),
+                ("gemm", r"gemm|nvjet|xmma|cutlass|cublas|matmul|splitk|^triton_tem"), ("embedding", r"embedding"),
+                ("fused (inductor)", r"^triton"), ("copy/fill", r"memcpy|memset|copy|fill"))
+
+
+def kernel_kind(name: str) -> str:
+    return next((kind for kind, pattern in KERNEL_KINDS if re.search(pattern, name.lower())), "other")
+
+PROFILE_COMPILED_CODE = BERT_BASE_BATCH + """
+import json, re, time, torch
+from torch.profiler import ProfilerActivity, profile
+from xsyn.benchmarks.model import bert_step_flops, build, peak_tflops, step_seconds, train_step
+from xsyn.models.compiled import compile_model
+KERNEL_KINDS = """ + repr(KERNEL_KINDS) + "\n" + inspect.getsource(kernel_kind).replace("{", "{{").replace(
+    "}", "}}") + """
+cuda = "{device}".startswith("cuda")
+model = compile_model(build("none", shape, 0, "{device}"), "default")
+for _ in range(3):  # compiles, then warms up
+    train_step(model, batch, "bfloat16")
+wall = min(step_seconds(model, batch, "{device}", "bfloat16") for _ in range(10))
+with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+    for _ in range(3):
+        train_step(model, batch, "bfloat16")
+    if cuda:
+        torch.cuda.synchronize()
+kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
+by_kind = {{}}
+for e in kernels:
+    kind = kernel_kind(e.key)
+    by_kind[kind] = by_kind.get(kind, 0.0) + e.self_device_time_total / 3000
+device_ms = sum(by_kind.values())
+flops = bert_step_flops(shape["num_hidden_layers"], shape["hidden_size"], shape["intermediate_size"], t, b)
+peak = peak_tflops("{device}", "bfloat16")
+top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:15]
+print(json.dumps({{"mode": "default", "batch": [b, t], "wall_ms_per_step": wall * 1000,
+                  "device_ms_per_step": device_ms, "flops_per_step": flops,
+                  "ms_at_peak": None if peak is None else flops / (peak * 1e12) * 1000,
+                  "mfu": None if peak is None else flops / wall / (peak * 1e12),
+                  "device_ms_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+                  "kernels_per_step": sum(e.count for e in kernels) / 3,
+                  "top_kernels": [{{"name": e.key[:120], "calls_per_step": e.count / 3,
+                                   "ms_per_step": e.self_device_time_total / 3000}} for e in top]}}))
+"""
+
+
 def bench_syntax(run: Run) -> dict[str, Any]:
     conllu = (REPO / "xsyn" / "examples" / "example.conllu" if run.quick
               else run.shared / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu")
@@ -383,7 +441,10 @@ def accelerate(run: Run) -> dict[str, Any]:
 
 
 def data_wait(run: Run) -> dict[str, Any]:
-    """Item 3: the data-wait share of the real fine-tune loop on XNLI English features (MiniLM, bf16)."""
+    """Item 3: the data-wait share of the real fine-tune loop on XNLI English features (MiniLM, bf16); and where
+    the loop's time goes (the H200 measured 94 ms a step for `none`, where the bare step of a model twice as
+    deep and wide took 22 ms): `none` again with lengths padded to a multiple of 32 (fewer shapes: kernel
+    plans chosen per shape), and once under cProfile (host seconds per step in each part of the step)."""
     model = minilm_checkpoint(run)
     source, data = run.shared / "xnli", run.work / "xnli-data"
     shutil.rmtree(data, ignore_errors=True)
@@ -393,20 +454,46 @@ def data_wait(run: Run) -> dict[str, Any]:
     shutil.copy(source / "dev-en.tsv", data / "train-en.tsv")  # MultiNLI's training file is not available
     steps = 6 if run.quick else 150
     results: dict[str, Any] = {"data": "XNLI English dev as training data, batch 32", "model": "MiniLM-L6"}
-    for variant in ("none", "gat"):
-        out = run.work / f"xnli-{variant}"
+    runs = {"none": ("none", []), "gat": ("gat", []), "none_padded_32": ("none", ["--pad-to-multiple-of", "32"]),
+            "none_cprofile": ("none", [])}
+    for name, (variant, extra) in runs.items():
+        out = run.work / f"xnli-{name}"
         shutil.rmtree(out, ignore_errors=True)
-        run.xsyn(f"data_wait_{variant}", "finetune", "--task", "xnli", "--variant", variant, "--model", str(model),
-                 "--data-dir", str(data), "--parser", "chain", "--cache-dir", str(run.work / "cache"),
-                 "--max-steps", str(steps), "--eval-every", str(steps), "--mixed-precision", "bf16",
-                 "--output-dir", str(out), "--seed", "1", "--quiet", *(["--set", "batch_size=8"] if run.quick
-                                                                      else []))
+        profiled = ["-m", "cProfile", "-o", str(out.with_suffix(".prof"))] if name.endswith("cprofile") else []
+        argv = ["finetune", "--task", "xnli", "--variant", variant, "--model", str(model), "--data-dir", str(data),
+                "--parser", "chain", "--cache-dir", str(run.work / "cache"), "--max-steps", str(steps),
+                "--eval-every", str(steps), "--mixed-precision", "bf16", "--output-dir", str(out), "--seed", "1",
+                "--quiet", *extra, *(["--set", "batch_size=8"] if run.quick else [])]
+        run.command(f"data_wait_{name}", [sys.executable, *profiled, "-m", "xsyn", *argv])
         train = json.loads((out / "train_results.json").read_text(encoding="utf-8"))
-        results[variant] = {"steps": train["steps"], "train_seconds": train["train_seconds"],
-                            "ms_per_step": 1000 * train["train_seconds"] / train["steps"],
-                            "data_wait_fraction": train["data_wait_fraction"],
-                            "under_5pct": train["data_wait_fraction"] < DATA_WAIT_TARGET}
+        results[name] = {"steps": train["steps"], "train_seconds": train["train_seconds"],
+                         "ms_per_step": 1000 * train["train_seconds"] / train["steps"],
+                         "data_wait_fraction": train["data_wait_fraction"],
+                         "under_5pct": train["data_wait_fraction"] < DATA_WAIT_TARGET}
+        if profiled:
+            results[name]["host_ms_per_step"] = step_parts(out.with_suffix(".prof"), train["steps"])
     return results
+
+
+# The parts of a training step, as cProfile names them: (file name ends with, function name).
+STEP_PARTS = {"step": ("training/loop.py", "step"), "collate": ("run/train.py", "collate"),
+              "to_device": ("training/loop.py", "to_device"), "forward": ("run/train.py", "forward"),
+              "backward": ("accelerate/accelerator.py", "backward"),
+              "clip_grad_norm": ("accelerate/accelerator.py", "clip_grad_norm_"),
+              "read_step_values (waits for the device)": ("training/loop.py", "read_step_values"),
+              "optimizer": ("accelerate/optimizer.py", "step")}
+
+
+def step_parts(profile_file: Path, steps: int) -> dict[str, float]:
+    """Cumulative milliseconds per optimiser step of each of STEP_PARTS in a cProfile file."""
+    import pstats
+
+    stats = pstats.Stats(str(profile_file)).stats  # {(file, line, function): (calls, ..., cumulative, callers)}
+    parts = {}
+    for part, (file, function) in STEP_PARTS.items():
+        seconds = sum(v[3] for (f, _, name), v in stats.items() if f.endswith(file) and name == function)
+        parts[part] = 1000 * seconds / max(1, steps)
+    return parts
 
 
 def suite(run: Run) -> dict[str, Any]:

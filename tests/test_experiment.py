@@ -190,8 +190,17 @@ def test_run_wait_blocks_until_the_owner_is_done_and_fails_only_for_a_failed_cel
     path = _lock_of(experiment, pid=sleeper.pid, host=socket.gethostname(),
                     process_start=process_start_time(sleeper.pid))
 
-    def owner_fails() -> None:  # the other process records its cell's error and exits
-        time.sleep(1.0)
+    waiting = threading.Event()  # set once `run --wait` found the cell held and began to wait for it
+    wait_for_held = launch.wait_for_held
+
+    def noted_wait(*args, **kwargs):
+        waiting.set()
+        return wait_for_held(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "wait_for_held", noted_wait)
+
+    def owner_fails() -> None:  # the other process records its cell's error and exits, while `run` waits
+        waiting.wait(timeout=120)  # not a fixed delay: under load the command may take seconds to start waiting
         (path.parent / cells.ERROR_FILE).write_text("Traceback ...\nRuntimeError: out of memory\n")
         sleeper.kill()
         sleeper.wait()

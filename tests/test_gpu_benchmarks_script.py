@@ -67,3 +67,36 @@ def test_two_runs_merge_into_one_file(script, tmp_path):
     merged = json.loads((tmp_path / "gpu.json").read_text())
     assert merged["steps"] == {"bench_model": {"status": "ok"}, "pawsx_minilm": {"status": "ok", "none": {}}}
     assert len(merged["merged_from"]) == 2
+
+
+@pytest.mark.parametrize(("kernel", "kind"), [
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopB_TNT", "gemm"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "gemm"),
+    ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80", "attention"),  # CUTLASS, but attention
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>, true>", "attention"),
+    ("triton_tem_fused_mm_0", "gemm"), ("triton_per_fused_native_layer_norm_dropout_3", "fused (inductor)"),
+    ("void at::native::embedding_backward_feature_kernel<float, float, long>", "embedding"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "copy/fill"),
+    ("Memset (Device)", "copy/fill"), ("void at::native::reduce_kernel<512, 1>", "other")])
+def test_profiled_kernels_are_sorted_into_their_kind(script, kernel, kind):
+    assert script.kernel_kind(kernel) == kind
+
+
+def test_a_profiled_step_is_split_into_its_parts(script, tmp_path):
+    """cProfile's cumulative seconds of the step's functions, per optimiser step (here: a stand-in module whose
+    functions sit where the loop's do)."""
+    import cProfile
+
+    loop = tmp_path / "training" / "loop.py"
+    loop.parent.mkdir()
+    loop.write_text("import time\ndef to_device():\n    time.sleep(0.01)\n"
+                    "def step():\n    to_device()\n    time.sleep(0.02)\n")
+    namespace: dict = {}
+    exec(compile(loop.read_text(), str(loop), "exec"), namespace)
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [namespace["step"]() for _ in range(4)])
+    profiler.dump_stats(tmp_path / "run.prof")
+    parts = script.step_parts(tmp_path / "run.prof", steps=4)
+    # a sleep never ends early (late, under load): bounds from below, and the step holds its copy
+    assert 10 <= parts["to_device"] < 100 and parts["step"] >= parts["to_device"] + 20
+    assert parts["forward"] == 0  # no function of that name ran

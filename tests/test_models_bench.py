@@ -35,6 +35,14 @@ def test_bench_model_prints_one_json_object_with_both_ratios_for_every_variant_a
     for f in figures.values():
         assert f["tokens_per_second"] == pytest.approx(2 * 16 / f["step_seconds"])
         assert f["mfu"] == pytest.approx(f["flops_per_step"] / f["step_seconds"] / 2e12)
+    # the gradients of plain BERT's 44,642 parameters at this shape, float32: embeddings 50 x 32 + 512 x 32 +
+    # 2 x 32 + LayerNorm 64; per layer 4 (32 x 32 + 32) + 2 x 64 + (32 x 128 + 128) + (128 x 32 + 32); the pooler
+    # 32 x 32 + 32; the classifier 32 x 2 + 2. A variant adds its trainable syntax parameters (sep's and sdoi's
+    # alpha is fixed by default)
+    assert figures["plain_bert"]["gradient_bytes"] == figures["none"]["gradient_bytes"] == 4 * 44642
+    assert figures["gat"]["gradient_bytes"] == 4 * (44642 + figures["gat"]["syntax_parameters"])
+    assert figures["sep"]["gradient_bytes"] == 4 * (44642 + figures["sep"]["syntax_parameters"] - 2)
+    assert all(f["peak_bytes"] >= f["gradient_bytes"] for f in figures.values())
     # plain BERT and `none` do the same products: 2 layers, hidden 32, feed-forward 128, 2 x 16 pieces
     assert figures["plain_bert"]["flops_per_step"] == figures["none"]["flops_per_step"] == bert_step_flops(
         2, 32, 128, 16, 2)

@@ -14,7 +14,9 @@ median is kept too). In `bfloat16` (or `float16`) the forward pass runs under au
 Peak memory is the peak, over one step, of the bytes held by tensors allocated during that step
 (activations kept for backward, temporaries, gradients; parameters and the batch are excluded):
 on CPU from the allocation/free events of torch's profiler (`profile_memory=True`), on CUDA from
-`torch.cuda.max_memory_allocated` above the level before the step.
+`torch.cuda.max_memory_allocated` above the level before the step. A row's `gradient_bytes` (the trainable
+parameters' sizes) is a floor of that peak: every gradient is alive at the end of the backward, and where
+they make the peak (float32, small batches on CPU) the ratio is the variant's share of parameters.
 
 FLOPs are those of the step's matrix products and attention, counted from their shapes by
 torch's `FlopCounterMode` (one extra, untimed step per row); for plain BERT they equal the
@@ -285,6 +287,8 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
         flops = step_flops(model, inputs, dtype)
         results[row] = {"step_seconds": seconds, "median_seconds": statistics.median(times[row]),
                         "peak_bytes": peak_bytes(runners[row], inputs, device, dtype),
+                        "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters()
+                                              if p.requires_grad),
                         "tokens_per_second": batch_size * seq_len / seconds, "flops_per_step": flops,
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
                         "ops_per_step": sum(step_ops(model, inputs, dtype).values()),

@@ -1,10 +1,16 @@
 """BERT self-attention that a syntax variant changes, and syntax masks in the attention function's form.
 
-`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `project` makes the
-query/key/value projections (the GAT adds its bias in their GEMMs), `attend` runs the attention over
-them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention runs
-through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
+`SyntaxSelfAttention` is `BertSelfAttention` with two steps a variant overrides: `projection_terms` gives
+what it adds to the query/key/value projections (the GAT's bias, added in their GEMMs), `attend` runs the
+attention over them (SLA/WLA's gated local attention runs BERT's and the local one in one call). Attention
+runs through transformers' attention functions (`sdpa` by default, or `eager`, which also returns the
 probabilities).
+
+Under autocast the three projections are one GEMM over the three weights, cast by one op, on the layer's
+input cast once: BERT's three `nn.Linear`s would each cast the input (three low-precision copies kept for
+the backward, where one serves) and their weight and bias, and each input gradient would go back to
+float32 on its own before the three are summed; the one GEMM sums them in its float32 accumulator. In
+float32 the three GEMMs read the input as it is (one GEMM would need a copy of the three weights each step).
 
 Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
 once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
@@ -20,6 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
+from torch.nn import functional as F
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
@@ -28,15 +36,38 @@ from transformers.models.bert.modeling_bert import BertSelfAttention, eager_atte
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
                      tuple[torch.Tensor, torch.Tensor | None]]
 MASK_IMPLEMENTATIONS = (None, "sdpa", "eager")  # the attention functions that take an additive (B, 1, T, T) mask
+PROJECTIONS = ("query", "key", "value")
 
 
-class SyntaxSelfAttention(BertSelfAttention):
-    """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
+class LeanSelfAttention(BertSelfAttention):
+    """BERT self-attention whose projections are one GEMM under autocast (`project`): the attention of every
+    layer a variant installs (sep's, sdoi's); `SyntaxSelfAttention` reads the batch's syntax too."""
+
+    def projection_terms(self, syntax: Any) -> dict[str, Sequence[torch.Tensor]]:
+        """What the variant adds to its projections, by name (`PROJECTIONS`): a (B, T, hidden) term that holds
+        the projection's own bias (head h: columns h Dh .. (h + 1) Dh), as column blocks, each (B, T, k) or a
+        (k,) vector for every token, whose concatenation is the term; none by default."""
+        return {}
 
     def project(self, syntax: Any, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The (B, T, hidden) query, key and value projections of the layer's input (head h: columns
-        h Dh .. (h + 1) Dh); a variant may add to them (the GAT's bias)."""
-        return self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        """The (B, T, hidden) query, key and value projections of the layer's input, each plus its
+        `projection_terms` (see the module docstring for the one GEMM under autocast)."""
+        terms = self.projection_terms(syntax)
+        linears = [getattr(self, name) for name in PROJECTIONS]
+        dtype = compute_dtype(hidden_states.device, linears[0].weight.dtype)
+        if dtype == linears[0].weight.dtype or any(type(linear) is not nn.Linear for linear in linears):
+            return tuple(project_with(linear, hidden_states, joined(terms[name], hidden_states) if name in terms
+                                      else None) for name, linear in zip(PROJECTIONS, linears))
+        plain = [name for name in PROJECTIONS if name not in terms]  # biases no term holds: cast with the weights
+        weight, *biases = cast_together([[linear.weight for linear in linears]]
+                                        + ([[getattr(self, name).bias for name in plain]] if plain else []), dtype)
+        h = hidden_states.to(dtype)
+        if not terms:
+            return F.linear(h, weight, biases[0]).chunk(3, dim=-1)
+        own = dict(zip(plain, biases[0].view(len(plain), -1))) if plain else {}
+        # one (B, T, 3 hidden) addend: the terms, and the other projections' biases for every token
+        addend = joined([block for name in PROJECTIONS for block in terms.get(name, (own.get(name),))], h)
+        return project_with(None, h, addend, weight).chunk(3, dim=-1)
 
     def attend(self, syntax: Any, hidden_states: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor, attention_mask: torch.Tensor | None, attention: Attention
@@ -48,9 +79,6 @@ class SyntaxSelfAttention(BertSelfAttention):
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 past_key_values=None, xsyn_syntax: Any = None, **kwargs):
         # past_key_values: part of BertSelfAttention's interface; an encoder keeps no cache
-        if xsyn_syntax is None:
-            raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
-                             "with the batch's tree_* fields rather than the encoder directly")
         shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
         query, key, value = (x.view(shape).transpose(1, 2) for x in self.project(xsyn_syntax, hidden_states))
         function = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
@@ -62,6 +90,46 @@ class SyntaxSelfAttention(BertSelfAttention):
 
         output, weights = self.attend(xsyn_syntax, hidden_states, query, key, value, attention_mask, attention)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
+
+
+class SyntaxSelfAttention(LeanSelfAttention):
+    """BERT self-attention reading the batch's syntax context (`xsyn_syntax`, built by the variant)."""
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                past_key_values=None, xsyn_syntax: Any = None, **kwargs):
+        if xsyn_syntax is None:
+            raise ValueError("a syntax layer ran without its syntax context; call XsynBertModel (or a head) "
+                             "with the batch's tree_* fields rather than the encoder directly")
+        return super().forward(hidden_states, attention_mask, past_key_values, xsyn_syntax, **kwargs)
+
+
+def lean_attention(attention: BertSelfAttention) -> LeanSelfAttention:
+    """A `LeanSelfAttention` to put in the place of a BERT layer's `attention` (a layer a variant builds), drawn
+    aside from the random streams of the device it is on: the model's initialisation, which sets its weights,
+    draws what it drew with BERT's attention there, and seeded runs keep their numbers."""
+    device = attention.query.weight.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return LeanSelfAttention(attention.config, is_causal=attention.is_causal, layer_idx=attention.layer_idx)
+
+
+def joined(blocks: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """Column blocks, each (B, T, k) or a (k,) vector for every token of `like` (B, T, .), as one (B, T, sum k)
+    tensor (one op)."""
+    return torch.cat([b if b.dim() == like.dim() else b.expand(*like.shape[:-1], -1) for b in blocks], dim=-1)
+
+
+def project_with(linear: nn.Module | None, x: torch.Tensor, term: torch.Tensor | None,
+                 weight: torch.Tensor | None = None) -> torch.Tensor:
+    """x W^T + `term`, for a (B, T, out) `term` that holds the projection's own bias: the addition is the GEMM's
+    (addmm's input), not an op after it; no term: the projection itself. `weight`: W where `linear` is None
+    (the stacked projections). A wrapped projection (an adapter) runs its own forward instead."""
+    if term is None:
+        return linear(x)
+    if linear is not None and type(linear) is not nn.Linear:
+        return linear(x) + (term - linear.bias.to(term.dtype))
+    weight = linear.weight if weight is None else weight
+    # (B, T) merge into rows as views: `term` may be a slice of a stacked (B, T, n, out) tensor
+    return torch.addmm(term.flatten(0, 1), x.flatten(0, 1), weight.t()).view(term.shape)
 
 
 def compute_dtype(device: torch.device, weights: torch.dtype) -> torch.dtype:

@@ -220,27 +220,31 @@ class GatContext:
     """What the `gat` variant's layers read: G, and each syntax layer's additive terms by target."""
 
     gat_output: torch.Tensor  # (B, T, k d_g)
-    # layer -> target -> (B, T, hidden): the projection's own bias, plus G G^X_l + b_l on the first heads
-    biases: dict[int, dict[str, torch.Tensor]]
+    # layer -> target -> the term's column blocks (`LeanSelfAttention.projection_terms`): G G^X_l + b_l plus the
+    # projection's own bias on the first heads' columns (B, T, w), then the own bias's other columns (hidden - w)
+    biases: dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]
 
 
 def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor, parameters: list[torch.Tensor] | None = None
-                  ) -> dict[int, dict[str, torch.Tensor]]:
-    """What every syntax layer adds to its projections' GEMMs: G G^X_l + b_l on the syntax heads' columns, in
-    one GEMM over all layers' stacked weights (one kernel and one backward, where a GEMM per layer and target
-    launches 12 to 36 times as many), plus the projection's own bias everywhere (so the layer's GEMM adds
-    both at once, and one sum gives all those biases' gradients). `parameters`: `bias_parameter_groups` in the
-    compute dtype where the step cast them already (`step_parameters`)."""
+                  ) -> dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+    """What every syntax layer adds to its projections' GEMMs, as column blocks: G G^X_l + b_l on the syntax
+    heads' columns, in one GEMM over all layers' stacked weights (one kernel and one backward, where a GEMM
+    per layer and target launches 12 to 36 times as many) whose bias also holds the projection's own bias on
+    those columns, then the own bias's other columns. The layer joins the blocks into its GEMM's addend, so the
+    step keeps no full-width copy per layer and target, and the backward hands the stacked GEMM only the
+    syntax heads' columns of each gradient. `parameters`: `bias_parameter_groups` in the compute dtype where
+    the step cast them already (`step_parameters`)."""
     projections = _bias_projections(model)
     weight, bias, own = parameters or cast_together(bias_parameter_groups(model),
                                                     compute_dtype(gat_output.device, gat_output.dtype))
-    stacked = F.linear(gat_output, weight, bias).unflatten(-1, (len(projections), -1))  # (B, T, n, w)
     own = own.view(len(projections), -1)  # (n, hidden)
-    # zero-padded to the projections' width once for all, plus their own biases; `unbind`'s backward is one stack
-    parts = (F.pad(stacked, (0, own.shape[-1] - stacked.shape[-1])) + own).unbind(2)
-    biases: dict[int, dict[str, torch.Tensor]] = {}
-    for (_, i, target, _), part in zip(projections, parts):
-        biases.setdefault(i, {})[target] = part
+    width = bias.shape[0] // len(projections)
+    heads, rest = own.split([width, own.shape[1] - width], dim=1)
+    stacked = F.linear(gat_output, weight, bias + heads.flatten())  # (B, T, n w)
+    biases: dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]] = {}
+    # `split`'s and `unbind`'s backwards are one concatenation each
+    for (_, i, target, _), part, others in zip(projections, stacked.split(width, dim=-1), rest.unbind(0)):
+        biases.setdefault(i, {})[target] = (part, others)
     return biases
 
 
@@ -273,15 +277,6 @@ def _cast_by_owner(owners: list[list[list[torch.Tensor]]], dtype: torch.dtype) -
     return [[next(flat) for _ in groups] for groups in owners]
 
 
-def project_with(linear: nn.Module, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """x W^T + `bias`, for a (B, T, out) `bias` that holds the projection's own bias: the addition is the GEMM's
-    (addmm's input), not an op after it. A wrapped projection (an adapter) runs its own forward instead."""
-    if type(linear) is not nn.Linear:
-        return linear(x) + (bias - linear.bias.to(bias.dtype))
-    # (B, T) merge into rows as views: `bias` is a slice of the stacked (B, T, n, out) tensor
-    return torch.addmm(bias.flatten(0, 1), x.flatten(0, 1), linear.weight.t()).view(bias.shape)
-
-
 class GatSelfAttention(SyntaxSelfAttention):
     """A syntax layer of the `gat` variant: BERT's attention with the GAT bias on its first heads (the
     batch's syntax context is a `GatContext`)."""
@@ -290,11 +285,8 @@ class GatSelfAttention(SyntaxSelfAttention):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def project(self, syntax: GatContext, hidden_states: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        biases = syntax.biases[self.layer_idx]
-        return tuple(project_with(linear, hidden_states, biases[target]) if target in biases else linear(hidden_states)
-                     for target, linear in (("query", self.query), ("key", self.key), ("value", self.value)))
+    def projection_terms(self, syntax: GatContext) -> dict[str, torch.Tensor]:
+        return syntax.biases[self.layer_idx]
 
 
 def gat_encode(model: XsynBertModel, input_ids: torch.Tensor, tree: TreeTensors, deprel: torch.Tensor | None = None,

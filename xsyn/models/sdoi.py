@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
+from xsyn.models.attention import lean_attention
+
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
 
@@ -30,6 +32,7 @@ class SdoiLayer(nn.Module):
     def __init__(self, config: XsynBertConfig):
         super().__init__()
         self.layer = BertLayer(config)
+        self.layer.attention.self = lean_attention(self.layer.attention.self)  # projections in one GEMM
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.sdoi_learn_alpha)
 
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.models.bert.modeling_bert import BertLayer
 
-from xsyn.models.attention import cast_together
+from xsyn.models.attention import cast_together, lean_attention
 
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
@@ -38,10 +38,8 @@ class SepMix(nn.Module):
         self.tree = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W2
         self.alpha = nn.Parameter(torch.empty(()), requires_grad=config.sep_learn_alpha)
 
-    def forward(self, hidden_states: torch.Tensor, weights: torch.Tensor,
-                parameters: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """`parameters`: this mix's `mix_parameters` where the step made them for all layers at once."""
-        weight, bias = parameters if parameters is not None else mix_parameters([self], weights.dtype)[0]
+    def forward(self, hidden_states: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.stacked(weights.dtype)
         h = hidden_states.to(weights.dtype)  # once, in the compute dtype (autocast would cast it per product)
         # W1 H + b1 and H W2^T by one GEMM; W2 (D~ H) = D~ (H W2^T): each piece's tree-distance-weighted
         # context, added by the same product
@@ -49,16 +47,14 @@ class SepMix(nn.Module):
         syntax = torch.sigmoid(torch.baddbmm(own, weights, tree))
         return torch.lerp(hidden_states, syntax.to(hidden_states.dtype), self.alpha.to(hidden_states.dtype))
 
-
-def mix_parameters(mixes: list[SepMix], dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each mix's stacked [W1; W2] (2H, H) and [b1; 0] (2H) in `dtype`, all mixes' by one cast
-    (`cast_together`): the parameters keep their names, and a step casts them in one op, not three a layer."""
-    if not mixes:
-        return []
-    zeros = torch.zeros_like(mixes[0].own.bias)  # W2's missing bias, one for all layers
-    groups = [group for mix in mixes for group in ([mix.own.weight, mix.tree.weight], [mix.own.bias, zeros])]
-    stacked = cast_together(groups, dtype)
-    return list(zip(stacked[::2], stacked[1::2]))
+    def stacked(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """[W1; W2] (2H, H) and [b1; 0] (2H) in `dtype`, by one cast (`cast_together`; the parameters keep their
+        names). Cast here, in the layer's own forward, rather than once for all layers: the backward then turns
+        this layer's gradients back to float32 as soon as the layer is done, where one cast for all would hold
+        every layer's low-precision weight gradients to the end of the backward, when the step's gradients peak."""
+        zeros = torch.zeros_like(self.own.bias)  # W2's missing bias
+        weight, bias = cast_together([[self.own.weight, self.tree.weight], [self.own.bias, zeros]], dtype)
+        return weight, bias
 
 
 class SepLayer(BertLayer):
@@ -67,11 +63,12 @@ class SepLayer(BertLayer):
     def __init__(self, config: XsynBertConfig, layer_idx: int):
         super().__init__(config, layer_idx=layer_idx)
         self.layer_idx = layer_idx
+        self.attention.self = lean_attention(self.attention.self)  # BERT's, its projections in one GEMM
         self.seprem = SepMix(config)  # the saved name (see above)
 
     def forward(self, hidden_states: torch.Tensor, *args, xsyn_syntax=None, **kwargs) -> torch.Tensor:
         if xsyn_syntax is None:
             raise ValueError("a sep layer ran without its distance weights; call XsynBertModel (or a head) "
                              "with the batch's tree_* fields rather than the encoder directly")
-        mixed = self.seprem(hidden_states, xsyn_syntax.weights, xsyn_syntax.parameters.get(self.layer_idx))
+        mixed = self.seprem(hidden_states, xsyn_syntax.weights)
         return super().forward(mixed, *args, **kwargs)

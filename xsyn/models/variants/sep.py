@@ -61,12 +61,10 @@ class SepSettings:
 
 @dataclass
 class SepContext:
-    """D~ in the layers' dtype, the pairs whose distances were corrupted for the loss (or None), and each sep
-    layer's mix parameters in that dtype (`xsyn.models.sep.mix_parameters`, cast once for all layers)."""
+    """D~ in the layers' dtype, and the pairs whose distances were corrupted for the loss (or None)."""
 
     weights: torch.Tensor
     pairs: torch.Tensor | None
-    parameters: dict[int, tuple[torch.Tensor, torch.Tensor]]
 
 
 class Sep(SyntaxVariant):
@@ -102,7 +100,6 @@ class Sep(SyntaxVariant):
                 ) -> SepContext:
         from xsyn.models.attention import compute_dtype
         from xsyn.models.distance_prediction import corrupt_distances, select_pairs
-        from xsyn.models.sep import mix_parameters
         from xsyn.trees.tensors import sep_weights
 
         pairs = None
@@ -113,10 +110,7 @@ class Sep(SyntaxVariant):
         else:
             weights = tree.sep_weights()
         # under autocast, cast once here rather than in every layer's product
-        dtype = compute_dtype(weights.device, model.dtype)
-        layers = model.config.syntax_layer_ids
-        parameters = mix_parameters([model.encoder.layer[i].seprem for i in layers], dtype)
-        return SepContext(weights.to(dtype), pairs, dict(zip(layers, parameters)))
+        return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)
 
     def auxiliary_losses(self, model: PreTrainedModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
