@@ -119,6 +119,12 @@ class UDPipeParser:
 
         self.__dict__.update(state, _udpipe=udpipe)
 
+    def check_models(self, langs: Sequence[str], online: bool) -> None:
+        """Before any data is read (the preflight): a model for each language, so that a folder without one
+        stops the command at once, not after the training that precedes an evaluation in that language."""
+        for lang in langs:
+            self.model_for(lang)
+
     def model_for(self, lang: str) -> Path:
         """The model file for a language: the only one, or the folder's model named for the language."""
         if self.path.is_file():
