@@ -192,9 +192,25 @@ def test_a_stanza_parser_without_its_models_is_found_first_naming_the_other_pars
     res = CliRunner().invoke(main, args)  # offline (HF_HUB_OFFLINE=1): nothing can be downloaded
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "cannot load Stanza models for language 'en'" in res.output and "no network to download them" in res.output
+    # the folder it looked in is the one it names (it said "from ~/stanza_resources (not in <Stanza's default>)")
+    assert f"from {tmp_path / 'no-stanza'} (no network to download them)" in res.output
     for other in ("--parser udpipe:MODEL", "--parser spacy:PIPELINE", "--parser chain"):
         assert other in res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_a_stanza_parser_without_its_models_names_the_folder_stanza_reads(tmp_path, monkeypatch):
+    """Without --parser-model-dir the message said "from ~/stanza_resources" while Stanza reads its own default."""
+    import stanza
+
+    from xsyn.syntax.parsing import ParserUnavailable, build_parser
+
+    monkeypatch.setattr(stanza.resources.common, "DEFAULT_MODEL_DIR", str(tmp_path / "default"))
+    with pytest.raises(ParserUnavailable) as err:
+        build_parser("stanza").check_models(["de"], online=False)
+    assert f"for language 'de' from {tmp_path / 'default'} (no network" in str(err.value)
+    assert f"copy MODELS to {tmp_path / 'default'}, or pass it as --parser-model-dir" in str(err.value)
+    assert "stanza_resources" not in str(err.value)
 
 
 def _bert_checkpoint(folder: Path, vocab_size: int, pad_token_id: int = 0) -> Path:

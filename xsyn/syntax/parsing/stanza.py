@@ -87,18 +87,21 @@ class StanzaParser:
         where = Path(self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR)
         missing = [lang for lang in langs if not (where / "resources.json").is_file() or not (where / lang).is_dir()]
         if missing:
-            raise self._unavailable(missing, f"not in {where}, and " + ("--parser-download none" if online
-                                                                      else "no network to download them"))
+            raise self._unavailable(missing, "--parser-download none" if online else "no network to download them")
 
     def _unavailable(self, langs: Sequence[str], cause: str) -> ParserUnavailable:
-        where = self.model_dir or "~/stanza_resources"
+        import stanza
+
+        # the folder Stanza reads (its own default where --parser-model-dir is not given), named once, as it is
+        where = self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR
         names = ", ".join(map(repr, langs))
         return ParserUnavailable(
             f"cannot load Stanza models for language {names} from {where} ({cause}). On a machine with network "
-            f"run: python -c \"import stanza; stanza.download('{langs[0]}', model_dir='{where}')\" and copy the "
-            "folder here, then pass --parser-model-dir; or choose another parser: --parser udpipe:MODEL (a UDPipe "
-            "1 model file or folder), --parser spacy:PIPELINE (an installed spaCy pipeline), --parser chain (no "
-            "model: a right-branching chain, to check a setup), or pre-parsed CoNLL-U input (--parser conllu:PATH)")
+            f"run: python -c \"import stanza; stanza.download('{langs[0]}', model_dir='MODELS')\" and copy MODELS "
+            f"to {where}, or pass it as --parser-model-dir MODELS; or choose another parser: --parser "
+            "udpipe:MODEL (a UDPipe 1 model file or folder), --parser spacy:PIPELINE (an installed spaCy pipeline), "
+            "--parser chain (no model: a right-branching chain, to check a setup), or pre-parsed CoNLL-U input "
+            "(--parser conllu:PATH)")
 
     def _pipeline(self, lang: str, pretokenized: bool) -> Any:
         key = (lang, pretokenized)
