@@ -282,7 +282,9 @@ class _Evaluation:
         saved = eval_partial(self.out) / f"{split}-{key}.json"
         cached = _kept_result(saved, self.fingerprint)
         if cached is not None:
-            log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier, interrupted evaluation)")
+            # (an interrupted evaluation, or a finished one of more languages: `partial/` keeps each one scored)
+            log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier evaluation of this checkpoint, "
+                     f"{saved.parent.name}/)")
             return cached
         started = time.perf_counter()
         data = self._data(segment_langs)
