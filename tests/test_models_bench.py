@@ -139,3 +139,25 @@ def test_bench_model_measures_each_encoder_shape_with_its_own_plain_row_and_embe
         assert costs["peak_bytes"] - costs["peak_bytes_frozen_embeddings"] >= 0.9 * costs["word_embedding_bytes"]
     result = CliRunner().invoke(main, ["bench", "model", "--encoders", "gpt2"])
     assert result.exit_code == 2 and "choose from mbert, xlmr-base" in result.output
+
+
+def test_on_a_cpu_a_step_slowed_by_waiting_keeps_its_cpu_time_ratio(monkeypatch):
+    """What another process's load does to a step (wall time passes, this process computes nothing) leaves
+    `cpu_time_ratio` where the step's own work puts it: here sep's steps each wait 30 ms."""
+    import time
+
+    from xsyn.benchmarks import model as bench
+
+    step = bench.train_step
+
+    def waiting(model, batch, dtype="float32"):
+        if getattr(model.config, "variant", None) == "sep":
+            time.sleep(0.03)
+        return step(model, batch, dtype)
+
+    monkeypatch.setattr(bench, "train_step", waiting)
+    rows = bench.run_model_bench(["sep"], layers=2, hidden=32, heads=2, seq_len=16, batch_size=2, vocab_size=50,
+                                 repeats=2, plain_bert=False)["rows"]
+    assert rows["none"]["cpu_time_ratio"] == 1.0 and rows["none"]["cpu_seconds"] > 0  # (all threads' CPU time)
+    assert rows["sep"]["step_seconds"] >= 0.03 and rows["sep"]["cpu_seconds"] < 0.03
+    assert rows["sep"]["cpu_time_ratio"] < rows["sep"]["step_time_ratio"] / 2

@@ -8,7 +8,10 @@ loss included) on a synthetic batch of random dependency trees, at bert-base sha
 meet), are built first and timed in interleaved rounds (none, gat, ..., plain_bert, none, ...), so
 machine noise hits them alike. A row's time is its fastest round: other processes only ever add
 time, so the minimum is the steadiest estimate of the step's own cost on a shared machine (the
-median is kept too). In `bfloat16` (or `float16`) the forward pass runs under autocast, as
+median is kept too). On a CPU each row also has `cpu_seconds`, the median CPU time the process spent on
+a step, and `cpu_time_ratio`: another process's load takes wall time from a step but adds no CPU time to
+it, so on a shared machine (run with OMP_NUM_THREADS=1: idle OpenMP threads spin, and count) these ratios
+hold where the timed ones scatter. In `bfloat16` (or `float16`) the forward pass runs under autocast, as
 `--mixed-precision` trains; the weights stay float32.
 
 Peak memory is the peak, over one step, of the bytes held by tensors allocated during that step
@@ -275,10 +278,12 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
             first_step.setdefault(row, time.perf_counter() - start)
             graphs[row] += compiled_graphs() - before
     times: dict[str, list[float]] = {v: [] for v in rows}
+    cpu_times: dict[str, list[float]] = {v: [] for v in rows}  # this process's CPU seconds: others' load adds none
     for _ in range(repeats):
         for row, runner in runners.items():
-            before = compiled_graphs()
+            before, cpu = compiled_graphs(), time.process_time()
             times[row].append(step_seconds(runner, model_batch(row, batch), device, dtype))
+            cpu_times[row].append(time.process_time() - cpu)
             graphs[row] += compiled_graphs() - before
     results = {}
     for row, model in models.items():
@@ -294,6 +299,8 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
                         "ops_per_step": sum(step_ops(model, inputs, dtype).values()),
                         "syntax_parameters": (0 if row.startswith(PLAIN) else
                                               sum(p.numel() for _, p in model.base_model.syntax_parameters()))}
+        if not device.startswith("cuda"):
+            results[row]["cpu_seconds"] = statistics.median(cpu_times[row])
         if compile_mode:
             results[row].update(compile_mode=compile_mode, compile_seconds=first_step[row],
                                 compiled_graphs=graphs[row], recompiles=max(0, graphs[row] - 1))
@@ -302,6 +309,8 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
         result["step_time_ratio"] = result["step_seconds"] / base["step_seconds"]
         result["peak_memory_ratio"] = result["peak_bytes"] / base["peak_bytes"]
         result["ops_ratio"] = result["ops_per_step"] / base["ops_per_step"]
+        if "cpu_seconds" in result:
+            result["cpu_time_ratio"] = result["cpu_seconds"] / base["cpu_seconds"]
     return results
 
 
