@@ -86,6 +86,8 @@ def test_chinese_cards_carry_li_et_al_grids():
 def test_unknown_task_language_split_and_variant_list_the_valid_ones():
     with pytest.raises(CardError, match="unknown task 'xnlii'; the tasks are: cged, chnsenticorp"):
         load_card("xnlii")
+    with pytest.raises(CardError, match=r"unknown task 'paws-x'; the tasks are: .*, xquad; did you mean 'pawsx'\?$"):
+        load_card("paws-x")  # the paper's spelling
     with pytest.raises(CardError, match="no language 'xx'; its languages are: de, en, es, fr, ja, ko, zh"):
         load_examples("pawsx", "xx", "test")
     with pytest.raises(CardError, match="no split 'dev'; its splits are: train, validation, test"):

@@ -36,7 +36,16 @@ from xsyn.data.rows import FROM_TRAIN
 from xsyn.metrics import METRICS
 from xsyn.models.variants import variant_names
 from xsyn.utils.io import not_utf8_at
-from xsyn.utils.schema import Invalid, check_values, construct, distinct, one_of, strict, validated_field
+from xsyn.utils.schema import (
+    Invalid,
+    check_values,
+    construct,
+    did_you_mean,
+    distinct,
+    one_of,
+    strict,
+    validated_field,
+)
 from xsyn.utils.shipped import TASKS, shipped_files, shipped_folder
 
 SPLITS = ("train", "validation", "test")
@@ -270,7 +279,8 @@ def load_card(name_or_path: str | Path) -> TaskCard:
     else:
         name = str(name_or_path)
         if name not in list_tasks():
-            raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}")
+            raise CardError(f"unknown task {name!r}; the tasks are: {', '.join(list_tasks())}"
+                            f"{did_you_mean(name, list_tasks())}")
         path, where = shipped_folder(TASKS) / f"{name}.toml", f"{TASKS}/{name}.toml"
     card = parse_card(read_card_table(path, where), where)
     return replace(card, file=str(path.absolute())) if where == str(path) else card
