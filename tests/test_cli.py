@@ -170,6 +170,7 @@ def test_settings_lists_every_set_key_with_type_default_and_the_cards_value():
     assert json.loads(as_file.output)["gat_delta"]["card"] == 4  # --task PATH.toml, includes resolved
     unknown = CliRunner().invoke(main, ["finetune", "--task", "pawz"])
     assert unknown.exit_code == 2 and "'pawz' is neither a task (cged, " in unknown.output
+    assert "nor a card file (PATH.toml); did you mean 'pawsx'?" in unknown.output
 
 
 @pytest.mark.parametrize("args", [["--help"], ["tasks"], ["parse", "--help"], ["report", "--help"],

@@ -18,6 +18,7 @@ from xsyn.models.variants import variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
+from xsyn.utils.schema import did_you_mean
 
 
 class TaskChoice(click.ParamType):
@@ -28,7 +29,8 @@ class TaskChoice(click.ParamType):
     def convert(self, value, param, ctx):
         if str(value).endswith(".toml") or value in list_tasks():
             return value
-        self.fail(f"{value!r} is neither a task ({', '.join(list_tasks())}) nor a card file (PATH.toml)", param, ctx)
+        self.fail(f"{value!r} is neither a task ({', '.join(list_tasks())}) nor a card file (PATH.toml)"
+                  f"{did_you_mean(value, list_tasks())}", param, ctx)
 
     def shell_complete(self, ctx, param, incomplete):
         return [click.shell_completion.CompletionItem(name) for name in list_tasks() if name.startswith(incomplete)]
