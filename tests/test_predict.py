@@ -337,3 +337,18 @@ def test_a_non_utf8_input_is_named_by_line_and_byte_and_a_bom_is_not_text(pawsx_
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"sentence1": "A dog.", "sentence2": "A cat."}).encode() + b"\r\n")
     assert [row.fields for row in read_input_file(bom)] == [{"sentence1": "A dog.", "sentence2": "A cat."}]
+
+
+def test_a_multiple_choice_row_with_more_options_than_the_models_answer_labels_is_named_by_line():
+    """A 5th option has no letter among the model's A-D: it was scored, its probability dropped from the output
+    and, when it won, an IndexError; fewer options than labels are fine (lettered A, B, C)."""
+    from xsyn.run.predict import InputRow, rows_to_examples
+
+    card, base = load_card("race"), {"article": "Tom has a dog.", "question": "What?"}
+    rows = [InputRow(1, {**base, "options": ["a", "b", "c"]}), InputRow(2, {**base, "options": list("abcde")})]
+    with pytest.raises(PredictInputError, match=r"line 2: 5 options, but the model's answer labels name 4 "
+                                                r"\(A, B, C, D\): give at most 4") as err:
+        rows_to_examples(card, rows, "en", "in.jsonl", ("A", "B", "C", "D"))
+    assert "line 1" not in str(err.value)
+    three = rows_to_examples(card, rows[:1], "en", "in.jsonl", ("A", "B", "C", "D"))
+    assert [s.text for s in three[0].segments[2:]] == ["a", "b", "c"]

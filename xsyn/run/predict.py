@@ -27,7 +27,7 @@ import csv
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,8 +166,10 @@ def _row_lang(row: InputRow, segment: str, default: str) -> str | None:
     return lang if isinstance(lang, str) and lang.strip() else None
 
 
-def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, source: str) -> list[Example]:
-    """One example per row (its id is the line number); every bad row is named in one error."""
+def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, source: str,
+                     labels: Sequence[str] = ()) -> list[Example]:
+    """One example per row (its id is the line number); every bad row is named in one error. `labels`: the
+    model's, which name a multiple-choice row's options (A, B, ...), so a row may have at most as many."""
     tagged = card.task_kind.tagged
     problems, examples = [], []
     for row in rows:
@@ -188,6 +190,9 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
             if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip()
                                                                        for o in options):
                 wrong.append("'options' must be a non-empty list of non-empty texts")
+            elif len(options) > len(labels):  # the model's answer labels name the options: none for one more
+                wrong.append(f"{len(options)} options, but the model's answer labels name {len(labels)} "
+                             f"({', '.join(labels)}): give at most {len(labels)}")
             else:
                 segments += [Segment(segments[-1].lang if segments else default_lang, text=o) for o in options]
         if wrong:
@@ -270,7 +275,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
         raise PredictInputError(f"--lang {lang!r}: task {card.name} has no such language; its languages are "
                                 f"{', '.join(card.languages)}")
     rows, source = as_rows(inputs)
-    examples = rows_to_examples(card, rows, lang or config.train_lang, source)
+    examples = rows_to_examples(card, rows, lang or config.train_lang, source, checkpoint.labels)
     parse = _parser(config, source)
     prepared = _Prepared(examples)
     if card.task_kind.tagged:
