@@ -197,3 +197,12 @@ def test_a_card_given_as_a_file_is_the_runs_task_and_is_read_again_from_its_file
     config.save(tmp_path / "config.json")
     again = resolve("my_pawsx", None, load_card(own), read_config_file(tmp_path / "config.json"), {})
     assert again.card.content_hash == load_card(own).content_hash and again.card.file == str(own.absolute())
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_synth_runs_on_its_own_trees_unless_a_parser_is_given(variant):
+    """No parser knows synth's made-up languages: `finetune --task synth` (README's two-process example)
+    stopped asking to `stanza.download('svo')`. The card says its trees are the data's; --parser still wins."""
+    card = load_card("synth")
+    assert resolve("synth", variant, card, {}, {}, check_model=False).parser == "gold"
+    assert resolve("synth", variant, card, {}, {"parser": "chain"}, check_model=False).parser == "chain"

@@ -82,7 +82,7 @@ def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, An
     run_dir = out / "runs" / f"{variant}-seed{plan['seed']}"
     config = resolve("synth", variant, card, {}, {
         "model": TINY, "tokenizer": str(vocab), "train_lang": card.train_languages[0], "seed": plan["seed"],
-        "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "parser": "gold", "log_every": 20,
+        "output_dir": str(run_dir), "cache_dir": str(out / "cache"), "log_every": 20,  # trees: the card's (gold)
         "max_steps": plan["max_steps"], **plan["settings"]})
     folder = RunFolder(run_dir)
     try:
