@@ -28,6 +28,22 @@ def test_finetune_settings_merge_card_file_keywords_then_sets(tmp_path):
     assert config.model_settings["gat_delta"] == 1
 
 
+def test_a_model_setting_only_other_variants_take_is_refused_naming_them(tmp_path):
+    """`--variant gat --set sla_distance=2` was saved in config.json and ignored by the GAT model: a run that
+    looked configured and was not. BERT's own settings and the variant's own still pass."""
+    from xsyn.run.settings import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^sla_distance is a setting of sla, not of variant 'gat', whose model "
+                                          r"would ignore it: drop it, or choose --variant sla$"):
+        finetune_settings(task="synth", variant="gat", sets=["sla_distance=2"])
+    with pytest.raises(ConfigError, match=r"^gat_delta is a setting of gat, not of variant 'none'"):
+        finetune_settings(task="synth", variant="none", gat_delta=2)  # its own option, too
+    with pytest.raises(ConfigError, match=r"^syntax_layers is a setting of gat, sla, wla, sep, not of variant 'sdoi'"):
+        finetune_settings(task="synth", variant="sdoi", sets=["syntax_layers=2"])
+    config, _ = finetune_settings(task="synth", variant="sla", sets=["sla_distance=2", "hidden_dropout_prob=0.2"])
+    assert config.model_settings["sla_distance"] == 2 and config.model_settings["hidden_dropout_prob"] == 0.2
+
+
 def test_finetune_settings_name_a_missing_task_and_a_resume_without_a_run(tmp_path):
     with pytest.raises(OptionError, match=r"Missing option '--task' \(or a --config file that names it\)"):
         finetune_settings(variant="gat")

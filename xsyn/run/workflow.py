@@ -32,7 +32,7 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     (continue the run in `output_dir`) or the folder of the run to continue, whose config.json then gives
     the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
     from xsyn.data.cards import load_card
-    from xsyn.run.settings import parse_overrides, read_config_file, resolve
+    from xsyn.run.settings import check_variant_settings, parse_overrides, read_config_file, resolve
 
     if resume_dir:
         config_file = _resumed_config(str(resume_dir), flags, config_file)
@@ -52,7 +52,9 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
-    return resolve(task, variant, card, file_values, flags), resume_dir is not None
+    config = resolve(task, variant, card, file_values, flags)
+    check_variant_settings(config.variant, overrides[MODEL_SETTINGS])
+    return config, resume_dir is not None
 
 
 def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | Path | None) -> str | Path:
