@@ -352,3 +352,12 @@ def test_a_multiple_choice_row_with_more_options_than_the_models_answer_labels_i
     assert "line 1" not in str(err.value)
     three = rows_to_examples(card, rows[:1], "en", "in.jsonl", ("A", "B", "C", "D"))
     assert [s.text for s in three[0].segments[2:]] == ["a", "b", "c"]
+
+
+def test_a_rows_unknown_language_is_said_once_not_once_per_segment():
+    from xsyn.run.predict import InputRow, rows_to_examples
+
+    row = InputRow(3, {"question": "Who?", "context": "Ann.", "lang": "xx"})
+    with pytest.raises(PredictInputError) as err:
+        rows_to_examples(load_card("squad_v2"), [row], "en", "in.jsonl")
+    assert str(err.value).count("language 'xx' is not one of the task's (en)") == 1

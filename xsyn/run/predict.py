@@ -196,7 +196,7 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
             else:
                 segments += [Segment(segments[-1].lang if segments else default_lang, text=o) for o in options]
         if wrong:
-            problems.append(f"line {row.line}: {'; '.join(wrong)}")
+            problems.append(f"line {row.line}: {'; '.join(dict.fromkeys(wrong))}")  # a row's `lang` once, not per segment
         else:
             examples.append(Example(str(row.line), segments))
     if problems:
