@@ -42,6 +42,13 @@ def test_a_model_setting_only_other_variants_take_is_refused_naming_them(tmp_pat
         finetune_settings(task="synth", variant="sdoi", sets=["syntax_layers=2"])
     config, _ = finetune_settings(task="synth", variant="sla", sets=["sla_distance=2", "hidden_dropout_prob=0.2"])
     assert config.model_settings["sla_distance"] == 2 and config.model_settings["hidden_dropout_prob"] == 0.2
+    written = tmp_path / "mine.toml"  # a hand-written --config file says what this run should be
+    written.write_text("[model_settings]\nsla_distance = 3\n")
+    with pytest.raises(ConfigError, match=r"^sla_distance is a setting of sla, not of variant 'gat'"):
+        finetune_settings(task="synth", variant="gat", config_file=written)
+    saved = tmp_path / "config.json"  # a saved sla run repeated as gat: its own variant's settings came along
+    saved.write_text(json.dumps({"task": "synth", "variant": "sla", "model_settings": {"sla_distance": 3}}))
+    assert finetune_settings(variant="gat", config_file=saved)[0].variant == "gat"
 
 
 def test_finetune_settings_name_a_missing_task_and_a_resume_without_a_run(tmp_path):

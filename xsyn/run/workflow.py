@@ -53,7 +53,9 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
     config = resolve(task, variant, card, file_values, flags)
-    check_variant_settings(config.variant, overrides[MODEL_SETTINGS])
+    # a saved run's config.json repeated with another --variant brings its own variant's settings along
+    chosen = file_values.get(MODEL_SETTINGS, {}) if file_values.get("variant", config.variant) == config.variant else {}
+    check_variant_settings(config.variant, [*chosen, *overrides[MODEL_SETTINGS]])
     return config, resume_dir is not None
 
 
