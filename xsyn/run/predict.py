@@ -166,6 +166,17 @@ def _row_lang(row: InputRow, segment: str, default: str) -> str | None:
     return lang if isinstance(lang, str) and lang.strip() else None
 
 
+def _options(row: InputRow, labels: Sequence[str]) -> tuple[list[str], str | None]:
+    """A multiple-choice row's options, or what is wrong with them."""
+    options = row.fields.get("options")
+    if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip() for o in options):
+        return [], "'options' must be a non-empty list of non-empty texts"
+    if len(options) > len(labels):  # the model's answer labels name the options: none for one more
+        return [], (f"{len(options)} options, but the model's answer labels name {len(labels)} ({', '.join(labels)}): "
+                    f"give at most {len(labels)}")
+    return options, None
+
+
 def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, source: str,
                      labels: Sequence[str] = ()) -> list[Example]:
     """One example per row (its id is the line number); every bad row is named in one error. `labels`: the
@@ -186,17 +197,13 @@ def rows_to_examples(card: TaskCard, rows: list[InputRow], default_lang: str, so
                 continue
             segments.append(Segment(lang, tokens=value) if isinstance(value, list) else Segment(lang, text=value))
         if card.task_kind.choices:
-            options = row.fields.get("options")
-            if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip()
-                                                                       for o in options):
-                wrong.append("'options' must be a non-empty list of non-empty texts")
-            elif len(options) > len(labels):  # the model's answer labels name the options: none for one more
-                wrong.append(f"{len(options)} options, but the model's answer labels name {len(labels)} "
-                             f"({', '.join(labels)}): give at most {len(labels)}")
+            options, problem = _options(row, labels)
+            if problem is not None:
+                wrong.append(problem)
             else:
                 segments += [Segment(segments[-1].lang if segments else default_lang, text=o) for o in options]
         if wrong:
-            problems.append(f"line {row.line}: {'; '.join(dict.fromkeys(wrong))}")  # a row's `lang` once, not per segment
+            problems.append(f"line {row.line}: {'; '.join(dict.fromkeys(wrong))}")  # its `lang` once, not per segment
         else:
             examples.append(Example(str(row.line), segments))
     if problems:
