@@ -230,6 +230,7 @@ def read_step_values(totals: dict[str, torch.Tensor | float], norm: torch.Tensor
     if accelerator.num_processes > 1 and values:
         stacked = accelerator.reduce(stacked, "mean")
     if norm is not None:
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP2's norm is a (replicated) DTensor
         stacked = torch.cat([stacked, torch.as_tensor(norm, dtype=torch.float32, device=stacked.device).reshape(1)])
     numbers = stacked.tolist()
     grad_norm = numbers.pop() if norm is not None else None
