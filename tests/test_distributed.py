@@ -63,7 +63,7 @@ def test_a_batch_splits_into_equal_micro_batches_and_process_shares_that_weigh_t
     assert micro_batches(list(range(9)), 4, 2) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     assert micro_batches([0, 1, 2, 3, 4], 2, 3) == [[0, 1, 2, 3, 4]]  # a short rest joins its neighbour
     shares = [process_share([0, 1, 2, 3, 4], 2, rank) for rank in (0, 1)]
-    assert shares == [([0, 1], 0.8), ([2, 3, 4], 1.2)]
+    assert shares == [([0, 1, 2], 1.2), ([3, 4], 0.8)]  # the larger first, as micro_batches([0..4], 2, 1) cuts
     # averaged over 2 processes, share means weighted so become the batch mean: (0.8*m0 + 1.2*m1)/2
     values = torch.tensor([1.0, 2.0, 4.0, 8.0, 16.0])
     mixed = sum(w * values[s].mean() for s, w in shares) / 2
@@ -266,3 +266,37 @@ def test_a_cpu_process_group_meets_at_its_barrier_where_a_gpu_is_visible(tmp_pat
         wait_for_everyone(rank1)  # xsyn's: a plain gloo barrier, on the CPU
     finally:
         dist.destroy_process_group()
+
+
+def test_a_last_batch_smaller_than_the_processes_is_the_same_rows_with_a_stand_in_of_weight_0():
+    """5 rows in batches of 4 on 2 processes: the last step's one row was topped up with the epoch's first, so
+    two processes trained on a row that one process did not (the loss of the step differed, 7.51 against 7.99
+    on the SQuAD 2.0 fixture). Now a process without a row computes a stand-in at weight 0."""
+    from types import SimpleNamespace
+
+    from xsyn.run.train import FinetuneTask
+
+    two = SimpleNamespace(n_rows=5, config=SimpleNamespace(batch_size=4, seed=1), _lengths=None,
+                          accelerator=_FakeProcess(2, 0))
+    batches = FinetuneTask.batches_of_epoch(two, 0)
+    assert [len(b) for b in batches] == [4, 1] and sorted(sum(batches, [])) == list(range(5))
+
+    def update(processes: int, index: int) -> tuple[torch.Tensor, float]:  # the weights' SGD step (lr 1) and loss
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        before = model.weight.detach().clone()
+        stepper = Stepper(_FakeProcess(processes, index), model, torch.optim.SGD(model.parameters()),
+                          LinearSchedule(1.0, 0, 100), None, seed=5)
+        rows = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+        def collate(idx: list[int]) -> dict[str, torch.Tensor]:
+            assert idx, "no rows to collate (xsyn's collate cannot batch none)"
+            return {"x": rows[idx]}
+
+        record = stepper.step(0, [1], collate, lambda b: {"loss": model(b["x"]).sum()})
+        return before - model.weight.detach(), record.losses["loss"]
+
+    (alone, loss), (rank0, loss0), (rank1, loss1) = update(1, 0), update(2, 0), update(2, 1)
+    assert torch.equal(rank1, torch.zeros_like(rank1)) and loss1 == 0.0  # rank 0 has the row; the stand-in adds nothing
+    assert torch.allclose((rank0 + rank1) / 2, alone) and (loss0 + loss1) / 2 == pytest.approx(loss)
+    assert torch.allclose(alone, torch.tensor([[4.0, 5.0, 6.0]]))  # d(w.x + b)/dw of row 1 alone, lr 1

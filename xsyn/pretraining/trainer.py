@@ -265,7 +265,7 @@ class PretrainTask:
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(self.n_rows, self.settings.batch_size, self.settings.seed, epoch,
-                             self.accelerator.num_processes, self.lengths)
+                             self.lengths)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         return collate_trees([self.features[i] for i in indices], pad_token_id=self.pad)

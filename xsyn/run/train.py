@@ -72,7 +72,7 @@ class FinetuneTask:
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(self.n_rows, self.config.batch_size, self.config.seed, epoch,
-                             self.accelerator.num_processes, self._lengths)
+                             self._lengths)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         return self._collate([self.rows[i] for i in indices])

@@ -74,7 +74,7 @@ def remaining_batches(state: Any, total_steps: int, epoch_batches: Callable[[int
 LENGTH_WINDOW = 50  # batches per window that length grouping sorts (as transformers' LengthGroupedSampler)
 
 
-def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes: int = 1,
+def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int,
                   lengths: Sequence[int] | None = None) -> list[list[int]]:
     """The global batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
 
@@ -88,16 +88,9 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int, processes
     order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
     if lengths is not None:
         order = length_sorted_windows(order, lengths, LENGTH_WINDOW * batch_size)
-    return global_batches(order, batch_size, processes)
-
-
-def global_batches(order: Sequence[int], batch_size: int, processes: int) -> list[list[int]]:
-    """`order` cut into global batches; a last batch smaller than the number of processes is topped
-    up from the start, so that every process has a row (only then can all take the step together)."""
-    batches = [list(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
-    if batches and len(batches[-1]) < processes:
-        batches[-1] += list(order[:processes - len(batches[-1])])
-    return batches
+    # the same batches on any number of processes: a last batch with fewer rows than processes leaves some
+    # without a row, and those take the step on a stand-in row of weight 0 (`Stepper.step`)
+    return [list(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
 
 
 def micro_batches(batch: list[int], grad_accum: int, processes: int) -> list[list[int]]:
@@ -114,7 +107,9 @@ def micro_batches(batch: list[int], grad_accum: int, processes: int) -> list[lis
 def process_share(indices: list[int], processes: int, rank: int) -> tuple[list[int], float]:
     """This process's contiguous share of a micro-batch, and the loss weight that makes the
     processes' averaged gradients the gradient of the whole micro-batch's mean loss."""
-    bounds = [len(indices) * r // processes for r in range(processes + 1)]
+    # the larger shares first, as `micro_batches` cuts: one process with grad_accum N*A then takes the shares of
+    # N processes with A in the same order (and draws the same dropout), and a lone row is rank 0's
+    bounds = [-(-len(indices) * r // processes) for r in range(processes + 1)]
     share = indices[bounds[rank]:bounds[rank + 1]]
     return share, len(share) * processes / len(indices)
 
@@ -189,10 +184,12 @@ class Stepper:
         for k, indices in enumerate(micros):
             share, weight = process_share(indices, processes, rank)
             fetched = time.perf_counter()
-            inputs = to_device(collate(share), accelerator.device)
+            # a process without a row (a last batch smaller than the processes) joins the step's gradient
+            # exchange with a row of the batch at weight 0: it adds nothing, and no row is seen twice
+            inputs = to_device(collate(share or indices[:1]), accelerator.device)
             data_seconds += time.perf_counter() - fetched
-            if step_items is not None:  # the share's rows' part of the step's labelled tokens
-                inputs["labelled_tokens"] = step_items * len(share) / (len(indices) * len(micros))
+            if step_items is not None:  # the share's rows' part of the step's labelled tokens (the stand-in: any)
+                inputs["labelled_tokens"] = step_items * max(1, len(share)) / (len(indices) * len(micros))
             torch.manual_seed(share_seed(self.seed, done, k * processes + rank))
             last = k == len(micros) - 1
             with nullcontext() if last else accelerator.no_sync(self.model):
