@@ -228,8 +228,9 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     if differ:
         shown = "; ".join(f"{key}: {saved.get(key)!r} there, {config.get(key)!r} now" for key in differ[:3])
         raise ExperimentError(f"{folder} holds a run with other settings ({shown}): the experiment file or the "
-                              "options given (--set, --model, --data-dir) changed since it ran. Give the options it ran "
-                              "with, delete the folder to run the cell again, or give the experiment another runs_dir")
+                              "options given (--set, --model, --data-dir) changed since it ran. Give the options it "
+                              "ran with, delete the folder to run the cell again, or give the experiment another "
+                              "runs_dir")
 
 
 def _moved_from(saved_output_dir: Any, folder: Path) -> tuple[Path | None, Path]:
