@@ -1,16 +1,17 @@
 """What `xsyn settings` lists: every key `--set` (and a --config file) takes for a variant's run, with its type,
-its default and, given a task card, the card's value."""
+its default and, given a task card, the card's value; and the check that a run is given no other variant's."""
 
 from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
 from xsyn.data.cards import TaskCard
-from xsyn.models.variants import get_variant, model_settings
-from xsyn.run.settings import DERIVED_FIELDS, MODEL_SETTINGS, RunConfig, card_defaults
+from xsyn.models.variants import get_variant, model_settings, variant_names
+from xsyn.run.settings import DERIVED_FIELDS, MODEL_SETTINGS, ConfigError, RunConfig, card_defaults
 from xsyn.utils.schema import describe
 
 
@@ -29,6 +30,18 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
         if name in own:
             table[name] = {"type": describe(hint), "default": default}
     return table
+
+
+def check_variant_settings(variant: str, names: Iterable[str]) -> None:
+    """A model setting given for one run (--set, --gat-delta) that only other variants take would be saved in
+    its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
+    apply to the cells of every variant, so its cells are not checked.)"""
+    own = get_variant(variant).setting_names()
+    for name in names:
+        takers = [v for v in variant_names() if name in get_variant(v).setting_names()]
+        if takers and name not in own:
+            raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
+                              f"model would ignore it: drop it, or choose --variant {takers[0]}")
 
 
 def settings_with_card(variant: str, card: TaskCard | None = None

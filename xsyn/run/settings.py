@@ -10,7 +10,6 @@ import json
 import logging
 import tomllib
 import typing
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
@@ -428,18 +427,6 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
     return config
-
-
-def check_variant_settings(variant: str, names: Iterable[str]) -> None:
-    """A model setting given for one run (--set, --gat-delta) that only other variants take would be saved in
-    its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
-    apply to the cells of every variant, so its cells are not checked.)"""
-    own = get_variant(variant).setting_names()
-    for name in names:
-        takers = [v for v in variant_names() if name in get_variant(v).setting_names()]
-        if takers and name not in own:
-            raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
-                              f"model would ignore it: drop it, or choose --variant {takers[0]}")
 
 
 def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:

@@ -32,7 +32,8 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     (continue the run in `output_dir`) or the folder of the run to continue, whose config.json then gives
     the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
     from xsyn.data.cards import load_card
-    from xsyn.run.settings import check_variant_settings, parse_overrides, read_config_file, resolve
+    from xsyn.run.setting_table import check_variant_settings
+    from xsyn.run.settings import parse_overrides, read_config_file, resolve
 
     if resume_dir:
         config_file = _resumed_config(str(resume_dir), flags, config_file)
