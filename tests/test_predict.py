@@ -361,3 +361,20 @@ def test_a_rows_unknown_language_is_said_once_not_once_per_segment():
     with pytest.raises(PredictInputError) as err:
         rows_to_examples(load_card("squad_v2"), [row], "en", "in.jsonl")
     assert str(err.value).count("language 'xx' is not one of the task's (en)") == 1
+
+
+def test_predict_asked_for_no_progress_shows_no_featurisation_bar(pawsx_model, cache, capfd):
+    """`predict(..., progress=False)` in a notebook printed datasets' 'features pawsx: 100%|...' bar."""
+    import datasets
+
+    was = datasets.is_progress_bar_enabled()  # (a command run in-process before may have switched them off)
+    datasets.enable_progress_bars()
+    try:
+        capfd.readouterr()
+        predict(pawsx_model, [{"sentence1": "A new text.", "sentence2": "Another one."}], lang="en",
+                parser="chain", overrides={"cache_dir": str(cache)})
+        assert "features pawsx" not in capfd.readouterr().err
+        assert datasets.is_progress_bar_enabled()  # as it was, for the rest of the session
+    finally:
+        if not was:
+            datasets.disable_progress_bars()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 # The libraries' own switches for their tqdm bars: datasets' (`map`, featurisation) and the hub's, which
@@ -34,6 +36,22 @@ def quiet_library_bars_off_terminal(stream: TextIO | None = None) -> bool:
 
         logging.disable_progress_bar()
     return True
+
+
+@contextmanager
+def library_bars(enabled: bool) -> Iterator[None]:
+    """datasets' bars (featurisation's `map`) switched off for a block where `enabled` is false, and back as
+    they were after it: a library call asked for no progress (`predict(..., progress=False)`) shows none."""
+    import datasets
+
+    was = datasets.is_progress_bar_enabled()
+    if not enabled:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was and not enabled:
+            datasets.enable_progress_bars()
 
 
 def on_terminal(stream) -> bool:
