@@ -352,6 +352,11 @@ def test_a_multiple_choice_row_with_more_options_than_the_models_answer_labels_i
     assert "line 1" not in str(err.value)
     three = rows_to_examples(card, rows[:1], "en", "in.jsonl", ("A", "B", "C", "D"))
     assert [s.text for s in three[0].segments[2:]] == ["a", "b", "c"]
+    from_tsv = rows_to_examples(card, [InputRow(2, {**base, "options": '["red", "blue"]'})], "en", "in.tsv", "ABCD")
+    assert [s.text for s in from_tsv[0].segments[2:]] == ["red", "blue"]  # a TSV column: the list as JSON text
+    with pytest.raises(PredictInputError, match=r"line 2: 'options' must be a non-empty list of non-empty texts \(in "
+                                                r"TSV, JSON text: \[\"red\", \"blue\"\]\)"):
+        rows_to_examples(card, [InputRow(2, {**base, "options": "red, blue"})], "en", "in.tsv", "ABCD")
 
 
 def test_a_rows_unknown_language_is_said_once_not_once_per_segment():

@@ -169,8 +169,13 @@ def _row_lang(row: InputRow, segment: str, default: str) -> str | None:
 def _options(row: InputRow, labels: Sequence[str]) -> tuple[list[str], str | None]:
     """A multiple-choice row's options, or what is wrong with them."""
     options = row.fields.get("options")
+    if isinstance(options, str):  # a TSV column holds the list as JSON text
+        try:
+            options = json.loads(options)
+        except json.JSONDecodeError:
+            pass
     if not isinstance(options, list) or not options or not all(isinstance(o, str) and o.strip() for o in options):
-        return [], "'options' must be a non-empty list of non-empty texts"
+        return [], "'options' must be a non-empty list of non-empty texts (in TSV, JSON text: [\"red\", \"blue\"])"
     if len(options) > len(labels):  # the model's answer labels name the options: none for one more
         return [], (f"{len(options)} options, but the model's answer labels name {len(labels)} ({', '.join(labels)}): "
                     f"give at most {len(labels)}")
