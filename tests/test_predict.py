@@ -368,18 +368,19 @@ def test_a_rows_unknown_language_is_said_once_not_once_per_segment():
     assert str(err.value).count("language 'xx' is not one of the task's (en)") == 1
 
 
-def test_predict_asked_for_no_progress_shows_no_featurisation_bar(pawsx_model, cache, capfd):
+def test_predict_asked_for_no_progress_shows_no_featurisation_bar(pawsx_model, cache, capfd, monkeypatch):
     """`predict(..., progress=False)` in a notebook printed datasets' 'features pawsx: 100%|...' bar."""
+    import importlib
+
     import datasets
 
-    was = datasets.is_progress_bar_enabled()  # (a command run in-process before may have switched them off)
-    datasets.enable_progress_bars()
-    try:
-        capfd.readouterr()
-        predict(pawsx_model, [{"sentence1": "A new text.", "sentence2": "Another one."}], lang="en",
-                parser="chain", overrides={"cache_dir": str(cache)})
-        assert "features pawsx" not in capfd.readouterr().err
-        assert datasets.is_progress_bar_enabled()  # as it was, for the rest of the session
-    finally:
-        if not was:
-            datasets.disable_progress_bars()
+    bars = importlib.import_module("datasets.utils.tqdm")  # the module (`datasets.utils.tqdm` is also a class)
+    # bars on for this test whatever ran before it: an in-process command off a terminal sets
+    # HF_DATASETS_DISABLE_PROGRESS_BARS, which datasets reads once, when imported (monkeypatch restores both)
+    monkeypatch.setattr(bars, "HF_DATASETS_DISABLE_PROGRESS_BARS", None)  # as if unset (False: "0", which wins)
+    monkeypatch.setattr(bars, "_hf_datasets_progress_bars_disabled", False)
+    capfd.readouterr()
+    predict(pawsx_model, [{"sentence1": "A new text.", "sentence2": "Another one."}], lang="en",
+            parser="chain", overrides={"cache_dir": str(cache)})
+    assert "features pawsx" not in capfd.readouterr().err
+    assert datasets.is_progress_bar_enabled()  # as it was, for the rest of the session
