@@ -106,6 +106,16 @@ def _xsyn_on_cpu(args: list[str], processes: int = 1) -> str:
     return proc.stdout
 
 
+@pytest.fixture
+def one_process_group(tmp_path):
+    """A real gloo process group of this one process (file rendezvous in the test's folder), destroyed after."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
 @pytest.fixture(scope="session")
 def xsyn_on_cpu():
     """`xsyn_on_cpu(args, processes=1)`: `xsyn ARGS` on the CPU in that many processes; its stdout."""

@@ -244,28 +244,23 @@ def test_a_launch_that_asked_for_more_processes_than_run_is_warned(env, processe
         assert warned in caplog.text and "ACCELERATE_USE_CPU=true torchrun --nproc_per_node N" in caplog.text
 
 
-def test_a_cpu_process_group_meets_at_its_barrier_where_a_gpu_is_visible(tmp_path, monkeypatch):
+def test_a_cpu_process_group_meets_at_its_barrier_where_a_gpu_is_visible(one_process_group, monkeypatch):
     """`ACCELERATE_USE_CPU=true torchrun` on a one-GPU machine: Accelerate's barrier passes rank 1 as a device
     id, torch makes it a CUDA device, and the gloo barrier fails ("invalid device ordinal" on the H100). The
     GPU is simulated by torch's accelerator detection; the process group is a real gloo one (of one process)."""
     from types import SimpleNamespace
 
-    import torch.distributed as dist
     from accelerate.state import PartialState
     from accelerate.utils import DistributedType
 
     from xsyn.training.processes import wait_for_everyone
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        monkeypatch.setattr(torch._C, "_get_accelerator", lambda: torch.device("cuda"))
-        rank1 = SimpleNamespace(num_processes=2, distributed_type=DistributedType.MULTI_CPU, local_process_index=1)
-        rank1.wait_for_everyone = lambda: PartialState.wait_for_everyone(rank1)  # Accelerate's own barrier
-        with pytest.raises((RuntimeError, NotImplementedError)):
-            rank1.wait_for_everyone()
-        wait_for_everyone(rank1)  # xsyn's: a plain gloo barrier, on the CPU
-    finally:
-        dist.destroy_process_group()
+    monkeypatch.setattr(torch._C, "_get_accelerator", lambda: torch.device("cuda"))
+    rank1 = SimpleNamespace(num_processes=2, distributed_type=DistributedType.MULTI_CPU, local_process_index=1)
+    rank1.wait_for_everyone = lambda: PartialState.wait_for_everyone(rank1)  # Accelerate's own barrier
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        rank1.wait_for_everyone()
+    wait_for_everyone(rank1)  # xsyn's: a plain gloo barrier, on the CPU
 
 
 def test_a_last_batch_smaller_than_the_processes_is_the_same_rows_with_a_stand_in_of_weight_0():

@@ -231,25 +231,20 @@ def test_a_batch_reaches_the_cpu_as_collated():
     assert all(torch.equal(moved[k], batch[k]) for k in batch)
 
 
-def test_a_gradient_norm_that_is_a_dtensor_is_read_as_a_number(tmp_path):
+def test_a_gradient_norm_that_is_a_dtensor_is_read_as_a_number(one_process_group):
     """FSDP2's parameters are DTensors and so is the norm `clip_grad_norm_` returns: it is read as a number, in
     the same transfer as the losses (a real one-process gloo group and device mesh)."""
     from types import SimpleNamespace
 
-    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, distribute_tensor
 
     from xsyn.training.loop import read_step_values
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        mesh = init_device_mesh("cpu", (1,))
-        weight = torch.nn.Parameter(distribute_tensor(torch.zeros(2, 2), mesh, [Replicate()]))
-        weight.grad = distribute_tensor(torch.tensor([[3.0, 0.0], [0.0, 4.0]]), mesh, [Replicate()])
-        norm = torch.nn.utils.clip_grad_norm_([weight], 10.0)
-        accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1)
-        losses, grad_norm = read_step_values({"loss": torch.tensor(0.5)}, norm, accelerator)
-    finally:
-        dist.destroy_process_group()
+    mesh = init_device_mesh("cpu", (1,))
+    weight = torch.nn.Parameter(distribute_tensor(torch.zeros(2, 2), mesh, [Replicate()]))
+    weight.grad = distribute_tensor(torch.tensor([[3.0, 0.0], [0.0, 4.0]]), mesh, [Replicate()])
+    norm = torch.nn.utils.clip_grad_norm_([weight], 10.0)
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1)
+    losses, grad_norm = read_step_values({"loss": torch.tensor(0.5)}, norm, accelerator)
     assert losses == {"loss": 0.5} and grad_norm == 5.0 and type(grad_norm) is float

@@ -41,13 +41,13 @@ def rows_text(results: dict[str, dict], peak: float | None) -> str:
              + (f" {'compile s':>9} {'recompiles':>10}" if "compile_seconds" in results[baseline_name()] else "")]
     for row, r in results.items():
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        compiled = f" {r['cpu_time_ratio']:>6.3f}" if "cpu_time_ratio" in r else ""
-        compiled += f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
+        extra = f" {r['cpu_time_ratio']:>6.3f}" if "cpu_time_ratio" in r else ""
+        extra += f" {r['compile_seconds']:>9.1f} {r['recompiles']:>10}" if "compile_seconds" in r else ""
         lines.append(f"{row:<18} {1000 * r['step_seconds']:>9.1f} {1000 * r['median_seconds']:>9.1f} "
                      f"{r['step_time_ratio']:>7.3f} {r['peak_bytes'] / 2**20:>9.1f} {r['peak_memory_ratio']:>9.3f} "
                      f"{r['gradient_bytes'] / 2**20:>9.1f} "
                      f"{r['tokens_per_second']:>10,.0f} {r['flops_per_step'] / r['step_seconds'] / 1e12:>8.2f} "
-                     f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{compiled}")
+                     f"{mfu:>6} {r['ops_ratio']:>6.2f} {r['syntax_parameters']:>14,}{extra}")
     if "cpu_time_ratio" in results[baseline_name()]:
         lines.append("cpu x: median CPU time of a step against none's (steady on a shared machine; OMP_NUM_THREADS=1)")
     lines.append("MFU: give --peak-tflops (the device's peak for this dtype) to compute it" if peak is None else

@@ -285,7 +285,7 @@ class GatSelfAttention(SyntaxSelfAttention):
         super().__init__(config, layer_idx=layer_idx)
         self.syntax_bias = SyntaxBias(config)
 
-    def projection_terms(self, syntax: GatContext) -> dict[str, torch.Tensor]:
+    def projection_terms(self, syntax: GatContext) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return syntax.biases[self.layer_idx]
 
 

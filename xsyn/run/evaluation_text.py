@@ -17,13 +17,18 @@ def dropped_lines(summary: dict[str, Any]) -> list[str]:
     for reason, meaning in DROP_REASONS.items():
         counts = {key: reasons[reason] for key, reasons in by_key.items() if reasons.get(reason)}
         if counts:
-            worst = max(counts, key=counts.__getitem__)
             # of what the source held: under --max-eval-examples n_examples is the cap, the drops the source's
-            before = (summary.get("n_read") or {}).get(worst, summary["n_examples"][worst] + summary["dropped"][worst])
-            lines.append(f"not scored: {sum(counts.values())} {meaning}, in {len(counts)} of "
-                         f"{len(summary['n_examples'])} languages and pairs; most in {worst}: {counts[worst]} of "
-                         f"{before}")
+            read = {key: (summary.get("n_read") or {}).get(key, summary["n_examples"][key] + summary["dropped"][key])
+                    for key in counts}
+            lines.append(f"not scored: {sum(counts.values())} {meaning}, {_where(counts, read, summary)}")
     return lines + (["(per language and pair: dropped_by_reason in results.json)"] if lines else [])
+
+
+def _where(counts: dict[str, int], totals: dict[str, int], summary: dict[str, Any]) -> str:
+    """`in K of N languages and pairs; most in W: c of t`, for counts per language or pair of what they held."""
+    worst = max(counts, key=counts.__getitem__)
+    return (f"in {len(counts)} of {len(summary['n_examples'])} languages and pairs; most in {worst}: "
+            f"{counts[worst]} of {totals[worst]}")
 
 
 def scores_text(summary: dict[str, Any]) -> str:
@@ -58,10 +63,8 @@ def after_scores_lines(summary: dict[str, Any]) -> list[str]:
              "folder)"] if summary.get("pairs") else []
     lines += dropped_lines(summary)
     if truncated := summary.get("truncated"):
-        worst = max(truncated, key=truncated.__getitem__)
         lines.append(f"cut to max_length ({summary['config']['max_length']} word pieces): {sum(truncated.values())} "
-                     f"inputs, in {len(truncated)} of {len(summary['n_examples'])} languages and pairs; most in "
-                     f"{worst}: {truncated[worst]} of {summary['n_examples'][worst]} (truncated in results.json)")
+                     f"inputs, {_where(truncated, summary['n_examples'], summary)} (truncated in results.json)")
     if summary["missing_languages"]:
         lines.append(f"skipped (no data): {', '.join(summary['missing_languages'])}")
     return lines
