@@ -26,7 +26,7 @@ import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-from xsyn.benchmarks.model import build, peak_bytes, synthetic_batch, train_step
+from xsyn.benchmarks.model import build, gradient_bytes, peak_bytes, synthetic_batch, train_step
 
 BERT_BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072,
              "max_position_embeddings": 512}
@@ -54,8 +54,8 @@ def _origin(event) -> str:
     return f"B {ops[0]} <- {nodes[0]}" if nodes else f"F {ops[0] if ops else '?'}"
 
 
-def live_at_peak(model, batch: dict, dtype: str) -> tuple[int, collections.Counter]:
-    """The step's peak bytes and, by `_origin`, the bytes of the allocations alive at that moment."""
+def live_at_peak(model, batch: dict, dtype: str) -> collections.Counter:
+    """By `_origin`, the bytes of the allocations alive at the step's peak."""
     model.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         train_step(model, batch, dtype)
@@ -72,7 +72,7 @@ def live_at_peak(model, batch: dict, dtype: str) -> tuple[int, collections.Count
     groups = collections.Counter()
     for event in at_peak.values():
         groups[_origin(event)] += event.extra_fields.alloc_size
-    return peak, groups
+    return groups
 
 
 def main() -> None:
@@ -93,10 +93,10 @@ def main() -> None:
         train_step(model, batch, args.dtype)
         peak = peak_bytes(model, batch, "cpu", args.dtype)
         base = base or peak
-        gradients = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+        gradients = gradient_bytes(model)
         print(f"{variant}: peak {peak / 2**20:.1f} MiB ({peak / base:.3f}x the first row), "
               f"gradients {gradients / 2**20:.1f} MiB ({gradients / base:.3f}x)")
-        _, groups = live_at_peak(model, batch, args.dtype)
+        groups = live_at_peak(model, batch, args.dtype)
         for origin, size in groups.most_common(args.top):
             print(f"    {size / 2**20:9.2f} MiB  {origin}")
 

@@ -208,6 +208,11 @@ def peak_bytes(model, batch: dict, device: str, dtype: str = "float32") -> int:
     return peak
 
 
+def gradient_bytes(model) -> int:
+    """The bytes of the gradients a step makes (the trainable parameters' sizes): a floor of its peak."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
 def step_flops(model, batch: dict, dtype: str = "float32") -> int:
     """FLOPs of one step's matrix products and attention, counted from their shapes."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -292,8 +297,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
         flops = step_flops(model, inputs, dtype)
         results[row] = {"step_seconds": seconds, "median_seconds": statistics.median(times[row]),
                         "peak_bytes": peak_bytes(runners[row], inputs, device, dtype),
-                        "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters()
-                                              if p.requires_grad),
+                        "gradient_bytes": gradient_bytes(model),
                         "tokens_per_second": batch_size * seq_len / seconds, "flops_per_step": flops,
                         "mfu": flops / seconds / (peak * 1e12) if peak else None,
                         "ops_per_step": sum(step_ops(model, inputs, dtype).values()),
