@@ -91,7 +91,8 @@ def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, An
             summary = finetune(config, resume=folder.has_progress(), progress=progress)
             log.info(f"[demo] {variant}: best dev accuracy {summary['best_dev_score']:.1f} at step "
                      f"{summary['best_step']}")
-        evaluate_run(run_dir, split="test", generalized=True, progress=progress)
+        # `--set max_eval_examples=N` caps the test too, as in an experiment (a quick look at the whole demo)
+        evaluate_run(run_dir, split="test", generalized=True, progress=progress, max_examples=config.max_eval_examples)
     except KeyboardInterrupt as stop:
         stop.run_dir = run_dir  # type: ignore[attr-defined]  # where it stopped, for the resume advice
         raise

@@ -2,8 +2,11 @@
 `lang2vec` package ships it.
 
 lang2vec's own module needs `pkg_resources` (gone from recent setuptools) and downloads its precomputed
-distances on first use, so xsyn reads the feature files the package installs (NumPy archives of strings
-and numbers, loaded without pickle) and computes the distance itself, as lang2vec's precomputed
+distances on first use, so xsyn never imports it: it reads the feature files the package installs (NumPy
+archives of strings and numbers, loaded without pickle), found through the installed distribution's file
+list. Importing the name `lang2vec` (as `importlib.resources.files` does) is not safe: lang2vec also installs a
+`lang2vec.py` script into the environment's `bin/`, which a console script puts first on `sys.path`.
+xsyn and computes the distance itself, as lang2vec's precomputed
 "syntactic" distance is defined: the cosine distance between the two languages' `syntax_knn` vectors
 (the 103 syntax features of WALS, SSWL and Ethnologue, with the missing ones predicted from the nearest
 languages, so every URIEL language has a complete vector). Nothing is downloaded.
@@ -19,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from xsyn.utils.errors import XsynError
 
@@ -64,25 +68,39 @@ def load_uriel() -> Uriel:
     """Read the lang2vec data files once per process."""
     import numpy as np
 
+    data = _data_files()
     try:
-        from importlib.resources import files
-
-        data = files("lang2vec") / "data"
-        codes = json.loads((data / CODES_FILE).read_text(encoding="utf-8"))
-        with np.load(data / SYNTAX_FILE, allow_pickle=False) as archive:
+        codes = json.loads(data[CODES_FILE].read_text(encoding="utf-8"))
+        with np.load(data[SYNTAX_FILE], allow_pickle=False) as archive:
             syntax = _rows(archive, SYNTAX_PREFIX)
-        with np.load(data / FAMILY_FILE, allow_pickle=False) as archive:
+        with np.load(data[FAMILY_FILE], allow_pickle=False) as archive:
             names = [str(name) for name in archive["feats"]]
             member = archive["data"][:, :, 0] == 1
             families = {str(lang): tuple(names[k][len(FAMILY_PREFIX):] for k in np.flatnonzero(row))
                         for lang, row in zip(archive["langs"], member, strict=True)}
-    except ModuleNotFoundError:
-        raise UrielError("the typology and family analyses need the lang2vec package (URIEL's data): "
-                         "pip install lang2vec") from None
     except (OSError, KeyError, ValueError) as err:
         raise UrielError(f"lang2vec's URIEL data cannot be read ({err}); reinstall it: "
                          "pip install --force-reinstall lang2vec") from None
     return Uriel(codes, syntax, families)
+
+
+def _data_files() -> dict[str, Path]:
+    """lang2vec's three data files by name, located through the distribution's RECORD (never by import)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        installed = distribution("lang2vec")
+    except PackageNotFoundError:
+        raise UrielError("the typology and family analyses need the lang2vec package (URIEL's data): "
+                         "pip install lang2vec") from None
+    wanted = {f"lang2vec/data/{name}": name for name in (CODES_FILE, SYNTAX_FILE, FAMILY_FILE)}
+    found = {wanted[str(file)]: Path(installed.locate_file(file)) for file in installed.files or ()
+             if str(file) in wanted}
+    missing = sorted(set(wanted.values()) - set(found))
+    if missing:
+        raise UrielError(f"lang2vec is installed without its URIEL data ({', '.join(missing)} not in its file "
+                         "list); reinstall it: pip install --force-reinstall lang2vec")
+    return found
 
 
 def _rows(archive, prefix: str) -> dict[str, tuple[float, ...]]:
