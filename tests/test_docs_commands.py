@@ -103,10 +103,7 @@ def check_arguments(args: list[str]) -> None:
             param.type_cast_value(ctx, value)
     except click.UsageError as err:
         raise AssertionError(f"xsyn {' '.join(args)}: {err.format_message()}") from None
-    takes = [p for p in command.params if isinstance(p, click.Argument)]
-    if not any(p.nargs == -1 for p in takes):
-        assert len(positional) <= sum(p.nargs for p in takes), \
-            f"xsyn {' '.join(args)}: unexpected arguments {positional[sum(p.nargs for p in takes):]}"
+    assert not positional, f"xsyn {' '.join(args)}: unexpected arguments {positional}"
 
 
 def test_every_shell_block_is_marked():
