@@ -304,8 +304,8 @@ def test_each_shared_option_is_on_exactly_the_commands_the_readme_lists():
     README's shared-options table that says `on: ...` is checked against the command line, both ways."""
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    table = readme.split("### Options shared by every command", 1)[1].split("\n\n", 3)[2]
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    table = readme.split("## Options shared by every command", 1)[1].split("\n\n", 3)[2]
     rows = [re.match(r"\| `(--[a-z-]+)[^|]*\|.*?\bon: ([a-z, -]+?)(?: \(|\s*\||$)", line) for line in
             table.splitlines()]
     listed = {row.group(1): {name.strip() for name in row.group(2).split(",")} for row in rows if row}

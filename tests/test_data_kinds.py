@@ -60,7 +60,7 @@ def test_prediction_files_take_each_benchmarks_layout(tmp_path):
     assert path.read_text() == "1\n0\n"
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "finetune.md"  # what a run writes
 
 
 def test_readme_names_the_squad_v2_na_prob_file_that_evaluation_writes(tmp_path):
@@ -85,5 +85,6 @@ def test_races_data_dir_is_the_release_folder_itself_as_the_readme_says(tmp_path
     (tmp_path / "RACE" / "dev" / "high" / "1.txt").write_text(json.dumps(article), encoding="utf-8")
     examples, _report = load_examples("race", "en", "validation", data_dir=tmp_path / "RACE")
     assert [(e.id, e.label) for e in examples] == [("high/1.txt#0", "A")]
-    row = next(line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `race` |"))
+    tasks = README.parent / "tasks.md"
+    row = next(line for line in tasks.read_text(encoding="utf-8").splitlines() if line.startswith("| `race` |"))
     assert "`--data-dir` is the release's `RACE/` folder itself" in row

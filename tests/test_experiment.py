@@ -488,7 +488,7 @@ def test_a_failed_cell_shows_xsyns_message_whole_not_a_librarys_last_line(tmp_pa
     assert "Traceback" in error and not (experiment.cell_dir(experiment.cells[0]) / LOCK_FILE).exists()
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
 
 
 def test_readme_and_experiment_help_name_every_recipe_with_its_tasks_and_cells():

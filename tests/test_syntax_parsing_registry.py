@@ -25,7 +25,7 @@ from xsyn.syntax.parsing.registry import (
 )
 from xsyn.syntax.segment import Segment
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "parsers.md"
 
 PLUGIN = '''
 from xsyn.syntax.parsing import ParserEntry
