@@ -154,8 +154,9 @@ def test_settings_lists_every_set_key_with_type_default_and_the_cards_value():
 
     res = CliRunner().invoke(main, ["settings", "--task", "pawsx", "--variant", "gat", "--json"])
     table = json.loads(res.output)
-    assert table["gat_delta"] == {"type": "an integer", "default": 4, "card": 4}  # pawsx's (the included table)
-    assert table["epochs"] == {"type": "a number", "default": 3.0, "card": 5.0}
+    assert table["gat_delta"] == {"type": "an integer", "default": 4, "card": 4,  # pawsx's (the included table)
+                                  "help": "GAT attention reaches tree distance <= delta"}  # from GatSettings
+    assert table["epochs"] == {"type": "a number", "default": 3.0, "card": 5.0, "help": "passes over the training data"}
     assert table["train_lang"]["card"] == "en" and table["max_train_examples"]["type"] == "an integer"
     sla = json.loads(CliRunner().invoke(main, ["settings", "--variant", "sla", "--json"]).output)
     plain = json.loads(CliRunner().invoke(main, ["settings", "--variant", "none", "--json"]).output)

@@ -98,7 +98,8 @@ def check_arguments(args: list[str]) -> None:
         values, positional, order = command.make_parser(ctx).parse_args(rest)
         for param in order:
             value = values.get(param.name)
-            if not isinstance(value, str | tuple) or isinstance(param.type, click.Path | click.File) or "$" in str(value):
+            unchecked = isinstance(param.type, click.Path | click.File) or "$" in str(value)  # paths need not exist
+            if not isinstance(value, str | tuple) or unchecked:
                 continue
             param.type_cast_value(ctx, value)
     except click.UsageError as err:

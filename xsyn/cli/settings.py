@@ -16,15 +16,19 @@ from xsyn.models.variants import DEFAULT_VARIANT, variant_names
               help="Also show this task card's value of each setting (its papers' hyperparameters).")
 @click.option("--variant", type=RegistryChoice(variant_names), default=DEFAULT_VARIANT, show_default=True,
               help="The variant whose card section (--task) and model settings are shown.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {key: {type, default, card}}.")
-def settings_command(task: str | None, variant: str, as_json: bool) -> None:
-    """List every setting `finetune --set KEY=VALUE` (and a --config file) takes: its type, default and card value.
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {key: {type, default, help, card}}.")
+@click.option("--markdown", is_flag=True, help="Print the documentation's settings page (every built-in variant).")
+def settings_command(task: str | None, variant: str, as_json: bool, markdown: bool) -> None:
+    """List every setting `finetune --set KEY=VALUE` (and a --config file) takes: type, default, card value, meaning.
 
     Run settings come first, then the model settings of the variant's syntax path.
     """
     from xsyn.data.cards import load_card
-    from xsyn.run.setting_table import settings_text, settings_with_card
+    from xsyn.run.setting_table import settings_markdown, settings_text, settings_with_card
 
+    if markdown:
+        click.echo(settings_markdown(), nl=False)
+        return
     card = load_card(task) if task else None
     table, source, given = settings_with_card(variant, card)
     if as_json:

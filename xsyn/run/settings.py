@@ -40,8 +40,8 @@ from xsyn.utils.schema import (
     did_you_mean,
     finite_above_zero,
     one_of,
+    setting,
     strict,
-    validated_field,
 )
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,9 @@ class ConfigError(SchemaError):
     """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
-def _count(default: int | None) -> Any:
+def _count(default: int | None, help: str) -> Any:
     """A field that counts (examples, steps, sizes): at least 1 (None where it allows none)."""
-    return validated_field(at_least(1), default=default)
+    return setting(default, check=at_least(1), help=help)
 
 
 def _compile_mode(value: Any) -> None:
@@ -69,64 +69,76 @@ def _compile_mode(value: Any) -> None:
 @strict
 @dataclass
 class RunConfig:
-    task: str  # the card's name
-    task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
-    variant: str = validated_field(one_of(variant_names), default=DEFAULT_VARIANT)
-    model: str = DEFAULT_MODEL
-    tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
-    # `tiny`'s family (bert, xlm-roberta, ...); default: the tokenizer's, where its class or folder says it
-    tiny_family: str | None = validated_field(one_of(FAMILIES), default=None)
-    train_lang: str = "en"
-    data_dir: str | None = None
-    output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
-    seed: int = validated_field(at_least(0), default=DEFAULT_SEED)
+    task: str = setting(help="the task card's name, or a card file (--task PATH.toml)")
+    task_card: str | None = setting(None, help="the card file of a task given as one; none for a shipped card")
+    variant: str = setting(DEFAULT_VARIANT, check=one_of(variant_names), help="the model variant")
+    model: str = setting(DEFAULT_MODEL, help="a hub name, a checkpoint folder, or tiny (a random 2-layer model)")
+    tokenizer: str | None = setting(None, help="a vocab.txt, tokenizer folder or hub name; default: the model's own "
+                                    "(for tiny: mBERT's)")
+    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family (bert, xlm-roberta, ...); "
+                                      "default: the tokenizer's, where its class or folder says it")
+    train_lang: str = setting("en", help="the source language trained on; default: the card's first")
+    data_dir: str | None = setting(None, help="the task's data folder; default: $XSYN_DATA_DIR/<task>, else the hub")
+    output_dir: str | None = setting(None, help="the run's folder; default: runs/<task>/<variant>-seed<seed>")
+    seed: int = setting(DEFAULT_SEED, check=at_least(0), help="seeds initialisation, data order and dropout")
     # optimisation
-    epochs: float = validated_field(finite_above_zero, default=3.0)
-    max_steps: int | None = _count(None)  # overrides epochs
-    learning_rate: float = validated_field(finite_above_zero, default=2e-5)
-    batch_size: int = _count(32)  # examples per optimiser step, over all processes and accumulation steps
-    grad_accum: int = _count(1)
-    warmup_steps: int = validated_field(at_least(0), default=0)
-    weight_decay: float = validated_field(at_least(0), default=0.0)
-    max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
-    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
-    torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
-    pad_to_multiple_of: int | None = _count(None)  # batch lengths rounded up to it: few shapes, few recompiles
+    epochs: float = setting(3.0, check=finite_above_zero, help="passes over the training data")
+    max_steps: int | None = _count(None, "stop after this many optimiser steps (overrides epochs)")
+    learning_rate: float = setting(2e-5, check=finite_above_zero, help="peak learning rate (linear warmup, then "
+                                   "linear decay)")
+    batch_size: int = _count(32, "examples per optimiser step, over all processes and accumulation steps")
+    grad_accum: int = _count(1, "micro-batches per optimiser step (the batch stays batch_size)")
+    warmup_steps: int = setting(0, check=at_least(0), help="steps over which the learning rate warms up")
+    weight_decay: float = setting(0.0, check=at_least(0), help="AdamW's weight decay (not on biases and LayerNorm)")
+    max_grad_norm: float = setting(1.0, check=finite_above_zero, help="clip the gradient's global norm to this")
+    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 (also on CPU) or fp16 "
+                                   "(CUDA only)")
+    torch_compile: str | None = setting(None, check=_compile_mode, help="train the model compiled by torch.compile "
+                                        "in this mode; none: eager")
+    pad_to_multiple_of: int | None = _count(None, "batch lengths rounded up to a multiple of this: few shapes, few "
+                                            "recompiles")
     # data
-    max_length: int = _count(128)
-    doc_stride: int | None = _count(None)
-    max_query_length: int | None = _count(None)  # QA: question pieces kept (cards: 64); None: all
-    max_answer_length: int = _count(30)
-    n_best: int = _count(20)
-    max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
-    group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
-    max_eval_examples: int | None = _count(None)  # first N dev examples in training; an experiment caps its tests too
-    dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
-    # the share of train held out as one (default: the card's)
-    dev_seed: int = validated_field(at_least(0), default=0)  # ... its seed (fixed: every seed shares one dev set)
-    skip_bad_rows: bool = False
-    num_proc: int | None = _count(None)
-    eval_batch_size: int = _count(64)  # examples per prediction batch, over all processes
+    max_length: int = _count(128, "word pieces per input; longer inputs are cut (and counted)")
+    doc_stride: int | None = _count(None, "QA: overlap of a long context's windows, in pieces")
+    max_query_length: int | None = _count(None, "QA: question pieces kept (cards: 64); none: all")
+    max_answer_length: int = _count(30, "QA: the longest answer span decoded, in pieces")
+    n_best: int = _count(20, "QA: start and end candidates decoded per window")
+    max_train_examples: int | None = _count(None, "use only the first N training examples (quick runs)")
+    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding, faster; off in "
+                                    "the papers)")
+    max_eval_examples: int | None = _count(None, "use only the first N dev examples in training; an experiment (and "
+                                           "the demo) caps its test evaluation too")
+    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="a task without a dev "
+                                         "set: the share of train held out as one (default: the card's)")
+    dev_seed: int = setting(0, check=at_least(0), help="the seed of that held-out dev set (fixed: every seed shares "
+                            "one dev set)")
+    skip_bad_rows: bool = setting(False, help="skip and count training and dev rows that make no example, instead of "
+                                  "stopping")
+    num_proc: int | None = _count(None, "processes that featurise the data (datasets.map)")
+    eval_batch_size: int = _count(64, "examples per prediction batch, over all processes")
     # parsing
-    parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
+    parser: str = setting("stanza", help="where the trees come from: stanza, chain, conllu:PATH, udpipe:MODEL, "
+                          "spacy:PIPELINE or gold")
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
-    parser_model_dir: str | None = None
-    parser_download: str = validated_field(one_of(DOWNLOAD.choices), default=DOWNLOAD.default)
-    parser_device: str | None = None
-    parser_batch_size: int = _count(BATCH_SIZE.default)
-    parse_workers: int | None = _count(None)  # processes that parse side by side; default: the cores
-    cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
+    parser_model_dir: str | None = setting(None, help="the parser's models folder (Stanza: default its own)")
+    parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices), help="whether Stanza may "
+                                   "download its models: none, reuse or download")
+    parser_device: str | None = setting(None, help="the parser's device (cpu, cuda, cuda:1)")
+    parser_batch_size: int = _count(BATCH_SIZE.default, "documents per parser call")
+    parse_workers: int | None = _count(None, "processes that parse side by side; default: the cores")
+    cache_dir: str | None = setting(None, help="parse and feature caches; default $XSYN_CACHE or ~/.cache/xsyn")
     # bookkeeping
-    eval_every: int | None = _count(None)  # optimiser steps between dev evaluations (default: once an epoch)
-    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N steps or
-    # "epoch" between resumable states (default: at every evaluation)
-    save_total_limit: int | None = _count(None)  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
-    log_every: int = _count(10)
-    trackers: list[str] = validated_field(one_of(TRACKERS), default_factory=list)  # accelerate trackers
+    eval_every: int | None = _count(None, "optimiser steps between dev evaluations (default: once an epoch)")
+    checkpointing_steps: int | str | None = setting(None, check=check_checkpointing_steps, help="N steps or epoch "
+                                                    "between resumable states (default: at every evaluation)")
+    save_total_limit: int | None = _count(None, "resumable states kept: state/ and checkpoint-<step>/ (default: 1)")
+    log_every: int = _count(10, "optimiser steps between logged losses")
+    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="experiment trackers that also "
+                                  "log the run: tensorboard, wandb")
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
-    gat_init: str | None = None  # a `xsyn pretrain-gat` output directory
-    freeze_gat: bool = False
+    gat_init: str | None = setting(None, help="start the GAT from this xsyn pretrain-gat output folder")
+    freeze_gat: bool = setting(False, help="keep the pre-trained GAT's weights fixed (with gat_init)")
     hyperparameter_source: str = ""  # which card section the defaults came from
     hyperparameter_grid: dict[str, Any] = field(default_factory=dict)  # card grids whose first value is used
 

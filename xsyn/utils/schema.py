@@ -31,8 +31,8 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from xsyn.utils.errors import XsynError
 
 __all__ = ["Invalid", "SchemaError", "at_least", "between", "check_value", "check_values", "construct", "describe",
-           "did_you_mean", "distinct", "finite_above_zero", "load", "one_of", "strict", "type_mismatch",
-           "validated_field"]
+           "did_you_mean", "distinct", "finite_above_zero", "help_text", "load", "one_of", "setting", "strict",
+           "type_mismatch", "validated_field"]
 
 T = TypeVar("T")
 
@@ -54,6 +54,22 @@ class Invalid(ValueError):
     def __init__(self, key: str, problem: str):
         self.key, self.problem = key, problem
         super().__init__(f"{key}: {problem}")
+
+
+def setting(default: Any = dataclasses.MISSING, *, help: str, check: Callable[[Any], None] | None = None,
+            default_factory: Any = dataclasses.MISSING) -> Any:
+    """A schema field that says what it means: `help` is the one text `xsyn settings` and the documentation's
+    settings page show for it; `check` its rule, as `validated_field`'s."""
+    metadata = {"help": help}
+    if check is None:
+        return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+    return validated_field(check, default=default, default_factory=default_factory, metadata=metadata)
+
+
+def help_text(owner: type, name: str) -> str:
+    """The help `setting(...)` gave field `name` of the schema `owner` ("" for a field declared without)."""
+    found = {f.name: f for f in dataclasses.fields(owner)}.get(name)
+    return found.metadata.get("help", "") if found is not None else ""
 
 
 # -- field rules (for `validated_field(rule, default=...)`) -----------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.utils.schema import SchemaError
+from xsyn.utils.schema import SchemaError, setting
 
 if TYPE_CHECKING:
     import torch
@@ -57,12 +57,15 @@ class CommonSettings:
     """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
     command line can list and check the model settings without loading torch)."""
 
-    variant: str = "gat"
-    syntax_layers: list[int] | None = None
-    num_intents: int | None = None
-    num_slot_labels: int | None = None
-    intent_labels: list[str] | None = None  # intent names in id order (intent-slot head)
-    slot_labels: list[str] | None = None  # slot tag names in id order
+    variant: str = setting("gat", help="the model variant")
+    syntax_layers: list[int] | None = setting(None, help="encoder layers (0-based) the variant acts in (gat: "
+                                              "self-attention biased; sla, wla: gated local attention; sep: input "
+                                              "mixed with its distance view); a count n is the first n; default: all "
+                                              "layers")
+    num_intents: int | None = setting(None, help="intents of the intent-slot head")
+    num_slot_labels: int | None = setting(None, help="slot tags of the intent-slot head")
+    intent_labels: list[str] | None = setting(None, help="intent names in id order (intent-slot head)")
+    slot_labels: list[str] | None = setting(None, help="slot tag names in id order (intent-slot head)")
 
 
 class SyntaxVariant:

@@ -4,29 +4,7 @@ A GAT over the batch's trees (`xsyn.models.gat`) computes G; in each syntax laye
 `syntax_heads` attention heads add G G_l to their query and key (or the `bias_targets`). Its
 structural probes give the auxiliary loss `structural_loss_weight * (distance_loss + depth_loss)`.
 
-| setting                   | default       | meaning                                                   |
-|---------------------------|---------------|-----------------------------------------------------------|
-| `syntax_layers`           | all layers    | encoder layers (0-based) whose self-attention sees syntax |
-| `syntax_heads`            | 1             | attention heads (the first n) biased by the GAT output    |
-| `bias_targets`            | `"query,key"` | projections the GAT bias is added to (paper: query,key;   |
-|                           |               | released code: key,value)                                 |
-| `gat_layers`              | 4             | GAT layers (L_g)                                          |
-| `gat_heads`               | 4             | GAT heads (k)                                             |
-| `gat_head_size`           | 64            | size of one GAT head (d_g); the GAT output has k * d_g    |
-| `gat_delta`               | 4             | GAT attention reaches tree distance <= delta              |
-| `gat_attention`           | `"dot"`       | `dot` (paper eq. 2, query = key) or `additive`            |
-|                           |               | (Velickovic-style, as in the released code)               |
-| `gat_deprel_embeddings`   | False         | add a dependency-relation embedding to the GAT input      |
-| `gat_residual`            | False         | add each GAT layer's input to its output where the sizes  |
-|                           |               | match (not in the paper; helps pre-training, see README)  |
-| `gat_edge_direction`      | False         | a learned attention logit per GAT layer, head and edge    |
-|                           |               | relation (self, head, dependent, further): lets the GAT   |
-|                           |               | tell a piece's head from its dependents (not in the paper)|
-| `gat_position_embeddings` | False         | add BERT's position embeddings to the GAT input, so that  |
-|                           |               | identical words in mirrored places of a tree get distinct |
-|                           |               | inputs (not in the paper; helps pre-training, see README) |
-| `probe_rank`              | 64            | rank of the structural probes theta1, theta2              |
-| `structural_loss_weight`  | 0.5           | alpha in loss = task + alpha (distance + depth)           |
+Its settings, each with its meaning, are `GatSettings` below (`xsyn settings --variant gat` lists them).
 """
 
 from __future__ import annotations
@@ -37,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from xsyn.models.defaults import BIAS_TARGETS, GAT_ATTENTIONS, bias_target_names
 from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
-from xsyn.utils.schema import Invalid, at_least, one_of, strict, validated_field
+from xsyn.utils.schema import Invalid, at_least, one_of, setting, strict
 
 if TYPE_CHECKING:
     import torch
@@ -68,21 +46,30 @@ def _bias_targets(value: str) -> None:
 @strict
 @dataclass
 class GatSettings:
-    """The `gat` fields of `XsynBertConfig` (see the table above)."""
+    """The `gat` fields of `XsynBertConfig`."""
 
-    syntax_heads: int = validated_field(at_least(1), default=1)
-    bias_targets: str = validated_field(_bias_targets, default="query,key")
-    gat_layers: int = validated_field(at_least(1), default=4)
-    gat_heads: int = validated_field(at_least(1), default=4)
-    gat_head_size: int = validated_field(at_least(1), default=64)
-    gat_delta: int = validated_field(at_least(1), default=4)
-    gat_attention: str = validated_field(one_of(GAT_ATTENTIONS), default="dot")
-    gat_deprel_embeddings: bool = False
-    gat_residual: bool = False
-    gat_edge_direction: bool = False
-    gat_position_embeddings: bool = False
-    probe_rank: int = validated_field(at_least(1), default=64)
-    structural_loss_weight: float | int = validated_field(at_least(0), default=0.5)
+    syntax_heads: int = setting(1, check=at_least(1), help="attention heads (the first n) of each syntax layer "
+                                "biased by the GAT output")
+    bias_targets: str = setting("query,key", check=_bias_targets, help="the projections the GAT bias is added to "
+                                "(the paper: query,key; its released code: key,value)")
+    gat_layers: int = setting(4, check=at_least(1), help="GAT layers (L_g)")
+    gat_heads: int = setting(4, check=at_least(1), help="GAT heads (k)")
+    gat_head_size: int = setting(64, check=at_least(1), help="size of one GAT head (d_g); the GAT output has k * d_g")
+    gat_delta: int = setting(4, check=at_least(1), help="GAT attention reaches tree distance <= delta")
+    gat_attention: str = setting("dot", check=one_of(GAT_ATTENTIONS), help="dot (the paper's eq. 2, query = key) or "
+                                 "additive (Velickovic-style, as in the released code)")
+    gat_deprel_embeddings: bool = setting(False, help="add a dependency-relation embedding to the GAT input")
+    gat_residual: bool = setting(False, help="add each GAT layer's input to its output where the sizes match (not "
+                                 "in the paper; helps pre-training)")
+    gat_edge_direction: bool = setting(False, help="a learned attention logit per GAT layer, head and edge relation "
+                                       "(self, head, dependent, further): the GAT tells a piece's head from its "
+                                       "dependents (not in the paper)")
+    gat_position_embeddings: bool = setting(False, help="add BERT's position embeddings to the GAT input, so that "
+                                            "identical words in mirrored places of a tree get distinct inputs (not in "
+                                            "the paper; helps pre-training)")
+    probe_rank: int = setting(64, check=at_least(1), help="rank of the structural probes theta1, theta2")
+    structural_loss_weight: float | int = setting(0.5, check=at_least(0), help="alpha in loss = task + alpha "
+                                                  "(distance + depth): the structural probes' weight")
 
 
 class Gat(SyntaxVariant):

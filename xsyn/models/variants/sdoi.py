@@ -5,12 +5,7 @@ of interest (its ancestors and itself); its output is aggregated with BERT's
 (`xsyn.models.sdoi`). `last_hidden_state` (and the pooled output) is the aggregated H';
 `hidden_states` are BERT's layers.
 
-| setting                     | default | meaning                                                    |
-|-----------------------------|---------|------------------------------------------------------------|
-| `sdoi_alpha`                | 0.5     | H' = alpha H + (1 - alpha) H_sdoi                          |
-| `sdoi_learn_alpha`          | False   | make alpha a trained parameter (initialised to the above)  |
-| `sdoi_init_from_last_layer` | False   | start the extra layer as a copy of the checkpoint's last   |
-|                             |         | layer (SG-Net: random); applies when lifting a checkpoint  |
+Its settings, each with its meaning, are `SdoiSettings` below (`xsyn settings --variant sdoi` lists them).
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xsyn.models.variants.base import SyntaxVariant
-from xsyn.utils.schema import between, strict, validated_field
+from xsyn.utils.schema import between, setting, strict
 
 if TYPE_CHECKING:
     import torch
@@ -42,11 +37,12 @@ ZHANG_2020 = """@inproceedings{zhang-etal-2020-sgnet,
 @strict
 @dataclass
 class SdoiSettings:
-    """The `sdoi` fields of `XsynBertConfig` (see the table above)."""
+    """The `sdoi` fields of `XsynBertConfig`."""
 
-    sdoi_alpha: float | int = validated_field(between(0, 1), default=0.5)
-    sdoi_learn_alpha: bool = False
-    sdoi_init_from_last_layer: bool = False
+    sdoi_alpha: float | int = setting(0.5, check=between(0, 1), help="H' = alpha H + (1 - alpha) H_sdoi")
+    sdoi_learn_alpha: bool = setting(False, help="make alpha a trained parameter (initialised to sdoi_alpha)")
+    sdoi_init_from_last_layer: bool = setting(False, help="start the extra layer as a copy of the checkpoint's last "
+                                              "layer (SG-Net: random); applies when lifting a checkpoint")
 
 
 class Sdoi(SyntaxVariant):

@@ -5,16 +5,8 @@ normalised inverse tree distances (`xsyn.models.sep`). As an option, SEPREM's de
 prediction (`xsyn.models.distance_prediction`, also an objective of `xsyn pretrain-gat`, where it is
 called `seprem`) is an auxiliary loss: `sep_distance_loss_weight * seprem_loss`, in training.
 
-| setting                    | default    | meaning                                                  |
-|----------------------------|------------|----------------------------------------------------------|
-| `syntax_layers`            | all layers | encoder layers (0-based) whose input is mixed with its   |
-|                            |            | distance view                                            |
-| `sep_alpha`                | 0.1        | H' = (1 - alpha) H + alpha sigmoid(W1 H + W2 D~ H); the  |
-|                            |            | SEPREM summary gives no value                            |
-| `sep_learn_alpha`          | False      | make alpha a trained parameter (initialised to the above)|
-| `sep_distance_loss_weight` | 0.0        | weight of the distance-prediction loss in fine-tuning    |
-|                            |            | (0: off; the head exists only when > 0)                  |
-| `sep_max_distance`         | 8          | its classes: distances 1 .. K-1 and "K or more"          |
+Its settings, each with its meaning, are `SepSettings` below (`xsyn settings --variant sep` lists them); its
+`syntax_layers` are the layers whose input is mixed with its distance view.
 
 No task card has a `sep` section: the paper fine-tunes on none of these tasks, so a `sep` run takes
 the card's plain-model settings and these defaults.
@@ -26,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
-from xsyn.utils.schema import at_least, between, strict, validated_field
+from xsyn.utils.schema import at_least, between, setting, strict
 
 if TYPE_CHECKING:
     import torch
@@ -51,12 +43,15 @@ XU_2021 = """@inproceedings{xu-etal-2021-syntax,
 @strict
 @dataclass
 class SepSettings:
-    """The `sep` fields of `XsynBertConfig` (see the table above)."""
+    """The `sep` fields of `XsynBertConfig`."""
 
-    sep_alpha: float | int = validated_field(between(0, 1), default=0.1)
-    sep_learn_alpha: bool = False
-    sep_distance_loss_weight: float | int = validated_field(at_least(0), default=0.0)
-    sep_max_distance: int = validated_field(at_least(2), default=8)  # a class for distance 1, one for "that or more"
+    sep_alpha: float | int = setting(0.1, check=between(0, 1), help="H' = (1 - alpha) H + alpha sigmoid(W1 H + W2 D~ "
+                                     "H); the SEPREM summary gives no value")
+    sep_learn_alpha: bool = setting(False, help="make alpha a trained parameter (initialised to sep_alpha)")
+    sep_distance_loss_weight: float | int = setting(0.0, check=at_least(0), help="weight of the distance-prediction "
+                                                    "loss in fine-tuning (0: off; the head exists only when > 0)")
+    # at least 2: a class for distance 1, one for "that or more"
+    sep_max_distance: int = setting(8, check=at_least(2), help='its classes: distances 1 .. K-1 and "K or more"')
 
 
 @dataclass

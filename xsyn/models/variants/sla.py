@@ -3,12 +3,8 @@
 In each syntax layer a token mixes, through a learned gate, BERT's attention with attention over the
 words local to it in the tree (`xsyn.models.local_attention`).
 
-| setting             | default    | meaning                                                      |
-|---------------------|------------|--------------------------------------------------------------|
-| `syntax_layers`     | all layers | encoder layers (0-based) with the gated local attention      |
-| `sla_distance`      | 3          | m: word j is local to word i iff min over i-1, i, i+1 of the |
-|                     |            | tree distance to j is <= m                                   |
-| `sla_punct_visible` | False      | punctuation is local to every word                           |
+Its settings, each with its meaning, are `SlaSettings` below (`xsyn settings --variant sla` lists them); its
+`syntax_layers` are the layers with the gated local attention.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xsyn.models.variants.base import SyntaxBatch, SyntaxVariant
-from xsyn.utils.schema import at_least, strict, validated_field
+from xsyn.utils.schema import at_least, setting, strict
 
 if TYPE_CHECKING:
     import torch
@@ -40,10 +36,11 @@ LI_2021 = """@inproceedings{li-etal-2021-improving-bert,
 @strict
 @dataclass
 class SlaSettings:
-    """The `sla` fields of `PretrainedConfig` (see the table above)."""
+    """The `sla` fields of `PretrainedConfig`."""
 
-    sla_distance: int = validated_field(at_least(0), default=3)
-    sla_punct_visible: bool = False
+    sla_distance: int = setting(3, check=at_least(0), help="m: word j is local to word i iff min over i-1, i, i+1 of "
+                                "the tree distance to j is <= m")
+    sla_punct_visible: bool = setting(False, help="punctuation is local to every word")
 
 
 class LocalAttention(SyntaxVariant):

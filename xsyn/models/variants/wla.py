@@ -2,10 +2,7 @@
 
 As `sla`, but a word's local words are those within a window around it, whatever the tree.
 
-| setting         | default    | meaning                                                  |
-|-----------------|------------|----------------------------------------------------------|
-| `syntax_layers` | all layers | encoder layers (0-based) with the gated local attention  |
-| `wla_window`    | 4          | k: word j is local to word i iff abs(i - j) <= k         |
+Its setting, with its meaning, is `WlaSettings` below (`xsyn settings --variant wla` lists it).
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xsyn.models.variants.sla import LocalAttention
-from xsyn.utils.schema import at_least, strict, validated_field
+from xsyn.utils.schema import at_least, setting, strict
 
 if TYPE_CHECKING:
     import torch
@@ -26,9 +23,9 @@ if TYPE_CHECKING:
 @strict
 @dataclass
 class WlaSettings:
-    """The `wla` fields of `PretrainedConfig` (see the table above)."""
+    """The `wla` fields of `PretrainedConfig`."""
 
-    wla_window: int = validated_field(at_least(0), default=4)
+    wla_window: int = setting(4, check=at_least(0), help="k: word j is local to word i iff abs(i - j) <= k")
 
 
 class Wla(LocalAttention):
