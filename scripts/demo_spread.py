@@ -6,8 +6,8 @@
 Each seed's demo goes into `<output-dir>/seed<N>` (replacing an earlier one); one JSON line per seed
 (test accuracy per variant and language, seconds) is printed as it finishes, then the mean, sd and
 range per variant and language over the seeds. Same seed and thread count: bit-identical results;
-another thread count sums floats in another order, so compare it with the seed spread (README,
-Reproducibility). The README's demo figures come from this script.
+another thread count sums floats in another order, so compare it with the seed spread (docs/reproducibility.md).
+The demo figures of README.md and docs/getting-started.md come from this script.
 """
 
 from __future__ import annotations

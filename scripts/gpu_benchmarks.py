@@ -28,7 +28,7 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
 
 Each step's command, wall time, status and figures go into the JSON as soon as it ends (a run cut
 short keeps what it finished); `--deadline` seconds bound the whole run, and a step that would not
-fit is recorded as not run. `--table FILE` prints the Markdown tables of benchmarks/README.md from
+fit is recorded as not run. `--table FILE` prints the Markdown tables of docs/benchmarks.md from
 such a file; `--merge A B --output C` joins the steps of two runs (e.g. a second call that ran
 `--steps pawsx_minilm`). The top-level keys `step_time_ratio` (bf16, per variant) and
 `data_wait_fraction` (XNLI, gat) summarise the run.
@@ -699,7 +699,7 @@ def xnli_lengths(run: Run) -> list[int]:
 
 
 def table(results: dict[str, Any]) -> str:
-    """The Markdown tables of benchmarks/README.md."""
+    """The Markdown tables of docs/benchmarks.md."""
     env, steps = results["environment"], results["steps"]
     lines = [f"{env['device_name']} ({env['device']}), torch {env['torch']}, CUDA {env['cuda']}, "
              f"transformers {env['transformers']}, {env['date']}" + (" — quick settings" if results["quick"] else ""),

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 TARGETS = {"uuas": 0.95, "dist_spearman": 0.9}
 TRAINING_BUDGET_S = 300
-# The best GAT found for the targets (see the README): residual connections, relation embeddings
+# The best GAT found for the targets (see docs/finetune.md): residual connections, relation embeddings
 # in the input, relation logits that tell a piece's head from its dependents, BERT's positions in the
 # input (so identical words are told apart), 6 layers (a piece gathers ancestors 6 hops up at delta 1)
 # and full-rank probes.

@@ -13,7 +13,7 @@ packages), and xsyn's classes subclass transformers' and torch's, so a call at `
 torch and transformers into every command (6.5 s on the 2-core test machine, against 2-8 ms for
 `import xsyn`). `xsyn.models.register_auto_classes()` is the explicit call; importing `xsyn.models`'
 model modules makes it (`factory.py`); this hook makes it for code that imports only `xsyn` and then
-transformers, as the README shows.
+transformers, as docs/finetune.md shows.
 """
 
 from __future__ import annotations

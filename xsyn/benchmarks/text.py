@@ -11,7 +11,7 @@ def _kernel_note(result: dict) -> str:
         return f"torch ops on {result['device_name']}"
     if result["tree_kernel"] == "c":
         return f"C kernel; torch ops alone: {result['tensor_sentences_per_s_torch_ops']:,.0f}"
-    return "torch ops: the C kernel was not built, see the README"
+    return "torch ops: the C kernel was not built, see docs/getting-started.md (Install)"
 
 
 def syntax_text(result: dict[str, Any]) -> str:

@@ -16,9 +16,9 @@ from xsyn.models.defaults import COMPILE_MODES, TINY
 
 @bench.command(name="syntax")
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True, help="Treebank file to run on (the README's figure: UD_English-EWT dev).")
+              required=True, help="Treebank file to run on (the documented figure: UD_English-EWT dev).")
 @click.option("--tokenizer", required=True, help="A vocab.txt, a tokenizer folder or a hub name "
-                                                 "(the README's figure: mBERT's vocab.txt).")
+                                                 "(the documented figure: mBERT's vocab.txt).")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per batch.")
 @click.option("--repeats", type=int, default=5, show_default=True, help="Timed passes; the best counts.")
 @click.option("--device", default="cpu", show_default=True,
@@ -119,7 +119,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 
 @bench.command(name="parse")
 @click.option("--parser", "parser_name", type=ParserChoiceType(), required=True,
-              help="The parser to time (the README's figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
+              help="The parser to time (the docs' figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="Raw sentences, one per line; each distinct line is parsed once per worker count.")
 @click.option("--lang", default="en", show_default=True, help="Language of the sentences.")

@@ -91,7 +91,7 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it.
 
     \b
-    --recipe strong trains the GAT that reaches UUAS 0.996 on EWT dev (README), e.g.
+    --recipe strong trains the GAT that reaches UUAS 0.996 on EWT dev (docs/finetune.md), e.g.
       xsyn pretrain-gat --recipe strong --treebanks en --treebank-dir UD_RELEASE --model tiny \\
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """

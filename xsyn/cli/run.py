@@ -78,7 +78,7 @@ def data_options(fn):
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=RegistryChoice(variant_names), default=None,
-              help="The model variant (see the README) [default: the --config file's, else gat].")
+              help="The model variant (see docs/variants.md) [default: the --config file's, else gat].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
               f"[default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer folder (default: the model's; "

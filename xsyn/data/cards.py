@@ -396,7 +396,7 @@ def card_text(card: TaskCard, detailed: bool = False) -> str:
 
 
 def tasks_markdown(cards: Sequence[TaskCard]) -> str:
-    """A Markdown table of tasks and their sources (the README's task list, `xsyn tasks --markdown`)."""
+    """A Markdown table of tasks and their sources (the docs' task list, `xsyn tasks --markdown`)."""
     lines = ["| task | kind | languages | metric | dev set | local files (layout) | hub |",
              "|---|---|---|---|---|---|---|"]
     for card in cards:

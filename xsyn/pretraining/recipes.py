@@ -11,7 +11,7 @@ from typing import Any
 RECIPES: dict[str, dict[str, Any]] = {
     # Ahmad et al.'s GAT: dot-product attention, no residual, no positions (PretrainSettings' defaults).
     "paper": {"gat_delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "gat": {}},
-    # A good tree encoder (README, "Pre-train the GAT"): UUAS 0.996 on EWT dev with a tiny model at delta 1.
+    # A good tree encoder (docs/finetune.md, "Pre-train the GAT"): UUAS 0.996 on EWT dev with a tiny model at delta 1.
     "strong": {"gat_delta": 1, "gat_attention": "additive", "learning_rate": 3e-4,
                "gat": {"gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
                        "gat_position_embeddings": True, "gat_layers": 6, "probe_rank": 256}},

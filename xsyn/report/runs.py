@@ -108,7 +108,7 @@ def read_run(path: Path) -> Run:
     missing = [key for key in _REQUIRED if key not in results]
     if missing:
         raise ReportError(f"{file} lacks {', '.join(missing)}; it was not written by `xsyn evaluate` "
-                          "(see the README for the results.json schema)")
+                          "(docs/finetune.md, 'Results: what a run writes', has the results.json schema)")
     for name in _TEXT:
         if not isinstance(results[name], str) or not results[name]:
             raise ReportError(f"{file}: {name} must be a non-empty string, got {results[name]!r}; "

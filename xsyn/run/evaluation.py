@@ -10,7 +10,7 @@ whose benchmark ships no dev set evaluates `validation` on the run's own held-ou
 examples (the ids its `data_report.json` recorded), in the training language.
 
 Each finished language or pair is saved at once (`partial/`), so an interrupted evaluation resumes
-without recomputing it. The output folder gets (schema in the README):
+without recomputing it. The output folder gets (schema in docs/finetune.md):
 
     results.json                 per_language, average, pairs, n_examples, dropped, scores, config
     per_language.csv             language, score, examples, dropped

@@ -4,7 +4,7 @@
     parser = build_parser("stanza", parser_device="cuda:1")      # the run settings of its options
 
 Each entry names its class as "module:Class" and is imported only when a parser is built, so listing
-the parsers (the CLI's help, the README table, checking a run's settings) loads no parser library.
+the parsers (the CLI's help, the docs' parser table, checking a run's settings) loads no parser library.
 A parser's options are declared once here (`ParserOption`): the CLI makes one flag of each and the
 run settings hold one field of each; parsers that share a setting (a batch size) share the option.
 
@@ -152,7 +152,7 @@ def parsers_help() -> str:
 
 
 def parser_table(entries: Sequence[ParserEntry] = BUILTIN_PARSERS) -> str:
-    """The README's parser table (a test keeps the README's copy equal to this)."""
+    """The parser table of docs/parsers.md (a test keeps the page's copy equal to this)."""
     rows = ["| `--parser` | what | its options |", "|---|---|---|"]
     for entry in entries:
         what = entry.help + (f"; {entry.takes}: {entry.argument_help}" if entry.takes else "")
