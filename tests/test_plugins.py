@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from xsyn.data.kinds import KINDS
 from xsyn.metrics.base import Metric, percent
 from xsyn.models.variants.base import SyntaxVariant
-from xsyn.utils.schema import between, strict, validated_field
+from xsyn.utils.schema import between, setting, strict
 
 
 @strict
 @dataclass
 class ScaledSettings:
-    scaled_factor: float = validated_field(between(0, 10), default=1.0)
+    scaled_factor: float = setting(1.0, check=between(0, 10), help="what BERT's output is multiplied by")
 
 
 class Scaled(SyntaxVariant):
