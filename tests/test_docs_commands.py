@@ -205,3 +205,11 @@ def test_pages_speak_in_user_words(page):
             for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
             if PROCESS_WORDS.search(line)]
     assert not hits, "words of xsyn's own development on a user's page:\n" + "\n".join(hits)
+
+
+def test_the_readme_is_a_front_page_whose_links_lead_into_the_docs():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300, "README.md is the front page (<= 300 lines): move details into docs/"
+    linked = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", readme)
+    assert len(linked) >= 10 and all((REPO / path).is_file() for path in linked), linked
+    assert (REPO / "docs" / "settings.md").is_file() and "mkdocs build --strict" in readme
