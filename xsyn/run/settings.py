@@ -73,10 +73,8 @@ class RunConfig:
     task_card: str | None = setting(None, help="the card file of a task given as one; none for a shipped card")
     variant: str = setting(DEFAULT_VARIANT, check=one_of(variant_names), help="the model variant")
     model: str = setting(DEFAULT_MODEL, help="a hub name, a checkpoint folder, or tiny (a random 2-layer model)")
-    tokenizer: str | None = setting(None, help="a vocab.txt, tokenizer folder or hub name; default: the model's own "
-                                    "(for tiny: mBERT's)")
-    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family (bert, xlm-roberta, ...); "
-                                      "default: the tokenizer's, where its class or folder says it")
+    tokenizer: str | None = setting(None, help="vocab.txt, tokenizer folder or hub name; default: the model's own")
+    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family; default: the tokenizer's")
     train_lang: str = setting("en", help="the source language trained on; default: the card's first")
     data_dir: str | None = setting(None, help="the task's data folder; default: $XSYN_DATA_DIR/<task>, else the hub")
     output_dir: str | None = setting(None, help="the run's folder; default: runs/<task>/<variant>-seed<seed>")
@@ -84,19 +82,15 @@ class RunConfig:
     # optimisation
     epochs: float = setting(3.0, check=finite_above_zero, help="passes over the training data")
     max_steps: int | None = _count(None, "stop after this many optimiser steps (overrides epochs)")
-    learning_rate: float = setting(2e-5, check=finite_above_zero, help="peak learning rate (linear warmup, then "
-                                   "linear decay)")
+    learning_rate: float = setting(2e-5, check=finite_above_zero, help="peak learning rate (warmup, linear decay)")
     batch_size: int = _count(32, "examples per optimiser step, over all processes and accumulation steps")
     grad_accum: int = _count(1, "micro-batches per optimiser step (the batch stays batch_size)")
     warmup_steps: int = setting(0, check=at_least(0), help="steps over which the learning rate warms up")
     weight_decay: float = setting(0.0, check=at_least(0), help="AdamW's weight decay (not on biases and LayerNorm)")
     max_grad_norm: float = setting(1.0, check=finite_above_zero, help="clip the gradient's global norm to this")
-    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 (also on CPU) or fp16 "
-                                   "(CUDA only)")
-    torch_compile: str | None = setting(None, check=_compile_mode, help="train the model compiled by torch.compile "
-                                        "in this mode; none: eager")
-    pad_to_multiple_of: int | None = _count(None, "batch lengths rounded up to a multiple of this: few shapes, few "
-                                            "recompiles")
+    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 or fp16 (CUDA only)")
+    torch_compile: str | None = setting(None, check=_compile_mode, help="a torch.compile mode to train in; none: eager")
+    pad_to_multiple_of: int | None = _count(None, "batch lengths rounded up to a multiple of it: few shapes")
     # data
     max_length: int = _count(128, "word pieces per input; longer inputs are cut (and counted)")
     doc_stride: int | None = _count(None, "QA: overlap of a long context's windows, in pieces")
@@ -104,37 +98,30 @@ class RunConfig:
     max_answer_length: int = _count(30, "QA: the longest answer span decoded, in pieces")
     n_best: int = _count(20, "QA: start and end candidates decoded per window")
     max_train_examples: int | None = _count(None, "use only the first N training examples (quick runs)")
-    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding, faster; off in "
-                                    "the papers)")
-    max_eval_examples: int | None = _count(None, "use only the first N dev examples in training; an experiment (and "
-                                           "the demo) caps its test evaluation too")
-    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="a task without a dev "
-                                         "set: the share of train held out as one (default: the card's)")
-    dev_seed: int = setting(0, check=at_least(0), help="the seed of that held-out dev set (fixed: every seed shares "
-                            "one dev set)")
-    skip_bad_rows: bool = setting(False, help="skip and count training and dev rows that make no example, instead of "
-                                  "stopping")
+    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding; off in papers)")
+    max_eval_examples: int | None = _count(None, "first N dev examples; an experiment's and the demo's tests too")
+    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="train share held as dev")
+    dev_seed: int = setting(0, check=at_least(0), help="the held-out dev set's seed (fixed: every seed shares it)")
+    skip_bad_rows: bool = setting(False, help="skip and count bad training and dev rows instead of stopping")
     num_proc: int | None = _count(None, "processes that featurise the data (datasets.map)")
     eval_batch_size: int = _count(64, "examples per prediction batch, over all processes")
     # parsing
-    parser: str = setting("stanza", help="where the trees come from: stanza, chain, conllu:PATH, udpipe:MODEL, "
-                          "spacy:PIPELINE or gold")
+    parser: str = setting("stanza", help="the trees: stanza, chain, conllu:PATH, udpipe:MODEL, spacy:PIPELINE, gold")
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = setting(None, help="the parser's models folder (Stanza: default its own)")
-    parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices), help="whether Stanza may "
-                                   "download its models: none, reuse or download")
+    parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices),
+                                   help="whether Stanza may download its models: none, reuse or download")
     parser_device: str | None = setting(None, help="the parser's device (cpu, cuda, cuda:1)")
     parser_batch_size: int = _count(BATCH_SIZE.default, "documents per parser call")
     parse_workers: int | None = _count(None, "processes that parse side by side; default: the cores")
     cache_dir: str | None = setting(None, help="parse and feature caches; default $XSYN_CACHE or ~/.cache/xsyn")
     # bookkeeping
     eval_every: int | None = _count(None, "optimiser steps between dev evaluations (default: once an epoch)")
-    checkpointing_steps: int | str | None = setting(None, check=check_checkpointing_steps, help="N steps or epoch "
-                                                    "between resumable states (default: at every evaluation)")
+    checkpointing_steps: int | str | None = setting(None, check=check_checkpointing_steps,
+                                                    help="N steps or epoch between resumable states")
     save_total_limit: int | None = _count(None, "resumable states kept: state/ and checkpoint-<step>/ (default: 1)")
     log_every: int = _count(10, "optimiser steps between logged losses")
-    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="experiment trackers that also "
-                                  "log the run: tensorboard, wandb")
+    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="also log to: tensorboard, wandb")
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
     gat_init: str | None = setting(None, help="start the GAT from this xsyn pretrain-gat output folder")
