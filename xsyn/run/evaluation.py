@@ -167,7 +167,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     """Evaluate a checkpoint (as `locate_checkpoint` found it, or a run or checkpoint folder) zero-shot;
     `max_examples` scores only the first N examples of each language or pair (recorded in results.json).
     `task` evaluates on another task than the one trained on, where `check_transferable` allows it
-    (a model fine-tuned for MLQA on XQuAD); its results go to eval-<task>-<split> by default."""
+    (a model fine-tuned for MLQA on XQuAD); its results go to `eval-<task>-<split>` by default."""
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = locate_checkpoint(checkpoint)
     other_task = task is not None and task != checkpoint.task
