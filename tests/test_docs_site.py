@@ -141,3 +141,15 @@ def test_every_page_loads_in_chromium_without_a_console_message(site):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+
+def test_the_built_pages_speak_in_user_words(site):
+    """The API pages are made from docstrings: they too speak to users only."""
+    from test_docs_commands import PROCESS_WORDS
+
+    hits = []
+    for page in sorted(site.rglob("*.html")):
+        text = re.sub(r"<[^>]+>", " ", page.read_text(encoding="utf-8"))
+        hits += [f"{page.relative_to(site)}: ...{text[max(0, m.start() - 50):m.end() + 30]}..."
+                 for m in PROCESS_WORDS.finditer(text)]
+    assert not hits, "\n".join(hits)
