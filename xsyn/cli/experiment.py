@@ -127,8 +127,9 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
 @experiment_options
 @click.option("--cells", "every_cell", is_flag=True,
               help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
-@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
-              help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
+@click.option("--device", type=click.Choice(DEVICES), default=None,
+              help="The device of the plan the progress is shown against (`xsyn experiment plan`) [default: this "
+                   "machine's: its GPU, else cpu].")
 def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
@@ -159,16 +160,10 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
     import json
 
     from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
-    from xsyn.experiments.plan import make_plan, plan_json, plan_lines
+    from xsyn.experiments.plan import given_examples, make_plan, plan_json, plan_lines
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
-    examples = {}
-    for item in given:
-        task, _, count = item.partition("=")
-        if not count.isdigit() or task not in spec.tasks:
-            raise click.BadParameter(f"{item!r}: give TASK=N with a task of the experiment ({', '.join(spec.tasks)})",
-                                     param_hint="--examples")
-        examples[task] = int(count)
+    examples = given_examples(given, spec.tasks)
     plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
     click.echo(json.dumps(plan_json(plan), indent=2) if as_json else "\n".join(plan_lines(plan)))
 

@@ -8,17 +8,17 @@ from collections.abc import Iterator
 from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
 from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, TaskTally, cell_state, tally_by_task
 from xsyn.experiments.experiment_file import Experiment
-from xsyn.experiments.plan import make_plan, progress, progress_line
+from xsyn.experiments.plan import local_device, make_plan, progress, progress_line
 from xsyn.experiments.pretrain import pretrain_states
 from xsyn.experiments.report import PaperStatus, paper_status
 
 SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
 
 
-def status_lines(experiment: Experiment, device: str, every_cell: bool = False) -> Iterator[str]:
+def status_lines(experiment: Experiment, device: str | None = None, every_cell: bool = False) -> Iterator[str]:
     """The cells (every one, or of more than `SHORT_LIST` the running and failed ones) and the pretraining units
     with their state and detail; the tally per task, what is missing, the paper's averages; the counts, and the
-    progress against the plan for `device`."""
+    progress against the plan for `device` (default: this machine's)."""
     states = [cell_state(experiment, cell) for cell in experiment.cells]
     listed = states if every_cell or len(states) <= SHORT_LIST else [s for s in states if s.state in (RUNNING, FAILED)]
     width = max(len(s.cell.name) for s in states)
@@ -36,8 +36,10 @@ def status_lines(experiment: Experiment, device: str, every_cell: bool = False) 
     yield (f"\n{len(states)} cells in {experiment.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
            + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
               else ""))
-    plan = make_plan(experiment, device, read_benchmarks(default_bench_paths()))
-    yield progress_line(plan, progress(experiment, plan, [s.cell for s in states if s.state == DONE]))
+    chosen = device or local_device()
+    plan = make_plan(experiment, chosen, read_benchmarks(default_bench_paths()))
+    where = "" if device else " (this machine's device; --device plans for another)"
+    yield progress_line(plan, progress(experiment, plan, [s.cell for s in states if s.state == DONE]), where)
 
 
 def _tally_lines(tallies: list[TaskTally], states: tuple[str, ...]) -> Iterator[str]:
