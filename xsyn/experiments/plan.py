@@ -392,8 +392,8 @@ def significant(value: float, digits: int = 3) -> str:
     """`value` to `digits` significant digits, in plain notation with thousands separators (never 1.2e+03)."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
-    magnitude = math.floor(math.log10(abs(value)))
-    rounded = round(value, digits - 1 - magnitude)
+    rounded = round(value, digits - 1 - math.floor(math.log10(abs(value))))
+    magnitude = math.floor(math.log10(abs(rounded)))  # of the rounded value: 9.996 becomes 10.0, not 10.00
     return f"{rounded:,.{max(0, digits - 1 - magnitude)}f}"
 
 
