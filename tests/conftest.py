@@ -131,6 +131,18 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def udpipe_model(shared_data, tmp_path_factory):
+    """A small English tokenizer + tagger + parser: 200 EWT train sentences, about 20 s on two busy cores
+    (the UDPipe tests and the offline experiment share it)."""
+    from xsyn.syntax.parsing.udpipe import train_model
+
+    train = shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-train.conllu"
+    if not train.is_file():
+        pytest.skip(f"EWT train split not found at {train}")
+    return train_model(train, tmp_path_factory.mktemp("udpipe") / "en_ewt-small.udpipe")
+
+
+@pytest.fixture(scope="session")
 def mbert_tokenizer(shared_data: Path):
     """The real mBERT (cased) wordpiece vocabulary as a fast tokenizer."""
     from transformers import BertTokenizerFast

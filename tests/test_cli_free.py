@@ -51,7 +51,7 @@ def test_run_here_says_how_the_cells_ended_and_fails_only_for_a_failed_cell(synt
     monkeypatch.setattr(launch, "visible_gpus", lambda: ["0", "1", "2"])
     seen = {}
 
-    def fake_run_local(experiment, devices, cells, echo, progress):
+    def fake_run_local(experiment, devices, cells, echo, progress, **options):
         seen["devices"] = devices
         return _states(synth, *outcome)
 

@@ -64,6 +64,8 @@ def experiment() -> None:
 
     \b
     FILE|RECIPE is an experiment file or a bundled recipe: {recipes}.
+      xsyn experiment plan ahmad2021             # what it will cost, before any download
+      xsyn experiment prepare ahmad2021          # data, models and parses ready, where the network is
       xsyn experiment run synth                  # every cell that is not finished, in order
       xsyn experiment status synth               # done / running / failed / to do
       xsyn experiment report synth               # index.md + a report per task
@@ -100,12 +102,37 @@ experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="xsyn's cache folder for every cell: parses/ and features/ (default: $XSYN_CACHE or ~/.cache/xsyn); "
                    "as --set cache_dir=DIR.")
+@click.option("--offline", is_flag=True, help="The cells neither download nor parse: every input must be ready "
+              "(`xsyn experiment prepare`), checked before any cell starts; they run with the hub offline. After a "
+              "complete prepare, cells run offline without the flag.")
+@click.option("--cells-per-gpu", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Cells at once on each GPU, each its own process (CUDA MPS where installed), as many as the "
+                   "device's memory holds by the plan's estimate; one that runs out of memory is retried alone.")
+@click.option("--prepare", "prepare_first", is_flag=True,
+              help="Run `experiment prepare` first (slurm: as a CPU job the cells' array waits for), then the "
+                   "cells offline.")
+@click.option("--prepare-partition", default=None, help="slurm --prepare: the CPU job's partition.")
+@click.option("--prepare-cpus", type=click.IntRange(min=1), default=8, show_default=True,
+              help="slurm --prepare: the CPU job's cores (its parse workers).")
+@click.option("--prepare-time", type=click.IntRange(min=1), default=6 * 60, show_default=True,
+              help="slurm --prepare: the CPU job's time limit, in minutes.")
+@click.option("--prepare-mem-gb", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="slurm --prepare: the CPU job's memory.")
 def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, gpus, cell_patterns, partition,
                 gpus_per_node, time_min, cpus_per_task, mem_gb, array_parallelism, account, qos, constraint,
-                wait, progress, cache_dir) -> None:
+                wait, progress, cache_dir, offline, cells_per_gpu, prepare_first, prepare_partition, prepare_cpus,
+                prepare_time, prepare_mem_gb) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.experiments.launch import ClusterOptions, record_run, run_here, run_on_slurm
+    from xsyn.experiments.launch import (
+        ClusterOptions,
+        LocalOptions,
+        PrepareJob,
+        record_run,
+        run_here,
+        run_on_slurm,
+    )
+    from xsyn.experiments.prepare import decide_offline, manifest_lines, prepare
     from xsyn.utils.progress import quiet_libraries
 
     if not progress:
@@ -115,12 +142,64 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, 
     cells = spec.select(cell_patterns)
     record_run(spec)
     if launcher == "slurm":
+        job = PrepareJob(prepare_partition or partition, prepare_cpus, prepare_time, prepare_mem_gb, account, qos)
+        offline = prepare_first or decide_offline(spec, cells, offline, echo=click.echo)
         run_on_slurm(spec, cells, ClusterOptions(
             partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
-            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
-            source, wait, echo=click.echo)
-    else:
-        run_here(spec, cells, gpus, progress, wait, source, echo=click.echo)
+            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint,
+            cells_per_gpu=cells_per_gpu, offline=offline), source, wait, echo=click.echo,
+            prepare=job if prepare_first else None)
+        return
+    if prepare_first:
+        for line in manifest_lines(prepare(spec, echo=click.echo, progress=progress)):
+            click.echo(line)
+    offline = decide_offline(spec, cells, offline or prepare_first, echo=click.echo)
+    run_here(spec, cells, gpus, progress, wait, source, echo=click.echo,
+             options=LocalOptions(cells_per_gpu=cells_per_gpu, offline=offline))
+
+
+@experiment.command(name="prepare")
+@experiment_options
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="xsyn's cache folder for every cell: parses/ and features/ (as `run --cache-dir`).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Parse worker processes [default: this machine's cores].")
+@click.option("--progress", is_flag=True, help="Progress bars for the parsing.")
+@click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
+              help="local: here; slurm: as one CPU job through submitit.")
+@click.option("--partition", default=None, help="slurm: the CPU job's partition.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=8, show_default=True,
+              help="slurm: the CPU job's cores (its parse workers).")
+@click.option("--time", "time_min", type=click.IntRange(min=1), default=6 * 60, show_default=True,
+              help="slurm: the CPU job's time limit, in minutes.")
+@click.option("--mem-gb", type=click.FloatRange(min=0, min_open=True), default=None, help="slurm: its memory.")
+@click.option("--account", default=None, help="slurm: the account to charge.")
+@click.option("--qos", default=None, help="slurm: the quality of service.")
+def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_dir, workers, progress, launcher,
+                    partition, cpus_per_task, time_min, mem_gb, account, qos) -> None:
+    """Make ready everything the cells read, once, where the network is: each model's files, each task's
+    splits, every segment parsed with the cells' parser (into the parse cache) and their features. Resumable:
+    a killed prepare parses again only what was in flight. Ends with what is ready and what is not, with the
+    fix; then `xsyn experiment run --offline` needs no network and parses nothing."""
+    from xsyn.experiments.launch import PrepareJob, submit_prepare
+    from xsyn.experiments.prepare import PREPARED_FILE, NotReady, manifest_lines, prepare
+    from xsyn.utils.progress import quiet_libraries
+
+    if not progress:
+        quiet_libraries()
+    spec = _load(source, data_dir, model, max_steps, output_dir, (*sets, *([f"cache_dir={cache_dir}"] if cache_dir
+                                                                           else [])))
+    if launcher == "slurm":
+        job = submit_prepare(spec, PrepareJob(partition, workers or cpus_per_task, time_min, mem_gb, account, qos))
+        click.echo(f"submitted `experiment prepare` as SLURM job {job.job_id} (its manifest: "
+                   f"{spec.runs_dir / PREPARED_FILE})")
+        return
+    manifest = prepare(spec, workers, echo=click.echo, progress=progress)
+    lines = manifest_lines({**manifest, "path": str(spec.runs_dir / PREPARED_FILE)})
+    for line in lines:
+        click.echo(line)
+    if any(not record.get("ready") for part in ("units", "models") for record in manifest[part].values()):
+        raise NotReady("not every input is ready (listed above, with the fix for each)")
 
 
 @experiment.command(name="status")
