@@ -23,7 +23,7 @@ def synth(tmp_path):
 def test_status_lines_are_the_lines_experiment_status_prints(synth, tmp_path):
     from xsyn.experiments.status import status_lines
 
-    lines = list(status_lines(synth, "h200"))
+    lines = list(status_lines(synth))  # the command's default: this machine's device
     printed = CliRunner().invoke(main, ["experiment", "status", "synth", "--output-dir", str(tmp_path / "runs")])
     assert printed.exit_code == 0, printed.output
     assert printed.output == "".join(f"{line}\n" for line in lines)

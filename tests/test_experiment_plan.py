@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from xsyn.cli import main
 from xsyn.experiments.bench_figures import COUNTED, EXTRAPOLATED, GIVEN, MEASURED, UNKNOWN, read_benchmarks
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
-from xsyn.experiments.plan import make_plan, progress
+from xsyn.experiments.plan import make_plan
+from xsyn.experiments.status import progress
 from xsyn.training.folder import RunFolder
 
 EXPERIMENT = """

@@ -5,7 +5,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +13,7 @@ from xsyn.data.synth import vocabulary
 from xsyn.experiments.bench_figures import COUNTED, GIVEN, UNKNOWN, read_benchmarks
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
 from xsyn.experiments.plan import given_examples, human_hours, make_plan, significant
+
 
 def test_published_sizes_match_the_shared_copies_where_they_are_here(shared_data):
     """Where a split is in the shared data, its count is the card's published figure."""
@@ -98,7 +98,8 @@ def test_significant_digits_never_use_exponents():
     assert [significant(v) for v in (0.000123456, 9.996, 123456.0, 0.0)] == ["0.000123", "10.0", "123,000", "0"]
 
 
-@pytest.mark.parametrize("item", ["pawsx=0", "pawsx=1e3", "pawsx=+5", "pawsx=05", "pawsx=5.0", "pawsx=", "pawsx=\u0663"])
+@pytest.mark.parametrize("item", ["pawsx=0", "pawsx=1e3", "pawsx=+5", "pawsx=05", "pawsx=5.0", "pawsx=",
+                                  "pawsx=\u0663"])
 def test_examples_must_be_positive_whole_numbers_in_digits(item):
     with pytest.raises(ExperimentError, match="positive whole number"):
         given_examples([item], ["pawsx"])
@@ -113,7 +114,8 @@ def test_a_benchmark_figure_that_is_not_positive_and_finite_is_refused_by_file_a
              "steps": {"bench_model": {"status": "ok", "float32": {
                  "none": {"step_seconds": value, "tokens_per_second": 1000.0}}}}}
     (tmp_path / "h100.json").write_text(json.dumps(bench), encoding="utf-8")
-    with pytest.raises(ExperimentError, match=rf"h100\.json: steps\.bench_model\.float32\.none\.step_seconds is {shown}"):
+    row = r"steps\.bench_model\.float32\.none\.step_seconds"
+    with pytest.raises(ExperimentError, match=rf"h100\.json: {row} is {shown}"):
         read_benchmarks([tmp_path])
     parse = {"parser": "stanza", "parse": [{"workers": 1, "sentences_per_s": value}]}
     (tmp_path / "h100.json").write_text(json.dumps(parse), encoding="utf-8")

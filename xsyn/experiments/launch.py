@@ -263,18 +263,19 @@ def _has_gpu() -> bool:
 
 @dataclass(frozen=True)
 class PrepareJob:
-    """`run --launcher slurm --prepare`: `experiment prepare` as one CPU job, which the cells' array waits for."""
+    """`experiment prepare` as one SLURM CPU job (`prepare --launcher slurm`, `run --prepare`): its partition,
+    cores (its parse workers), time limit in minutes and memory."""
 
     partition: str | None = None
-    cpus_per_task: int = 8
-    time_min: int = 6 * 60
+    cpus: int = 8
+    time: int = 6 * 60
     mem_gb: float | None = None
     account: str | None = None
     qos: str | None = None
 
     def parameters(self, job_name: str) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": job_name, "timeout_min": self.time_min, "nodes": 1, "tasks_per_node": 1,
-                                  "cpus_per_task": self.cpus_per_task, "gpus_per_node": 0}
+        params: dict[str, Any] = {"name": job_name, "timeout_min": self.time, "nodes": 1, "tasks_per_node": 1,
+                                  "cpus_per_task": self.cpus}  # no GPU asked for
         if self.mem_gb:
             params["mem_gb"] = self.mem_gb
         for name in ("partition", "account", "qos"):
@@ -359,7 +360,7 @@ def submit_prepare(experiment: Experiment, options: PrepareJob, cluster: str = "
 
     executor = submitit.AutoExecutor(folder=experiment.runs_dir / SUBMITIT_FOLDER / "%j", cluster=cluster)
     executor.update_parameters(**options.parameters(f"xsyn-{experiment.name}-prepare"))
-    return executor.submit(prepare_job, experiment.source, experiment.overrides.to_json(), options.cpus_per_task)
+    return executor.submit(prepare_job, experiment.source, experiment.overrides.to_json(), options.cpus)
 
 
 def job_outcomes(submitted: list[tuple[Cell, Any]]) -> Iterator[dict[str, str]]:
@@ -376,6 +377,59 @@ def job_outcomes(submitted: list[tuple[Cell, Any]]) -> Iterator[dict[str, str]]:
         except Exception as err:  # submitit raises whatever ended the job
             for cell in cells:
                 yield {"cell": cell.name, "state": FAILED, "detail": f"{type(err).__name__}: {err}"}
+
+
+@dataclass(frozen=True)
+class RunChoices:
+    """How `experiment run` runs its cells (its options): where, how many at once, offline, prepared first."""
+
+    launcher: str = "local"
+    gpus: int | None = None
+    partition: str | None = None
+    gpus_per_node: int = 1
+    time_min: int = 24 * 60
+    cpus_per_task: int | None = None
+    mem_gb: float | None = None
+    array_parallelism: int | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    wait: bool = False
+    progress: bool = False
+    offline: bool = False
+    cells_per_gpu: int = 1
+    prepare_first: bool = False
+    prepare_partition: str | None = None
+    prepare_cpus: int = 8
+    prepare_time: int = 6 * 60
+    prepare_mem_gb: float | None = None
+
+
+def run_experiment(experiment: Experiment, cells: list[Cell], choices: RunChoices, source: str,
+                   echo: Callable[[str], None] = print) -> None:
+    """`xsyn experiment run`: record the command line's settings, then run the cells here (after `prepare` with
+    `prepare_first`) or submit them to SLURM (after a `prepare` CPU job); offline where asked, or where a
+    complete `prepare` made every input they read."""
+    from xsyn.experiments.prepare import decide_offline, manifest_lines, prepare
+    from xsyn.utils.progress import quiet_libraries
+
+    if not choices.progress:
+        quiet_libraries()
+    record_run(experiment)
+    if choices.launcher == "slurm":
+        job = PrepareJob(choices.prepare_partition or choices.partition, choices.prepare_cpus, choices.prepare_time,
+                         choices.prepare_mem_gb, choices.account, choices.qos)
+        offline = choices.prepare_first or decide_offline(experiment, cells, choices.offline, echo=echo)
+        cluster = {name: getattr(choices, name) for name in ClusterOptions.__dataclass_fields__ if name != "offline"}
+        run_on_slurm(experiment, cells, ClusterOptions(**cluster, offline=offline), source, choices.wait, echo=echo,
+                     prepare=job if choices.prepare_first else None)
+        return
+    if choices.prepare_first:
+        for line in manifest_lines(prepare(experiment, echo=echo, progress=choices.progress)):
+            echo(line)
+    offline = decide_offline(experiment, cells, choices.offline or choices.prepare_first, echo=echo)
+    run_here(experiment, cells, choices.gpus, choices.progress, choices.wait, source, echo=echo,
+             options=LocalOptions(cells_per_gpu=choices.cells_per_gpu, offline=offline))
 
 
 class CellsFailed(XsynError):

@@ -114,14 +114,23 @@ class Plan:
 
 
 def local_device() -> str:
-    """This machine's device as the plan names it: its first GPU (`h100`, `h200`, else the GPU's own name), or
-    `cpu`."""
-    import torch
+    """This machine's device as the plan names it: its first GPU (`h100`, `h200`, else the GPU's own name) as
+    nvidia-smi names it (no model library is loaded for it), or `cpu`."""
+    import shutil
+    import subprocess
 
-    if not torch.cuda.is_available():
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
         return "cpu"
-    name = torch.cuda.get_device_name(0)
-    return next((device for device in DEVICES if device in name.lower()), name)
+    try:
+        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu"
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+    if not names:
+        return "cpu"
+    return next((device for device in DEVICES if device in names[0].lower()), names[0])
 
 
 def given_examples(items: Sequence[str], tasks: Sequence[str]) -> dict[str, int]:
@@ -321,7 +330,7 @@ class _ExampleCounter:
                 n = self.count(card, lang, split, config.data_dir)  # the notes name what is missing
             found = n.times(len(card.segments)) if n.value is not None else Figure(None, UNKNOWN)
             before = per_lang.get(lang, Figure(0, COUNTED))
-            per_lang[lang] = combine(_sum(before, found), before, found)
+            per_lang[lang] = combine(total_of(before, found), before, found)
         return per_lang
 
 
@@ -333,7 +342,7 @@ def _folders(folders: list[str]) -> str:
     return ", ".join(folders)
 
 
-def _sum(*figures: Figure) -> float | None:
+def total_of(*figures: Figure) -> float | None:
     return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
 
 
@@ -479,51 +488,3 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                        "parse_seconds": {k: figure(v) for k, v in t.parse_seconds.items()}} for t in plan.tasks],
             "hours": figure(plan.hours), "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
             "notes": plan.notes}
-
-
-# --------------------------------------------------------------------------- progress against the plan
-
-
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    spent_hours: float  # training hours of the finished cells (their train_results.json)
-    eta: Figure  # training hours left, one cell at a time
-
-
-def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progress:
-    """How far the cells are, and the hours left: the plan's hours of the cells not done, scaled by how the
-    finished cells' real training time compares with their planned time (their mean where the plan has none)."""
-    from xsyn.training.folder import RunFolder
-    from xsyn.utils.io import saved_json_object
-
-    spent = {}
-    for cell in done:
-        seconds = (saved_json_object(RunFolder(experiment.cell_dir(cell)).train_results) or {}).get("train_seconds")
-        if isinstance(seconds, (int, float)):
-            spent[cell.name] = seconds / 3600
-    names = {cell.name for cell in done}
-    left = [figure for name, figure in plan.cell_hours.items() if name not in names]
-    planned = [plan.cell_hours[name] for name in spent if name in plan.cell_hours]
-    eta = combine(_sum(*left), *left) if left else Figure(0.0, MEASURED)
-    eta = Figure(eta.value, eta.basis, "the plan's hours of the cells left" if left else "")
-    if spent and planned and None not in [f.value for f in planned] and sum(f.value for f in planned) > 0:
-        ratio = sum(spent.values()) / sum(f.value for f in planned)
-        eta = eta.times(ratio, EXTRAPOLATED, f"the plan x {ratio:.2f}: the pace of the {len(spent)} cells done")
-    elif spent:
-        mean = sum(spent.values()) / len(spent)
-        eta = Figure(mean * len(left), EXTRAPOLATED, f"the mean of the {len(spent)} cells done")
-    return Progress(len(names), len(plan.cell_hours), sum(spent.values()), eta)
-
-
-def progress_line(plan: Plan, state: Progress, where: str = "") -> str:
-    """One line for `experiment status`: the plan's total beside the progress and the time left, each estimate
-    with what it rests on in words."""
-    def said(figure: Figure) -> str:
-        return human_hours(figure.value) + ("" if figure.basis == MEASURED and figure.value is not None
-                                            else f" ({figure.basis})")
-
-    return (f"plan on {plan.device}{where}: {said(plan.hours)} of training for {state.total} cells; {state.done} done "
-            f"({human_hours(state.spent_hours)} spent); left: {said(state.eta)}"
-            + (f", {state.eta.why}" if state.eta.why else "") + ", one cell at a time")
