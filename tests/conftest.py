@@ -244,3 +244,19 @@ def immutable():
     for folder in made:
         subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
         folder.chmod(0o755)
+
+
+def fake_slurm(folder: Path) -> dict[str, str]:
+    """`srun` and `sbatch` stand-ins: sbatch keeps each script it is given (submitted-N.sh, the last also as
+    submitted.sh) and answers as SLURM does, with job ids 4242, 4243, ...; the environment that puts them first."""
+    import os
+    import stat
+
+    folder.mkdir()
+    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\ncp "$1" {folder}/submitted.sh\n'
+            'echo "Submitted batch job $((4242 + n))"')
+    for name, text in (("srun", "exit 0"), ("sbatch", body)):
+        path = folder / name
+        path.write_text(f"#!/bin/sh\n{text}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}

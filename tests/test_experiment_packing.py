@@ -4,13 +4,13 @@ then the cells' array with an `afterok` dependency on it."""
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import fake_slurm
 
 from xsyn.cli import main
 from xsyn.experiments import launch, packing
@@ -148,22 +148,10 @@ def _with(config, **changes):
     return replace(config, **changes)
 
 
-def _fake_sbatch(folder: Path) -> dict[str, str]:
-    """An `sbatch` that keeps every script it is given and answers with job ids 100, 101, ..."""
-    folder.mkdir()
-    body = (f'n=$(ls {folder} | grep -c submitted); cp "$1" {folder}/submitted-$n.sh\n'
-            'echo "Submitted batch job $((100 + n))"')
-    for name, text in (("srun", "exit 0"), ("sbatch", body)):
-        path = folder / name
-        path.write_text(f"#!/bin/sh\n{text}\n")
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
-
-
 def test_slurm_prepare_is_a_cpu_job_and_the_packed_cell_array_waits_for_it(tmp_path, monkeypatch):
     import submitit
 
-    for key, value in _fake_sbatch(tmp_path / "bin").items():
+    for key, value in fake_slurm(tmp_path / "bin").items():
         monkeypatch.setenv(key, value)
     runs = tmp_path / "runs"
     result = CliRunner().invoke(main, [
@@ -177,7 +165,7 @@ def test_slurm_prepare_is_a_cpu_job_and_the_packed_cell_array_waits_for_it(tmp_p
         assert line in prepare_script, prepare_script
     assert "--gpus-per-node" not in prepare_script and "--gres=gpu" not in prepare_script
     cells_script = (tmp_path / "bin" / "submitted-1.sh").read_text()
-    for line in ("#SBATCH --dependency=afterok:100", "#SBATCH --partition=gpu", "#SBATCH --array=0-5"):
+    for line in ("#SBATCH --dependency=afterok:4242", "#SBATCH --partition=gpu", "#SBATCH --array=0-5"):
         assert line in cells_script, cells_script  # 12 cells, two per array task
     pickles = sorted((runs / "submitit").rglob("*_submitted.pkl"))
     calls = [submitit.core.utils.DelayedSubmission.load(p) for p in pickles]

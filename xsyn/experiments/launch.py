@@ -243,16 +243,22 @@ class ClusterOptions:
 
     def parameters(self, cluster: str, job_name: str) -> dict[str, Any]:
         """submitit's AutoExecutor parameters: generic ones, and slurm_* ones that only SLURM reads."""
-        params: dict[str, Any] = {"name": job_name, "timeout_min": self.time_min, "nodes": 1, "tasks_per_node": 1,
-                                  "gpus_per_node": self.gpus_per_node if cluster != "local" or _has_gpu() else 0}
-        if self.cpus_per_task:
-            params["cpus_per_task"] = self.cpus_per_task
-        if self.mem_gb:
-            params["mem_gb"] = self.mem_gb
-        for name in ("partition", "array_parallelism", "account", "qos", "constraint"):
-            if getattr(self, name) is not None:
-                params[f"slurm_{name}"] = getattr(self, name)
-        return params
+        gpus = self.gpus_per_node if cluster != "local" or _has_gpu() else 0
+        return job_parameters(self, job_name, self.time_min, self.cpus_per_task, {"gpus_per_node": gpus},
+                              ("partition", "array_parallelism", "account", "qos", "constraint"))
+
+
+def job_parameters(options, job_name: str, time_min: int, cpus: int | None, extra: dict[str, Any],
+                   slurm: tuple[str, ...]) -> dict[str, Any]:
+    """A job's submitit parameters: its name, time limit, one task on one node, its cores and memory (where set),
+    `extra`, and the `slurm` fields of `options` that are set, as the slurm_* ones only SLURM reads."""
+    params: dict[str, Any] = {"name": job_name, "timeout_min": time_min, "nodes": 1, "tasks_per_node": 1, **extra}
+    if cpus:
+        params["cpus_per_task"] = cpus
+    if options.mem_gb:
+        params["mem_gb"] = options.mem_gb
+    params.update({f"slurm_{name}": getattr(options, name) for name in slurm if getattr(options, name) is not None})
+    return params
 
 
 def _has_gpu() -> bool:
@@ -274,14 +280,7 @@ class PrepareJob:
     qos: str | None = None
 
     def parameters(self, job_name: str) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": job_name, "timeout_min": self.time, "nodes": 1, "tasks_per_node": 1,
-                                  "cpus_per_task": self.cpus}  # no GPU asked for
-        if self.mem_gb:
-            params["mem_gb"] = self.mem_gb
-        for name in ("partition", "account", "qos"):
-            if getattr(self, name) is not None:
-                params[f"slurm_{name}"] = getattr(self, name)
-        return params
+        return job_parameters(self, job_name, self.time, self.cpus, {}, ("partition", "account", "qos"))  # no GPU
 
 
 def cell_job(source: str, overrides_json: str, cell_name: str, processes: int, offline: bool = False
