@@ -253,8 +253,8 @@ def fake_slurm(folder: Path) -> dict[str, str]:
     import stat
 
     folder.mkdir()
-    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\ncp "$1" {folder}/submitted.sh\n'
-            'echo "Submitted batch job $((4242 + n))"')
+    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\n'
+            f'cp "$1" {folder}/submitted.sh\necho "Submitted batch job $((4242 + n))"')
     for name, text in (("srun", "exit 0"), ("sbatch", body)):
         path = folder / name
         path.write_text(f"#!/bin/sh\n{text}\n")
