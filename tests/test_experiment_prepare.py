@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import fake_slurm
 
 from xsyn.cli import main
 from xsyn.experiments.experiment_file import Overrides, load_experiment
@@ -142,3 +143,39 @@ def test_cells_that_share_their_data_settings_share_one_unit(tmp_path):
     assert [len(unit.cells) for unit in data_units(experiment)] == [2]  # none and gat read the same data
     longer = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), settings={"max_length": 64}))
     assert data_units(longer)[0].key != data_units(experiment)[0].key
+
+
+def test_prepare_on_slurm_is_one_cpu_job(tmp_path, monkeypatch):
+    import submitit
+
+    for key, value in fake_slurm(tmp_path / "bin").items():
+        monkeypatch.setenv(key, value)
+    grid = _grid(tmp_path, "chain")
+    result = CliRunner().invoke(main, ["experiment", "prepare", str(grid), *_options(tmp_path), "--launcher", "slurm",
+                                       "--partition", "cpu", "--cpus", "6", "--time", "45", "--account", "nlp"])
+    assert result.exit_code == 0, result.output
+    assert "submitted `experiment prepare` as SLURM job 4242" in result.output
+    script = (tmp_path / "bin" / "submitted.sh").read_text()
+    for line in ("#SBATCH --partition=cpu", "#SBATCH --cpus-per-task=6", "#SBATCH --time=45", "#SBATCH --account=nlp"):
+        assert line in script, script
+    assert "gpus" not in script and "--array" not in script
+    (pickle,) = (tmp_path / "runs" / "submitit").rglob("*_submitted.pkl")
+    call = submitit.core.utils.DelayedSubmission.load(pickle)
+    assert call.function.__name__ == "prepare_job" and call.args[2] == 6  # six parse workers, one per core
+
+
+def test_a_run_after_a_complete_prepare_runs_offline_and_one_after_a_partial_says_what_it_lacks(tmp_path):
+    from xsyn.experiments.prepare import decide_offline
+
+    grid = _grid(tmp_path, "chain")
+    experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                                 settings={"cache_dir": str(tmp_path / "cache")}))
+    said: list[str] = []
+    assert decide_offline(experiment, experiment.cells, False, said.append) is False and said == []  # no prepare
+    prepare(experiment, workers=1, echo=lambda line: None)
+    assert decide_offline(experiment, experiment.cells, False, said.append) is True
+    assert said[-1].startswith("every input of the cells is prepared")
+    longer = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                             settings={"cache_dir": str(tmp_path / "cache"), "max_length": 64}))
+    assert decide_offline(longer, longer.cells, False, said.append) is False
+    assert "its data, parses and features are not prepared (2 cells)" in said[-1]

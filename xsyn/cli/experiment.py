@@ -137,10 +137,10 @@ def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_
                     **job) -> None:
     """Make ready, where the network is, all the cells read: models, data, parses, features (resumable); then
     say what is ready and what is not, with the fix. `xsyn experiment run --offline` then needs neither."""
-    from xsyn.experiments.launch import PrepareJob, prepare_here_or_on_slurm
+    from xsyn.experiments.prepare import prepare_here_or_on_slurm
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
-    prepare_here_or_on_slurm(spec, workers, progress, PrepareJob(**job) if launcher == "slurm" else None, click.echo)
+    prepare_here_or_on_slurm(spec, workers, progress, job if launcher == "slurm" else None, click.echo)
 
 
 @experiment.command(name="status")

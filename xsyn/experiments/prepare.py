@@ -268,18 +268,18 @@ def decide_offline(experiment: Experiment, cells: list[Cell], asked: bool, echo:
     return False
 
 
-def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progress: bool, job=None,
-                             echo: Callable[[str], None] = print) -> None:
+def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progress: bool,
+                             job: dict[str, Any] | None = None, echo: Callable[[str], None] = print) -> None:
     """`xsyn experiment prepare`: here, ending with the manifest's lines (`NotReady` where an input is not
-    ready), or with `job` (a `launch.PrepareJob`) as one SLURM CPU job."""
+    ready), or with `job` (`launch.PrepareJob`'s fields) as one SLURM CPU job."""
     from xsyn.utils.progress import quiet_libraries
 
     if not progress:
         quiet_libraries()
     if job is not None:
-        from xsyn.experiments.launch import submit_prepare
+        from xsyn.experiments.launch import PrepareJob, submit_prepare
 
-        submitted = submit_prepare(experiment, replace(job, cpus=workers or job.cpus))
+        submitted = submit_prepare(experiment, PrepareJob(**{**job, "cpus": workers or job.get("cpus", 8)}))
         echo(f"submitted `experiment prepare` as SLURM job {submitted.job_id} (its manifest: "
              f"{experiment.runs_dir / PREPARED_FILE})")
         return
