@@ -102,7 +102,7 @@ def test_an_unmeasured_device_and_missing_data_are_said_to_be_so(setup, tmp_path
     bare.cards["pawsx"] = replace(bare.cards["pawsx"], sizes=None)  # a card without published sizes
     plan = make_plan(bare, "h100", benchmarks, parse_workers=2)
     assert plan.tasks[0].systems[0].steps.basis == UNKNOWN and plan.hours.value is None
-    assert any("no data on this machine for pawsx" in note for note in plan.notes)
+    assert any(note.startswith("data not on this machine for pawsx (train en)") for note in plan.notes)
     assert "pawsx: no published size for train en" in plan.notes
     given = make_plan(bare, "h100", benchmarks, {"pawsx": 64}, parse_workers=2).tasks[0].systems[0]
     assert (given.examples.value, given.examples.basis, given.steps.value) == (64, GIVEN, 6)  # 3 x ceil(64 / 32)

@@ -68,7 +68,7 @@ def test_hours_for_every_task_of_ahmad2021_with_no_data_on_the_machine(tmp_path)
     text = subprocess.run(["xsyn", "experiment", "plan", "ahmad2021", "--data-dir", str(tmp_path / "empty")],
                           env=env, capture_output=True, text=True, timeout=120).stdout
     notes = text.split("Notes:")[1]
-    assert notes.count("no data on this machine") == 1 and "--examples TASK=N" in notes
+    assert notes.count("data not on this machine for") == 1 and "--examples TASK=N" in notes
     assert "`xsyn experiment prepare ahmad2021`" in notes
     assert "udpipe-ud-2.5-models does not exist" in notes  # the recipe's missing parser folder is named
 

@@ -286,9 +286,14 @@ class _ExampleCounter:
         if not self.missing:
             return []
         folders = sorted(self.missing)
-        tasks = sorted({task for by_task in self.missing.values() for task in by_task})
-        lines = [f"no data on this machine for {', '.join(tasks)} (looked in "
-                 f"{_folders(folders)}): their counts are the cards' published sizes where given (g), else unknown"]
+        missing: dict[str, list[str]] = {}
+        for by_task in self.missing.values():
+            for task, splits in by_task.items():
+                missing.setdefault(task, []).extend(splits)
+        said = [f"{task} ({', '.join(splits)})" if len(splits) <= 3 else f"{task} ({len(splits)} splits and languages)"
+                for task, splits in sorted(missing.items())]
+        lines = [f"data not on this machine for {', '.join(said)} (looked in {_folders(folders)}): counted with the "
+                 "cards' published sizes where given (g), else unknown"]
         for task, splits in self.unsized.items():
             lines.append(f"{task}: no published size for {', '.join(splits[:6])}"
                          + (f" and {len(splits) - 6} more" if len(splits) > 6 else ""))
