@@ -27,7 +27,7 @@ def _tsv(path: Path, n: int, first: int) -> None:
     path.write_text("id\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
 
 
-def _grid(tmp_path: Path, parser: str, train_rows: int = 16) -> Path:
+def _grid(tmp_path: Path, parser: str, train_rows: int = 16, generalized: bool = False) -> Path:
     """PAWS-X rows from files (en train, dev and test; de test), none and gat, the tiny model."""
     data = tmp_path / "data" / "pawsx" / "x-final"
     _tsv(data / "en" / "train.tsv", train_rows, 0)
@@ -38,7 +38,7 @@ def _grid(tmp_path: Path, parser: str, train_rows: int = 16) -> Path:
     file = tmp_path / "grid.toml"
     file.write_text(f'tasks = ["pawsx"]\nvariants = ["none", "gat"]\nseeds = [1]\nmodels = ["tiny"]\n[settings]\n'
                     f'parser = "{parser}"\ntokenizer = "{tmp_path / "vocab.txt"}"\nmax_length = 32\nbatch_size = 8\n'
-                    '[evaluation]\nlangs = ["en", "de"]\n', encoding="utf-8")
+                    f'[evaluation]\nlangs = ["en", "de"]\ngeneralized = {str(generalized).lower()}\n', encoding="utf-8")
     return file
 
 
@@ -179,3 +179,13 @@ def test_a_run_after_a_complete_prepare_runs_offline_and_one_after_a_partial_say
                                              settings={"cache_dir": str(tmp_path / "cache"), "max_length": 64}))
     assert decide_offline(longer, longer.cells, False, said.append) is False
     assert "its data, parses and features are not prepared (2 cells)" in said[-1]
+
+
+def test_a_generalized_grid_prepares_its_language_pairs_too(tmp_path):
+    grid = _grid(tmp_path, "chain", generalized=True)
+    experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                                 settings={"cache_dir": str(tmp_path / "cache")}))
+    (unit,) = prepare(experiment, workers=1, echo=lambda line: None)["units"].values()
+    assert unit["splits"] == ["train en", "validation en", "test en", "test de", "test en-de", "test de-en"]
+    # the pairs join the languages' own examples: nothing of theirs is parsed again (16 + 8 + 8 + 8 pairs of 2)
+    assert unit["parsed"] == 80 and unit["features"] == 16 + 8 + 4 * 8

@@ -176,14 +176,25 @@ def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, p
     loads = [train, load_task_data(card, config, tokenizer, "validation", same, names=names,
                                    limit=config.max_eval_examples, **options)[0]]
     for split in evaluation.splits:
-        for lang in evaluation.langs:
-            langs = {segment: lang for segment in card.segments}
+        loaded: dict = {}  # language -> examples: the pairs are joined from them, as evaluation joins them
+        for langs in _evaluated(card, evaluation):
             loads.append(load_task_data(card, config, tokenizer, split, langs, names=names,
-                                        limit=config.max_eval_examples, **options)[0])
+                                        limit=config.max_eval_examples, loaded=loaded, **options)[0])
     parses = [data.report["parse"] for data in loads]
     return {"segments": sum(p["segments"] for p in parses), "parsed": sum(p["parsed"] for p in parses),
             "cache_hits": sum(p["cache_hits"] for p in parses), "features": sum(len(d.features) for d in loads),
             "splits": [f"{data.split} {'-'.join(dict.fromkeys(data.langs.values()))}" for data in loads]}
+
+
+def _evaluated(card, evaluation) -> list[dict[str, str]]:
+    """What a cell's evaluation reads of a split: each language, then (generalized) each pair of languages."""
+    langs = [{segment: lang for segment in card.segments} for lang in evaluation.langs]
+    if not evaluation.generalized or len(card.segments) < 2:
+        return langs
+    from xsyn.run.evaluation import pair_axes
+
+    row, col = pair_axes(card)
+    return langs + [{row: a, col: b} for a in evaluation.langs for b in evaluation.langs if a != b]
 
 
 # --------------------------------------------------------------------------- is everything ready?
