@@ -335,7 +335,7 @@ class _ExampleCounter:
                 n = self.count(card, lang, split, config.data_dir)  # the notes name what is missing
             found = n.times(len(card.segments)) if n.value is not None else Figure(None, UNKNOWN)
             before = per_lang.get(lang, Figure(0, COUNTED))
-            per_lang[lang] = combine(total_of(before, found), before, found)
+            per_lang[lang] = combine(_sum(before, found), before, found)
         return per_lang
 
 
@@ -347,7 +347,7 @@ def _folders(folders: list[str]) -> str:
     return ", ".join(folders)
 
 
-def total_of(*figures: Figure) -> float | None:
+def _sum(*figures: Figure) -> float | None:
     return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
 
 

@@ -16,7 +16,7 @@ from xsyn.experiments.bench_figures import (
 )
 from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, TaskTally, cell_state, tally_by_task
 from xsyn.experiments.experiment_file import Cell, Experiment
-from xsyn.experiments.plan import Plan, human_hours, local_device, make_plan, total_of
+from xsyn.experiments.plan import Plan, _sum, human_hours, local_device, make_plan
 from xsyn.experiments.pretrain import pretrain_states
 from xsyn.experiments.report import PaperStatus, paper_status
 
@@ -108,7 +108,7 @@ def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progre
     names = {cell.name for cell in done}
     left = [figure for name, figure in plan.cell_hours.items() if name not in names]
     planned = [plan.cell_hours[name] for name in spent if name in plan.cell_hours]
-    eta = combine(total_of(*left), *left) if left else Figure(0.0, MEASURED)
+    eta = combine(_sum(*left), *left) if left else Figure(0.0, MEASURED)
     eta = Figure(eta.value, eta.basis, "the plan's hours of the cells left" if left else "")
     if spent and planned and None not in [f.value for f in planned] and sum(f.value for f in planned) > 0:
         ratio = sum(spent.values()) / sum(f.value for f in planned)
