@@ -142,6 +142,22 @@ def udpipe_model(shared_data, tmp_path_factory):
     return train_model(train, tmp_path_factory.mktemp("udpipe") / "en_ewt-small.udpipe")
 
 
+def fake_slurm(folder: Path) -> dict[str, str]:
+    """`srun` and `sbatch` stand-ins: sbatch keeps each script it is given (submitted-N.sh, the last also as
+    submitted.sh) and answers as SLURM does, with job ids 4242, 4243, ...; the environment that puts them first."""
+    import os
+    import stat
+
+    folder.mkdir()
+    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\n'
+            f'cp "$1" {folder}/submitted.sh\necho "Submitted batch job $((4242 + n))"')
+    for name, text in (("srun", "exit 0"), ("sbatch", body)):
+        path = folder / name
+        path.write_text(f"#!/bin/sh\n{text}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
 @pytest.fixture(scope="session")
 def mbert_tokenizer(shared_data: Path):
     """The real mBERT (cased) wordpiece vocabulary as a fast tokenizer."""
@@ -244,19 +260,3 @@ def immutable():
     for folder in made:
         subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
         folder.chmod(0o755)
-
-
-def fake_slurm(folder: Path) -> dict[str, str]:
-    """`srun` and `sbatch` stand-ins: sbatch keeps each script it is given (submitted-N.sh, the last also as
-    submitted.sh) and answers as SLURM does, with job ids 4242, 4243, ...; the environment that puts them first."""
-    import os
-    import stat
-
-    folder.mkdir()
-    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\n'
-            f'cp "$1" {folder}/submitted.sh\necho "Submitted batch job $((4242 + n))"')
-    for name, text in (("srun", "exit 0"), ("sbatch", body)):
-        path = folder / name
-        path.write_text(f"#!/bin/sh\n{text}\n")
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
