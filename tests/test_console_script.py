@@ -17,7 +17,7 @@ from xsyn.report import uriel
 
 # what each test below runs, by command (the docs' run blocks add theirs): checked against `xsyn --help`
 RUN_HERE = {"report", "demo", "pretrain-gat", "parser-quality", "parse", "bench model", "tasks",
-            "settings", "experiment plan"}
+            "settings", "experiment plan", "experiment prepare"}
 
 
 def test_load_uriel_imports_no_code_of_lang2vec(monkeypatch):
@@ -97,9 +97,13 @@ def test_bench_model(tmp_path):
     assert {"none", "gat"} <= set(rows) and rows["none"]["step_time_ratio"] == 1.0
 
 
-def test_tasks_settings_and_an_experiments_plan(tmp_path):
+def test_tasks_settings_and_an_experiments_plan_and_prepare(tmp_path):
     assert "pawsx" in run_xsyn("tasks", cwd=tmp_path).stdout
     assert "gat_delta" in run_xsyn("settings", "--task", "pawsx", "--variant", "gat", cwd=tmp_path).stdout
     plan = run_xsyn("experiment", "plan", "synth", "--device", "cpu", "--json", cwd=tmp_path).stdout
     systems = json.loads(plan)["tasks"][0]["systems"]
     assert {"synth/none-seed1", "synth/gat-seed1"} <= {cell for system in systems for cell in system["cells"]}
+    run_xsyn("experiment", "prepare", "synth", "--output-dir", "runs", "--set", "max_train_examples=16",
+             "--set", "max_eval_examples=8", cwd=tmp_path)
+    prepared = json.loads((tmp_path / "runs" / "prepared.json").read_text())
+    assert prepared["models"]["tiny"]["ready"] and [unit["ready"] for unit in prepared["units"].values()] == [True]
