@@ -156,7 +156,8 @@ def test_a_broken_or_clashing_entry_point_is_named_with_its_package(outside):
                                           r"xsyn.metrics.base.Metric whose name is 'balanced_accuracy'"):
         METRICS["balanced_accuracy"]
     install(outside, "[xsyn.task_kinds]\npair-classification = xsyn_outside:KIND\n")
-    with pytest.raises(PluginError, match="must name a xsyn.data.kinds.TaskKind whose name is 'pair-classification'"):
+    with pytest.raises(PluginError,
+                       match="must name a xsyn.data.kinds.base.TaskKind whose name is 'pair-classification'"):
         KINDS.names()
 
 
