@@ -99,7 +99,7 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.run.evaluation_scope import check_evaluation_after_training
+    from xsyn.run.preflight import check_evaluation_after_training
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.train import finetune
 
