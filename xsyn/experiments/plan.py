@@ -44,9 +44,9 @@ from xsyn.experiments.bench_figures import (
     Benchmarks,
     Figure,
     StepBench,
-    _parse_rate,
-    _whys,
     combine,
+    figure_whys,
+    parse_rate,
 )
 from xsyn.experiments.experiment_file import Cell, Experiment
 
@@ -154,7 +154,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         rows.append(row)
     config = experiment.config(cells[0], check_model=False, check_paths=False)
     sentences = counter.sentences(experiment, cells[0], config)
-    rate = _parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
+    rate = parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
     seconds = {lang: combine(_product(count, Figure(1 / rate.value, rate.basis) if rate.value else rate),
                              count, rate) for lang, count in sentences.items()}
     return TaskPlan(cells[0].task, cells[0].model, config.parser, rows, sentences, seconds)
@@ -356,7 +356,7 @@ def plan_lines(plan: Plan) -> list[str]:
     lines += ["", f"Total: {cells} cells; training {_shown(plan.hours, ',.3g', unit=' hours')}; parsing "
                   f"{_shown(plan.parse_hours, ',.3g', unit=' hours')}; checkpoints "
                   f"{_shown(plan.disk, ',.3g', 1e-9, ' GB')}."]
-    whys = _whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
+    whys = figure_whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
     if whys or plan.notes:
         lines += ["", "Notes:", *[f"- {line}" for line in [*plan.notes, *whys] if line]]
     return lines
