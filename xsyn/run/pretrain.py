@@ -10,8 +10,8 @@ Settings are merged in one order: the recipe (`xsyn.pretraining.recipes`), then 
 JSON; an earlier run's pretrain_config.json), then the keyword settings, then `sets` (`KEY=VALUE`: pre-training
 settings, and model settings of the GAT; another variant's settings and fine-tuning's are refused).
 
-The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
-`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
+The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which the gat variant's
+`load_pretrained` hook, and so `xsyn finetune --gat-init DIR`, reads), with `probe_metrics.json`
 ({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
 `pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
 GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
