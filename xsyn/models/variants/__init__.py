@@ -14,6 +14,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the run settings read it here
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
 
@@ -28,7 +29,6 @@ BUILT_IN = {
 VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", BUILT_IN, group="xsyn.variants", of=SyntaxVariant,
                                                      name_of=lambda variant: variant.name, error=SyntaxConfigError)
 VARIANTS = tuple(BUILT_IN)  # the built-in variants (no plug-in's: every registered one is `variant_names()`)
-DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
 
 
 @dataclasses.dataclass(frozen=True)
