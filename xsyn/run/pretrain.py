@@ -35,12 +35,13 @@ from xsyn.run.settings import (
     ConfigError,
     check_flags,
     check_model_settings,
+    model_setting_names,
     read_settings_file,
     setting_pair,
 )
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
-from xsyn.utils.schema import check_value, check_values, construct
+from xsyn.utils.schema import check_value, check_values, construct, did_you_mean
 
 RECIPE_KEYS = ("gat_delta", "gat_attention", "learning_rate")  # a recipe's settings beside its `gat` table
 REQUIRED = ("treebanks", "treebank_dir", "output_dir")
@@ -84,6 +85,9 @@ def pretrain_sets(pairs: tuple[str, ...] | list[str]) -> tuple[dict[str, Any], d
         elif key in FIELD_NAMES:  # a fine-tuning run's
             raise ConfigError("--set", key, "a setting of fine-tuning runs (`xsyn finetune --set`), which pre-training "
                               "does not have: drop it (`xsyn pretrain-gat --help` lists pre-training's settings)")
+        elif key not in model_setting_names():
+            raise ConfigError("--set", key, "neither a pre-training setting nor a model setting" + did_you_mean(
+                key, {*hints, *model_setting_names()} - {"gat"}) + " (`xsyn settings` lists the model settings)")
         else:
             gat.update(check_model_settings({key: value}, "--set", ""))
     return values, gat

@@ -290,7 +290,7 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
     field = _model_field(name)
     if field is not None:
         return check_value(*field, value, where, key, error=error)
-    known = {*FIELD_NAMES, *_model_setting_names()} - set(DERIVED_FIELDS)
+    known = {*FIELD_NAMES, *model_setting_names()} - set(DERIVED_FIELDS)
     raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, paper_names())
                       + " (`xsyn settings` lists them)")
 
@@ -304,7 +304,7 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
         field = _model_field(name)
         if field is None:
             raise error(where, f"{key}.{name}" if key else name, "not a model setting" + did_you_mean(
-                name, _model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
+                name, model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
         values = {**values, name: check_value(*field, value, where, f"{key}.{name}" if key else name, error=error)}
     return values
 
@@ -344,7 +344,7 @@ def _bert_hints() -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS}
 
 
-def _model_setting_names() -> set[str]:
+def model_setting_names() -> set[str]:
     return {*_bert_hints(), *setting_fields()} - set(NOT_MODEL_SETTINGS)
 
 
