@@ -26,12 +26,8 @@ def settings_command(task: str | None, variant: str, as_json: bool, markdown: bo
     from xsyn.data.cards import load_card
     from xsyn.run.setting_table import settings_markdown, settings_text, settings_with_card
 
-    if markdown:
-        click.echo(settings_markdown(), nl=False)
-        return
     card = load_card(task) if task else None
     table, source, given = settings_with_card(variant, card)
-    if as_json:
-        click.echo(json.dumps(table, default=str))
-        return
-    click.echo(settings_text(table, source, given, with_card=card is not None))
+    shown = (settings_markdown().rstrip("\n") if markdown else json.dumps(table, default=str) if as_json
+             else settings_text(table, source, given, with_card=card is not None))
+    click.echo(shown)

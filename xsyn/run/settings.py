@@ -10,13 +10,14 @@ import json
 import logging
 import tomllib
 import typing
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.defaults import COMPILE_MODES, TINY
 from xsyn.models.families import FAMILIES
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
@@ -27,7 +28,7 @@ from xsyn.models.variants import (
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
-from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
@@ -38,7 +39,6 @@ from xsyn.utils.schema import (
     check_values,
     construct,
     did_you_mean,
-    finite_above_zero,
     one_of,
     setting,
     strict,
@@ -56,11 +56,6 @@ class ConfigError(SchemaError):
     """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
-def _count(default: int | None, help: str) -> Any:
-    """A field that counts (examples, steps, sizes): at least 1 (None where it allows none)."""
-    return setting(default, check=at_least(1), help=help)
-
-
 def _compile_mode(value: Any) -> None:
     if value is not None:
         one_of(COMPILE_MODES)(value)
@@ -68,60 +63,53 @@ def _compile_mode(value: Any) -> None:
 
 @strict
 @dataclass
-class RunConfig:
+class RunConfig(LoopSettings):
+    """A fine-tuning run's settings: the loop's (`LoopSettings`, with its defaults) and these."""
+
     task: str = setting(help="the task card's name, or a card file (--task PATH.toml)")
     task_card: str | None = setting(None, help="the card file of a task given as one; none for a shipped card")
     variant: str = setting(DEFAULT_VARIANT, check=one_of(variant_names), help="the model variant")
-    model: str = setting(DEFAULT_MODEL, help="a hub name, a checkpoint folder, or tiny (a random 2-layer model)")
-    tokenizer: str | None = setting(None, help="vocab.txt, tokenizer folder or hub name; default: the model's own")
-    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family; default: the tokenizer's")
+    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family (bert, xlm-roberta, ...); "
+                                      "default: the tokenizer's, where its class or folder says it")
     train_lang: str = setting("en", help="the source language trained on; default: the card's first")
     data_dir: str | None = setting(None, help="the task's data folder; default: $XSYN_DATA_DIR/<task>, else the hub")
     output_dir: str | None = setting(None, help="the run's folder; default: runs/<task>/<variant>-seed<seed>")
-    seed: int = setting(DEFAULT_SEED, check=at_least(0), help="seeds initialisation, data order and dropout")
-    # optimisation
-    epochs: float = setting(3.0, check=finite_above_zero, help="passes over the training data")
-    max_steps: int | None = _count(None, "stop after this many optimiser steps (overrides epochs)")
-    learning_rate: float = setting(2e-5, check=finite_above_zero, help="peak learning rate (warmup, linear decay)")
-    batch_size: int = _count(32, "examples per optimiser step, over all processes and accumulation steps")
-    grad_accum: int = _count(1, "micro-batches per optimiser step (the batch stays batch_size)")
-    warmup_steps: int = setting(0, check=at_least(0), help="steps over which the learning rate warms up")
-    weight_decay: float = setting(0.0, check=at_least(0), help="AdamW's weight decay (not on biases and LayerNorm)")
-    max_grad_norm: float = setting(1.0, check=finite_above_zero, help="clip the gradient's global norm to this")
-    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 or fp16 (CUDA only)")
-    torch_compile: str | None = setting(None, check=_compile_mode, help="a torch.compile mode to train in; none: eager")
-    pad_to_multiple_of: int | None = _count(None, "batch lengths rounded up to a multiple of it: few shapes")
+    # optimisation (beside the loop's settings, `LoopSettings`)
+    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 (also on CPU) or fp16 (CUDA "
+                                   "only)")
+    torch_compile: str | None = setting(None, check=_compile_mode, help="train the model compiled by torch.compile in "
+                                        "this mode; none: eager")
+    pad_to_multiple_of: int | None = count(None, "batch lengths rounded up to a multiple of this: few shapes, few "
+                                           "recompiles")
     # data
-    max_length: int = _count(128, "word pieces per input; longer inputs are cut (and counted)")
-    doc_stride: int | None = _count(None, "QA: overlap of a long context's windows, in pieces")
-    max_query_length: int | None = _count(None, "QA: question pieces kept (cards: 64); none: all")
-    max_answer_length: int = _count(30, "QA: the longest answer span decoded, in pieces")
-    n_best: int = _count(20, "QA: start and end candidates decoded per window")
-    max_train_examples: int | None = _count(None, "use only the first N training examples (quick runs)")
-    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding; off in papers)")
-    max_eval_examples: int | None = _count(None, "first N dev examples; an experiment's and the demo's tests too")
-    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="train share held as dev")
-    dev_seed: int = setting(0, check=at_least(0), help="the held-out dev set's seed (fixed: every seed shares it)")
-    skip_bad_rows: bool = setting(False, help="skip and count bad training and dev rows instead of stopping")
-    num_proc: int | None = _count(None, "processes that featurise the data (datasets.map)")
-    eval_batch_size: int = _count(64, "examples per prediction batch, over all processes")
+    doc_stride: int | None = count(None, "QA: overlap of a long context's windows, in pieces")
+    max_query_length: int | None = count(None, "QA: question pieces kept (cards: 64); none: all")
+    max_answer_length: int = count(30, "QA: the longest answer span decoded, in pieces")
+    n_best: int = count(20, "QA: start and end candidates decoded per window")
+    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding, faster; off in the "
+                                    "papers)")
+    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="a task without a dev "
+                                         "set: the share of train held out as one (default: the card's)")
+    dev_seed: int = setting(0, check=at_least(0), help="the seed of that held-out dev set (fixed: every seed shares "
+                            "one dev set)")
+    skip_bad_rows: bool = setting(False, help="skip and count training and dev rows that make no example, instead of "
+                                  "stopping")
+    num_proc: int | None = count(None, "processes that featurise the data (datasets.map)")
+    eval_batch_size: int = count(64, "examples per prediction batch, over all processes")
     # parsing
-    parser: str = setting("stanza", help="the trees: stanza, chain, conllu:PATH, udpipe:MODEL, spacy:PIPELINE, gold")
+    parser: str = setting("stanza", help="where the trees come from: stanza, chain, conllu:PATH, udpipe:MODEL, "
+                          "spacy:PIPELINE or gold")
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = setting(None, help="the parser's models folder (Stanza: default its own)")
-    parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices),
-                                   help="whether Stanza may download its models: none, reuse or download")
+    parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices), help="whether Stanza may download "
+                                   "its models: none, reuse or download")
     parser_device: str | None = setting(None, help="the parser's device (cpu, cuda, cuda:1)")
-    parser_batch_size: int = _count(BATCH_SIZE.default, "documents per parser call")
-    parse_workers: int | None = _count(None, "processes that parse side by side; default: the cores")
+    parser_batch_size: int = count(BATCH_SIZE.default, "documents per parser call")
+    parse_workers: int | None = count(None, "processes that parse side by side; default: the cores")
     cache_dir: str | None = setting(None, help="parse and feature caches; default $XSYN_CACHE or ~/.cache/xsyn")
     # bookkeeping
-    eval_every: int | None = _count(None, "optimiser steps between dev evaluations (default: once an epoch)")
-    checkpointing_steps: int | str | None = setting(None, check=check_checkpointing_steps,
-                                                    help="N steps or epoch between resumable states")
-    save_total_limit: int | None = _count(None, "resumable states kept: state/ and checkpoint-<step>/ (default: 1)")
-    log_every: int = _count(10, "optimiser steps between logged losses")
-    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="also log to: tensorboard, wandb")
+    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="experiment trackers that also "
+                                  "log the run: tensorboard, wandb")
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
     gat_init: str | None = setting(None, help="start the GAT from this xsyn pretrain-gat output folder")
@@ -258,20 +246,27 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {pair!r}: expected key=value")
-        value = _json_or_text(raw)
-        if key in LIST_SETTINGS and "," in raw and not raw.lstrip().startswith("["):
-            value = [_json_or_text(item.strip()) for item in raw.split(",")]
-        elif key in LIST_SETTINGS and isinstance(value, str):
-            value = [value]
+        key, value = setting_pair(pair)
         value = _check_setting(key, value, "--set", key)
         if key in FIELD_NAMES:
             out[key] = value
         else:
             out.setdefault(MODEL_SETTINGS, {})[key] = value
     return out
+
+
+def setting_pair(pair: str, lists: Collection[str] = LIST_SETTINGS) -> tuple[str, Any]:
+    """One `--set key=value`, unchecked: the key, and the value as JSON where it parses as JSON, else as text; a
+    key in `lists` also takes a comma list or one string."""
+    key, sep, raw = pair.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {pair!r}: expected key=value")
+    value = _json_or_text(raw)
+    if key in lists and "," in raw and not raw.lstrip().startswith("["):
+        value = [_json_or_text(item.strip()) for item in raw.split(",")]
+    elif key in lists and isinstance(value, str):
+        value = [value]
+    return key, value
 
 
 def check_flags(schema: type, flags: dict[str, Any], error: type[SchemaError] = ConfigError) -> dict[str, Any]:
@@ -304,7 +299,7 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
     field = _model_field(name)
     if field is not None:
         return check_value(*field, value, where, key, error=error)
-    known = {*FIELD_NAMES, *_model_setting_names()} - set(DERIVED_FIELDS)
+    known = {*FIELD_NAMES, *model_setting_names()} - set(DERIVED_FIELDS)
     raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, paper_names())
                       + " (`xsyn settings` lists them)")
 
@@ -317,9 +312,9 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
     for name, value in values.items():
         field = _model_field(name)
         if field is None:
-            raise error(where, f"{key}.{name}", "not a model setting" + did_you_mean(
-                name, _model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
-        values = {**values, name: check_value(*field, value, where, f"{key}.{name}", error=error)}
+            raise error(where, f"{key}.{name}" if key else name, "not a model setting" + did_you_mean(
+                name, model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
+        values = {**values, name: check_value(*field, value, where, f"{key}.{name}" if key else name, error=error)}
     return values
 
 
@@ -358,7 +353,7 @@ def _bert_hints() -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS}
 
 
-def _model_setting_names() -> set[str]:
+def model_setting_names() -> set[str]:
     return {*_bert_hints(), *setting_fields()} - set(NOT_MODEL_SETTINGS)
 
 

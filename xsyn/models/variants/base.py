@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from xsyn.utils.schema import SchemaError, setting
 
+DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
@@ -57,7 +59,7 @@ class CommonSettings:
     """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
     command line can list and check the model settings without loading torch)."""
 
-    variant: str = setting("gat", help="the model variant")
+    variant: str = setting(DEFAULT_VARIANT, help="the model variant")
     syntax_layers: list[int] | None = setting(None, help="encoder layers (0-based) the variant acts in (gat: "
                                               "self-attention biased; sla, wla: gated local attention; sep: input "
                                               "mixed with its distance view); a count n is the first n; default: all "
