@@ -51,6 +51,7 @@ from xsyn.experiments.bench_figures import (
 from xsyn.experiments.experiment_file import Cell, Experiment
 
 DEVICES = ("h100", "h200", "cpu")  # a device is matched in a benchmark's `environment` ("NVIDIA H200", "cpu")
+BF16_DEVICES = ("h100", "h200")  # GPUs with native bfloat16: where `mixed_precision = "auto"` trains in bf16
 OPTIMIZER_MOMENTS = 2  # AdamW keeps two float32 tensors per weight
 FLOAT_BYTES = 4
 
@@ -146,7 +147,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         config = experiment.config(members[0], check_model=False, check_paths=False)
         examples = counter.training_examples(experiment, members[0], config)
         steps = _steps(config, examples)
-        step_seconds = _step_seconds(bench, config, members[0].variant)
+        step_seconds = _step_seconds(bench, config, members[0].variant, plan.device)
         row = SystemPlan(cells[0].task, cells[0].model, label, [c.name for c in members], examples, steps,
                          step_seconds, combine(_product(steps, step_seconds, 1 / 3600), steps, step_seconds),
                          _disk(config.model, config.save_total_limit or 1, benchmarks))
@@ -242,11 +243,14 @@ def _sum(*figures: Figure) -> float | None:
     return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
 
 
-def _step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
-    """The bench's step time for the cell's precision and variant, scaled to its model and tokens per step."""
+def _step_seconds(bench: StepBench | None, config, variant: str, device: str) -> Figure:
+    """The bench's step time for the cell's precision on `device` (`auto` resolved there) and variant, scaled to
+    its model and tokens per step."""
+    from xsyn.training.precision import resolve_precision
+
     if bench is None:
         return Figure(None, UNKNOWN, "unmeasured device")
-    dtype = PRECISION_DTYPES[config.mixed_precision]
+    dtype = PRECISION_DTYPES[resolve_precision(config.mixed_precision, bf16_gpu=device in BF16_DEVICES)]
     basis, why = MEASURED, f"{bench.device} {dtype}"
     rows = bench.rows.get(dtype)
     if rows is None and "bfloat16" in bench.rows and dtype != "float32":  # a half type as the other

@@ -28,6 +28,7 @@ from xsyn.models.variants import (
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
@@ -46,7 +47,7 @@ from xsyn.utils.schema import (
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
+MIXED_PRECISIONS = PRECISIONS  # auto: bf16 on a GPU that has it, float32 elsewhere (xsyn.training.precision)
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
@@ -88,8 +89,8 @@ class RunConfig:
     grad_accum: int = _count(1)
     warmup_steps: int = validated_field(at_least(0), default=0)
     weight_decay: float = validated_field(at_least(0), default=0.0)
-    max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
-    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
+    max_grad_norm: float = validated_field(at_least(0), default=1.0)  # 0: no clipping (nor its two passes)
+    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default=DEFAULT_PRECISION)  # saved resolved
     torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
     pad_to_multiple_of: int | None = _count(None)  # batch lengths rounded up to it: few shapes, few recompiles
     # data

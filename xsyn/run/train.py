@@ -121,6 +121,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
+    config = _with_precision(config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
@@ -159,7 +160,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
-               **_compile_summary(config),
+               "mixed_precision": config.mixed_precision, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
@@ -167,6 +168,21 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
         accelerator.end_training()
     wait_for_everyone(accelerator)
     return summary
+
+
+def _with_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
+    """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
+    config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
+    continues: one run, one arithmetic."""
+    from dataclasses import replace
+
+    from xsyn.training.precision import AUTO_RESOLUTIONS, run_precision
+
+    saved = (saved_json_object(folder.config) or {}).get("mixed_precision") if resume else None
+    chosen = saved if config.mixed_precision == "auto" and saved in AUTO_RESOLUTIONS else config.mixed_precision
+    resolved = replace(config, mixed_precision=run_precision(chosen))
+    resolved.card = config.card  # the card the settings were checked against, not read again
+    return resolved
 
 
 def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
@@ -214,7 +230,9 @@ def _compile_summary(config: RunConfig) -> dict[str, Any]:
 
 def _numeric_hint(config: RunConfig) -> str:
     """The settings a non-finite loss most likely comes from, as the user would change them."""
-    hint = f"lower --learning-rate (now {config.learning_rate:g}) or --max-grad-norm (now {config.max_grad_norm:g})"
+    clip = (f"--max-grad-norm (now {config.max_grad_norm:g})" if config.max_grad_norm
+            else "clip the gradient (max_grad_norm is 0: no clipping; 1.0 is the default)")
+    hint = f"lower --learning-rate (now {config.learning_rate:g}) or {clip}"
     if config.mixed_precision == "fp16":
         hint += "; or train in bf16 or full precision (--mixed-precision bf16|no)"
     return hint + ", and start the run again in a new --output-dir"
