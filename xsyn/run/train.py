@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from xsyn import provenance
-from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs
+from xsyn.run.inference import batch_collate, decode_and_score, model_outputs
 from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
@@ -66,7 +66,7 @@ class FinetuneTask:
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
-        self._collate = make_collate(tokenizer.pad_token_id or 0, config.pad_to_multiple_of)
+        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, config.pad_to_multiple_of, with_labels=True)
         self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
         self._lengths = [len(row["input_ids"]) for row in self.rows] if config.group_by_length else None
 
@@ -75,10 +75,11 @@ class FinetuneTask:
                              self._lengths)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
         return self._collate([self.rows[i] for i in indices])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
-        output = self._training_model()(**model_inputs(batch, with_labels=True))
+        output = self._training_model()(**batch)
         return {"loss": output.loss, "task_loss": output.task_loss, **(output.syntax_losses or {})}
 
     def _training_model(self):
