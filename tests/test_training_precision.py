@@ -91,3 +91,16 @@ def test_a_resumed_run_keeps_the_precision_its_start_resolved_auto_to(tmp_path, 
     gpu(9)
     assert _with_precision(config, folder, resume=False).mixed_precision == "bf16"
     assert _with_precision(RunConfig(task="synth", mixed_precision="no"), folder, True).mixed_precision == "no"
+
+
+def test_an_experiment_cell_set_to_auto_is_the_run_that_recorded_what_auto_became(tmp_path):
+    from xsyn.experiments.cells import check_same_run
+    from xsyn.experiments.experiment_file import ExperimentError
+
+    folder = tmp_path / "cell"
+    (folder / "best").mkdir(parents=True)  # a run with something saved
+    (folder / "config.json").write_text(json.dumps({"mixed_precision": "bf16", "seed": 1}))
+    check_same_run(folder, {"mixed_precision": "auto", "seed": 1})
+    check_same_run(folder, {"mixed_precision": "bf16", "seed": 1})
+    with pytest.raises(ExperimentError, match="mixed_precision: 'bf16' there, 'fp16' now"):
+        check_same_run(folder, {"mixed_precision": "fp16", "seed": 1})
