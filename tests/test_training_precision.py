@@ -61,7 +61,7 @@ def test_a_saved_resolution_is_a_run_of_auto_and_of_itself_only():
 
 def test_the_plan_prices_auto_cells_at_their_devices_precision():
     from xsyn.benchmarks.model import ENCODER_SHAPES
-    from xsyn.experiments.bench_figures import StepBench
+    from xsyn.experiments.bench_figures import StepBench, bench_dtype
     from xsyn.experiments.plan import _step_seconds
     from xsyn.run.settings import RunConfig
 
@@ -71,9 +71,10 @@ def test_the_plan_prices_auto_cells_at_their_devices_precision():
             "bfloat16": {"none": {"step_seconds": 0.022, "tokens_per_second": 186_170}}}
     shape = ENCODER_SHAPES["mbert"].config  # the bench's shape and tokens (32 x 128) are the cell's
     bench = StepBench(None, "NVIDIA H200", "", rows, shape)
-    assert _step_seconds(bench, config, "none", "h200").value == pytest.approx(0.022)
+    assert _step_seconds(bench, config, "none").value == pytest.approx(0.022)
     cpu = StepBench(None, "cpu", "", rows, shape)
-    assert _step_seconds(cpu, config, "none", "cpu").value == pytest.approx(0.058)
+    assert _step_seconds(cpu, config, "none").value == pytest.approx(0.058)
+    assert bench_dtype("auto", "h100") == "bfloat16" and bench_dtype("no", "NVIDIA H100 80GB HBM3") == "float32"
 
 
 def test_a_resumed_run_keeps_the_precision_its_start_resolved_auto_to(tmp_path, gpu, monkeypatch):
