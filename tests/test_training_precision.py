@@ -105,3 +105,17 @@ def test_an_experiment_cell_set_to_auto_is_the_run_that_recorded_what_auto_becam
     check_same_run(folder, {"mixed_precision": "bf16", "seed": 1})
     with pytest.raises(ExperimentError, match="mixed_precision: 'bf16' there, 'fp16' now"):
         check_same_run(folder, {"mixed_precision": "fp16", "seed": 1})
+
+
+def test_the_console_script_names_a_wrong_precision_as_every_setting_is_named():
+    """The option is checked by the setting's own rule, so `--mixed-precision` and `--set mixed_precision=` say
+    the same (click's Choice said it its own way)."""
+    import shutil
+    import subprocess
+
+    xsyn = shutil.which("xsyn")
+    assert xsyn is not None, "the xsyn console script is not installed"
+    run = subprocess.run([xsyn, "finetune", "--task", "synth", "--mixed-precision", "bf61"], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "--mixed-precision: 'bf61' is not one of auto, no, fp16, bf16; did you mean 'bf16'?" in run.stderr
