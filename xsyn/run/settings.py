@@ -28,6 +28,7 @@ from xsyn.models.variants import (
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
@@ -46,7 +47,7 @@ from xsyn.utils.schema import (
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
+MIXED_PRECISIONS = PRECISIONS  # auto: bf16 on a GPU that has it, float32 elsewhere (xsyn.training.precision)
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
@@ -75,8 +76,8 @@ class RunConfig(LoopSettings):
     data_dir: str | None = setting(None, help="the task's data folder; default: $XSYN_DATA_DIR/<task>, else the hub")
     output_dir: str | None = setting(None, help="the run's folder; default: runs/<task>/<variant>-seed<seed>")
     # optimisation (beside the loop's settings, `LoopSettings`)
-    mixed_precision: str = setting("no", check=one_of(MIXED_PRECISIONS), help="no, bf16 (also on CPU) or fp16 (CUDA "
-                                   "only)")
+    mixed_precision: str = setting(DEFAULT_PRECISION, check=one_of(MIXED_PRECISIONS), help="auto (bf16 autocast on a "
+                                   "GPU with native bfloat16, else float32), no, bf16 or fp16 (CUDA only)")
     torch_compile: str | None = setting(None, check=_compile_mode, help="train the model compiled by torch.compile in "
                                         "this mode; none: eager")
     pad_to_multiple_of: int | None = count(None, "batch lengths rounded up to a multiple of this: few shapes, few "

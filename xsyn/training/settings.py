@@ -33,11 +33,11 @@ class LoopSettings:
     warmup_steps: int | None = setting(0, check=at_least(0), help="steps over which the learning rate warms up (none: "
                                        "a twentieth of the steps)")
     weight_decay: float = setting(0.0, check=at_least(0), help="AdamW's weight decay (not on biases and LayerNorm)")
-    max_grad_norm: float | None = setting(1.0, check=finite_above_zero, help="clip the gradient's global norm to this "
-                                          "(none: no clipping)")
+    max_grad_norm: float | None = setting(1.0, check=at_least(0), help="clip the gradient's global norm to this (0 or "
+                                          "none: no clipping)")
     max_length: int = count(128, "word pieces per input; longer inputs are cut (and counted)")
-    # Quick runs: fine-tuning takes the first N examples; pre-training a seeded sample of N sentences per treebank.
-    max_train_examples: int | None = count(None, "use only the first N training examples (quick runs)")
+    max_train_examples: int | None = count(None, "use only the first N training examples (pre-training: a seeded "
+                                           "sample of N sentences per treebank)")
     max_eval_examples: int | None = count(None, "use only the first N dev examples (or probed sentences); an "
                                           "experiment's and the demo's tests too")
     eval_every: int | None = count(None, "optimiser steps between dev evaluations (default: once an epoch)")
