@@ -26,8 +26,8 @@ def model_shape(layers: int | None, hidden: int | None, heads: int | None, vocab
                 encoders: Sequence[str] | None) -> dict[str, int] | None:
     """The random model's shape from the options (the defaults where not given), checked; None with `encoders`,
     whose published shapes replace these options (given along with them, they are refused)."""
-    given = {name: value for name, value in
-             {"layers": layers, "hidden": hidden, "heads": heads, "vocab_size": vocab_size}.items() if value is not None}
+    options = {"layers": layers, "hidden": hidden, "heads": heads, "vocab_size": vocab_size}
+    given = {name: value for name, value in options.items() if value is not None}
     if encoders is not None:
         if given:
             raise OptionError(f"--encoders measures each published shape as it is; {_FLAGS[next(iter(given))]} would "

@@ -78,9 +78,9 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
 def bench_model(variants: str | None, layers: int | None, hidden: int | None, heads: int | None, seq_len: int,
-                batch_size: int | None, vocab_size: int | None, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, encoders: str | None, compile_mode: str | None, count_ops: bool,
-                as_json: bool) -> None:
+                batch_size: int | None, vocab_size: int | None, repeats: int | None, seed: int, device: str,
+                dtype: str, peak_tflops: float | None, skip_plain_bert: bool, encoders: str | None,
+                compile_mode: str | None, count_ops: bool, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
     from xsyn.benchmarks.model import run_model_bench
