@@ -58,8 +58,8 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     card = load_card(task)
     unknown = [lang for lang in langs or () if lang not in card.languages]
     if unknown:  # found now, not after the training it would follow
-        raise OptionError(f"--langs: task {card.name!r} has no language {', '.join(unknown)}"
-                          + did_you_mean(unknown[0], card.languages) + f"; choose from {', '.join(card.languages)}")
+        raise OptionError(f"--langs: task {card.name!r} has no language {', '.join(unknown)} (it has "
+                          f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
     work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
     if task == "synth" and tokenizer is None:
         from xsyn.data.synth import write_vocab
