@@ -41,17 +41,13 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--variants", default=None,
               help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
                    "registered variant].")
-@click.option("--layers", type=int, default=None, help=f"Encoder layers of the random model [default: "
-              f"{DEFAULT_SHAPE['layers']}].")
-@click.option("--hidden", type=int, default=None, help=f"Hidden size of the random model [default: "
-              f"{DEFAULT_SHAPE['hidden']}].")
-@click.option("--heads", type=int, default=None, help=f"Attention heads of the random model [default: "
-              f"{DEFAULT_SHAPE['heads']}].")
+@click.option("--layers", type=int, help=f"Encoder layers of the random model [default: {DEFAULT_SHAPE['layers']}].")
+@click.option("--hidden", type=int, help=f"Hidden size of the random model [default: {DEFAULT_SHAPE['hidden']}].")
+@click.option("--heads", type=int, help=f"Attention heads of the random model [default: {DEFAULT_SHAPE['heads']}].")
 @click.option("--seq-len", type=int, default=128, show_default=True, help="Word pieces per input.")
 @click.option("--batch-size", type=int, default=None, help="Inputs per step [default: 32 on a GPU, 2 on CPU].")
-@click.option("--vocab-size", type=int, default=None,
-              help="Vocabulary of the random model (small: the embedding table does not change the ratios; "
-                   f"119547 is mBERT's) [default: {DEFAULT_SHAPE['vocab_size']}].")
+@click.option("--vocab-size", type=int, help="Vocabulary of the random model (small: the embedding table does not "
+              f"change the ratios; 119547 is mBERT's) [default: {DEFAULT_SHAPE['vocab_size']}].")
 @click.option("--repeats", type=int, default=None, help="Interleaved timing rounds [default: 20 on a GPU, 5 on CPU].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random model and batch.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")

@@ -14,10 +14,11 @@ import dataclasses
 import typing
 from typing import Any
 
+from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the run settings read it here
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
 
-_BUILT_IN = {
+BUILT_IN = {
     "none": "xsyn.models.variants.none:VARIANT",
     "gat": "xsyn.models.variants.gat:VARIANT",
     "sla": "xsyn.models.variants.sla:VARIANT",
@@ -25,8 +26,7 @@ _BUILT_IN = {
     "sdoi": "xsyn.models.variants.sdoi:VARIANT",
     "sep": "xsyn.models.variants.sep:VARIANT",
 }
-VARIANTS = tuple(_BUILT_IN)  # the built-in variants
-DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+VARIANTS = tuple(BUILT_IN)  # the built-in variants (no plug-in's: every registered one is `variant_names()`)
 
 
 def _foreign_claims(variant: SyntaxVariant) -> str | None:
@@ -68,7 +68,7 @@ def _owners() -> dict[str, str]:
 
 
 VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry(
-    "variant", _BUILT_IN, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name,
+    "variant", BUILT_IN, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name,
     check=_foreign_claims, error=SyntaxConfigError)
 
 
