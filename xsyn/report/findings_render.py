@@ -33,7 +33,8 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
              "", f"**{analysis.finding}**", ""]
     first = "language pair" if analysis.unit == "language pairs" else "language"
     middle = "family" if analysis.x_label is None else analysis.x_label
-    rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}", f"{point.gain:+.2f}",
+    rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}",
+             f"{point.gain:+.2f}" + (" !" if point.label in analysis.alike else ""),
              "–" if point.error is None else f"{point.error:.2f}"] for point in analysis.points]
     if rows:
         lines += [markdown_table([first, middle, "gain", "sd"], rows), ""]
@@ -44,6 +45,9 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
         lines += [_permutation_line(analysis), ""]
     if analysis.left_out:
         lines += ["Left out: " + "; ".join(analysis.left_out) + ".", ""]
+    if analysis.alike:
+        lines += ["! Predicted the same for every example: " + "; ".join(
+            f"{label}: {', '.join(runs)}" for label, runs in analysis.alike.items()) + ".", ""]
     chart = _chart(analysis, f"{analysis.name}: {title}")
     if chart is not None:
         lines.append(f"![{analysis.name}]({put(f'{FOLDER}/{name}.png', chart)})")
