@@ -148,7 +148,9 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
     res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output
-    assert json.loads(res.output[res.output.index("{"):])["steps"] == 4
+    assert "trained: 4 steps in " in res.output and "{" not in res.output  # the figures, not 40 lines of JSON
+    assert f"run folder: {out.resolve()} (train_results.json: the whole summary; best/: the best checkpoint)" \
+        in res.output
     assert (out / "config.json").stat().st_mtime_ns == config_written
 
 

@@ -38,6 +38,7 @@ from xsyn.data.loading import DataNotFoundError
 from xsyn.run.evaluation_scope import default_split, evaluation_scope
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs
+from xsyn.run.paths import relative_paths_of_saved_run
 from xsyn.run.preflight import preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
@@ -110,6 +111,10 @@ def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) 
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unreachable = relative_paths_of_saved_run({k: v for k, v in values.items() if k not in (overrides or {})
+                                               or (overrides or {})[k] is None}, config_file)
+    if unreachable:  # (a run saved before its paths were stored absolute, read from another folder)
+        raise ConfigError("\n".join(unreachable))
     return construct(RunConfig, values, str(config_file), error=ConfigError)
 
 
@@ -195,7 +200,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         atomic_write_json(eval_results(out), summary)
         write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
     wait_for_everyone(evaluation.accelerator)
-    return summary
+    return {**summary, "output_dir": str(out.resolve())}  # (where it was written: not a field of results.json)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from xsyn.models.variants import (
     variant_names,
 )
 from xsyn.models.variants.base import SyntaxConfigError
+from xsyn.run.paths import absolute_paths
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.checkpoint import check_checkpointing_steps
 from xsyn.utils.errors import MissingInputError
@@ -420,7 +421,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_source"] = source
     chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
-    config = construct(RunConfig, merged, "settings", error=ConfigError)
+    config = construct(RunConfig, absolute_paths(merged), "settings", error=ConfigError)  # read from any folder
     config.card = card
     _check(config, card, check_model, check_paths)
     for name, values in config.hyperparameter_grid.items():

@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -167,6 +168,19 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
         accelerator.end_training()
     wait_for_everyone(accelerator)
     return summary
+
+
+def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
+    """What `xsyn finetune` prints when training ends: the run folder, and the few figures a person reads (the
+    whole summary is `train_results.json` there)."""
+    from xsyn.utils.progress import duration
+
+    best = summary.get("best_dev_score")
+    found = (f"best dev {summary['metric']} {best:.2f} at step {summary['best_step']}" if best is not None
+             else "no dev score (no evaluation ran)")
+    return [f"trained: {summary['steps']} steps in {duration(summary.get('train_seconds') or 0)}; {found}",
+            f"run folder: {Path(folder).resolve()} ({RunFolder(folder).train_results.name}: the whole summary; "
+            f"{RunFolder(folder).best.name}/: the best checkpoint)"]
 
 
 def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
