@@ -67,7 +67,8 @@ def _chart(analysis: Analysis, title: str) -> bytes | None:
     if analysis.x_label is None:
         gains = {point.label: point.gain for point in analysis.points}
         errors = {point.label: point.error for point in analysis.points}
-        return plots.grouped_gains_png(analysis.groups, gains, errors, title=title + "; error bars: sd over seeds",
+        seeds = "; error bars: sd over seeds" if any(error is not None for error in errors.values()) else ""
+        return plots.grouped_gains_png(analysis.groups, gains, errors, title=title + seeds,
                                        value_label="gain (points)")
     return plots.labelled_scatter_png([(p.label, p.x, p.gain, p.error) for p in analysis.points],
                                       title=f"{title}\n{textwrap.fill(analysis.finding, 90)}",

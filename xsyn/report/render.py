@@ -124,9 +124,9 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     put(f"{folder}/per_language.csv", _per_language_csv(systems, languages))
     bars = put(f"{folder}/per_language.png", plots.language_bars_png(
         {system.label: {lang: stat.mean for lang, stat in system.per_language.items()} for system in systems},
-        errors={system.label: {lang: stat.std or 0.0 for lang, stat in system.per_language.items()}
-                for system in systems},
-        title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language; error bars: sd over seeds",
+        errors={system.label: {lang: stat.std for lang, stat in system.per_language.items()} for system in systems},
+        title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language"
+              + ("; error bars: sd over seeds" if any(len(system.runs) > 1 for system in systems) else ""),
         value_label=f"{experiment.primary} (%)", marked=sources.split(", "), chance=chance))
     lines += ["", f"![{experiment.primary} per language]({bars})"]
     if experiment.comparisons:
@@ -286,7 +286,7 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
     marks = [[marks_text((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}")
-              + _fed(alike, comparison, [pair_key(row, col)]).strip() if cell else ""
+              + _fed(alike, comparison, [pair_key(row, col)]) if cell else ""
               for col, cell in zip(cols_langs, line)] for row, line in zip(rows_langs, cells)]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
