@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import stopped_before_results
 from safetensors.torch import load_file
 
+import xsyn.run.evaluation as evaluation
 from xsyn import provenance
 from xsyn.cli import main
 from xsyn.data.cards import load_card
@@ -190,16 +192,25 @@ def test_evaluate_writes_per_language_and_pair_results(evaluated):
     assert 100 * correct / 400 == pytest.approx(results["per_language"]["svo"])
 
 
-def test_an_interrupted_evaluation_recomputes_only_what_is_missing(evaluated, run):
-    kept = evaluated / "partial" / "test-svo.json"
-    before = kept.stat().st_mtime_ns
-    (evaluated / "partial" / "test-ovs.json").unlink()
-    (evaluated / "results.json").unlink()
-    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--quiet"])
+def test_an_interrupted_evaluation_recomputes_only_what_is_missing_and_a_finished_one_keeps_no_partial(
+        evaluated, run, tmp_path, monkeypatch):
+    assert not (evaluated / "partial").exists()  # finished: only an interrupted evaluation needs it
+    out = tmp_path / "eval"
+    args = ["evaluate", "--model-dir", str(run), "--quiet", "--output-dir", str(out)]
+    with monkeypatch.context() as patched:
+        stopped_before_results(patched)
+        assert CliRunner().invoke(main, args).exit_code != 0
+    assert sorted(p.name for p in (out / "partial").glob("*.json")) == [f"test-{lang}.json" for lang in
+                                                                        ("ovs", "sov", "svo", "vso")]
+    (out / "partial" / "test-ovs.json").unlink()
+    predicted = []
+    real = evaluation.model_outputs
+    monkeypatch.setattr(evaluation, "model_outputs", lambda *a, **k: predicted.append(1) or real(*a, **k))
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    assert kept.stat().st_mtime_ns == before
-    assert (evaluated / "partial" / "test-ovs.json").is_file()
-    assert "ovs" in json.loads((evaluated / "results.json").read_text())["per_language"]
+    assert len(predicted) == 1  # ovs alone is scored again
+    assert "ovs" in json.loads((out / "results.json").read_text())["per_language"]
+    assert not (out / "partial").exists()
 
 
 def test_grouping_by_length_sorts_windows_of_the_epoch_order_keeps_every_row_and_pads_less():
