@@ -434,6 +434,7 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
         "scores": {k: r["scores"] for k, r in results.items()},
         "data": {k: r["data"] for k, r in results.items()},  # per key: what loading, parsing and features did
+        "seconds": {k: r["seconds"] for k, r in results.items()},  # per key: its evaluation's (when first scored)
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
         "metric_options": {} if card.metric == "mlqa" else
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),
