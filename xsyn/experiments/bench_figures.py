@@ -6,6 +6,7 @@ times as `scripts/gpu_benchmarks.py` writes them, `xsyn bench parse` rates, `--e
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +45,17 @@ def _weakest(*figures: Figure) -> str:
 def combine(value: float | None, *figures: Figure) -> Figure:
     """A figure computed from others: as firm as the weakest of them, unknown if any is."""
     if value is None or any(f.value is None for f in figures):
-        return Figure(None, UNKNOWN, _whys(f for f in figures if f.value is None))
-    return Figure(value, _weakest(*figures), _whys(figures))
+        return Figure(None, UNKNOWN, figure_whys(f for f in figures if f.value is None))
+    return Figure(value, _weakest(*figures), figure_whys(figures))
 
 
-def _whys(figures) -> str:
+def figure_sum(*figures: Figure) -> float | None:
+    """The figures' values added up; None where one is unknown."""
+    return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
+
+
+def figure_whys(figures) -> str:
+    """What the figures rest on, each reason once, joined by "; "."""
     return "; ".join(dict.fromkeys(why for f in figures for why in f.why.split("; ") if why))
 
 
@@ -97,7 +104,12 @@ def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
             found.steps.extend(_step_bench(file, data))
             if isinstance(data.get("parse"), list) and data.get("parser"):
                 rates = {int(row["workers"]): float(row["sentences_per_s"]) for row in data["parse"]}
+                for number, (workers, rate) in enumerate(rates.items()):
+                    _positive(file, f"parse[{number}].workers", workers)
+                    _positive(file, f"parse[{number}].sentences_per_s", rate)
                 found.parses.append(ParseBench(file, str(data["parser"]), rates))
+        except ExperimentError:
+            raise
         except (KeyError, TypeError, ValueError) as err:
             raise ExperimentError(f"{file}: a benchmark row lacks a number ({type(err).__name__}: {err}); rows "
                                   "need step_seconds and tokens_per_second (bench model), workers and "
@@ -123,8 +135,16 @@ def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
             for key in ("step_seconds", "tokens_per_second"):
                 if not isinstance(row.get(key), (int, float)):
                     raise KeyError(f"{dtype}/{variant}/{key}")
+                _positive(file, f"steps.bench_model.{dtype}.{variant}.{key}", row[key])
     # the script benchmarks mBERT's shape (bert-base layers, mBERT's vocabulary)
     return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
+
+
+def _positive(file: Path, row: str, value: float) -> None:
+    """A benchmark figure the plan divides by or multiplies with: a positive, finite number."""
+    if not (math.isfinite(value) and value > 0):
+        raise ExperimentError(f"{file}: {row} is {value!r}, not a positive number (a failed or edited benchmark?); "
+                              "measure it again, or leave the file out of --bench")
 
 
 def default_bench_paths() -> list[Path]:
@@ -135,7 +155,7 @@ def default_bench_paths() -> list[Path]:
     return [beside if beside.is_dir() else Path("benchmarks")]
 
 
-def _parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
+def parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
     """Sentences/s of `parser` with `workers` processes: the bench's rate for that parser (or one of its kind)
     at that worker count, or its per-worker rate at the most workers measured times `workers`."""
     from xsyn.syntax.parsing.base import ParserChoiceError
