@@ -164,8 +164,7 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     resume_with = f"--resume {shlex.quote(str(folder.path))}"
     try:
         outcome = finetune_evaluate_push(config, resume, overwrite_output_dir, _eval_langs(eval_langs, do_eval),
-                                         push_to_hub, not quiet, resume_with,
-                                         on_trained=lambda summary: _echo_summary(summary, folder.path))
+                                         push_to_hub, not quiet, resume_with, on_trained=lambda s: _trained(s, folder))
     except KeyboardInterrupt as stop:
         interrupted(stop, folder, f"xsyn finetune {resume_with}")
     if not is_main_process():
@@ -176,11 +175,11 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
         click.echo(f"pushed {folder.best} to {outcome['pushed']}", err=True)
 
 
-def _echo_summary(summary: dict, folder: Path) -> None:
+def _trained(summary: dict, folder: RunFolder) -> None:
     from xsyn.run.train import trained_lines
 
     if is_main_process():  # as soon as training ends, before any evaluation
-        click.echo("\n".join(trained_lines(summary, folder)))
+        click.echo("\n".join(trained_lines(summary, folder.path)))
 
 
 def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
@@ -243,5 +242,4 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if not is_main_process():
         return
     _echo_scores(summary, split_chosen=split is not None)
-    for line in after_scores_lines(summary, summary["output_dir"]):
-        click.echo(line)
+    click.echo("\n".join(after_scores_lines(summary, summary["output_dir"])))
