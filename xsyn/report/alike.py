@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xsyn.report.aggregate import Experiment, System
+from xsyn.report.format import md
 
 MARK = "!"
 
@@ -69,7 +70,7 @@ class AlikeRuns:
         if not runs:
             return []
         return [f"**{MARK}n: a run that predicted the same for every example there**; a score, Δ or `*` it feeds "
-                "can be high or significant for that reason alone:", "", *[f"- {run.describe()}" for run in runs]]
+                "can be high or significant for that reason alone:", "", *[f"- {md(run.describe())}" for run in runs]]
 
 
 def pair_key(row: str, col: str) -> str:
