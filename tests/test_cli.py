@@ -135,6 +135,14 @@ def test_every_option_of_every_command_has_help_and_help_names_only_the_product(
             assert outside not in text, (path, outside)
 
 
+def test_finetune_takes_the_variants_own_options_and_the_former_names_of_the_pretrained_ones():
+    shown = CliRunner().invoke(main, ["finetune", "--help"]).output
+    assert "--gat-delta INTEGER" in shown and "--gat-attention TEXT" in shown  # declared by gat (`options`)
+    assert "--pretrained-syntax, --gat-init" in shown and "--freeze-pretrained, --freeze-gat" in shown
+    bad = CliRunner().invoke(main, ["finetune", "--task", "synth", "--model", "tiny", "--gat-attention", "sparse"])
+    assert bad.exit_code != 0 and "--gat-attention: 'sparse' is not one of dot, additive" in bad.output
+
+
 @pytest.mark.parametrize(("old", "suggested"), [
     (["parse", "--out", "r.jsonl"], "--output"),
     (["parser-quality", "--limit=5"], None),

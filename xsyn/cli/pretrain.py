@@ -8,7 +8,8 @@ import click
 
 from xsyn.cli.main import main
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.variants.gat import GAT_ATTENTIONS
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
 

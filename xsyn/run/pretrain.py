@@ -11,9 +11,9 @@ JSON; an earlier run's pretrain_config.json), then the keyword settings, then `s
 settings of the GAT).
 
 The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
-`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
-({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
-`pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
+`xsyn.models.variants.gat.layers.load_gat` and so `xsyn finetune --pretrained-syntax DIR` read), with
+`probe_metrics.json` ({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`)
+and `pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
 GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
 tokenizer are saved as well (`model/`): fine-tune from that directory.
 """

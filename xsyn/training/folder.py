@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xsyn.models.defaults import GAT_CONFIG
+from xsyn.models.variants.gat import GAT_CONFIG
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import existing_dir
 
