@@ -271,9 +271,9 @@ def test_two_threads_sum_in_another_order_and_pass_within_the_tolerances(golden,
 def test_a_real_change_fails_the_comparison_where_only_tolerances_apply(golden, tmp_path, monkeypatch):
     """sep with 11% of its selected pairs' distances randomised, not 10% (the change this test was
     written against): its losses stay within the tolerance, its weights do not."""
-    from xsyn.models.variants.sep import layers as sep_layers
+    from xsyn.models.variants.sep import distance
 
-    monkeypatch.setattr(sep_layers, "RANDOMISE", 0.11)
+    monkeypatch.setattr(distance, "RANDOMISE", 0.11)
     found = problems(golden_run("sep", tmp_path / "sep"), golden["runs"]["sep"], bit_exact=False)
     assert found and all(p.startswith("weights differ") for p in found), found
 

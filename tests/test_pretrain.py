@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from xsyn.cli import main
 from xsyn.models.variants.gat.layers import ProbeOutput, load_gat
-from xsyn.models.variants.sep.layers import SepDistanceHead, corrupt_distances, corrupt_mask, select_pairs
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_distances, corrupt_mask, select_pairs
 from xsyn.pretraining.trainer import (
     encode,
     probe_scores,
@@ -124,7 +124,7 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
         in output
     (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
-    assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output
+    assert code != 0 and "already holds a pre-trained syntax module (gat_config.json)" in output
 
 
 def test_pretrain_gat_claims_its_folder_by_finetunes_rules(tmp_path):

@@ -9,7 +9,6 @@ import click
 from xsyn.cli.main import main
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
-from xsyn.models.variants.gat import GAT_ATTENTIONS
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
 
@@ -31,9 +30,8 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--gat-delta", type=int, default=None,
               help="GAT attention reaches tree distance <= delta (finetune: --set gat_delta) "
                    "[default: the --recipe's, 4 for paper].")
-@click.option("--gat-attention", type=click.Choice(GAT_ATTENTIONS), default=None,
-              help="dot: the paper's eq. 2; additive: the released code's Velickovic-style GAT "
-                   "[default: the --recipe's, dot for paper].")
+@click.option("--gat-attention", default=None, help="dot: the paper's eq. 2; additive: the released code's "
+              "Velickovic-style GAT [default: the --recipe's, dot for paper].")
 @click.option("--dropout/--no-dropout", default=None,
               help="Apply the model's dropout in the GAT while pre-training (off: the probes regress exact "
                    "distances, and dropout noise costs UUAS) [default: off].")

@@ -5,7 +5,7 @@ code never released it. This is the reconstruction: the GAT reads BERT's word-pi
 (frozen) plus UPOS embeddings under the tree mask (distance <= delta) of each treebank sentence
 at word-piece level (`WordpieceAligner` + `collate_trees`; nothing is parsed), and is trained with
 the structural-probe losses (tree distance and depth, Hewitt and Manning 2019) and, selectable,
-SEPREM's dependency-distance prediction (`SepDistanceHead`, `xsyn/models/variants/sep/layers.py`). Then the
+SEPREM's dependency-distance prediction (`xsyn/models/variants/sep/distance.py`). Then the
 probes are scored per treebank on its dev set (test for test-only treebanks) at word level (`probe.py`).
 
 Sentences longer than the model's maximum are cut into overlapping windows for training (each
@@ -34,7 +34,7 @@ from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants.gat import GAT_ATTENTIONS, gat_output_size
 from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.models.variants.gat.layers import gat_encode, save_gat, syntax_probe
-from xsyn.models.variants.sep.layers import SepDistanceHead, corrupt_mask, select_pairs
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_mask, select_pairs
 from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord

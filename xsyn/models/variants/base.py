@@ -85,6 +85,7 @@ class SyntaxVariant:
       one lookup, and one dense gradient of the table, shared with the encoder);
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
       model settings);
+    - `pretrained_files`: the files of its pre-trained syntax module, if it has one (what a run folder holds);
     - `options`: settings with a command-line option of their own (`{"gat_delta": help}` gives `finetune
       --gat-delta`, a shortcut of `--set gat_delta=...`, which wins over it), each with the option's help;
     - `layers_module`: where its torch modules are, if not `layers` beside the module declaring its class.
@@ -99,6 +100,7 @@ class SyntaxVariant:
     losses: tuple[LossTerm, ...] = ()
     parameter_markers: tuple[str, ...] = ()
     reads_word_embeddings: bool = False
+    pretrained_files: tuple[str, ...] = ()
     options: dict[str, str] = {}
     layers_module: str | None = None
 

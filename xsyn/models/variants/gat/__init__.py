@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
     from xsyn.trees.tensors import TreeTensors
 
-GAT_CONFIG = "gat_config.json"  # the shape settings of a pre-trained GAT, beside gat.safetensors
+GAT_CONFIG = "gat_config.json"  # the shape settings of a pre-trained GAT, beside its weights
+GAT_WEIGHTS = "gat.safetensors"
 GAT_ATTENTIONS = ("dot", "additive")  # the paper's dot-product GAT, the released code's additive one
 BIAS_TARGETS = ("query", "key", "value")  # the projections the GAT bias may be added to
 
@@ -116,6 +117,7 @@ class Gat(SyntaxVariant):
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
     reads_word_embeddings = True
+    pretrained_files = (GAT_CONFIG, GAT_WEIGHTS)
     options = {"gat_delta": "GAT attention reaches tree distance <= delta (as pretrain-gat's; the same as --set "
                             "gat_delta) [default: the card's].",
                "gat_attention": "dot: the paper's eq. 2; additive: the released code's (the same as --set "

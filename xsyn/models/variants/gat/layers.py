@@ -46,7 +46,7 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from xsyn.models.attention import SyntaxSelfAttention, additive_mask, cast_together, compute_dtype
-from xsyn.models.variants.gat import GAT_CONFIG, GatContext, bias_target_names, gat_output_size
+from xsyn.models.variants.gat import GAT_CONFIG, GAT_WEIGHTS, GatContext, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from xsyn.models.modeling import XsynBertModel
     from xsyn.models.variants.base import SyntaxBatch
 
-GAT_WEIGHTS = "gat.safetensors"
 # The relation logits are this multiple of their parameters, so that they move at 10x the
 # optimiser's rate: singling out the head needs logits of several units.
 RELATION_BIAS_SCALE = 10.0

@@ -1,5 +1,5 @@
-"""The `sep` variant's layers: the syntax-aware representation of SEPREM (Xu et al. 2021), and its
-dependency-distance prediction.
+"""The `sep` variant's layers: the syntax-aware representation of SEPREM (Xu et al. 2021), and (from
+`distance.py`) its dependency-distance prediction.
 
 Before each chosen encoder layer n, the layer's input H (the embeddings for layer 0) is mixed
 with a syntax-aware view of itself:
@@ -10,15 +10,6 @@ where D~ is the batch's normalised inverse tree distance (`TreeTensors.sep_weigh
 weighs every piece j reachable from i by 1 / d(i, j), summing to 1). D~ is computed once per batch
 on the batch's device and shared by all layers; a layer adds two H x H projections and one batched
 (T x T) x (T x H) product. alpha = 0 gives BERT's layer input exactly.
-
-Distance prediction, an auxiliary loss of `sep` and an objective of the GAT's pre-training
-(`xsyn pretrain-gat --objectives seprem`): SEPREM masks 15% of the entries of the tree-distance matrix
-its model reads, and predicts each masked distance from the concatenated representations of the two
-tokens. A selected pair is hidden with probability 0.8, given a random value with 0.1, and left as it
-is with 0.1 (BERT's masking recipe, as SEPREM does): in the GAT's attention mask (`corrupt_mask`: pairs
-within distance delta see each other) or in the distances that `sep` reads (`corrupt_distances`). The
-head then predicts the distance of every selected pair from [h_i; h_j], over the classes 1, 2, ..., K-1
-and "K or more".
 
 In code the idea is called `sep`; on disk it keeps SEPREM's name: the mix's parameters are saved as
 `encoder.layer.N.seprem.*`, the distance head as `seprem_head.*` and its loss is logged as `seprem_loss`
@@ -37,15 +28,13 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from xsyn.models.attention import cast_together, compute_dtype, lean_attention
 from xsyn.models.variants.sep import SepContext
-from xsyn.trees.tensors import UNREACHABLE, TreeTensors, sep_weights
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_distances, select_pairs
+from xsyn.trees.tensors import TreeTensors, sep_weights
 
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
     from xsyn.models.modeling import XsynBertModel
     from xsyn.models.variants.base import SyntaxBatch
-
-MASK_FRACTION = 0.15
-HIDE, RANDOMISE = 0.8, 0.1  # of the selected pairs; the rest keep their visibility
 
 
 class SepMix(nn.Module):
@@ -118,73 +107,3 @@ def sep_context(model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, wit
         weights = tree.sep_weights()
     # under autocast, cast once here rather than in every layer's product
     return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)
-
-
-class SepDistanceHead(nn.Module):
-    """[h_i; h_j] -> logits over the distances 1 .. max_distance (the last class: that or more)."""
-
-    def __init__(self, size: int, max_distance: int = 8):
-        super().__init__()
-        if max_distance < 2:
-            raise ValueError(f"max_distance must be >= 2 (a class for 1 and one for 'or more'), "
-                             f"got {max_distance}")
-        self.max_distance = max_distance
-        self.hidden = nn.Linear(2 * size, size)
-        self.output = nn.Linear(size, max_distance)
-
-    def forward(self, states: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-        """Logits (P, max_distance) for `pairs` (P, 3) of (batch row, i, j)."""
-        left = states[pairs[:, 0], pairs[:, 1]]
-        right = states[pairs[:, 0], pairs[:, 2]]
-        return self.output(F.gelu(self.hidden(torch.cat([left, right], dim=-1))))
-
-    def loss(self, states: torch.Tensor, pairs: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of the selected pairs' distances (clipped to max_distance)."""
-        target = distances[pairs[:, 0], pairs[:, 1], pairs[:, 2]].long().clamp(max=self.max_distance) - 1
-        return F.cross_entropy(self(states, pairs), target)
-
-
-def select_pairs(distances: torch.Tensor, real: torch.Tensor, generator: torch.Generator | None = None,
-                 fraction: float = MASK_FRACTION) -> torch.Tensor:
-    """(P, 3) indices (batch row, i, j), i < j, of about `fraction` of the pairs of real pieces.
-
-    At least one pair is selected whenever the batch has any (so the loss is always defined).
-    """
-    b, t, _ = distances.shape
-    candidates = (real.unsqueeze(2) & real.unsqueeze(1) & (distances < UNREACHABLE)
-                  & torch.ones(t, t, dtype=torch.bool, device=distances.device).triu(1))
-    draw = torch.rand(b, t, t, generator=generator, device=distances.device)
-    chosen = candidates & (draw < fraction)
-    if not chosen.any() and candidates.any():
-        chosen = candidates & (draw == draw.masked_fill(~candidates, 2.0).min())
-    return chosen.nonzero()
-
-
-def corrupt_mask(mask: torch.Tensor, pairs: torch.Tensor, generator: torch.Generator | None = None
-                 ) -> torch.Tensor:
-    """The GAT mask with the selected pairs hidden (80%), randomised (10%) or kept (10%), both ways."""
-    roll = torch.rand(len(pairs), generator=generator, device=mask.device)
-    coin = torch.rand(len(pairs), generator=generator, device=mask.device) < 0.5
-    return _corrupt(mask, pairs, roll, False, coin)
-
-
-def corrupt_distances(distances: torch.Tensor, pairs: torch.Tensor, max_distance: int,
-                      generator: torch.Generator | None = None) -> torch.Tensor:
-    """The (B, T, T) int16 tree distances with the selected pairs hidden (80%: unreachable, so they
-    weigh nothing in SEPREM's normalised inverse distances), set to a random distance in
-    1 .. max_distance (10%) or kept (10%), both ways."""
-    roll = torch.rand(len(pairs), generator=generator, device=distances.device)
-    random = torch.randint(1, max_distance + 1, (len(pairs),), generator=generator, device=distances.device,
-                           dtype=distances.dtype)
-    return _corrupt(distances, pairs, roll, UNREACHABLE, random)
-
-
-def _corrupt(matrix: torch.Tensor, pairs: torch.Tensor, roll: torch.Tensor, hidden: bool | int,
-             random: torch.Tensor) -> torch.Tensor:
-    row, i, j = pairs.unbind(1)
-    current = matrix[row, i, j]
-    value = torch.where(roll < HIDE, hidden, torch.where(roll < HIDE + RANDOMISE, random, current))
-    corrupted = matrix.clone()
-    corrupted[row, i, j] = value
-    corrupted[row, j, i] = value
-    return corrupted
