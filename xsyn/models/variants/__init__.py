@@ -15,6 +15,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the CLI and runs read it here
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
 
@@ -27,7 +28,6 @@ VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", {
     "sep": "xsyn.models.variants.sep:VARIANT",
 }, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name, error=SyntaxConfigError)
 VARIANTS = tuple(VARIANT_REGISTRY)  # the built-in variants
-DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,12 +57,15 @@ class SyntaxBatch:
         return self.attention_mask if self.attention_mask is not None else torch.ones_like(self.input_ids)
 
 
+DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+
+
 @dataclass(init=False, repr=False, eq=False)
 class CommonSettings:
     """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
     command line can list and check the model settings without loading torch)."""
 
-    variant: str = "gat"
+    variant: str = DEFAULT_VARIANT
     syntax_layers: list[int] | None = None
     num_intents: int | None = None
     num_slot_labels: int | None = None
