@@ -88,8 +88,11 @@ class WithVariantOptions(XsynCommand):
         from xsyn.models.variants import option_settings
 
         types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
-        return super().get_params(ctx) + [click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(
-            setting.hint, click.STRING)) for name, (setting, help) in option_settings().items()]
+        own = ctx.meta.setdefault("xsyn.variant_options", [  # one object each per invocation, as click expects
+            click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
+            for name, (setting, help) in option_settings().items()])
+        params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
+        return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
 
 
 class XsynGroup(click.Group):
