@@ -107,6 +107,28 @@ def test_an_unknown_variant_is_named_with_the_registered_ones():
         register_variant("gat", "somewhere:ELSE")
 
 
+class ToyWithModule(Toy):
+    name = "toy_module"
+
+    def load_pretrained(self, model, directory) -> None:
+        model.toy.scale.data.fill_(1.0)
+
+
+def test_a_pretrained_option_for_a_variant_without_a_module_names_the_registered_ones_that_have_one(toy):
+    from xsyn.models.variants import check_pretrained
+    from xsyn.run.workflow import finetune_settings
+
+    register_variant("toy_module", ToyWithModule())
+    try:
+        check_pretrained("gat", "--pretrained-syntax")  # gat has one: nothing to say
+        with pytest.raises(SyntaxConfigError, match=r"^--freeze-pretrained: variant 'toy' has no pre-trained syntax "
+                                                    r"module; drop --freeze-pretrained, or choose a variant that has "
+                                                    r"one \(gat, toy_module\)$"):
+            finetune_settings(task="synth", variant="toy", model="tiny", parser="chain", freeze_pretrained=True)
+    finally:
+        variants.VARIANT_REGISTRY.remove("toy_module")
+
+
 def test_the_command_line_and_the_cards_read_the_registry_without_importing_torch():
     import subprocess
     import sys
