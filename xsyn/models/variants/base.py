@@ -174,5 +174,4 @@ class SyntaxVariant:
         return type(self).load_pretrained is not SyntaxVariant.load_pretrained
 
     def _no_pretrained(self, option: str) -> SyntaxConfigError:
-        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; drop {option}, "
-                                 "or choose a variant that has one (`xsyn settings` runs check which)")
+        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; drop {option}")
