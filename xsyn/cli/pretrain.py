@@ -27,9 +27,8 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--model", default=None, help=f"BERT checkpoint (hub name or directory) whose word-piece embeddings "
               f"the GAT reads, or '{TINY}' (random, for CPU runs; needs --tokenizer) [default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer directory (default: the model's).")
-@click.option("--gat-delta", type=int, default=None,
-              help="GAT attention reaches tree distance <= delta (finetune: --set gat_delta) "
-                   "[default: the --recipe's, 4 for paper].")
+@click.option("--gat-delta", type=int, default=None, help="GAT attention reaches tree distance <= delta "
+              "[default: the --recipe's, 4 for paper].")
 @click.option("--gat-attention", default=None, help="dot: the paper's eq. 2; additive: the released code's "
               "Velickovic-style GAT [default: the --recipe's, dot for paper].")
 @click.option("--dropout/--no-dropout", default=None,

@@ -120,8 +120,7 @@ def data_options(fn):
 @data_options
 @click.option("--pretrained-syntax", "--gat-init", type=click.Path(exists=True, file_okay=False), help="Initialise "
               "the variant's pre-trained syntax module (gat: the GAT) from an `xsyn pretrain-gat` output folder.")
-@click.option("--freeze-pretrained", "--freeze-gat", is_flag=True, default=None,
-              help="Keep the pre-trained syntax module fixed while fine-tuning.")
+@click.option("--freeze-pretrained", "--freeze-gat", is_flag=True, default=None, help="Keep it fixed in fine-tuning.")
 @click.option("--tracker", "trackers", multiple=True, type=click.Choice(TRACKERS),
               help="Also log to an Accelerate tracker.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
