@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from xsyn.utils.schema import SchemaError
 
+DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
