@@ -59,9 +59,6 @@ class SyntaxBatch:
         return self.attention_mask if self.attention_mask is not None else torch.ones_like(self.input_ids)
 
 
-DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
-
-
 @dataclass(init=False, repr=False, eq=False)
 class CommonSettings:
     """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
