@@ -147,11 +147,20 @@ def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert
         return classes.heads["sequence"](classes.config(variant=variant, num_labels=2, **shape)).train()
 
 
+def step_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int, device: str) -> dict[str, torch.Tensor]:
+    """`synthetic_batch` on `device`, as a training step hands a batch to the model (`model_inputs`: its inputs,
+    and no attention mask where no row is padded)."""
+    from xsyn.run.inference import model_inputs
+
+    batch = model_inputs(synthetic_batch(batch_size, seq_len, vocab_size, seed), with_labels=True)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 def model_batch(variant: str, batch: dict) -> dict:
     """A plain row takes only the encoder's own inputs."""
     if not variant.startswith(PLAIN):
         return batch
-    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels") if k in batch}
 
 
 def _autocast(device: str, dtype: str):
@@ -248,7 +257,7 @@ def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, s
               dtype: str = "float32", family: str = "bert") -> dict[str, dict[str, Any]]:
     """Per variant (eager, after one warm-up step): the ops of one training step, in all and by op, and their
     ratio to the baseline's (`none`)."""
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     results = {}
     for variant in variants:
         model = build(variant, shape, seed, device, family)
@@ -271,7 +280,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
     compiled graphs (1 + recompiles: every variant's forward is one graph)."""
     from xsyn.models.compiled import compile_model, compiled_graphs
 
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
     runners = {v: compile_model(m, compile_mode) if compile_mode else m for v, m in models.items()}
@@ -327,7 +336,7 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     import torch
 
     model = build(baseline_name(), shape, seed, device, family)
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     embeddings = model.base_model.embeddings
     words = embeddings.word_embeddings.weight
     total = sum(p.numel() for p in model.parameters())

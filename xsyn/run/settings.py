@@ -29,6 +29,7 @@ from xsyn.models.variants import (
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
@@ -47,7 +48,7 @@ from xsyn.utils.schema import (
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
+MIXED_PRECISIONS = PRECISIONS  # auto: bf16 on a GPU that has it, float32 elsewhere (xsyn.training.precision)
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
@@ -78,7 +79,7 @@ class RunConfig(LoopSettings):
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
     # optimisation (beside the loop's settings, `LoopSettings`)
-    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
+    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default=DEFAULT_PRECISION)  # saved resolved
     torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
     pad_to_multiple_of: int | None = count(None)  # batch lengths rounded up to it: few shapes, few recompiles
     # data

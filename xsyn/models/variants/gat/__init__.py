@@ -117,6 +117,7 @@ class Gat(SyntaxVariant):
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
     reads_word_embeddings = True
+    tree_fields = ("tree_parent", "tree_upos", "tree_deprel")
     pretrained_files = (GAT_CONFIG, GAT_WEIGHTS)
     options = {"gat_delta": "GAT attention reaches tree distance <= delta (as pretrain-gat's; the same as --set "
                             "gat_delta) [default: the card's].",
@@ -129,8 +130,8 @@ class Gat(SyntaxVariant):
             raise Invalid("syntax_heads", f"{config.syntax_heads}, but a syntax head is one of the model's {heads} "
                           f"attention heads; use 1..{heads}")
 
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:  # relations: only where embedded
+        return tuple(f for f in self.tree_fields if f != "tree_deprel" or config.gat_deprel_embeddings)
 
     def install(self, model: PreTrainedModel) -> None:
         layers = self.layers()
