@@ -445,10 +445,10 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_pa
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
     model = model_config(config) if check_model else None
-    if model is not None and config.max_length > model.max_position_embeddings:
-        positions = model.max_position_embeddings
-        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
-                          f"{config.model} has (max_position_embeddings): choose --max-length {positions} or less")
+    if model is not None:
+        from xsyn.run.preflight import check_lengths
+
+        check_lengths(config, model)
 
 
 def model_config(config: RunConfig) -> Any:
