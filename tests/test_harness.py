@@ -26,7 +26,7 @@ from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
-from xsyn.models.gat import save_gat
+from xsyn.models.variants.gat.layers import save_gat
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
@@ -300,7 +300,7 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_pat
     assert not (out / "results.json").exists() and not list(out.glob(".results.json.*"))
 
 
-def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, tmp_path):
+def test_a_pretrained_gat_gives_its_shape_and_freezing_keeps_it(vocab, cache, tmp_path):
     from xsyn.models.factory import build_model
     from xsyn.models.presets import load_tokenizer
 
@@ -309,9 +309,11 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     save_gat(pretrained, tmp_path / "gat")
     out = tmp_path / "run"
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
-                                                 "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))
+                                                 "--pretrained-syntax", str(tmp_path / "gat"), "--freeze-pretrained"))
     assert res.exit_code == 0, res.output
-    model = json.loads((out / "config.json").read_text())["model_settings"]
+    config = json.loads((out / "config.json").read_text())
+    assert (config["pretrained_syntax"], config["freeze_pretrained"]) == (str(tmp_path / "gat"), True)
+    model = config["model_settings"]
     assert model["gat_layers"] == 2 and model["gat_residual"] is True and model["gat_position_embeddings"] is True
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
@@ -320,7 +322,7 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     # would give it embeddings it has never seen.
     (tmp_path / "gat" / "model").mkdir()
     res = CliRunner().invoke(main, finetune_args(vocab, cache, tmp_path / "again", "--variant", "gat",
-                                                 "--gat-init", str(tmp_path / "gat")))
+                                                 "--gat-init", str(tmp_path / "gat")))  # its former name
     assert res.exit_code != 0 and f"pass --model {tmp_path / 'gat' / 'model'}" in res.output
 
 

@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
-from xsyn.models.defaults import GAT_CONFIG, TINY
+from xsyn.models.defaults import TINY
 from xsyn.models.variants import variant_names
+from xsyn.models.variants.gat import GAT_CONFIG
 from xsyn.run.paths import absolute_paths
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
@@ -287,7 +288,7 @@ class Experiment:
             flags["tokenizer"] = str(self.runs_dir / SYNTH_VOCAB)
         pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
         if cell.variant in self.pretrained_variants() and pretrained.is_file():
-            flags["gat_init"] = str(pretrained.parent)  # before the pre-training ran, the cell is listed without it
+            flags["pretrained_syntax"] = str(pretrained.parent)  # before the pre-training ran: listed without it
         return flags
 
     def require_inputs(self) -> None:

@@ -216,8 +216,7 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
 
 
 def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
-    """The variant on the card's head, its pre-trained syntax module (gat: the GAT) loaded, and frozen, as the
-    settings say."""
+    """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say."""
     from xsyn.models.factory import build_model
     from xsyn.models.variants import get_variant
 
@@ -225,9 +224,9 @@ def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
                         tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
                         **config.model_settings)
     variant = get_variant(config.variant)
-    if config.gat_init:
-        variant.load_pretrained(model, config.gat_init)
-    if config.freeze_gat:
+    if config.pretrained_syntax:
+        variant.load_pretrained(model, config.pretrained_syntax)
+    if config.freeze_pretrained:
         variant.freeze_pretrained(model)
     return model
 
