@@ -91,7 +91,8 @@ class RunConfig:
     max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
     mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
     torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
-    pad_to_multiple_of: int | None = _count(None)  # batch lengths rounded up to it: few shapes, few recompiles
+    pad_to_multiple_of: int | None = _count(8)  # T of train/eval batches rounded up to it: few shapes (1: none)
+    max_batch_lengths: int | None = _count(8)  # at most so many T a run/language: those padding least (None: any)
     # data
     max_length: int = _count(128)
     doc_stride: int | None = _count(None)
@@ -99,7 +100,7 @@ class RunConfig:
     max_answer_length: int = _count(30)
     n_best: int = _count(20)
     max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
-    group_by_length: bool = False  # training batches of similar lengths (less padding, faster; off in the papers)
+    group_by_length: bool = True  # training batches of similar lengths (less padding, faster); the papers: false
     max_eval_examples: int | None = _count(None)  # first N dev examples in training; an experiment caps its tests too
     dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
     # the share of train held out as one (default: the card's)
@@ -223,10 +224,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def current_names(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved config's keys as RunConfig names them now (run folders saved before MODEL_SETTINGS was renamed)."""
+    """A saved config's keys as RunConfig names them now (MODEL_SETTINGS renamed; `max_batch_lengths` new: none)."""
     if OLD_MODEL_SETTINGS in saved and MODEL_SETTINGS not in saved:
         saved = {**saved, MODEL_SETTINGS: saved[OLD_MODEL_SETTINGS]}
         del saved[OLD_MODEL_SETTINGS]
+    if "pad_to_multiple_of" in saved and "max_batch_lengths" not in saved:  # (a run folder's config.json)
+        saved = {**saved, "max_batch_lengths": None}
     return saved
 
 
