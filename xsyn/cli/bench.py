@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval|parse`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse|loop`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
-from xsyn.benchmarks.text import eval_text, model_json, model_text, parse_text, syntax_text
+from xsyn.benchmarks.text import eval_text, loop_text, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
@@ -151,3 +151,31 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
         click.echo(json.dumps(result))
         return
     click.echo(parse_text(result))
+
+
+@bench.command(name="loop")
+@click.option("--task", required=True, help="The task card whose training rows are batched.")
+@click.option("--model", required=True, help="The model to train (hub name, checkpoint folder or tiny).")
+@click.option("--variant", default=None, help="The variant [default: the baseline, none].")
+@click.option("--tokenizer", default=None, help="Needed for tiny (e.g. mBERT's vocab.txt).")
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
+@parser_option(default="chain", purpose="The parser of the task's data")
+@click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="[default: the card's]")
+@click.option("--max-length", type=click.IntRange(min=2), default=None, help="[default: the card's, else 128]")
+@click.option("--batching", default="default,random", show_default=True,
+              help="Comma-separated batchings, each timed: default (the run's settings) and random (random "
+                   "batches padded to their longest row, as before length grouping was the default).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any run setting, as finetune takes it.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seeds the model and the batch order.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_loop(task, model, variant, tokenizer, data_dir, parser, steps, batch_size, max_length, batching, sets, seed,
+               as_json) -> None:
+    """The real training loop against the bare forward, backward and optimizer step on the same batches:
+    examples/s, loop/bare, step seconds, padded share, distinct shapes and the first occurrence's cost."""
+    from xsyn.benchmarks.loop import run_loop_bench
+
+    result = run_loop_bench(task, model, variant=variant, tokenizer=tokenizer, data_dir=data_dir, parser=parser,
+                            steps=steps, batch_size=batch_size, max_length=max_length,
+                            batchings=[name for name in batching.split(",") if name], sets=sets, seed=seed)
+    click.echo(json.dumps(result) if as_json else loop_text(result))

@@ -161,7 +161,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)
-    task = FinetuneTask(config, accelerator, folder, _build_model(config, card, tokenizer, names), tokenizer, names,
+    task = FinetuneTask(config, accelerator, folder, build_run_model(config, card, tokenizer, names), tokenizer, names,
                         train_data, dev)
     if config.trackers:
         accelerator.init_trackers(f"xsyn-{config.task}", config=flat(config.to_dict()),
@@ -203,7 +203,7 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
     return summary
 
 
-def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
+def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
     """The variant on the card's head, its pre-trained syntax module (gat: the GAT) loaded, and frozen, as the
     settings say."""
     from xsyn.models.factory import build_model
