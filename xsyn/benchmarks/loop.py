@@ -130,8 +130,7 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     return {"settings": {k: getattr(config, k) for k in ("group_by_length", "pad_to_multiple_of", "max_batch_lengths")},
             "loop": _summary(loop, plan), "bare": _summary(bare, plan),
             "loop_over_bare": sum(loop["step_seconds"]) / sum(bare["step_seconds"]),
-            "batches": task.batch_figures(len(plan)),
-            "epoch": task.batch_figures(math.ceil(task.n_rows / config.batch_size)),
+            "batches": task.batch_figures(plan), "epoch": task.batch_figures(task.batches_of_epoch(0)),
             "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config))}
 
 

@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -84,11 +85,10 @@ class FinetuneTask:
         return epoch_batches(self.n_rows, self.config.batch_size, self.config.seed, epoch,
                              self.lengths if self.config.group_by_length else None)
 
-    def batch_figures(self, steps: int) -> dict[str, Any]:
-        """The real and padded tokens and the distinct shapes of the run's first `steps` batches, each cut into
-        its micro-batches as one process computes them (a function of the plan: the same on N processes)."""
-        micros = (micro for batch in planned_batches(steps, self.batches_of_epoch)
-                  for micro in micro_batches(batch, self.config.grad_accum, 1))
+    def batch_figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
+        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
+        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
+        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
         return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
                              self.pad_to)
 
@@ -177,7 +177,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
-               "batches": task.batch_figures(state.step),
+               "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
                **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
