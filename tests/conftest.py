@@ -131,6 +131,34 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def udpipe_model(shared_data, tmp_path_factory):
+    """A small English tokenizer + tagger + parser: 200 EWT train sentences, about 20 s on two busy cores
+    (the UDPipe tests and the offline experiment share it)."""
+    from xsyn.syntax.parsing.udpipe import train_model
+
+    train = shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-train.conllu"
+    if not train.is_file():
+        pytest.skip(f"EWT train split not found at {train}")
+    return train_model(train, tmp_path_factory.mktemp("udpipe") / "en_ewt-small.udpipe")
+
+
+def fake_slurm(folder: Path) -> dict[str, str]:
+    """`srun` and `sbatch` stand-ins: sbatch keeps each script it is given (submitted-N.sh, the last also as
+    submitted.sh) and answers as SLURM does, with job ids 4242, 4243, ...; the environment that puts them first."""
+    import os
+    import stat
+
+    folder.mkdir()
+    body = (f'n=$(ls {folder} | grep -c "submitted-")\ncp "$1" {folder}/submitted-$n.sh\n'
+            f'cp "$1" {folder}/submitted.sh\necho "Submitted batch job $((4242 + n))"')
+    for name, text in (("srun", "exit 0"), ("sbatch", body)):
+        path = folder / name
+        path.write_text(f"#!/bin/sh\n{text}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.fixture(scope="session")
 def mbert_tokenizer(shared_data: Path):
     """The real mBERT (cased) wordpiece vocabulary as a fast tokenizer."""
     from transformers import BertTokenizerFast

@@ -23,7 +23,7 @@ def synth(tmp_path):
 def test_status_lines_are_the_lines_experiment_status_prints(synth, tmp_path):
     from xsyn.experiments.status import status_lines
 
-    lines = list(status_lines(synth, "h200"))
+    lines = list(status_lines(synth))  # the command's default: this machine's device
     printed = CliRunner().invoke(main, ["experiment", "status", "synth", "--output-dir", str(tmp_path / "runs")])
     assert printed.exit_code == 0, printed.output
     assert printed.output == "".join(f"{line}\n" for line in lines)
@@ -51,7 +51,7 @@ def test_run_here_says_how_the_cells_ended_and_fails_only_for_a_failed_cell(synt
     monkeypatch.setattr(launch, "visible_gpus", lambda: ["0", "1", "2"])
     seen = {}
 
-    def fake_run_local(experiment, devices, cells, echo, progress):
+    def fake_run_local(experiment, devices, cells, echo, progress, **options):
         seen["devices"] = devices
         return _states(synth, *outcome)
 

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import fake_slurm
 
 from xsyn.cli import main
 from xsyn.experiments import cells, locks
@@ -346,19 +346,8 @@ def test_synth_recipe_survives_a_kill_and_a_failing_cell_and_reports_every_syste
     assert len(list((runs / "report" / "synth").rglob("pairs-*.png"))) == 6 + 5  # each system, each delta
 
 
-def _fake_slurm(folder: Path) -> dict[str, str]:
-    """`srun` and `sbatch` stand-ins: sbatch keeps the script it is given and answers as SLURM does."""
-    folder.mkdir()
-    for name, body in (("srun", "exit 0"),
-                       ("sbatch", f'cp "$1" {folder}/submitted.sh\necho "Submitted batch job 4242"')):
-        path = folder / name
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
-
-
 def test_slurm_submission_is_one_array_with_the_options_asked_for(tmp_path, monkeypatch):
-    for key, value in _fake_slurm(tmp_path / "bin").items():
+    for key, value in fake_slurm(tmp_path / "bin").items():
         monkeypatch.setenv(key, value)
     runs = tmp_path / "runs"
     result = CliRunner().invoke(main, [

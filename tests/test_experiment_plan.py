@@ -2,6 +2,7 @@
 benchmark files and a small data folder, and marked for what it rests on."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -9,7 +10,8 @@ from click.testing import CliRunner
 from xsyn.cli import main
 from xsyn.experiments.bench_figures import COUNTED, EXTRAPOLATED, GIVEN, MEASURED, UNKNOWN, read_benchmarks
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
-from xsyn.experiments.plan import make_plan, progress
+from xsyn.experiments.plan import make_plan
+from xsyn.experiments.status import progress
 from xsyn.training.folder import RunFolder
 
 EXPERIMENT = """
@@ -97,9 +99,11 @@ def test_an_unmeasured_device_and_missing_data_are_said_to_be_so(setup, tmp_path
     assert plan.tasks[0].systems[0].steps.value == 12  # what does not need the device is still there
     (tmp_path / "data" / "pawsx" / "x-final" / "en" / "train.tsv").unlink()
     bare = load_experiment(str(tmp_path / "plan.toml"), Overrides(data_dir=str(tmp_path / "data")))
+    bare.cards["pawsx"] = replace(bare.cards["pawsx"], sizes=None)  # a card without published sizes
     plan = make_plan(bare, "h100", benchmarks, parse_workers=2)
     assert plan.tasks[0].systems[0].steps.basis == UNKNOWN and plan.hours.value is None
-    assert any("pawsx train: no data in" in note and "for en, not counted" in note for note in plan.notes)
+    assert any(note.startswith("data not on this machine for pawsx (train en)") for note in plan.notes)
+    assert "pawsx: no published size for train en" in plan.notes
     given = make_plan(bare, "h100", benchmarks, {"pawsx": 64}, parse_workers=2).tasks[0].systems[0]
     assert (given.examples.value, given.examples.basis, given.steps.value) == (64, GIVEN, 6)  # 3 x ceil(64 / 32)
 
@@ -128,20 +132,22 @@ def test_the_command_prints_the_plan_with_its_marks(setup, tmp_path):
     lines = result.output.splitlines()
     assert lines[0].startswith("Plan: plan test on h100 (step times measured on NVIDIA H100 80GB HBM3, 2026-11-27")
     row = next(line for line in lines if line.strip().startswith("none "))
-    # 12 steps x 0.05 s = 0.000167 hours a cell, twice that for 2 cells; 28,000 bytes of checkpoints a cell
-    assert row.split() == ["none", "2", "100", "c", "12", "c", "0.05", "m", "0.000167", "m", "0.000333", "m",
-                           "2.8e-05", "m"]
-    # 260 / 700 s = 0.00619 minutes, 60 / 700 s = 0.00143 minutes
-    assert "parse (sentences, minutes): en 260 c, 0.00619 m; de 60 c, 0.00143 m" in result.output
+    # 12 steps x 0.05 s = 0.6 s a cell, twice that for 2 cells; 28,000 bytes of checkpoints a cell; no peak memory
+    assert row.split() == ["none", "2", "100", "c", "12", "c", "0.05", "m", "0.600", "s", "m", "1.20", "s", "m",
+                           "2.8e-05", "m", "?", "?"]
+    # 260 / 700 s = 0.371 s, 60 / 700 s = 0.0857 s
+    assert "parse (sentences, time): en 260 c, 0.371 s m; de 60 c, 0.0857 s m" in result.output
+    assert "m = measured, x = extrapolated, c = counted, g = given, ? = unknown" in lines[1]
     bad = CliRunner().invoke(main, ["experiment", "plan", str(tmp_path / "plan.toml"), "--examples", "xnli=5"])
-    assert bad.exit_code == 2 and "give TASK=N with a task of the experiment (pawsx)" in bad.output
+    assert bad.exit_code != 0 and "'xnli' is not a task of the experiment (its tasks: pawsx)" in bad.output
 
 
 def test_status_shows_the_plan_beside_the_progress(setup, tmp_path):
     result = CliRunner().invoke(main, ["experiment", "status", str(tmp_path / "plan.toml"), "--device", "cpu",
                                        "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1].startswith("plan on cpu: ? hours ? of training for 6 cells; 0 done")
+    assert result.output.splitlines()[-1].startswith("plan on cpu: ? (unknown) of training for 6 cells; 0 done "
+                                                     "(0 s spent)")
 
 
 def test_a_benchmark_file_without_its_numbers_is_named_with_the_fix(tmp_path):

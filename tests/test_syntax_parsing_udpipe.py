@@ -19,17 +19,6 @@ from xsyn.syntax.segment import Segment
 
 
 @pytest.fixture(scope="session")
-def udpipe_model(shared_data, tmp_path_factory):
-    """A small English tokenizer + tagger + parser: 200 EWT train sentences, about 20 s on two busy cores."""
-    from xsyn.syntax.parsing.udpipe import train_model
-
-    train = shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-train.conllu"
-    if not train.is_file():
-        pytest.skip(f"EWT train split not found at {train}")
-    return train_model(train, tmp_path_factory.mktemp("udpipe") / "en_ewt-small.udpipe")
-
-
-@pytest.fixture(scope="session")
 def ewt_dev(shared_data):
     return list(read_conllu(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"))[:100]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -14,34 +15,44 @@ LAUNCHERS = ("local", "slurm")
 
 
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
-          output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False):
-    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`), saying so
-    where the last run's recorded settings chose its cells."""
+          output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False,
+          cache_dir: str | None = None):
+    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`; `cache_dir` as
+    `--set cache_dir=DIR`), saying so where the last run's recorded settings chose its cells."""
     from xsyn.experiments.launch import load_with_overrides
 
+    sets = (*sets, *([f"cache_dir={cache_dir}"] if cache_dir else []))
     experiment, recorded = load_with_overrides(source, data_dir, model, max_steps, output_dir, sets, as_last_run)
     if recorded:
         click.echo(f"as last run: {recorded} (give options to look at other cells)", err=True)
     return experiment
 
 
+def _options(*specs: tuple) -> Callable:
+    """Options from (flag, name, type, default, help) rows; `bool`: a flag; `[type]`: repeatable (metavar: default)."""
+    def apply(fn):
+        for flag, name, kind, default, text in reversed(specs):
+            flags = (flag, name) if name else (flag,)
+            many = {"multiple": True, "metavar": default} if isinstance(kind, list) else {}
+            fn = (click.option(*flags, is_flag=True, help=text) if kind is bool else click.option(
+                *flags, type=kind[0] if many else kind, default=None if many else default, help=text,
+                show_default=default is not None and not many, **many))(fn)
+        return fn
+    return apply
+
+
+COUNT, GB, FOLDER = click.IntRange(min=1), click.FloatRange(min=0, min_open=True), click.Path(file_okay=False)
+
+
 def experiment_options(fn):
     """What selects an experiment's cells: `status` and `report` take them too, to find the same folders."""
-    for option in reversed([
-        click.argument("source", metavar="FILE|RECIPE"),
-        click.option("--output-dir", type=click.Path(file_okay=False), default=None,
-                     help="Where the cells' run folders go [default: the file's runs_dir, else experiments/<name>]."),
-        click.option("--model", default=None, help="Run every cell on this model instead of the file's models."),
-        click.option("--max-steps", type=click.IntRange(min=1), default=None,
-                     help="Cap every cell's training at N optimiser steps (recorded in each cell's config and "
-                          "folder name, and shown in the report)."),
-        click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-                     help="A folder with one folder per task (DATA_DIR/<task>), as $XSYN_DATA_DIR."),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                     help="A setting for every cell, as `xsyn finetune --set` (repeatable)."),
-    ]):
-        fn = option(fn)
-    return fn
+    return click.argument("source", metavar="FILE|RECIPE")(_options(
+        ("--output-dir", None, FOLDER, None, "The cells' run folders [default: runs_dir, or experiments/<name>]."),
+        ("--model", None, None, None, "Run every cell on this model instead of the file's models."),
+        ("--max-steps", None, COUNT, None, "Cap every cell's training at N optimiser steps (recorded in each cell's "
+         "config and folder name, and shown in the report)."),
+        ("--data-dir", None, FOLDER, None, "A folder with one folder per task (DATA_DIR/<task>), as $XSYN_DATA_DIR."),
+        ("--set", "sets", [None], "KEY=VALUE", "A setting for every cell, as `xsyn finetune --set` (repeatable)."))(fn))
 
 
 class _ExperimentGroup(click.Group):
@@ -64,6 +75,7 @@ def experiment() -> None:
 
     \b
     FILE|RECIPE is an experiment file or a bundled recipe: {recipes}.
+      xsyn experiment prepare ahmad2021          # data, models and parses ready, where the network is
       xsyn experiment run synth                  # every cell that is not finished, in order
       xsyn experiment status synth               # done / running / failed / to do
       xsyn experiment report synth               # index.md + a report per task
@@ -74,61 +86,69 @@ def experiment() -> None:
 experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its name too
 
 
+CACHE_DIR = ("--cache-dir", None, FOLDER, None, "xsyn's cache folder for every cell: parses/ and features/ "
+             "(default: $XSYN_CACHE or ~/.cache/xsyn); as --set cache_dir=DIR.")
+
+
+def _prepare_job(prefix: str = "") -> list[tuple]:
+    """`experiment prepare` as one SLURM CPU job (`prepare --launcher slurm`; `run --prepare`: prefixed)."""
+    rows = [("partition", None, None, "partition"), ("cpus", COUNT, 8, "cores (its parse workers)"),
+            ("time", COUNT, 6 * 60, "time limit, in minutes"), ("mem-gb", GB, None, "memory")]
+    return [(f"--{prefix}{flag}", (prefix + flag).replace("-", "_"), kind, default, f"slurm: the CPU job's {what}.")
+            for flag, kind, default, what in rows]
+
+
 @experiment.command(name="run")
 @experiment_options
-@click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
-              help="local: on this machine (one cell per GPU at a time); slurm: a job array through submitit.")
-@click.option("--gpus", type=click.IntRange(min=0), default=None,
-              help="local: GPUs to use at once, one cell each [default: every visible GPU].")
-@click.option("--cell", "cell_patterns", multiple=True, metavar="PATTERN",
-              help="Run only the cells whose names match (a glob, e.g. 'pawsx/*-seed1'; repeatable).")
-@click.option("--partition", default=None, help="slurm: the partition.")
-@click.option("--gpus-per-node", type=click.IntRange(min=0), default=1, show_default=True,
-              help="slurm: GPUs per cell; more than one runs the cell under `accelerate launch`.")
-@click.option("--time", "time_min", type=click.IntRange(min=1), default=24 * 60, show_default=True,
-              help="slurm: time limit per cell, in minutes.")
-@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None, help="slurm: CPU cores per cell.")
-@click.option("--mem-gb", type=click.FloatRange(min=0, min_open=True), default=None, help="slurm: memory per cell.")
-@click.option("--array-parallelism", type=click.IntRange(min=1), default=None,
-              help="slurm: cells of the array that may run at once.")
-@click.option("--account", default=None, help="slurm: the account to charge.")
-@click.option("--qos", default=None, help="slurm: the quality of service.")
-@click.option("--constraint", default=None, help="slurm: a node feature constraint.")
-@click.option("--wait", is_flag=True, help="Wait for the cells other processes are running (local) or for the "
-              "jobs (slurm), and print each cell's outcome.")
-@click.option("--progress", is_flag=True, help="local: progress bars for each cell's training and evaluation.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-              help="xsyn's cache folder for every cell: parses/ and features/ (default: $XSYN_CACHE or ~/.cache/xsyn); "
-                   "as --set cache_dir=DIR.")
-def run_command(source, output_dir, model, max_steps, data_dir, sets, launcher, gpus, cell_patterns, partition,
-                gpus_per_node, time_min, cpus_per_task, mem_gb, array_parallelism, account, qos, constraint,
-                wait, progress, cache_dir) -> None:
+@_options(
+    ("--launcher", None, click.Choice(LAUNCHERS), "local", "local: on this machine; slurm: a job array (submitit)."),
+    ("--gpus", None, click.IntRange(min=0), None, "local: GPUs to use at once [default: every visible GPU]."),
+    ("--cell", "cell_patterns", [None], "PATTERN", "Only the cells whose names match (a glob: 'pawsx/*-seed1')."),
+    ("--gpus-per-node", None, click.IntRange(min=0), 1, "slurm: GPUs per cell; over 1: `accelerate launch`."),
+    ("--time", "time_min", COUNT, 24 * 60, "slurm: time limit per cell, in minutes."),
+    ("--partition", None, None, None, "slurm: the partition."), ("--cpus-per-task", None, COUNT, None, "slurm: cores."),
+    ("--array-parallelism", None, COUNT, None, "slurm: cells of the array that may run at once."),
+    ("--mem-gb", None, GB, None, "slurm: memory per cell."), ("--account", None, None, None, "slurm: the account."),
+    ("--qos", None, None, None, "slurm: the QOS."), ("--constraint", None, None, None, "slurm: a node feature."),
+    ("--wait", None, bool, None, "Wait for the cells other processes run (local) or the jobs (slurm); say each."),
+    ("--progress", None, bool, None, "local: progress bars for each cell's training and evaluation."), CACHE_DIR,
+    ("--offline", None, bool, None, "Cells that neither download nor parse: every input ready (`experiment "
+     "prepare`), checked first. After a complete prepare, cells run offline anyway."),
+    ("--cells-per-gpu", None, COUNT, 1, "Cells at once per GPU, a process each (CUDA MPS where installed), as many "
+     "as its memory holds by the plan's estimate; one out of memory is retried alone."),
+    ("--prepare", "prepare_first", bool, None, "`experiment prepare` first (slurm: a CPU job the array waits for)."),
+    *_prepare_job("prepare-"))
+def run_command(source, output_dir, model, max_steps, data_dir, sets, cell_patterns, cache_dir, **options) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
-    from xsyn.experiments.launch import ClusterOptions, record_run, run_here, run_on_slurm
-    from xsyn.utils.progress import quiet_libraries
+    from xsyn.experiments.launch import RunChoices, run_experiment
 
-    if not progress:
-        quiet_libraries()
-    spec = _load(source, data_dir, model, max_steps, output_dir, (*sets, *([f"cache_dir={cache_dir}"] if cache_dir
-                                                                           else [])))
-    cells = spec.select(cell_patterns)
-    record_run(spec)
-    if launcher == "slurm":
-        run_on_slurm(spec, cells, ClusterOptions(
-            partition=partition, gpus_per_node=gpus_per_node, time_min=time_min, cpus_per_task=cpus_per_task,
-            mem_gb=mem_gb, array_parallelism=array_parallelism, account=account, qos=qos, constraint=constraint),
-            source, wait, echo=click.echo)
-    else:
-        run_here(spec, cells, gpus, progress, wait, source, echo=click.echo)
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
+    run_experiment(spec, spec.select(cell_patterns), RunChoices(**options), source, echo=click.echo)
+
+
+@experiment.command(name="prepare")
+@experiment_options
+@_options(CACHE_DIR, ("--workers", None, COUNT, None, "Parse worker processes [default: this machine's cores]."),
+          ("--progress", None, bool, None, "Parse progress bars."), ("--account", None, None, None, "slurm: account."),
+          ("--launcher", None, click.Choice(LAUNCHERS), "local", "local: here; slurm: as one CPU job (submitit)."),
+          *_prepare_job(""))
+def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_dir, workers, progress, launcher,
+                    **job) -> None:
+    """Make ready, where the network is, all the cells read: models, data, parses, features (resumable); then
+    say what is ready and what is not, with the fix. `xsyn experiment run --offline` then needs neither."""
+    from xsyn.experiments.prepare import prepare_here_or_on_slurm
+
+    spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
+    prepare_here_or_on_slurm(spec, workers, progress, job if launcher == "slurm" else None, click.echo)
 
 
 @experiment.command(name="status")
 @experiment_options
-@click.option("--cells", "every_cell", is_flag=True,
-              help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
-@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
-              help="The device of the plan the progress is shown against (`xsyn experiment plan`).")
+@_options(("--cells", "every_cell", bool, None, f"List every cell [default: every cell up to {SHORT_LIST}, else the "
+                                               "running and failed ones]."),
+          ("--device", None, click.Choice(DEVICES), None, "The device of the plan the progress is shown against "
+           "(`xsyn experiment plan`) [default: this machine's: its GPU, else cpu]."))
 def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
@@ -142,15 +162,13 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
 
 @experiment.command(name="plan")
 @experiment_options
-@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
-              help="The device the cells will train on: its step times come from the benchmarks measured on it.")
-@click.option("--bench", "bench_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="A benchmark JSON file or a folder of them (repeatable) [default: the repository's benchmarks/].")
-@click.option("--examples", "given", multiple=True, metavar="TASK=N",
-              help="Training examples of a task whose data is not on this machine (repeatable).")
-@click.option("--parse-workers", type=click.IntRange(min=1), default=None,
-              help="Parse worker processes [default: this machine's cores].")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+@_options(("--device", None, click.Choice(DEVICES), "h200", "The device the cells will train on: its step times "
+           "come from the benchmarks measured on it."),
+          ("--bench", "bench_paths", [click.Path(exists=True, path_type=Path)], "PATH", "A benchmark JSON file or a "
+           "folder of them (repeatable) [default: the repository's benchmarks/]."),
+          ("--examples", "given", [None], "TASK=N", "Training examples of a task whose data is not here (repeatable)."),
+          ("--parse-workers", None, COUNT, None, "Parse worker processes [default: this machine's cores]."),
+          ("--json", "as_json", bool, None, "Print the plan as one JSON object."))
 def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, bench_paths, given, parse_workers,
                  as_json) -> None:
     """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
@@ -159,28 +177,21 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
     import json
 
     from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
-    from xsyn.experiments.plan import make_plan, plan_json, plan_lines
+    from xsyn.experiments.plan import given_examples, make_plan, plan_json, plan_lines
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
-    examples = {}
-    for item in given:
-        task, _, count = item.partition("=")
-        if not count.isdigit() or task not in spec.tasks:
-            raise click.BadParameter(f"{item!r}: give TASK=N with a task of the experiment ({', '.join(spec.tasks)})",
-                                     param_hint="--examples")
-        examples[task] = int(count)
+    examples = given_examples(given, spec.tasks)
     plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
     click.echo(json.dumps(plan_json(plan), indent=2) if as_json else "\n".join(plan_lines(plan)))
 
 
 @experiment.command(name="report")
 @experiment_options
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where index.md and the task reports go [default: <runs dir>/report].")
-@click.option("--resamples", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Bootstrap resamples per language or pair.")
-@click.option("--html", is_flag=True, help="Also write index.html: the index (with the paper's numbers) and every "
-              "task's report in one self-contained page (figures inline, sortable tables, no network needed).")
+@_options(("--report-dir", None, click.Path(file_okay=False, path_type=Path), None, "Where index.md and the task "
+           "reports go [default: <runs dir>/report]."),
+          ("--resamples", None, COUNT, 1000, "Bootstrap resamples per language or pair."),
+          ("--html", None, bool, None, "Also write index.html: the index (with the paper's numbers) and every task's "
+           "report in one self-contained page (figures inline, sortable tables, no network needed)."))
 def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""

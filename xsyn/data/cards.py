@@ -112,6 +112,27 @@ class HubSource:
 
 @strict
 @dataclass(frozen=True)
+class PublishedSizes:
+    """The examples of each standard split as its release or paper states them (`[sizes]`): what
+    `xsyn experiment plan` counts with before the data is on the machine (the data, once there, wins)."""
+
+    source: str  # the paper, release or dataset card the figures are taken from
+    train: dict[str, int] = field(default_factory=dict)  # language -> examples
+    validation: dict[str, int] = field(default_factory=dict)
+    test: dict[str, int] = field(default_factory=dict)
+
+    def validate_counts(self) -> None:
+        for split in SPLITS:
+            for lang, count in getattr(self, split).items():
+                if count < 1:
+                    raise Invalid(f"{split}.{lang}", f"must be a positive number of examples, got {count}")
+
+    def of(self, split: str, lang: str) -> int | None:
+        return getattr(self, split).get(lang)
+
+
+@strict
+@dataclass(frozen=True)
 class TaskCard:
     """A task card as its file states it (`include`s resolved); the rules across keys are `validate_*`."""
 
@@ -134,6 +155,7 @@ class TaskCard:
     score_range: tuple[float, float] | None = None  # regression kinds: the scores a row may hold
     unlabelled_splits: tuple[str, ...] = ()
     dev_fraction: float | None = None  # a benchmark without a dev set: the share of train held out for one
+    sizes: PublishedSizes | None = None  # the standard splits' published sizes (`xsyn experiment plan`)
     artificial_languages: bool = False  # languages made up for the task (synth): no typology database has them
     description: str = ""
     homepage: str = ""
@@ -215,6 +237,12 @@ class TaskCard:
         _subset(tuple(source.splits), self.splits, f"{here}.splits", "the card's splits")
         _subset(source.languages or (), self.languages, f"{here}.languages", "the card's languages")
         _subset(tuple(source.lang_codes), self.languages, f"{here}.lang_codes", "the card's languages")
+
+    def validate_sizes(self) -> None:
+        for split in SPLITS if self.sizes is not None else ():
+            if getattr(self.sizes, split) and split not in self.splits:
+                raise Invalid(f"sizes.{split}", f"the card has no {split} split (its splits: {', '.join(self.splits)})")
+            _subset(tuple(getattr(self.sizes, split)), self.languages, f"sizes.{split}", "the card's languages")
 
     def validate_hyperparameter_sections(self) -> None:
         for section in self.hyperparameters:
@@ -345,6 +373,8 @@ def _refuse_misplaced_keys(data: dict[str, Any], where: str) -> None:
         own = {f.name for f in dataclasses.fields(cls)}
         for i, entry in enumerate(entries if isinstance(entries, list) else []):
             tables.append((f"{name}[{i}]", f"[[{name}]] (number {i + 1})", entry, own))
+    if isinstance(data.get("sizes"), dict):
+        tables.append(("sizes", "[sizes]", data["sizes"], {f.name for f in dataclasses.fields(PublishedSizes)}))
     sections = data.get("hyperparameters")
     for section, settings in (sections.items() if isinstance(sections, dict) else []):
         tables.append((f"hyperparameters.{section}", f"[hyperparameters.{section}]", settings, set()))

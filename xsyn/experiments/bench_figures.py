@@ -6,6 +6,7 @@ times as `scripts/gpu_benchmarks.py` writes them, `xsyn bench parse` rates, `--e
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +98,12 @@ def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
             found.steps.extend(_step_bench(file, data))
             if isinstance(data.get("parse"), list) and data.get("parser"):
                 rates = {int(row["workers"]): float(row["sentences_per_s"]) for row in data["parse"]}
+                for number, (workers, rate) in enumerate(rates.items()):
+                    _positive(file, f"parse[{number}].workers", workers)
+                    _positive(file, f"parse[{number}].sentences_per_s", rate)
                 found.parses.append(ParseBench(file, str(data["parser"]), rates))
+        except ExperimentError:
+            raise
         except (KeyError, TypeError, ValueError) as err:
             raise ExperimentError(f"{file}: a benchmark row lacks a number ({type(err).__name__}: {err}); rows "
                                   "need step_seconds and tokens_per_second (bench model), workers and "
@@ -123,8 +129,16 @@ def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
             for key in ("step_seconds", "tokens_per_second"):
                 if not isinstance(row.get(key), (int, float)):
                     raise KeyError(f"{dtype}/{variant}/{key}")
+                _positive(file, f"steps.bench_model.{dtype}.{variant}.{key}", row[key])
     # the script benchmarks mBERT's shape (bert-base layers, mBERT's vocabulary)
     return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
+
+
+def _positive(file: Path, row: str, value: float) -> None:
+    """A benchmark figure the plan divides by or multiplies with: a positive, finite number."""
+    if not (math.isfinite(value) and value > 0):
+        raise ExperimentError(f"{file}: {row} is {value!r}, not a positive number (a failed or edited benchmark?); "
+                              "measure it again, or leave the file out of --bench")
 
 
 def default_bench_paths() -> list[Path]:

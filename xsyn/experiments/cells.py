@@ -9,6 +9,8 @@ experiment keeps, in the same folder:
     error.txt    the full traceback of the cell's last failure (removed when the cell succeeds)
     cell.log     the output of a cell run as a subprocess (several GPUs: `accelerate launch`)
     queued.json  the cluster job the cell was submitted as
+    cell.json    what the cell's last run did: the segments it parsed (0 when `experiment prepare` parsed them),
+                 and whether it ran offline
 
 A cell is done when each of its evaluations has written its results.json with every language
 (and the language pairs, when generalized) it asks for; a cell whose folder holds a run with other
@@ -20,9 +22,11 @@ languages (`partial/`).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +36,15 @@ from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, Expe
 from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, format_age, lock_holder
 from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
+from xsyn.syntax.parse import NO_PARSE_ENV, segments_parsed
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import atomic_write_text, saved_json_object
+from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 ERROR_FILE = "error.txt"
 LOG_FILE = "cell.log"
 QUEUED_FILE = "queued.json"
+CELL_FILE = "cell.json"  # what the cell's last run did: segments it parsed (0 after `experiment prepare`), offline
 DONE, RUNNING, FAILED, TODO = "done", "running", "failed", "to do"
 STATES = (DONE, RUNNING, FAILED, TODO)
 
@@ -192,11 +198,9 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
     if cell.variant in experiment.pretrained_variants():
         ensure_pretrained(experiment, cell.model, progress=progress)  # first: the cell's config reads its GAT
     config = experiment.config(cell)
-    if config.tokenizer == str(experiment.runs_dir / SYNTH_VOCAB) and not Path(config.tokenizer).is_file():
-        from xsyn.data.synth import write_vocab
-
-        write_vocab(config.tokenizer)
+    ensure_synth_vocab(experiment, config)
     check_same_run(folder, config.to_dict())
+    parsed_before = segments_parsed()
     run = RunFolder(folder)
     if not run.is_finished():
         finetune(config, resume=run.saved_step() is not None, progress=progress)
@@ -206,6 +210,18 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
         if not evaluation_done(folder, split, evaluation.langs, evaluation.generalized, config.max_eval_examples):
             evaluate_run(folder, split=split, langs=list(evaluation.langs), generalized=evaluation.generalized,
                          overrides=current, progress=progress, max_examples=config.max_eval_examples)
+    if os.environ.get("RANK", "0") == "0":  # under accelerate launch: the first process's share
+        atomic_write_json(folder / CELL_FILE, {"segments_parsed": segments_parsed() - parsed_before,
+                                               "offline": os.environ.get(NO_PARSE_ENV) == "1",
+                                               "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+
+
+def ensure_synth_vocab(experiment: Experiment, config) -> None:
+    """The synthetic benchmark's vocabulary file, written where the cells' tiny model reads it."""
+    if config.tokenizer == str(experiment.runs_dir / SYNTH_VOCAB) and not Path(config.tokenizer).is_file():
+        from xsyn.data.synth import write_vocab
+
+        write_vocab(config.tokenizer)
 
 
 def check_same_run(folder: Path, config: dict[str, Any]) -> None:

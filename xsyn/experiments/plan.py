@@ -26,8 +26,8 @@ float32; saving a new state holds one more for a moment.
 
 from __future__ import annotations
 
-import json
 import math
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,11 +48,10 @@ from xsyn.experiments.bench_figures import (
     _whys,
     combine,
 )
-from xsyn.experiments.experiment_file import Cell, Experiment
+from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError
+from xsyn.experiments.plan_sizes import checkpoint_disk, device_memory, model_shape, tokenizer_vocab_size
 
 DEVICES = ("h100", "h200", "cpu")  # a device is matched in a benchmark's `environment` ("NVIDIA H200", "cpu")
-OPTIMIZER_MOMENTS = 2  # AdamW keeps two float32 tensors per weight
-FLOAT_BYTES = 4
 
 
 # --------------------------------------------------------------------------- the plan
@@ -71,6 +70,7 @@ class SystemPlan:
     step_seconds: Figure
     hours_per_cell: Figure
     disk_per_cell: Figure  # bytes
+    memory_per_cell: Figure = Figure(None, UNKNOWN)  # device bytes a training cell holds at its peak
 
     @property
     def hours(self) -> Figure:
@@ -113,6 +113,44 @@ class Plan:
         return combine(sum(f.value or 0.0 for f in figures), *figures) if figures else Figure(0.0, MEASURED)
 
 
+def local_device() -> str:
+    """This machine's device as the plan names it: its first GPU (`h100`, `h200`, else the GPU's own name) as
+    nvidia-smi names it (no model library is loaded for it), or `cpu`."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "cpu"
+    try:
+        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu"
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+    if not names:
+        return "cpu"
+    return next((device for device in DEVICES if device in names[0].lower()), names[0])
+
+
+def given_examples(items: Sequence[str], tasks: Sequence[str]) -> dict[str, int]:
+    """`--examples TASK=N` values: a task of the experiment, once, and a positive whole number in plain digits
+    (not 1e3, 0, +5 or 5.0: a count is exact)."""
+    found: dict[str, int] = {}
+    for item in items:
+        task, _, count = item.partition("=")
+        if task not in tasks:
+            raise ExperimentError(f"--examples {item!r}: {task!r} is not a task of the experiment (its tasks: "
+                                  f"{', '.join(tasks)}); give TASK=N")
+        if not re.fullmatch(r"[1-9][0-9]*", count):
+            raise ExperimentError(f"--examples {item!r}: N must be a positive whole number in digits, e.g. "
+                                  f"{task}=49401")
+        if task in found and found[task] != int(count):
+            raise ExperimentError(f"--examples gives {task} twice ({found[task]} and {count}); give it once")
+        found[task] = int(count)
+    return found
+
+
 def make_plan(experiment: Experiment, device: str, benchmarks: Benchmarks, given: Mapping[str, int] | None = None,
               parse_workers: int | None = None) -> Plan:
     """The cost of every cell of `experiment` on `device` (one of `DEVICES`), from `benchmarks`; `given`:
@@ -125,7 +163,9 @@ def make_plan(experiment: Experiment, device: str, benchmarks: Benchmarks, given
         plan.notes.append(f"{device} is an unmeasured device: no `xsyn bench model` figures for it in "
                           f"{', '.join(sorted({str(b.source) for b in benchmarks.steps})) or 'the benchmarks given'}; "
                           "step times and hours are unknown (scripts/gpu_benchmarks.py on that device measures them)")
-    counter = _ExampleCounter(dict(given or {}))
+    counter = _ExampleCounter(dict(given or {}), experiment.source)
+    for message, cells in experiment.missing_inputs.items():
+        plan.notes.append(f"{len(cells)} cells cannot run yet: {message}")
     for task in experiment.tasks:
         for model in experiment.models_of(task):
             cells = [c for c in experiment.cells if c.task == task and c.model == model]
@@ -144,20 +184,55 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
     rows = []
     for label, members in systems.items():
         config = experiment.config(members[0], check_model=False, check_paths=False)
+        _refuse_untrainable(experiment, members[0], config)
         examples = counter.training_examples(experiment, members[0], config)
         steps = _steps(config, examples)
+        _refuse_untrainable(experiment, members[0], config, steps)
         step_seconds = _step_seconds(bench, config, members[0].variant)
+        vocab = tokenizer_vocab_size(experiment, config)
         row = SystemPlan(cells[0].task, cells[0].model, label, [c.name for c in members], examples, steps,
                          step_seconds, combine(_product(steps, step_seconds, 1 / 3600), steps, step_seconds),
-                         _disk(config.model, config.save_total_limit or 1, benchmarks))
+                         checkpoint_disk(config.model, config.save_total_limit or 1, benchmarks, vocab),
+                         device_memory(bench, config, members[0].variant, vocab))
         plan.cell_hours.update(dict.fromkeys(row.cells, row.hours_per_cell))
         rows.append(row)
     config = experiment.config(cells[0], check_model=False, check_paths=False)
     sentences = counter.sentences(experiment, cells[0], config)
     rate = _parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
-    seconds = {lang: combine(_product(count, Figure(1 / rate.value, rate.basis) if rate.value else rate),
+    if _serves_data_trees(config.parser):  # the data's own trees: nothing is parsed, nothing to measure
+        rate = Figure(math.inf, COUNTED, f"{config.parser} reads the data's own trees: nothing to parse")
+    seconds = {lang: combine(_product(count, Figure(1 / rate.value, rate.basis, rate.why) if rate.value else rate),
                              count, rate) for lang, count in sentences.items()}
     return TaskPlan(cells[0].task, cells[0].model, config.parser, rows, sentences, seconds)
+
+
+MAX_STEPS = 2 ** 53  # optimiser steps a cell may plan: beyond, float arithmetic cannot count them one by one
+
+
+def _refuse_untrainable(experiment: Experiment, cell: Cell, config, steps: Figure | None = None) -> None:
+    """Settings no cell can train with, refused before a plan is made of them: inputs longer than the model's
+    positions, or more steps than can be counted (an overflowing `epochs`)."""
+    shape = model_shape(config.model)
+    positions = (shape or {}).get("max_position_embeddings")
+    where = f"{experiment.path}: cell {cell.name}"
+    if positions and config.max_length > positions:
+        raise ExperimentError(f"{where}: max_length {config.max_length} is beyond the {positions} positions "
+                              f"{config.model} has (max_position_embeddings): choose max_length {positions} or less")
+    if steps is not None and steps.value is not None and not steps.value < MAX_STEPS:
+        raise ExperimentError(f"{where}: {steps.value:.3g} optimiser steps (epochs {config.epochs:g} over "
+                              f"{config.batch_size}-example batches) is more than any run can count or finish; "
+                              "give a smaller epochs or max_steps")
+
+
+def _serves_data_trees(choice: str) -> bool:
+    """Whether the parser a choice names serves the data's own trees (`gold`): it parses nothing."""
+    from xsyn.syntax.parsing.base import ParserChoiceError
+    from xsyn.syntax.parsing.registry import resolve_parser_choice
+
+    try:
+        return bool(getattr(resolve_parser_choice(choice).entry.load(), "data_trees", False))
+    except (ParserChoiceError, ImportError):
+        return False
 
 
 def _product(*parts) -> float | None:
@@ -176,45 +251,70 @@ def _steps(config, examples: Figure) -> Figure:
 
 
 class _ExampleCounter:
-    """Examples counted in the local data, once per task, language, split and folder."""
+    """Examples counted in the local data, once per task, language, split and folder; where the data is not
+    here, the card's published size of the split (given), else unknown."""
 
-    def __init__(self, given: dict[str, int]):
+    def __init__(self, given: dict[str, int], source: str = "FILE"):
         self.given = given
-        self.counts: dict[tuple, int | None] = {}
-        self.missing: dict[tuple[str, str, str], list[str]] = {}  # (task, split, folder) -> languages not here
+        self.source = source
+        self.counts: dict[tuple, Figure] = {}
+        self.missing: dict[str, dict[str, list[str]]] = {}  # folder -> task -> "split lang" not here
+        self.unsized: dict[str, list[str]] = {}  # task -> "split lang" neither here nor published
 
-    def count(self, card, lang: str, split: str, data_dir: str | None) -> int | None:
+    def count(self, card, lang: str, split: str, data_dir: str | None) -> Figure:
         from xsyn.data.loading import default_data_dir, load_examples
         from xsyn.utils.errors import XsynError
 
         key = (card.name, lang, split, data_dir)
         if key not in self.counts:
             try:
-                self.counts[key] = len(load_examples(card, lang, split, data_dir, skip_bad_rows=True,
-                                                     allow_hub=False)[0])
+                n = len(load_examples(card, lang, split, data_dir, skip_bad_rows=True, allow_hub=False)[0])
+                self.counts[key] = Figure(n, COUNTED)
             except XsynError:
-                self.counts[key] = None
+                published = card.sizes.of(split, lang) if card.sizes else None
+                self.counts[key] = (Figure(None, UNKNOWN) if published is None else
+                                    Figure(published, GIVEN, f"{card.name}: published sizes ({card.sizes.source})"))
                 folder = str(data_dir or default_data_dir(card))
-                self.missing.setdefault((card.name, split, folder), []).append(lang)
+                self.missing.setdefault(folder, {}).setdefault(card.name, []).append(f"{split} {lang}")
+                if published is None:
+                    self.unsized.setdefault(card.name, []).append(f"{split} {lang}")
         return self.counts[key]
 
     @property
     def notes(self) -> list[str]:
-        return [f"{task} {split}: no data in {folder} for {', '.join(langs)}, not counted"
-                for (task, split, folder), langs in self.missing.items()]
+        """What was not found here, said once: the tasks, where they were looked for, and how to give them."""
+        if not self.missing:
+            return []
+        folders = sorted(self.missing)
+        missing: dict[str, list[str]] = {}
+        for by_task in self.missing.values():
+            for task, splits in by_task.items():
+                missing.setdefault(task, []).extend(splits)
+        said = [f"{task} ({', '.join(splits)})" if len(splits) <= 3 else f"{task} ({len(splits)} splits and languages)"
+                for task, splits in sorted(missing.items())]
+        lines = [f"data not on this machine for {', '.join(said)} (looked in {_folders(folders)}): counted with the "
+                 "cards' published sizes where given (g), else unknown"]
+        for task, splits in self.unsized.items():
+            lines.append(f"{task}: no published size for {', '.join(splits[:6])}"
+                         + (f" and {len(splits) - 6} more" if len(splits) > 6 else ""))
+        lines.append(f"to count them: `xsyn experiment prepare {self.source}` (fetches the data), --data-dir DIR "
+                     "with DIR/<task>, or --examples TASK=N (a task's training examples)")
+        return lines
 
     def training_examples(self, experiment: Experiment, cell: Cell, config) -> Figure:
         card = experiment.cards[cell.task]
         if cell.task in self.given:
             found = Figure(self.given[cell.task], GIVEN, f"--examples {cell.task}={self.given[cell.task]}")
         else:
-            n = self.count(card, config.train_lang, "train", config.data_dir)
-            found = (Figure(None, UNKNOWN, f"{cell.task}: no training data here (--data-dir, or --examples "
-                                           f"{cell.task}=N)") if n is None else Figure(n, COUNTED))
+            found = self.count(card, config.train_lang, "train", config.data_dir)
+            if found.value is None:
+                found = Figure(None, UNKNOWN, f"{cell.task}: no training data here (--data-dir, or --examples "
+                                              f"{cell.task}=N)")
             fraction = config.dev_fraction or card.dev_fraction
-            if n is not None and "validation" not in card.splits and fraction:
-                found = Figure(n - round(n * fraction), EXTRAPOLATED, f"{cell.task}: {fraction:g} of train held "
-                                                                      "out as the dev set")
+            if found.value is not None and "validation" not in card.splits and fraction:
+                n = found.value
+                found = Figure(n - round(n * fraction), EXTRAPOLATED, "; ".join(filter(None, [
+                    found.why, f"{cell.task}: {fraction:g} of train held out as the dev set"])))
         cap = config.max_train_examples
         if cap and (found.value is None or found.value > cap):
             return Figure(cap, GIVEN, f"at most max_train_examples={cap}")
@@ -229,13 +329,22 @@ class _ExampleCounter:
         wanted += [(lang, split) for split in evaluation.splits for lang in evaluation.langs]
         per_lang: dict[str, Figure] = {}
         for lang, split in dict.fromkeys(wanted):
-            n = (self.given.get(cell.task) if split == "train" and cell.task in self.given
-                 else self.count(card, lang, split, config.data_dir))
-            found = (Figure(None, UNKNOWN) if n is None else  # the counter's notes name what is missing
-                     Figure(n * len(card.segments), GIVEN if split == "train" and cell.task in self.given else COUNTED))
+            if split == "train" and cell.task in self.given:
+                n = Figure(self.given[cell.task], GIVEN, f"--examples {cell.task}={self.given[cell.task]}")
+            else:
+                n = self.count(card, lang, split, config.data_dir)  # the notes name what is missing
+            found = n.times(len(card.segments)) if n.value is not None else Figure(None, UNKNOWN)
             before = per_lang.get(lang, Figure(0, COUNTED))
             per_lang[lang] = combine(_sum(before, found), before, found)
         return per_lang
+
+
+def _folders(folders: list[str]) -> str:
+    """Data folders, one per task, said as one pattern where they share a parent (`~/.cache/xsyn/data/<task>`)."""
+    parents = {str(Path(folder).parent) for folder in folders}
+    if len(folders) > 1 and len(parents) == 1:
+        return str(Path(parents.pop()) / "<task>")
+    return ", ".join(folders)
 
 
 def _sum(*figures: Figure) -> float | None:
@@ -261,10 +370,19 @@ def _step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
     scale = _matrix_cost(shape, config.batch_size * config.max_length) / _matrix_cost(bench.shape, bench_tokens)
     if math.isclose(scale, 1.0):
         return Figure(row["step_seconds"], basis, why)
+    if scale < MIN_SCALE:
+        return Figure(None, UNKNOWN, f"{config.batch_size} x {config.max_length} tokens on {config.model} is "
+                                     f"x{scale:.2g} the matrix work {bench.source.name} measured: a step that "
+                                     "small is bound by fixed costs (kernel launches, the optimiser) that the "
+                                     "benchmark cannot separate (time it on that device with `xsyn bench model` "
+                                     "at this shape)")
     small = " (less work than measured: a lower bound, the fixed costs of a step do not shrink)" if scale < 1 else ""
     return Figure(row["step_seconds"] * scale, EXTRAPOLATED,
                   f"{why}, measured at {bench_tokens} tokens a step on mBERT's shape, x{scale:.3g} for "
                   f"{config.batch_size} x {config.max_length} tokens on {config.model}{small}")
+
+
+MIN_SCALE = 0.1  # below a tenth of the measured matrix work, a scaled step time says nothing (fixed costs rule)
 
 
 def _matrix_cost(shape: Mapping[str, Any], tokens: int) -> float:
@@ -272,57 +390,6 @@ def _matrix_cost(shape: Mapping[str, Any], tokens: int) -> float:
     (4 h^2) and the feed-forward block (2 h x intermediate). Attention's own n^2 term is left out."""
     hidden, inner = shape["hidden_size"], shape.get("intermediate_size", 4 * shape["hidden_size"])
     return shape["num_hidden_layers"] * (4 * hidden * hidden + 2 * hidden * inner) * tokens
-
-
-def model_shape(model: str) -> dict[str, Any] | None:
-    """A model's config: a published checkpoint xsyn knows, the `tiny` preset, a local folder's config.json,
-    or the hub cache's copy; None where none is on this machine."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES
-    from xsyn.models.defaults import MODEL_CONFIG, TINY, TINY_SHAPE
-
-    known = {TINY: TINY_SHAPE, **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()}}
-    if model in known:
-        return known[model]
-    file: Path | str | None = Path(model) / MODEL_CONFIG
-    if not Path(file).is_file():
-        from huggingface_hub import try_to_load_from_cache
-
-        file = try_to_load_from_cache(model, MODEL_CONFIG)
-    if isinstance(file, (str, Path)) and Path(file).is_file():
-        return json.loads(Path(file).read_text(encoding="utf-8"))
-    return None
-
-
-def _disk(model: str, keep: int, benchmarks: Benchmarks) -> Figure:
-    """Bytes a finished cell holds: `keep` resumable states (weights + AdamW moments) and the best weights."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES
-
-    shape = model_shape(model)
-    if shape is None:
-        return Figure(None, UNKNOWN, f"the shape of {model} is not known here")
-    measured = next((benchmarks.sizes[name] for name, known in ENCODER_SHAPES.items()
-                     if known.config == shape and name in benchmarks.sizes), None)
-    if measured:
-        weights = FLOAT_BYTES * measured["parameters"]
-        return Figure(keep * (weights + measured["optimizer_state_bytes"]) + weights, MEASURED,
-                      f"save_total_limit {keep}")
-    weights = FLOAT_BYTES * _parameters(shape)
-    return Figure(weights * (keep * (1 + OPTIMIZER_MOMENTS) + 1), EXTRAPOLATED,
-                  f"save_total_limit {keep}, parameters counted from {model}'s config")
-
-
-def _parameters(shape: Mapping[str, Any]) -> int:
-    """BERT's parameter count from its config (embeddings, layers, pooler); the tiny preset's vocabulary is
-    mBERT's, whose tokenizer it uses by default."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES
-
-    h = shape["hidden_size"]
-    inner = shape.get("intermediate_size", 4 * h)
-    vocab = shape.get("vocab_size", ENCODER_SHAPES["mbert"].config["vocab_size"])
-    embeddings = (vocab + shape.get("max_position_embeddings", 512) + shape.get("type_vocab_size", 2)) * h + 2 * h
-    layer = 4 * (h * h + h) + 2 * h * inner + inner + h + 4 * h  # attention, feed-forward, two layer norms
-    return embeddings + shape["num_hidden_layers"] * layer + h * h + h
-
 
 
 # --------------------------------------------------------------------------- showing it
@@ -335,27 +402,58 @@ def _shown(figure: Figure, spec: str, scale: float = 1.0, unit: str = "") -> str
     return f"{value}{unit} {MARKS[figure.basis]}"
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """`value` to `digits` significant digits, in plain notation with thousands separators (never 1.2e+03)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = round(value, digits - 1 - math.floor(math.log10(abs(value))))
+    magnitude = math.floor(math.log10(abs(rounded)))  # of the rounded value: 9.996 becomes 10.0, not 10.00
+    return f"{rounded:,.{max(0, digits - 1 - magnitude)}f}"
+
+
+def human_hours(hours: float | None) -> str:
+    """A duration given in hours, in the unit a person reads it in: seconds, minutes or hours (3 significant
+    digits); `?` for an unknown one."""
+    if hours is None:
+        return "?"
+    seconds = hours * 3600
+    if seconds < 90:
+        return f"{significant(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{significant(seconds / 60)} min"
+    return f"{significant(hours)} h"
+
+
+def _time(figure: Figure) -> str:
+    return f"{human_hours(figure.value)} {MARKS[figure.basis]}"
+
+
+def marks_line() -> str:
+    """What the marks after each figure mean, in words."""
+    return ("Each figure is followed by a mark saying what it rests on: " + ", ".join(
+        f"{mark} = {basis}" for basis, mark in MARKS.items()) + " (see the notes).")
+
+
 def plan_lines(plan: Plan) -> list[str]:
     """The plan as the terminal shows it: a table per task, the totals, and what each figure rests on."""
     bench = plan.step_bench
     lines = [f"Plan: {plan.title} on {plan.device} (" + (f"step times measured on {bench.device}, {bench.date}, "
              f"{bench.source}" if bench else f"{plan.device} is an unmeasured device") +
-             f"; parsing with {plan.parse_workers} workers)",
-             "Each figure: " + ", ".join(f"{mark} {basis}" for basis, mark in MARKS.items()) + "."]
-    header = ["system", "cells", "train examples", "steps/cell", "s/step", "hours/cell", "hours", "disk/cell GB"]
+             f"; parsing with {plan.parse_workers} workers)", marks_line()]
+    header = ["system", "cells", "train examples", "steps/cell", "s/step", "time/cell", "time", "disk/cell GB",
+              "GPU GB/cell"]
     for task in plan.tasks:
         rows = [[s.system, str(len(s.cells)), _shown(s.examples, ",.0f"), _shown(s.steps, ",.0f"),
-                 _shown(s.step_seconds, ".3g"), _shown(s.hours_per_cell, ".3g"), _shown(s.hours, ".3g"),
-                 _shown(s.disk_per_cell, ".3g", 1e-9)] for s in task.systems]
-        parses = "; ".join(f"{lang} {_shown(task.sentences[lang], ',.0f')}, {_shown(seconds, '.3g', 1 / 60)}"
+                 _shown(s.step_seconds, ".3g"), _time(s.hours_per_cell), _time(s.hours),
+                 _shown(s.disk_per_cell, ".3g", 1e-9), _shown(s.memory_per_cell, ".3g", 1e-9)] for s in task.systems]
+        parses = "; ".join(f"{lang} {_shown(task.sentences[lang], ',.0f')}, {_time(seconds.times(1 / 3600))}"
                            for lang, seconds in task.parse_seconds.items())
         lines += ["", f"{task.task} · {task.model} · parser {task.parser}", *_table(header, rows),
-                  *textwrap.wrap(f"parse (sentences, minutes): {parses}", 116, initial_indent="  ",
+                  *textwrap.wrap(f"parse (sentences, time): {parses}", 116, initial_indent="  ",
                                  subsequent_indent="    ")]
     cells = sum(len(s.cells) for task in plan.tasks for s in task.systems)
-    lines += ["", f"Total: {cells} cells; training {_shown(plan.hours, ',.3g', unit=' hours')}; parsing "
-                  f"{_shown(plan.parse_hours, ',.3g', unit=' hours')}; checkpoints "
-                  f"{_shown(plan.disk, ',.3g', 1e-9, ' GB')}."]
+    lines += ["", f"Total: {cells} cells; training {_time(plan.hours)} one cell at a time; parsing "
+                  f"{_time(plan.parse_hours)}; checkpoints {_shown(plan.disk, ',.3g', 1e-9, ' GB')}."]
     whys = _whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
     if whys or plan.notes:
         lines += ["", "Notes:", *[f"- {line}" for line in [*plan.notes, *whys] if line]]
@@ -366,7 +464,7 @@ def _figures(plan: Plan) -> list[Figure]:
     found = []
     for task in plan.tasks:
         for s in task.systems:
-            found += [s.examples, s.steps, s.step_seconds, s.disk_per_cell]
+            found += [s.examples, s.steps, s.step_seconds, s.disk_per_cell, s.memory_per_cell]
         found += [*task.sentences.values(), *task.parse_seconds.values()]
     return found
 
@@ -389,52 +487,9 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                        "systems": [{"system": s.system, "cells": s.cells, "examples": figure(s.examples),
                                     "steps": figure(s.steps), "step_seconds": figure(s.step_seconds),
                                     "hours_per_cell": figure(s.hours_per_cell), "hours": figure(s.hours),
-                                    "disk_bytes_per_cell": figure(s.disk_per_cell)} for s in t.systems],
+                                    "disk_bytes_per_cell": figure(s.disk_per_cell),
+                                    "device_bytes_per_cell": figure(s.memory_per_cell)} for s in t.systems],
                        "sentences": {k: figure(v) for k, v in t.sentences.items()},
                        "parse_seconds": {k: figure(v) for k, v in t.parse_seconds.items()}} for t in plan.tasks],
             "hours": figure(plan.hours), "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
             "notes": plan.notes}
-
-
-# --------------------------------------------------------------------------- progress against the plan
-
-
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    spent_hours: float  # training hours of the finished cells (their train_results.json)
-    eta: Figure  # training hours left, one cell at a time
-
-
-def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progress:
-    """How far the cells are, and the hours left: the plan's hours of the cells not done, scaled by how the
-    finished cells' real training time compares with their planned time (their mean where the plan has none)."""
-    from xsyn.training.folder import RunFolder
-    from xsyn.utils.io import saved_json_object
-
-    spent = {}
-    for cell in done:
-        seconds = (saved_json_object(RunFolder(experiment.cell_dir(cell)).train_results) or {}).get("train_seconds")
-        if isinstance(seconds, (int, float)):
-            spent[cell.name] = seconds / 3600
-    names = {cell.name for cell in done}
-    left = [figure for name, figure in plan.cell_hours.items() if name not in names]
-    planned = [plan.cell_hours[name] for name in spent if name in plan.cell_hours]
-    eta = combine(_sum(*left), *left) if left else Figure(0.0, MEASURED)
-    eta = Figure(eta.value, eta.basis, "the plan's hours of the cells left" if left else "")
-    if spent and planned and None not in [f.value for f in planned] and sum(f.value for f in planned) > 0:
-        ratio = sum(spent.values()) / sum(f.value for f in planned)
-        eta = eta.times(ratio, EXTRAPOLATED, f"the plan x {ratio:.2f}: the pace of the {len(spent)} cells done")
-    elif spent:
-        mean = sum(spent.values()) / len(spent)
-        eta = Figure(mean * len(left), EXTRAPOLATED, f"the mean of the {len(spent)} cells done")
-    return Progress(len(names), len(plan.cell_hours), sum(spent.values()), eta)
-
-
-def progress_line(plan: Plan, state: Progress) -> str:
-    """One line for `experiment status`: the plan's total beside the progress and the time left."""
-    eta = _shown(state.eta, ",.3g", unit=" hours")
-    return (f"plan on {plan.device}: {_shown(plan.hours, ',.3g', unit=' hours')} of training for "
-            f"{state.total} cells; {state.done} done ({state.spent_hours:,.2f} hours spent); left: {eta}"
-            + (f" ({state.eta.why})" if state.eta.why else "") + ", one cell at a time")

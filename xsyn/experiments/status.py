@@ -3,22 +3,30 @@ and the progress against the plan, as the lines the command prints."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
-from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
+from xsyn.experiments.bench_figures import (
+    EXTRAPOLATED,
+    MEASURED,
+    Figure,
+    combine,
+    default_bench_paths,
+    read_benchmarks,
+)
 from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, TaskTally, cell_state, tally_by_task
-from xsyn.experiments.experiment_file import Experiment
-from xsyn.experiments.plan import make_plan, progress, progress_line
+from xsyn.experiments.experiment_file import Cell, Experiment
+from xsyn.experiments.plan import Plan, _sum, human_hours, local_device, make_plan
 from xsyn.experiments.pretrain import pretrain_states
 from xsyn.experiments.report import PaperStatus, paper_status
 
 SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
 
 
-def status_lines(experiment: Experiment, device: str, every_cell: bool = False) -> Iterator[str]:
+def status_lines(experiment: Experiment, device: str | None = None, every_cell: bool = False) -> Iterator[str]:
     """The cells (every one, or of more than `SHORT_LIST` the running and failed ones) and the pretraining units
     with their state and detail; the tally per task, what is missing, the paper's averages; the counts, and the
-    progress against the plan for `device`."""
+    progress against the plan for `device` (default: this machine's)."""
     states = [cell_state(experiment, cell) for cell in experiment.cells]
     listed = states if every_cell or len(states) <= SHORT_LIST else [s for s in states if s.state in (RUNNING, FAILED)]
     width = max(len(s.cell.name) for s in states)
@@ -36,8 +44,10 @@ def status_lines(experiment: Experiment, device: str, every_cell: bool = False) 
     yield (f"\n{len(states)} cells in {experiment.runs_dir}: " + ", ".join(f"{n} {name}" for name, n in counts.items())
            + (f" ({len(states) - len(listed)} not listed; --cells lists every one)" if len(listed) < len(states)
               else ""))
-    plan = make_plan(experiment, device, read_benchmarks(default_bench_paths()))
-    yield progress_line(plan, progress(experiment, plan, [s.cell for s in states if s.state == DONE]))
+    chosen = device or local_device()
+    plan = make_plan(experiment, chosen, read_benchmarks(default_bench_paths()))
+    where = "" if device else " (this machine's device; --device plans for another)"
+    yield progress_line(plan, progress(experiment, plan, [s.cell for s in states if s.state == DONE]), where)
 
 
 def _tally_lines(tallies: list[TaskTally], states: tuple[str, ...]) -> Iterator[str]:
@@ -71,3 +81,51 @@ def _paper_lines(rows: list[PaperStatus]) -> Iterator[str]:
         yield "\npublished averages, ours over the finished cells in [brackets]:"
     for (task, model, score, table), systems in tables.items():
         yield f"  {task} {model} {score} ({table}): " + ", ".join(systems)
+
+
+# --------------------------------------------------------------------------- progress against the plan
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    spent_hours: float  # training hours of the finished cells (their train_results.json)
+    eta: Figure  # training hours left, one cell at a time
+
+
+def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progress:
+    """How far the cells are, and the hours left: the plan's hours of the cells not done, scaled by how the
+    finished cells' real training time compares with their planned time (their mean where the plan has none)."""
+    from xsyn.training.folder import RunFolder
+    from xsyn.utils.io import saved_json_object
+
+    spent = {}
+    for cell in done:
+        seconds = (saved_json_object(RunFolder(experiment.cell_dir(cell)).train_results) or {}).get("train_seconds")
+        if isinstance(seconds, (int, float)):
+            spent[cell.name] = seconds / 3600
+    names = {cell.name for cell in done}
+    left = [figure for name, figure in plan.cell_hours.items() if name not in names]
+    planned = [plan.cell_hours[name] for name in spent if name in plan.cell_hours]
+    eta = combine(_sum(*left), *left) if left else Figure(0.0, MEASURED)
+    eta = Figure(eta.value, eta.basis, "the plan's hours of the cells left" if left else "")
+    if spent and planned and None not in [f.value for f in planned] and sum(f.value for f in planned) > 0:
+        ratio = sum(spent.values()) / sum(f.value for f in planned)
+        eta = eta.times(ratio, EXTRAPOLATED, f"the plan x {ratio:.2f}: the pace of the {len(spent)} cells done")
+    elif spent:
+        mean = sum(spent.values()) / len(spent)
+        eta = Figure(mean * len(left), EXTRAPOLATED, f"the mean of the {len(spent)} cells done")
+    return Progress(len(names), len(plan.cell_hours), sum(spent.values()), eta)
+
+
+def progress_line(plan: Plan, state: Progress, where: str = "") -> str:
+    """One line for `experiment status`: the plan's total beside the progress and the time left, each estimate
+    with what it rests on in words."""
+    def said(figure: Figure) -> str:
+        return human_hours(figure.value) + ("" if figure.basis == MEASURED and figure.value is not None
+                                            else f" ({figure.basis})")
+
+    return (f"plan on {plan.device}{where}: {said(plan.hours)} of training for {state.total} cells; {state.done} done "
+            f"({human_hours(state.spent_hours)} spent); left: {said(state.eta)}"
+            + (f", {state.eta.why}" if state.eta.why else "") + ", one cell at a time")

@@ -26,6 +26,7 @@ from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.parsing.base import Parser, ParsesNotFound
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.segment import Segment
+from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import Progress
 
 
@@ -56,6 +57,28 @@ class ParseReport:
         if self.corrupt_cache_entries:
             text += f"; {self.corrupt_cache_entries} unreadable cache entries skipped"
         return text
+
+
+NO_PARSE_ENV = "XSYN_NO_PARSE"  # set (to 1) in a process that must find every parse in the cache (offline cells)
+_parsed_here = 0  # segments this process has parsed (`segments_parsed`)
+
+
+class ParsingNotAllowed(XsynError):
+    """A segment is not in the parse cache, and this process may not parse (`NO_PARSE_ENV`)."""
+
+
+def segments_parsed() -> int:
+    """How many segments this process has parsed so far (cache hits and gold trees not counted)."""
+    return _parsed_here
+
+
+def _refuse_parsing(todo: dict[str, Segment], parser: Parser, cache: ParseCache | None) -> None:
+    if todo and os.environ.get(NO_PARSE_ENV) == "1" and not parser.preparsed:
+        langs = sorted({seg.lang for seg in todo.values()})
+        where = cache.directory if cache is not None else "no parse cache"
+        raise ParsingNotAllowed(f"{len(todo)} segments ({', '.join(langs)}) are not in the parse cache ({where}), and "
+                                f"this process may not parse ({NO_PARSE_ENV}=1: an offline cell); run `xsyn "
+                                "experiment prepare` with the cells' options first")
 
 
 def default_workers() -> int:
@@ -175,6 +198,8 @@ def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxReco
     """Parse `todo` (cache key -> segment) into `found`, appending each chunk to `cache` as it comes
     back. A pre-parsed source's segments without a parse
     are gathered over all chunks into one error."""
+    global _parsed_here
+    _refuse_parsing(todo, parser, cache)
     preparsed = parser.preparsed
     chunks = _chunks(todo, batch_size, workers, preparsed)
     workers = max(1, min(workers, len(chunks)))
@@ -186,6 +211,7 @@ def _parse(parser: Parser, todo: dict[str, Segment], found: dict[str, SyntaxReco
                 not_found.append(records)
                 continue
             found.update(zip(keys, records))
+            _parsed_here += 0 if preparsed else len(keys)
             if cache is not None:
                 cache.put_many(zip(keys, records))
             bar.update(len(keys))
