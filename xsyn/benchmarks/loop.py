@@ -90,7 +90,8 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
               "threads": _threads(), "batchings": schemes, "workdir": str(work)}
     if {"default", "random"} <= set(schemes):
         result["default_over_random"] = {clock: schemes["default"]["loop"][clock] / schemes["random"]["loop"][clock]
-                                         for clock in ("examples_per_second", "examples_per_cpu_second")}
+                                         for clock in ("examples_per_second", "examples_per_cpu_second",
+                                                       "real_tokens_per_second", "real_tokens_per_cpu_second")}
     return result
 
 
@@ -128,7 +129,7 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     loop["first_shape_seconds"] = first_shape_costs(shapes_of, loop["step_seconds"])
     bare["first_shape_seconds"] = first_shape_costs(shapes_of, bare["step_seconds"])
     return {"settings": {k: getattr(config, k) for k in ("group_by_length", "pad_to_multiple_of", "max_batch_lengths")},
-            "loop": _summary(loop, plan), "bare": _summary(bare, plan),
+            "loop": _summary(loop, plan, task), "bare": _summary(bare, plan, task),
             "loop_over_bare": sum(loop["step_seconds"]) / sum(bare["step_seconds"]),
             "batches": task.batch_figures(plan), "epoch": task.batch_figures(task.batches_of_epoch(0)),
             "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config))}
@@ -190,9 +191,13 @@ def _bare(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
     return {"step_seconds": wall, "cpu_seconds": cpu}
 
 
-def _summary(timed: dict[str, Any], plan: list[list[int]]) -> dict[str, Any]:
+def _summary(timed: dict[str, Any], plan: list[list[int]], task: FinetuneTask) -> dict[str, Any]:
+    """Throughput in examples and in real (unpadded) tokens: a length-grouped run's first steps hold the
+    longest rows of their window, so over a part of an epoch its examples are longer than random ones."""
     wall, cpu, rows = timed["step_seconds"], timed["cpu_seconds"], sum(len(batch) for batch in plan)
+    tokens = task.batch_figures(plan)["real_tokens"]
     return {"examples_per_second": rows / sum(wall), "examples_per_cpu_second": rows / sum(cpu),
+            "real_tokens_per_second": tokens / sum(wall), "real_tokens_per_cpu_second": tokens / sum(cpu),
             "step_seconds_median": statistics.median(wall), "step_seconds_p90": percentile(wall, 0.9),
             "seconds": sum(wall), "first_shape_seconds": timed["first_shape_seconds"], "step_seconds": wall}
 

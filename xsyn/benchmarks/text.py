@@ -175,7 +175,9 @@ def loop_text(result: dict[str, Any]) -> str:
     if "default_over_random" in result:
         ratio = result["default_over_random"]
         lines.append(f"default over random: {ratio['examples_per_second']:.2f}x examples/s, "
-                     f"{ratio['examples_per_cpu_second']:.2f}x per CPU second")
+                     f"{ratio['examples_per_cpu_second']:.2f}x per CPU second; real tokens: "
+                     f"{ratio['real_tokens_per_second']:.2f}x a second, {ratio['real_tokens_per_cpu_second']:.2f}x "
+                     "per CPU second")
     return "\n".join(lines)
 
 
