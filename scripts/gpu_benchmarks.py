@@ -26,10 +26,11 @@ tiny settings to check the logic before a GPU is lent. Steps, in order (`--steps
                  and plain BERT (bf16, 32 x 128; none and plain BERT also at 64 and 128): ms/step, MFU,
                  launches/step, memory, compile seconds; recompiles over 200 batches of real XNLI lengths
 
-Each step's command, wall time, status and figures go into the JSON as soon as it ends (a run cut
-short keeps what it finished); `--deadline` seconds bound the whole run, and a step that would not
-fit is recorded as not run. `--table FILE` prints the Markdown tables of benchmarks/README.md from
-such a file; `--merge A B --output C` joins the steps of two runs (e.g. a second call that ran
+The steps that measure inside one process (profile, profile_compiled, torch_compile, sdpa_masks) are functions
+of `scripts/gpu_steps.py`, each run in a fresh process. Each step's command, wall time, status and figures go
+into the JSON as soon as it ends (a run cut short keeps what it finished); `--deadline` seconds bound the whole
+run, and a step that would not fit is recorded as not run. `--table FILE` prints the Markdown tables of
+benchmarks/README.md from such a file; `--merge A B --output C` joins the steps of two runs (e.g. a second call that ran
 `--steps pawsx_minilm`). The top-level keys `step_time_ratio` (bf16, per variant) and
 `data_wait_fraction` (XNLI, gat) summarise the run.
 """
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import inspect
 import json
 import os
 import re
@@ -186,106 +186,20 @@ def profile(run: Run) -> dict[str, Any]:
         missed = missed or ["gat"]
     if not missed:
         return {"profiled": [], "note": "every variant met its step-time target"}
-    code = PROFILE_CODE.format(device=run.device, variants=missed, quick=run.quick)
-    return json.loads(run.command("profile", [sys.executable, "-c", code]).stdout.splitlines()[-1])
-
-
-# The bert-base shape and batch of bench_model (tiny with --quick), on the device: the start of the
-# profile's and the compile step's code.
-BERT_BASE_BATCH = """
-from xsyn.benchmarks.model import synthetic_batch
-quick = {quick}
-shape = dict(num_hidden_layers=2 if quick else 12, hidden_size=64 if quick else 768,
-             num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072,
-             vocab_size=100 if quick else 119547, max_position_embeddings=512)
-b, t = (2, 32) if quick else (32, 128)
-batch = {{k: v.to("{device}") for k, v in synthetic_batch(b, t, shape["vocab_size"], 0).items()}}
-"""
-
-PROFILE_CODE = BERT_BASE_BATCH + """
-import json, torch
-from torch.profiler import ProfilerActivity, profile
-from xsyn.benchmarks.model import build, model_batch, train_step
-cuda = "{device}".startswith("cuda")
-tables, totals = {{}}, {{}}
-for variant in ["none"] + {variants}:
-    model = build(variant, shape, 0, "{device}")
-    for _ in range(3):
-        train_step(model, batch, "bfloat16")
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(3):
-            train_step(model, batch, "bfloat16")
-        if cuda:
-            torch.cuda.synchronize()
-    key = "self_device_time_total" if cuda else "self_cpu_time_total"
-    averages = prof.key_averages()
-    tables[variant] = averages.table(sort_by=key, row_limit=15, max_name_column_width=60)
-    # Launch-bound or not: kernel launches and host waits per step, host time against device time.
-    calls = {{e.key: e.count for e in averages}}
-    totals[variant] = dict(
-        launches_per_step=sum(n for k, n in calls.items() if "LaunchKernel" in k) / 3,
-        host_syncs_per_step=sum(n for k, n in calls.items() if "Synchronize" in k or "Memcpy" in k) / 3,
-        aten_ops_per_step=sum(n for k, n in calls.items() if k.startswith("aten::")) / 3,
-        # kernels only (what the table's "Self CUDA time total" sums): the aten rows repeat their kernels' time
-        device_ms_per_step=sum(e.self_device_time_total for e in averages if e.device_type.name == "CUDA") / 3000,
-        host_ms_per_step=sum(e.self_cpu_time_total for e in averages) / 3000)
-print(json.dumps({{"profiled": {variants}, "sort": key, "steps": 3, "totals": totals, "tables": tables}}))
-"""
+    return device_step(run, "profile", "--variants", ",".join(missed))
 
 
 def profile_compiled(run: Run) -> dict[str, Any]:
     """Issue 36's MFU target (none >= 35% at 32 x 128): what the compiled step's device time is spent on, by
     kind of kernel, beside the time its FLOPs would take at the device's peak; the 15 costliest kernels."""
-    code = PROFILE_COMPILED_CODE.format(device=run.device, quick=run.quick)
-    return json.loads(run.command("profile_compiled", [sys.executable, "-c", code]).stdout.splitlines()[-1])
+    return device_step(run, "profile_compiled")
 
 
-# A kernel's kind: the first pattern its name matches (lower case). Attention first: its kernels are CUTLASS
-# ones too (fmha_cutlassF...); cuBLAS's Hopper GEMMs are named nvjet/xmma, inductor's GEMM templates triton_tem.
-KERNEL_KINDS = (("attention", r"fmha|flash|attention|sdpa|attn"),
-                ("gemm", r"gemm|nvjet|xmma|cutlass|cublas|matmul|splitk|^triton_tem"), ("embedding", r"embedding"),
-                ("fused (inductor)", r"^triton"), ("copy/fill", r"memcpy|memset|copy|fill"))
-
-
-def kernel_kind(name: str) -> str:
-    return next((kind for kind, pattern in KERNEL_KINDS if re.search(pattern, name.lower())), "other")
-
-PROFILE_COMPILED_CODE = BERT_BASE_BATCH + """
-import json, re, time, torch
-from torch.profiler import ProfilerActivity, profile
-from xsyn.benchmarks.model import bert_step_flops, build, peak_tflops, step_seconds, train_step
-from xsyn.models.compiled import compile_model
-KERNEL_KINDS = """ + repr(KERNEL_KINDS) + "\n" + inspect.getsource(kernel_kind).replace("{", "{{").replace(
-    "}", "}}") + """
-cuda = "{device}".startswith("cuda")
-model = compile_model(build("none", shape, 0, "{device}"), "default")
-for _ in range(3):  # compiles, then warms up
-    train_step(model, batch, "bfloat16")
-wall = min(step_seconds(model, batch, "{device}", "bfloat16") for _ in range(10))
-with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
-    for _ in range(3):
-        train_step(model, batch, "bfloat16")
-    if cuda:
-        torch.cuda.synchronize()
-kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
-by_kind = {{}}
-for e in kernels:
-    kind = kernel_kind(e.key)
-    by_kind[kind] = by_kind.get(kind, 0.0) + e.self_device_time_total / 3000
-device_ms = sum(by_kind.values())
-flops = bert_step_flops(shape["num_hidden_layers"], shape["hidden_size"], shape["intermediate_size"], t, b)
-peak = peak_tflops("{device}", "bfloat16")
-top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:15]
-print(json.dumps({{"mode": "default", "batch": [b, t], "wall_ms_per_step": wall * 1000,
-                  "device_ms_per_step": device_ms, "flops_per_step": flops,
-                  "ms_at_peak": None if peak is None else flops / (peak * 1e12) * 1000,
-                  "mfu": None if peak is None else flops / wall / (peak * 1e12),
-                  "device_ms_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
-                  "kernels_per_step": sum(e.count for e in kernels) / 3,
-                  "top_kernels": [{{"name": e.key[:120], "calls_per_step": e.count / 3,
-                                   "ms_per_step": e.self_device_time_total / 3000}} for e in top]}}))
-"""
+def device_step(run: Run, name: str, *argv: str) -> dict[str, Any]:
+    """A step of scripts/gpu_steps.py in a process of its own: the figures its last line prints."""
+    command = [sys.executable, str(REPO / "scripts" / "gpu_steps.py"), name, "--device", run.device,
+               *(["--quick"] if run.quick else []), *argv]
+    return json.loads(run.command(name, command).stdout.splitlines()[-1])
 
 
 def bench_syntax(run: Run) -> dict[str, Any]:
@@ -574,91 +488,13 @@ def pawsx_data(run: Run) -> Path:
 
 def torch_compile(run: Run) -> dict[str, Any]:
     """Item 5: the bert-base train step (bf16, batch 32 x 128) eager and under torch.compile."""
-    code = COMPILE_CODE.format(device=run.device, quick=run.quick)
-    return json.loads(run.command("compile", [sys.executable, "-c", code]).stdout.splitlines()[-1])
-
-
-COMPILE_CODE = BERT_BASE_BATCH + """
-import json, time, torch
-from xsyn.benchmarks.model import build, model_batch, step_seconds
-rows = {{}}
-for variant in ("none", "gat"):
-    eager = build(variant, shape, 0, "{device}")
-    eager_s = min(step_seconds(eager, model_batch(variant, batch), "{device}", "bfloat16") for _ in range(3))
-    compiled = build(variant, shape, 0, "{device}")
-    started = time.perf_counter()
-    compiled.forward = torch.compile(compiled.forward)
-    first = step_seconds(compiled, model_batch(variant, batch), "{device}", "bfloat16")
-    compile_s = time.perf_counter() - started
-    compiled_s = min(step_seconds(compiled, model_batch(variant, batch), "{device}", "bfloat16") for _ in range(3))
-    rows[variant] = dict(eager_ms=1000 * eager_s, compiled_ms=1000 * compiled_s, speedup=eager_s / compiled_s,
-                         first_call_seconds=compile_s)
-print(json.dumps(rows))
-"""
+    return device_step(run, "torch_compile")
 
 
 def sdpa_masks(run: Run) -> dict[str, Any]:
     """Item 5: every variant's gradients at T = 64, 96, 128, 192 in bf16 (dropout off, the same seed): finite, and
     as with the memory-efficient backend forced; and cuDNN's SDPA forced on a masked attention alone."""
-    code = SDPA_CODE.format(device=run.device, quick=run.quick)
-    return json.loads(run.command("sdpa_masks", [sys.executable, "-c", code]).stdout.splitlines()[-1])
-
-
-SDPA_CODE = """
-import json, torch
-from xsyn.benchmarks.model import build, model_batch, synthetic_batch, train_step
-from xsyn.models.variants import variant_names
-device, quick = "{device}", {quick}
-cuda = device.startswith("cuda")
-shape = dict(num_hidden_layers=2 if quick else 4, hidden_size=64 if quick else 768,
-             num_attention_heads=2 if quick else 12, intermediate_size=256 if quick else 3072, vocab_size=1000,
-             max_position_embeddings=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-dtype = "bfloat16" if cuda else "float32"
-from torch.nn.attention import SDPBackend, sdpa_kernel
-def grads(model, batch, backends):
-    torch.manual_seed(0)
-    if backends is None:
-        train_step(model, batch, dtype)
-    else:
-        with sdpa_kernel(backends):
-            train_step(model, batch, dtype)
-    return {{n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}}
-rows = {{}}
-for variant in variant_names():
-    model = build(variant, shape, 0, device)
-    for t in ((32, 48) if quick else (64, 96, 128, 192)):
-        batch = {{k: v.to(device) for k, v in synthetic_batch(4, t, 1000, t).items()}}
-        entry = {{}}
-        try:
-            got = grads(model, model_batch(variant, batch), None)
-            entry["finite"] = all(bool(torch.isfinite(g).all()) for g in got.values())
-            ref = grads(model, model_batch(variant, batch), [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
-            # over all gradients at once: some are zero in exact arithmetic (the key bias: softmax ignores a
-            # constant per query), and a per-tensor ratio of rounding noise to zero means nothing
-            a, r = (torch.cat([g[n].flatten() for n in sorted(ref)]) for g in (got, ref))
-            entry["relative_difference_to_efficient"] = float((a - r).norm() / r.norm())
-        except Exception as error:
-            entry["error"] = type(error).__name__ + ": " + str(error)[:300]
-        rows[variant + "@" + str(t)] = entry
-# The pitfall itself: cuDNN's SDPA forced, a boolean padding mask, bf16
-raw = {{}}
-if cuda:
-    for t in (64, 96, 128, 192):
-        torch.manual_seed(t)
-        q, k, v = (torch.randn(8, 12, t, 64, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-        mask = torch.ones(8, 1, t, t, dtype=torch.bool, device=device)
-        mask[:, :, :, t - t // 4:] = False
-        try:
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).float().sum().backward()
-            raw[str(t)] = {{"grad_q_finite": bool(torch.isfinite(q.grad).all())}}
-        except Exception as error:
-            raw[str(t)] = {{"error": type(error).__name__ + ": " + str(error)[:200]}}
-ok = all(e.get("finite") for e in rows.values())
-close = all(e.get("relative_difference_to_efficient", 1) < 0.05 for e in rows.values())
-print(json.dumps({{"torch": torch.__version__, "rows": rows, "cudnn_forced_masked": raw,
-                  "all_finite": ok, "all_within_5pct_of_efficient": close}}))
-"""
+    return device_step(run, "sdpa_masks")
 
 
 def compile_modes(run: Run) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""scripts/gpu_benchmarks.py: the verdicts on issue 18's targets, the README tables, and merging two runs.
-(The whole script runs on CPU with `--device cpu --quick`; that takes minutes, so it is not part of the suite.)"""
+"""scripts/gpu_benchmarks.py: the verdicts on issue 18's targets, the README tables, and merging two runs; and
+scripts/gpu_steps.py, its steps that measure inside one process. (The whole script runs on CPU with `--device cpu
+--quick`; that takes minutes, so it is not part of the suite.)"""
 
 from __future__ import annotations
 
@@ -9,15 +10,24 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_benchmarks.py"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("gpu_benchmarks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("gpu_benchmarks")
+
+
+@pytest.fixture(scope="module")
+def steps():
+    return load("gpu_steps")
 
 
 def row(time_ratio: float, memory_ratio: float, mfu: float | None = None, ms: float = 10.0) -> dict:
@@ -78,8 +88,9 @@ def test_two_runs_merge_into_one_file(script, tmp_path):
     ("void at::native::embedding_backward_feature_kernel<float, float, long>", "embedding"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "copy/fill"),
     ("Memset (Device)", "copy/fill"), ("void at::native::reduce_kernel<512, 1>", "other")])
-def test_profiled_kernels_are_sorted_into_their_kind(script, kernel, kind):
-    assert script.kernel_kind(kernel) == kind
+def test_profiled_kernels_are_sorted_into_their_kind(steps, kernel, kind):
+    assert steps.kernel_kind(kernel) == kind
+
 
 
 def test_a_profiled_step_is_split_into_its_parts(script, tmp_path):

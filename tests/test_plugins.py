@@ -149,6 +149,23 @@ def test_a_variant_and_a_task_kind_with_its_metric_from_another_package_fine_tun
         assert len(rows) == 12 and results["per_language"][lang] == pytest.approx(sum(recalls) / len(recalls))
 
 
+def test_the_built_in_name_lists_stay_built_in_with_a_plugin_installed(outside):
+    """`VARIANTS` and `METRIC_IDS` are the built-in names even where a plug-in is installed before xsyn is imported
+    (they were read from the registries, entry points included); `variant_names()` and `METRICS` list it."""
+    import ast
+    import os
+    import subprocess
+
+    install(outside)
+    code = ("from xsyn.metrics import METRIC_IDS, METRICS; from xsyn.models.variants import VARIANTS, variant_names; "
+            "print(VARIANTS, variant_names(), METRIC_IDS, tuple(METRICS), sep='\\n')")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(outside), *sys.path])}).stdout
+    variants, every_variant, metrics, every_metric = map(ast.literal_eval, shown.splitlines())
+    assert variants == ("none", "gat", "sla", "wla", "sdoi", "sep") and every_variant == (*variants, "scaled")
+    assert "balanced_accuracy" not in metrics and every_metric == (*metrics, "balanced_accuracy")
+
+
 def test_a_broken_or_clashing_entry_point_is_named_with_its_package(outside):
     install(outside, "[xsyn.metrics]\nbalanced_accuracy = xsyn_outside:VARIANT\n")
     with pytest.raises(PluginError, match=r"entry point balanced_accuracy = xsyn_outside:VARIANT \(group "
@@ -156,7 +173,8 @@ def test_a_broken_or_clashing_entry_point_is_named_with_its_package(outside):
                                           r"xsyn.metrics.base.Metric whose name is 'balanced_accuracy'"):
         METRICS["balanced_accuracy"]
     install(outside, "[xsyn.task_kinds]\npair-classification = xsyn_outside:KIND\n")
-    with pytest.raises(PluginError, match="must name a xsyn.data.kinds.TaskKind whose name is 'pair-classification'"):
+    with pytest.raises(PluginError,
+                       match="must name a xsyn.data.kinds.base.TaskKind whose name is 'pair-classification'"):
         KINDS.names()
 
 

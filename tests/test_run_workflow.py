@@ -46,9 +46,23 @@ def test_a_model_setting_only_other_variants_take_is_refused_naming_them(tmp_pat
     written.write_text("[model_settings]\nsla_distance = 3\n")
     with pytest.raises(ConfigError, match=r"^sla_distance is a setting of sla, not of variant 'gat'"):
         finetune_settings(task="synth", variant="gat", config_file=written)
-    saved = tmp_path / "config.json"  # a saved sla run repeated as gat: its own variant's settings came along
-    saved.write_text(json.dumps({"task": "synth", "variant": "sla", "model_settings": {"sla_distance": 3}}))
-    assert finetune_settings(variant="gat", config_file=saved)[0].variant == "gat"
+
+
+def test_a_saved_run_of_another_variant_repeated_with_variant_drops_its_settings_with_a_note(tmp_path, caplog):
+    """A saved sla run's config.json given with --variant gat brings sla's settings along: they would be saved
+    in the gat run's config.json and ignored by its model. They are dropped, and said; BERT's own stay."""
+    saved = tmp_path / "config.json"
+    saved.write_text(json.dumps({"task": "synth", "variant": "sla",
+                                 "model_settings": {"sla_distance": 3, "hidden_dropout_prob": 0.2}}))
+    with caplog.at_level("WARNING", logger="xsyn"):
+        config, _ = finetune_settings(variant="gat", config_file=saved)
+    assert config.variant == "gat" and "sla_distance" not in config.model_settings
+    assert config.model_settings["hidden_dropout_prob"] == 0.2
+    assert f"{saved} is a run of variant sla: its model settings sla_distance are not settings of variant gat, so " \
+           "this run drops them" in caplog.text
+    caplog.clear()
+    config, _ = finetune_settings(variant="sla", config_file=saved)  # its own variant: nothing dropped, no note
+    assert config.model_settings["sla_distance"] == 3 and caplog.text == ""
 
 
 def test_finetune_settings_name_a_missing_task_and_a_resume_without_a_run(tmp_path):
@@ -79,3 +93,40 @@ def test_pretrain_settings_merge_recipe_file_keywords_then_sets(tmp_path):
         pretrain_settings(treebanks=["en"])
     with pytest.raises(OptionError, match="--model tiny needs --tokenizer"):
         pretrain_settings(treebanks=["en"], treebank_dir="ud", output_dir="out", model="tiny")
+
+
+def test_pretrain_sets_take_pretraining_settings_and_refuse_what_it_would_drop(tmp_path):
+    """`pretrain-gat --set learning_rate=0.5` was accepted and ignored (only GAT model settings were read)."""
+    from xsyn.run.settings import ConfigError
+
+    given = {"treebanks": ["en"], "treebank_dir": tmp_path, "output_dir": tmp_path / "gat"}
+    settings = pretrain_settings("paper", sets=["learning_rate=0.5", "objectives=structural,seprem",
+                                                "seprem_max_distance=6", "gat_layers=3"], **given)
+    assert settings.learning_rate == 0.5 and settings.objectives == ["structural", "seprem"]
+    assert settings.seprem_max_distance == 6 and settings.gat["gat_layers"] == 3
+    with pytest.raises(ConfigError, match=r"^--set: parser: a setting of fine-tuning runs \(`xsyn finetune --set`\), "
+                                          r"which pre-training does not have: drop it"):
+        pretrain_settings("paper", sets=["parser=chain"], **given)
+    with pytest.raises(ConfigError, match=r"^--set: seed: must be >= 0, got -1$"):
+        pretrain_settings("paper", sets=["seed=-1"], **given)
+    with pytest.raises(ConfigError, match=r"^sla_distance is a setting of sla, not of gat, the syntax module "
+                                          r"pretrain-gat trains, which would ignore it: drop it$"):
+        pretrain_settings("paper", sets=["sla_distance=2"], **given)
+    config_file = tmp_path / "pretrain.toml"  # a settings file's GAT table is held to the same rule
+    config_file.write_text("[gat]\nsdoi_alpha = 0.5\n")
+    with pytest.raises(ConfigError, match=r"^sdoi_alpha is a setting of sdoi, not of gat"):
+        pretrain_settings("paper", config_file, **given)
+
+
+def test_pretrain_gat_refuses_another_variants_setting_from_the_installed_command(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = Path(sys.executable).parent / "xsyn"
+    result = subprocess.run([str(command), "pretrain-gat", "--treebanks", "en", "--treebank-dir", str(tmp_path),
+                             "--output-dir", str(tmp_path / "gat"), "--set", "sla_distance=2"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "sla_distance is a setting of sla, not of gat, the syntax module pretrain-gat trains" in result.stderr
+    assert not (tmp_path / "gat").exists()

@@ -78,3 +78,19 @@ def test_the_package_keeps_to_the_structure_targets():
     assert found["commands_over_40"] == []
     assert found["modules_over_500"] == {}, f"over {figures.MODULE_MAX} lines: {found['modules_over_500']}"
     assert found["cli_lines"] <= figures.CLI_MAX, found["cli_lines"]
+
+
+def test_no_module_of_the_package_imports_another_modules_private_name():
+    """A name with a leading underscore is its module's own: one another module needs is made public (or moved).
+    (A private submodule, as the built tree kernel `xsyn.trees._kernel`, is a module, not a name.)"""
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "xsyn").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xsyn"):
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{alias.name}"
+                              for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")
+                              and not (ROOT / (node.module or "").replace(".", "/") / alias.name).with_suffix(".c")
+                              .exists()]
+    assert offenders == []

@@ -67,8 +67,8 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--log-every", type=int, default=None,
               help="Report (and record in the loss curve) the mean losses every N steps [default: 20].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="A further GAT setting (XsynBertConfig field), e.g. --set gat_residual=true "
-                   "--set gat_deprel_embeddings=true --set gat_layers=6 (repeatable).")
+              help="A pre-training setting (e.g. --set seprem_max_distance=6) or a further GAT setting "
+                   "(XsynBertConfig field), e.g. --set gat_residual=true --set gat_layers=6 (repeatable).")
 @click.option("--recipe", type=click.Choice(sorted(RECIPES)), default="paper", show_default=True,
               help=recipes_help())
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,

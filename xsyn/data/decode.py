@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from xsyn.data.example import Answer, Example, has_gold
+from xsyn.data.example import Example, has_gold
 from xsyn.utils.errors import InputError
 
 _FEATURE_COLUMNS = ("example_index", "window_start", "window_end", "tree_segment", "source_start", "source_end")
@@ -178,15 +178,6 @@ def token_tags(n_tokens: int, windows: list[Window], logits: Any, tags: Sequence
 
 
 # -- extractive QA ---------------------------------------------------------------------------------
-
-
-def best_answer(context: str, windows: list[Window], start_logits: Any, end_logits: Any, n_best: int = 20,
-                max_answer_length: int = 30) -> Answer:
-    """The highest-scoring span (see `best_span`) as text and character offset; empty when none."""
-    best = best_span(windows, start_logits, end_logits, n_best, max_answer_length)
-    if best is None:
-        return Answer("", 0)
-    return Answer(context[best[1]:best[2]], best[1])
 
 
 def best_span(windows: list[Window], start_logits: Any, end_logits: Any, n_best: int = 20,

@@ -45,11 +45,17 @@ def _weakest(*figures: Figure) -> str:
 def combine(value: float | None, *figures: Figure) -> Figure:
     """A figure computed from others: as firm as the weakest of them, unknown if any is."""
     if value is None or any(f.value is None for f in figures):
-        return Figure(None, UNKNOWN, _whys(f for f in figures if f.value is None))
-    return Figure(value, _weakest(*figures), _whys(figures))
+        return Figure(None, UNKNOWN, figure_whys(f for f in figures if f.value is None))
+    return Figure(value, _weakest(*figures), figure_whys(figures))
 
 
-def _whys(figures) -> str:
+def figure_sum(*figures: Figure) -> float | None:
+    """The figures' values added up; None where one is unknown."""
+    return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
+
+
+def figure_whys(figures) -> str:
+    """What the figures rest on, each reason once, joined by "; "."""
     return "; ".join(dict.fromkeys(why for f in figures for why in f.why.split("; ") if why))
 
 
@@ -149,7 +155,7 @@ def default_bench_paths() -> list[Path]:
     return [beside if beside.is_dir() else Path("benchmarks")]
 
 
-def _parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
+def parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
     """Sentences/s of `parser` with `workers` processes: the bench's rate for that parser (or one of its kind)
     at that worker count, or its per-worker rate at the most workers measured times `workers`."""
     from xsyn.syntax.parsing.base import ParserChoiceError

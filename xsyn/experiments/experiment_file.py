@@ -205,7 +205,7 @@ class Experiment:
         return list(self.pretrain.get("variants", ["gat"])) if self.pretrain else []
 
     def pretrain_dir(self, model: str) -> Path:
-        return self.runs_dir / PRETRAIN_FOLDER / _slug(model)
+        return self.runs_dir / PRETRAIN_FOLDER / slug(model)
 
     def cell(self, name: str) -> Cell:
         for cell in self.cells:
@@ -403,8 +403,8 @@ def _cells(experiment: Experiment) -> list[Cell]:
             grid = {**experiment.variant_grid.get(variant, {}), **searched}
             for values in itertools.product(*grid.values()):
                 point = tuple(zip(grid, values))
-                parts = [variant, *([_slug(model)] if several_models else []),
-                         *(f"{key}={_slug(json.dumps(value) if not isinstance(value, str) else value)}"
+                parts = [variant, *([slug(model)] if several_models else []),
+                         *(f"{key}={slug(json.dumps(value) if not isinstance(value, str) else value)}"
                            for key, value in point)]
                 if experiment.overrides.max_steps:
                     parts.append(f"max_steps={experiment.overrides.max_steps}")
@@ -413,7 +413,8 @@ def _cells(experiment: Experiment) -> list[Cell]:
     return cells
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """`text` as one part of a folder name: runs of other characters become `_`."""
     return re.sub(r"[^A-Za-z0-9._=,-]+", "_", text).strip("_")
 
 

@@ -44,9 +44,10 @@ from xsyn.experiments.bench_figures import (
     Benchmarks,
     Figure,
     StepBench,
-    _parse_rate,
-    _whys,
     combine,
+    figure_sum,
+    figure_whys,
+    parse_rate,
 )
 from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError
 from xsyn.experiments.plan_sizes import checkpoint_disk, device_memory, model_shape, tokenizer_vocab_size
@@ -198,7 +199,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         rows.append(row)
     config = experiment.config(cells[0], check_model=False, check_paths=False)
     sentences = counter.sentences(experiment, cells[0], config)
-    rate = _parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
+    rate = parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
     if _serves_data_trees(config.parser):  # the data's own trees: nothing is parsed, nothing to measure
         rate = Figure(math.inf, COUNTED, f"{config.parser} reads the data's own trees: nothing to parse")
     seconds = {lang: combine(_product(count, Figure(1 / rate.value, rate.basis, rate.why) if rate.value else rate),
@@ -335,7 +336,7 @@ class _ExampleCounter:
                 n = self.count(card, lang, split, config.data_dir)  # the notes name what is missing
             found = n.times(len(card.segments)) if n.value is not None else Figure(None, UNKNOWN)
             before = per_lang.get(lang, Figure(0, COUNTED))
-            per_lang[lang] = combine(_sum(before, found), before, found)
+            per_lang[lang] = combine(figure_sum(before, found), before, found)
         return per_lang
 
 
@@ -345,10 +346,6 @@ def _folders(folders: list[str]) -> str:
     if len(folders) > 1 and len(parents) == 1:
         return str(Path(parents.pop()) / "<task>")
     return ", ".join(folders)
-
-
-def _sum(*figures: Figure) -> float | None:
-    return None if any(f.value is None for f in figures) else sum(f.value for f in figures)
 
 
 def _step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
@@ -454,7 +451,7 @@ def plan_lines(plan: Plan) -> list[str]:
     cells = sum(len(s.cells) for task in plan.tasks for s in task.systems)
     lines += ["", f"Total: {cells} cells; training {_time(plan.hours)} one cell at a time; parsing "
                   f"{_time(plan.parse_hours)}; checkpoints {_shown(plan.disk, ',.3g', 1e-9, ' GB')}."]
-    whys = _whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
+    whys = figure_whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
     if whys or plan.notes:
         lines += ["", "Notes:", *[f"- {line}" for line in [*plan.notes, *whys] if line]]
     return lines

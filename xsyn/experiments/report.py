@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.cells import DONE, cell_state
-from xsyn.experiments.experiment_file import Cell, Experiment, _slug
+from xsyn.experiments.experiment_file import Cell, Experiment, slug
 from xsyn.experiments.papers import Paper, PaperPairDeltas, PaperScores, load_paper
 from xsyn.experiments.selection import Selection, select
 from xsyn.models.variants import get_variant
@@ -68,7 +68,7 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
         models = experiment.models_of(task)
         for model in models:
             cells = [c for c in experiment.cells if c.task == task and c.model == model]
-            folder = task if len(models) == 1 else f"{task}/{_slug(model)}"
+            folder = task if len(models) == 1 else f"{task}/{slug(model)}"
             section = TaskSection(task, model, folder, cells, [c for c in cells if states[c.name].state == DONE])
             _task_report(experiment, section, output_dir / folder, bootstrap)
             if section.report and paper:

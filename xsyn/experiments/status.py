@@ -12,11 +12,12 @@ from xsyn.experiments.bench_figures import (
     Figure,
     combine,
     default_bench_paths,
+    figure_sum,
     read_benchmarks,
 )
 from xsyn.experiments.cells import DONE, FAILED, RUNNING, STATES, TaskTally, cell_state, tally_by_task
 from xsyn.experiments.experiment_file import Cell, Experiment
-from xsyn.experiments.plan import Plan, _sum, human_hours, local_device, make_plan
+from xsyn.experiments.plan import Plan, human_hours, local_device, make_plan
 from xsyn.experiments.pretrain import pretrain_states
 from xsyn.experiments.report import PaperStatus, paper_status
 
@@ -108,7 +109,7 @@ def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progre
     names = {cell.name for cell in done}
     left = [figure for name, figure in plan.cell_hours.items() if name not in names]
     planned = [plan.cell_hours[name] for name in spent if name in plan.cell_hours]
-    eta = combine(_sum(*left), *left) if left else Figure(0.0, MEASURED)
+    eta = combine(figure_sum(*left), *left) if left else Figure(0.0, MEASURED)
     eta = Figure(eta.value, eta.basis, "the plan's hours of the cells left" if left else "")
     if spent and planned and None not in [f.value for f in planned] and sum(f.value for f in planned) > 0:
         ratio = sum(spent.values()) / sum(f.value for f in planned)

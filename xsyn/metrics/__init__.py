@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 # Every metric by id, imported on first use; another package adds one (a `Metric` subclass with its `id`) through
 # the entry-point group `xsyn.metrics`, and its task cards may then name it.
-METRICS: Registry[type[Metric]] = Registry("metric", {
+BUILT_IN = {
     "accuracy": "xsyn.metrics.accuracy:Accuracy",
     "seqeval": "xsyn.metrics.entities:EntityF1",
     "squad": "xsyn.metrics.qa:SquadQA",
@@ -53,8 +53,10 @@ METRICS: Registry[type[Metric]] = Registry("metric", {
     "detection": "xsyn.metrics.detection:ErrorDetection",
     "squad_v2": "xsyn.metrics.qa:Squad2QA",
     "subset_accuracy": "xsyn.metrics.accuracy:SubsetAccuracy",
-}, group="xsyn.metrics", of="xsyn.metrics.base:Metric", classes=True, name_of=lambda cls: cls.id)
-METRIC_IDS = tuple(METRICS)  # the built-in metrics
+}
+METRICS: Registry[type[Metric]] = Registry("metric", BUILT_IN, group="xsyn.metrics", of="xsyn.metrics.base:Metric",
+                                           classes=True, name_of=lambda cls: cls.id)
+METRIC_IDS = tuple(BUILT_IN)  # the built-in metrics (no plug-in's: every registered one is `tuple(METRICS)`)
 
 __all__ = ["METRICS", "METRIC_IDS", "CountTable", "Metric", "MetricInputError", "UnknownName", "compute",
            "get_metric", "primary_name", "primary_score", "resample_fn"]

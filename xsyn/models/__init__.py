@@ -14,7 +14,8 @@
   (SEPREM), or one another package adds (entry-point group `xsyn.variants`, or `register_variant`); settings
   are `XsynBertConfig` fields passed as keyword arguments (each variant's module in `xsyn.models.variants`
   lists its own).
-- `head`: `sequence`, `token`, `qa`, `intent_slot`, or None for the bare `XsynBertModel`.
+- `head`: `sequence`, `token`, `qa`, `multiple_choice`, `intent_slot` (`HEAD_CLASSES`), or None for the bare
+  `XsynBertModel`.
 - GAT checkpoints (`xsyn.models.gat`, on a gat model or its head): `save_gat(model, d)`, `load_gat(model, d)`,
   `freeze_gat(model)`, `gat_state_dict(model)`; `syntax_probe(model, **batch)` runs the GAT and its structural
   probes alone. Fine-tuning reaches them through the variant's hooks (`load_pretrained`, `freeze_pretrained`).
@@ -35,7 +36,8 @@ _EXPORTS = {
     "get_variant": "variants", "register_variant": "variants", "SyntaxVariant": "variants.base",
     "XsynBertModel": "modeling",
     "XsynBertForSequenceClassification": "heads", "XsynBertForTokenClassification": "heads",
-    "XsynBertForQuestionAnswering": "heads", "XsynBertForIntentSlot": "heads", "HEAD_CLASSES": "heads",
+    "XsynBertForQuestionAnswering": "heads", "XsynBertForMultipleChoice": "heads", "XsynBertForIntentSlot": "heads",
+    "HEAD_CLASSES": "heads",
 }
 
 __all__ = sorted(_EXPORTS)

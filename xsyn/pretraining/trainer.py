@@ -21,7 +21,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from xsyn import provenance
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY, gat_output_size
+from xsyn.models.defaults import GAT_ATTENTIONS, TINY, gat_output_size
 from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
 from xsyn.models.gat import gat_encode, save_gat, syntax_probe
 from xsyn.models.variants.gat import VARIANT as GAT
@@ -38,21 +38,20 @@ from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
-from xsyn.training.checkpoint import check_checkpointing_steps, total_steps
 from xsyn.training.driver import check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import read_step_log, untimed
 from xsyn.training.loop import epoch_batches
 from xsyn.training.processes import wait_for_everyone
+from xsyn.training.settings import LoopSettings, count, loop_default, with_warmup
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import atomic_write_text
-from xsyn.utils.schema import at_least, finite_above_zero, one_of, strict, validated_field
+from xsyn.utils.schema import one_of, strict, validated_field
 
 OBJECTIVES = ("structural", "seprem")
-WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is not given
 
 logger = logging.getLogger(__name__)
 
@@ -62,48 +61,31 @@ def _objectives(value: list[str]) -> None:
         raise ValueError(f"choose one or more of {', '.join(OBJECTIVES)}")
 
 
-def _count(default: int | None) -> Any:
-    """A field that counts (steps, sizes): at least 1 (None where it allows none)."""
-    return validated_field(at_least(1), default=default)
-
-
 @strict
 @dataclass
-class PretrainSettings:
-    """Everything that defines a run; written to `pretrain_config.json`. The names are `RunConfig`'s
-    (`xsyn finetune`'s) wherever the two mean the same thing. A schema (`xsyn.utils.schema`): each field's
-    rule is checked when the settings are made, and by `check_values` where a file or flag gives them."""
+class PretrainSettings(LoopSettings):
+    """Everything that defines a run; written to `pretrain_config.json`: the loop's settings (`LoopSettings`, with
+    pre-training's defaults) and these. A schema (`xsyn.utils.schema`): each field's rule is checked when the
+    settings are made, and by `check_values` where a file or flag gives them."""
 
     treebanks: list[str]
     treebank_dir: str
     output_dir: str
     eval_treebanks: list[str] | None = None  # default: the training treebanks; ["all"]: every language
-    model: str = DEFAULT_MODEL
-    tokenizer: str | None = None
-    gat_delta: int = _count(4)
+    gat_delta: int = count(4)
     gat_attention: str = validated_field(one_of(GAT_ATTENTIONS), default="dot")
     dropout: bool = False  # the config's dropout in the GAT while pre-training (off: exact regression targets)
     objectives: list[str] = validated_field([_objectives, one_of(OBJECTIVES)], default_factory=lambda: ["structural"])
     train_split: str = "train"
-    max_train_examples: int | None = None  # sentences per treebank: a seeded sample
-    max_eval_examples: int | None = None  # sentences per treebank: a seeded sample
-    epochs: float = validated_field(finite_above_zero, default=1.0)
-    max_steps: int | None = _count(None)  # overrides epochs
-    batch_size: int = _count(32)  # sentences per optimiser step, over all processes and accumulation steps
-    grad_accum: int = _count(1)  # micro-batches per optimiser step
-    learning_rate: float = validated_field(finite_above_zero, default=1e-3)
-    warmup_steps: int | None = validated_field(at_least(0), default=None)  # default: a twentieth of the steps
-    weight_decay: float = 0.01  # AdamW's default, on all but biases and LayerNorm weights
-    max_grad_norm: float | None = validated_field(finite_above_zero, default=1.0)  # clipping (None: none)
-    max_length: int = _count(256)
     seprem_max_distance: int = 8
     gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
-    seed: int = DEFAULT_SEED
-    log_every: int = _count(20)
-    eval_every: int | None = None  # unused by the loop (the probes are scored once, at the end)
-    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N or
-    # "epoch" (default: every epoch and at the end)
-    save_total_limit: int | None = _count(None)  # resumable states kept (default: the latest)
+    # the loop's settings whose default differs from fine-tuning's
+    epochs: float = loop_default("epochs", 1.0)
+    learning_rate: float = loop_default("learning_rate", 1e-3)
+    warmup_steps: int | None = loop_default("warmup_steps", None)  # a twentieth of the steps
+    weight_decay: float = loop_default("weight_decay", 0.01)  # AdamW's default
+    max_length: int = loop_default("max_length", 256)
+    log_every: int = loop_default("log_every", 20)
 
     @property
     def evaluation_specs(self) -> list[str]:
@@ -322,8 +304,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
                          f"({settings.train_split} split)")
     model = GatPretrainer(encoder, settings.objectives, settings.seprem_max_distance, settings.dropout)
     task = PretrainTask(settings, accelerator, model, train_inputs, tokenizer.pad_token_id)
-    if settings.warmup_steps is None:
-        settings = replace(settings, warmup_steps=int(WARMUP_SHARE * total_steps(settings, task.n_rows)))
+    settings = with_warmup(settings, task.n_rows)  # pretrain_config.json records the steps
     if accelerator.is_main_process:
         logger.info(f"training the GAT (delta {settings.gat_delta}, {'+'.join(settings.objectives)}) on "
                     f"{task.n_rows} inputs from {sum(len(d.records) for d in train_data)} sentences")

@@ -35,10 +35,9 @@ from typing import Any
 from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
-from xsyn.run.evaluation_scope import default_split, evaluation_scope
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
-from xsyn.run.preflight import preflight_evaluate
+from xsyn.run.preflight import default_split, evaluation_scope, preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, load_task_data, make_parser

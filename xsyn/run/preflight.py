@@ -13,6 +13,8 @@ from the same shared checks:
     check_free_space   the folder's disk holds a checkpoint (estimated from the parameter count)
 
 Each raises the `XsynError` the later step would have raised, naming the model, file or folder and the fix.
+What an evaluation scores (`default_split`, `evaluation_scope`) is decided here too, so that `finetune
+--eval-langs` checks it before training (`check_evaluation_after_training`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from xsyn.data.cards import TaskCard
+from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
 from xsyn.run.settings import RunConfig
+from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import OutputError, check_writable
 
 # What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
@@ -59,7 +63,6 @@ def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> 
     model's vocabulary (its embedding lookup would fail mid-run), or another padding id."""
     from xsyn.models.defaults import MODEL_CONFIG
     from xsyn.models.families import family_of, tokenizer_family
-    from xsyn.utils.errors import InputError
 
     model_file = Path(model) / MODEL_CONFIG if Path(model).is_dir() else model
     fix = "leave out --tokenizer (the model's own is used), or give the model's own tokenizer"
@@ -174,6 +177,69 @@ def check_evaluation_data(card: TaskCard, config: RunConfig, split: str, langs: 
         names = ", ".join("-".join(dict.fromkeys(langs.values())) for langs, _ in missing)
         raise DataNotFoundError(f"{card.name} {split}: no data for {names} ({len(missing)} of {len(combinations)} "
                                 f"languages and pairs); {fix}. The first:\n{missing[0][1]}")
+
+
+# -- what an evaluation scores: its split, its languages, and for a task without a dev set of its own the run's
+# held-out share of the training data; checked before a model is loaded, and for `finetune --eval-langs/--do-eval`
+# before it trains.
+
+def default_split(card: TaskCard) -> str:
+    """`test`, unless the card's test split is missing or unlabelled (then `validation`)."""
+    return "test" if "test" in card.splits and "test" not in card.unlabelled_splits else "validation"
+
+
+def evaluation_scope(run_dir: str | Path, config: RunConfig, split: str, langs: Sequence[str] | None
+                     ) -> tuple[DevHoldout | None, list[str]]:
+    """The validation hold-out (of a task without a dev set of its own: the ids its run held out, in the
+    training language only; else None) and the languages to evaluate, each checked against the card."""
+    card = config.card
+    langs = _languages(config, split, langs)
+    if not _held_out(card, split):
+        return None, langs
+    from xsyn.run.task_data import dev_holdout
+    from xsyn.training.folder import RunFolder
+
+    report = RunFolder(run_dir).data_report
+    holdout = dev_holdout(card, config, report)
+    if holdout.ids is None:
+        raise MissingInputError(f"{report} records no validation hold-out: task {card.name!r} has no dev set of "
+                                "its own, and its validation split is the share of the training data a run held "
+                                "out; evaluate a run folder that has one")
+    return holdout, langs
+
+
+def _held_out(card: TaskCard, split: str) -> bool:
+    """Whether `split` is the share of the training data a run holds out (a task without a dev set of its own)."""
+    return split == "validation" and "validation" not in card.splits and card.dev_fraction is not None
+
+
+def _languages(config: RunConfig, split: str, langs: Sequence[str] | None) -> list[str]:
+    """The languages to evaluate (default: the task's), each checked against the card and the split."""
+    card = config.card
+    if _held_out(card, split):
+        if langs and list(langs) != [config.train_lang]:
+            raise InputError(f"the held-out validation split of task {card.name!r} is in the training language "
+                             f"only; pass --langs {config.train_lang}")
+        return [config.train_lang]
+    card.check_split(split)
+    langs = list(langs or card.languages)
+    for lang in langs:
+        card.check_lang(lang)
+    return langs
+
+
+def check_evaluation_after_training(config: RunConfig, langs: Sequence[str] | None) -> None:
+    """What `finetune --eval-langs/--do-eval` will evaluate after training, checked before it trains: the
+    languages are the task's, and each has data (and parser models) in the split it scores; a misspelt
+    language or a missing test file is named at once, not after the training. (A held-out dev set is made
+    by the training itself.)"""
+    card = config.card
+    split = default_split(card)
+    langs = _languages(config, split, langs)
+    if not _held_out(card, split):
+        check_evaluation_data(card, config, split, langs, False, (
+            "--eval-langs and --do-eval score this split after training: choose languages that have data, or leave "
+            "the option out and score the best checkpoint with `xsyn evaluate` (its --split, --skip-missing)"))
 
 
 def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int = 0) -> Path:

@@ -7,11 +7,11 @@ Python with the same behaviour.
     summary = pretrain_gat(settings)  # summary["probe_metrics"]["en_ewt"]["uuas"]
 
 Settings are merged in one order: the recipe (`xsyn.pretraining.recipes`), then a settings file (TOML or
-JSON; an earlier run's pretrain_config.json), then the keyword settings, then `sets` (`KEY=VALUE` model
-settings of the GAT).
+JSON; an earlier run's pretrain_config.json), then the keyword settings, then `sets` (`KEY=VALUE`: pre-training
+settings, and model settings of the GAT; another variant's settings and fine-tuning's are refused).
 
-The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which
-`XsynBertModel.load_gat` and so `xsyn finetune --gat-init DIR` read), with `probe_metrics.json`
+The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which the gat variant's
+`load_pretrained` hook, and so `xsyn finetune --gat-init DIR`, reads), with `probe_metrics.json`
 ({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
 `pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
 GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
@@ -21,23 +21,27 @@ tokenizer are saved as well (`model/`): fine-tune from that directory.
 from __future__ import annotations
 
 import logging
+import typing
 from pathlib import Path
 from typing import Any
 
 from xsyn.models.defaults import DEFAULT_MODEL, TINY
+from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.pretraining.recipes import RECIPES, RENAMED
 from xsyn.pretraining.trainer import PretrainSettings
+from xsyn.run.setting_table import other_variants_settings
 from xsyn.run.settings import (
-    MODEL_SETTINGS,
+    FIELD_NAMES,
     ConfigError,
     check_flags,
     check_model_settings,
-    parse_overrides,
+    model_setting_names,
     read_settings_file,
+    setting_pair,
 )
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
-from xsyn.utils.schema import check_values, construct
+from xsyn.utils.schema import check_value, check_values, construct, did_you_mean
 
 RECIPE_KEYS = ("gat_delta", "gat_attention", "learning_rate")  # a recipe's settings beside its `gat` table
 REQUIRED = ("treebanks", "treebank_dir", "output_dir")
@@ -50,16 +54,43 @@ def pretrain_settings(recipe: str = "paper", config_file: str | Path | None = No
     chosen = RECIPES[recipe]
     values = {name: chosen[name] for name in RECIPE_KEYS}
     file_values = read_pretrain_config(config_file) if config_file else {}
-    gat = {**chosen["gat"], **file_values.pop("gat", {}), **parse_overrides(sets).get(MODEL_SETTINGS, {})}
+    set_values, set_gat = pretrain_sets(sets)
+    gat = {**chosen["gat"], **file_values.pop("gat", {}), **set_gat}
+    for name, takers in other_variants_settings(GAT.name, gat).items():
+        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of {GAT.name}, the syntax module "
+                          "pretrain-gat trains, which would ignore it: drop it")
     values.update(file_values)
     values.update(check_flags(PretrainSettings, {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()
                                                  if v is not None}))
+    values.update(set_values)
     missing = [f"--{name.replace('_', '-')}" for name in REQUIRED if not values.get(name)]
     if missing:
         raise OptionError(f"Missing option(s) {', '.join(missing)} (or a --config file that names them).")
     if values.get("model", DEFAULT_MODEL) == TINY and not values.get("tokenizer"):
         raise OptionError(f"--model {TINY} needs --tokenizer (a vocab.txt or tokenizer directory)")
     return construct(PretrainSettings, {**values, "gat": gat}, "settings", error=ConfigError)
+
+
+def pretrain_sets(pairs: tuple[str, ...] | list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`--set KEY=VALUE` pairs, each checked: pre-training's own settings (`PretrainSettings` fields, as the options
+    give them), and the GAT's model settings. A fine-tuning setting that pre-training does not have is refused."""
+    hints = typing.get_type_hints(PretrainSettings)
+    lists = [name for name, hint in hints.items() if typing.get_origin(hint) is list or list in typing.get_args(hint)]
+    values: dict[str, Any] = {}
+    gat: dict[str, Any] = {}
+    for pair in pairs:
+        key, value = setting_pair(pair, lists)
+        if key in hints and key != "gat":
+            values[key] = check_value(PretrainSettings, key, hints[key], value, "--set", key, error=ConfigError)
+        elif key in FIELD_NAMES:  # a fine-tuning run's
+            raise ConfigError("--set", key, "a setting of fine-tuning runs (`xsyn finetune --set`), which pre-training "
+                              "does not have: drop it (`xsyn pretrain-gat --help` lists pre-training's settings)")
+        elif key not in model_setting_names():
+            raise ConfigError("--set", key, "neither a pre-training setting nor a model setting" + did_you_mean(
+                key, {*hints, *model_setting_names()} - {"gat"}) + " (`xsyn settings` lists the model settings)")
+        else:
+            gat.update(check_model_settings({key: value}, "--set", ""))
+    return values, gat
 
 
 def pretrain_gat(settings: PretrainSettings, resume: bool = False, overwrite: bool = False, progress: bool = False,

@@ -36,12 +36,18 @@ def check_variant_settings(variant: str, names: Iterable[str]) -> None:
     """A model setting given for one run (--set, --gat-delta) that only other variants take would be saved in
     its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
     apply to the cells of every variant, so its cells are not checked.)"""
+    for name, takers in other_variants_settings(variant, names).items():
+        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
+                          f"model would ignore it: drop it, or choose --variant {takers[0]}")
+
+
+def other_variants_settings(variant: str, names: Iterable[str]) -> dict[str, list[str]]:
+    """The model settings among `names` that `variant` does not take but other variants do, with those variants
+    (BERT's own settings, which every variant takes, are none of them)."""
     own = get_variant(variant).setting_names()
-    for name in names:
-        takers = [v for v in variant_names() if name in get_variant(v).setting_names()]
-        if takers and name not in own:
-            raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
-                              f"model would ignore it: drop it, or choose --variant {takers[0]}")
+    takers = {name: [v for v in variant_names() if name in get_variant(v).setting_names()] for name in names
+              if name not in own}
+    return {name: variants for name, variants in takers.items() if variants}
 
 
 def settings_with_card(variant: str, card: TaskCard | None = None

@@ -10,13 +10,14 @@ import json
 import logging
 import tomllib
 import typing
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.defaults import COMPILE_MODES, TINY
 from xsyn.models.families import FAMILIES
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
@@ -27,7 +28,7 @@ from xsyn.models.variants import (
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
-from xsyn.training.checkpoint import check_checkpointing_steps
+from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
@@ -38,7 +39,6 @@ from xsyn.utils.schema import (
     check_values,
     construct,
     did_you_mean,
-    finite_above_zero,
     one_of,
     strict,
     validated_field,
@@ -56,11 +56,6 @@ class ConfigError(SchemaError):
     """A configuration value that cannot work; the message names the file or option, the key and the fix."""
 
 
-def _count(default: int | None) -> Any:
-    """A field that counts (examples, steps, sizes): at least 1 (None where it allows none)."""
-    return validated_field(at_least(1), default=default)
-
-
 def _compile_mode(value: Any) -> None:
     if value is not None:
         one_of(COMPILE_MODES)(value)
@@ -68,61 +63,44 @@ def _compile_mode(value: Any) -> None:
 
 @strict
 @dataclass
-class RunConfig:
+class RunConfig(LoopSettings):
+    """A fine-tuning run's settings: the loop's (`LoopSettings`, with its defaults) and these."""
+
     task: str  # the card's name
     task_card: str | None = None  # the card file of a task given as one (--task PATH.toml); None: a shipped card
     variant: str = validated_field(one_of(variant_names), default=DEFAULT_VARIANT)
-    model: str = DEFAULT_MODEL
-    tokenizer: str | None = None  # default: the model's own (for `tiny`: mBERT's)
     # `tiny`'s family (bert, xlm-roberta, ...); default: the tokenizer's, where its class or folder says it
     tiny_family: str | None = validated_field(one_of(FAMILIES), default=None)
     train_lang: str = "en"
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
-    seed: int = validated_field(at_least(0), default=DEFAULT_SEED)
-    # optimisation
-    epochs: float = validated_field(finite_above_zero, default=3.0)
-    max_steps: int | None = _count(None)  # overrides epochs
-    learning_rate: float = validated_field(finite_above_zero, default=2e-5)
-    batch_size: int = _count(32)  # examples per optimiser step, over all processes and accumulation steps
-    grad_accum: int = _count(1)
-    warmup_steps: int = validated_field(at_least(0), default=0)
-    weight_decay: float = validated_field(at_least(0), default=0.0)
-    max_grad_norm: float = validated_field(finite_above_zero, default=1.0)
+    # optimisation (beside the loop's settings, `LoopSettings`)
     mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
     torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
-    pad_to_multiple_of: int | None = _count(8)  # T of train/eval batches rounded up to it: few shapes (1: none)
-    max_batch_lengths: int | None = _count(8)  # at most so many T a run/language: those padding least (None: any)
+    pad_to_multiple_of: int | None = count(8)  # T of train/eval batches rounded up to it: few shapes (1: none)
+    max_batch_lengths: int | None = count(8)  # at most so many T a run/language: those padding least (None: any)
     # data
-    max_length: int = _count(128)
-    doc_stride: int | None = _count(None)
-    max_query_length: int | None = _count(None)  # QA: question pieces kept (cards: 64); None: all
-    max_answer_length: int = _count(30)
-    n_best: int = _count(20)
-    max_train_examples: int | None = _count(None)  # use only the first N training examples (quick runs)
+    doc_stride: int | None = count(None)
+    max_query_length: int | None = count(None)  # QA: question pieces kept (cards: 64); None: all
+    max_answer_length: int = count(30)
+    n_best: int = count(20)
     group_by_length: bool = True  # training batches of similar lengths (less padding, faster); the papers: false
-    max_eval_examples: int | None = _count(None)  # first N dev examples in training; an experiment caps its tests too
     dev_fraction: float | None = validated_field(between(0, 1, open_interval=True), default=None)  # no dev set:
     # the share of train held out as one (default: the card's)
     dev_seed: int = validated_field(at_least(0), default=0)  # ... its seed (fixed: every seed shares one dev set)
     skip_bad_rows: bool = False
-    num_proc: int | None = _count(None)
-    eval_batch_size: int = _count(64)  # examples per prediction batch, over all processes
+    num_proc: int | None = count(None)
+    eval_batch_size: int = count(64)  # examples per prediction batch, over all processes
     # parsing
     parser: str = "stanza"  # a registered parser choice (xsyn.syntax.parsing.registry): stanza, udpipe:MODEL, ...
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = None
     parser_download: str = validated_field(one_of(DOWNLOAD.choices), default=DOWNLOAD.default)
     parser_device: str | None = None
-    parser_batch_size: int = _count(BATCH_SIZE.default)
-    parse_workers: int | None = _count(None)  # processes that parse side by side; default: the cores
+    parser_batch_size: int = count(BATCH_SIZE.default)
+    parse_workers: int | None = count(None)  # processes that parse side by side; default: the cores
     cache_dir: str | None = None  # parse + feature caches; default $XSYN_CACHE or ~/.cache/xsyn
     # bookkeeping
-    eval_every: int | None = _count(None)  # optimiser steps between dev evaluations (default: once an epoch)
-    checkpointing_steps: int | str | None = validated_field(check_checkpointing_steps, default=None)  # N steps or
-    # "epoch" between resumable states (default: at every evaluation)
-    save_total_limit: int | None = _count(None)  # resumable states kept: state/ and checkpoint-<step>/ (default: 1)
-    log_every: int = _count(10)
     trackers: list[str] = validated_field(one_of(TRACKERS), default_factory=list)  # accelerate trackers
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
@@ -262,20 +240,27 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {pair!r}: expected key=value")
-        value = _json_or_text(raw)
-        if key in LIST_SETTINGS and "," in raw and not raw.lstrip().startswith("["):
-            value = [_json_or_text(item.strip()) for item in raw.split(",")]
-        elif key in LIST_SETTINGS and isinstance(value, str):
-            value = [value]
+        key, value = setting_pair(pair)
         value = _check_setting(key, value, "--set", key)
         if key in FIELD_NAMES:
             out[key] = value
         else:
             out.setdefault(MODEL_SETTINGS, {})[key] = value
     return out
+
+
+def setting_pair(pair: str, lists: Collection[str] = LIST_SETTINGS) -> tuple[str, Any]:
+    """One `--set key=value`, unchecked: the key, and the value as JSON where it parses as JSON, else as text; a
+    key in `lists` also takes a comma list or one string."""
+    key, sep, raw = pair.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {pair!r}: expected key=value")
+    value = _json_or_text(raw)
+    if key in lists and "," in raw and not raw.lstrip().startswith("["):
+        value = [_json_or_text(item.strip()) for item in raw.split(",")]
+    elif key in lists and isinstance(value, str):
+        value = [value]
+    return key, value
 
 
 def check_flags(schema: type, flags: dict[str, Any], error: type[SchemaError] = ConfigError) -> dict[str, Any]:
@@ -308,7 +293,7 @@ def _check_setting(name: str, value: Any, where: str, key: str, error: type[Sche
     field = _model_field(name)
     if field is not None:
         return check_value(*field, value, where, key, error=error)
-    known = {*FIELD_NAMES, *_model_setting_names()} - set(DERIVED_FIELDS)
+    known = {*FIELD_NAMES, *model_setting_names()} - set(DERIVED_FIELDS)
     raise error(where, key, "neither a run setting nor a model setting" + did_you_mean(name, known, paper_names())
                       + " (`xsyn settings` lists them)")
 
@@ -321,9 +306,9 @@ def check_model_settings(values: Any, where: str, key: str, error: type[SchemaEr
     for name, value in values.items():
         field = _model_field(name)
         if field is None:
-            raise error(where, f"{key}.{name}", "not a model setting" + did_you_mean(
-                name, _model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
-        values = {**values, name: check_value(*field, value, where, f"{key}.{name}", error=error)}
+            raise error(where, f"{key}.{name}" if key else name, "not a model setting" + did_you_mean(
+                name, model_setting_names(), paper_names()) + " (`xsyn settings` lists them)")
+        values = {**values, name: check_value(*field, value, where, f"{key}.{name}" if key else name, error=error)}
     return values
 
 
@@ -362,7 +347,7 @@ def _bert_hints() -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(_model_config_class()) if f.name not in NOT_MODEL_SETTINGS}
 
 
-def _model_setting_names() -> set[str]:
+def model_setting_names() -> set[str]:
     return {*_bert_hints(), *setting_fields()} - set(NOT_MODEL_SETTINGS)
 
 

@@ -233,7 +233,8 @@ def _compile_summary(config: RunConfig) -> dict[str, Any]:
 
 def _numeric_hint(config: RunConfig) -> str:
     """The settings a non-finite loss most likely comes from, as the user would change them."""
-    hint = f"lower --learning-rate (now {config.learning_rate:g}) or --max-grad-norm (now {config.max_grad_norm:g})"
+    clip = "none" if config.max_grad_norm is None else f"{config.max_grad_norm:g}"
+    hint = f"lower --learning-rate (now {config.learning_rate:g}) or --max-grad-norm (now {clip})"
     if config.mixed_precision == "fp16":
         hint += "; or train in bf16 or full precision (--mixed-precision bf16|no)"
     return hint + ", and start the run again in a new --output-dir"

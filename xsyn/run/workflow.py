@@ -14,6 +14,7 @@ Settings are merged as the command line merges them: the card's hyperparameters,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from xsyn.run.settings import MODEL_SETTINGS, RunConfig
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.errors import OptionError
 
+log = logging.getLogger(__name__)
 MODEL_FLAGS = ("gat_delta", "gat_attention")  # model settings with an option of their own (--set wins over them)
 
 
@@ -37,7 +39,7 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
 
     if resume_dir:
         config_file = _resumed_config(str(resume_dir), flags, config_file)
-    file_values = read_config_file(config_file) if config_file else {}
+    file_values = _without_other_variants(read_config_file(config_file), variant, config_file) if config_file else {}
     task = task or file_values.get("task_card") or file_values.get("task")
     if task is None:
         raise OptionError("Missing option '--task' (or a --config file that names it).")
@@ -54,10 +56,24 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
     config = resolve(task, variant, card, file_values, flags)
-    # a saved run's config.json repeated with another --variant brings its own variant's settings along
-    chosen = file_values.get(MODEL_SETTINGS, {}) if file_values.get("variant", config.variant) == config.variant else {}
-    check_variant_settings(config.variant, [*chosen, *overrides[MODEL_SETTINGS]])
+    check_variant_settings(config.variant, [*file_values.get(MODEL_SETTINGS, {}), *overrides[MODEL_SETTINGS]])
     return config, resume_dir is not None
+
+
+def _without_other_variants(file_values: dict[str, Any], variant: str | None, config_file: str | Path
+                            ) -> dict[str, Any]:
+    """A settings file of another variant's run (a saved config.json) given with --variant brings that variant's
+    model settings along: those `variant` does not take are dropped, with a note (BERT's own are kept)."""
+    from xsyn.run.setting_table import other_variants_settings
+
+    saved = file_values.get("variant")
+    model = file_values.get(MODEL_SETTINGS, {})
+    dropped = other_variants_settings(variant, model) if variant and saved not in (None, variant) else {}
+    if not dropped:
+        return file_values
+    log.warning(f"{config_file} is a run of variant {saved}: its model settings {', '.join(dropped)} are not "
+                f"settings of variant {variant}, so this run drops them")
+    return {**file_values, MODEL_SETTINGS: {name: value for name, value in model.items() if name not in dropped}}
 
 
 def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | Path | None) -> str | Path:
@@ -83,7 +99,7 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.run.evaluation_scope import check_evaluation_after_training
+    from xsyn.run.preflight import check_evaluation_after_training
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.train import finetune
 

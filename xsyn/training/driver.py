@@ -29,29 +29,12 @@ from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 from xsyn.training.processes import wait_for_everyone
+from xsyn.training.settings import LoopSettings, with_warmup
 
 logger = logging.getLogger(__name__)
 CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
 
 Batch = dict[str, torch.Tensor]
-
-
-class LoopSettings(Protocol):
-    """The settings the loop reads; `RunConfig` and `PretrainSettings` both carry them, under these names."""
-
-    seed: int
-    epochs: float
-    max_steps: int | None
-    batch_size: int
-    grad_accum: int
-    learning_rate: float
-    warmup_steps: int
-    weight_decay: float
-    max_grad_norm: float | None
-    log_every: int
-    eval_every: int | None
-    checkpointing_steps: int | str | None
-    save_total_limit: int | None
 
 
 class TrainingTask(Protocol):
@@ -150,6 +133,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     With `resume`, it continues from `folder.state` and ends as the uninterrupted run would; without
     it, what an unfinished earlier attempt left in the folder is removed first."""
     # -- setup -----------------------------------------------------------------------------------
+    settings = with_warmup(settings, task.n_rows)
     steps_per_epoch = math.ceil(task.n_rows / settings.batch_size)
     steps = total_steps(settings, task.n_rows)
     warn_long_warmup(settings, steps)

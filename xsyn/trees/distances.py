@@ -16,9 +16,9 @@ import torch
 from xsyn.trees.wordpiece import PAD, ROOT
 
 try:
-    from xsyn.trees import _kernel as _tree_kernel
+    from xsyn.trees import _kernel as tree_kernel
 except ImportError:  # installed without a C compiler: the torch ops run on CPU too
-    _tree_kernel = None
+    tree_kernel = None
 
 UNREACHABLE = torch.iinfo(torch.int16).max  # the distance of any pair that involves padding
 
@@ -33,26 +33,26 @@ def _cached_positions(size: int, device: torch.device) -> torch.Tensor:
     return torch.arange(size, device=device)
 
 
-def _eye(size: int, device: torch.device) -> torch.Tensor:
+def eye(size: int, device: torch.device) -> torch.Tensor:
     if torch.compiler.is_compiling():  # a constant of the graph; dynamo cannot trace into lru_cache
         return torch.eye(size, dtype=torch.uint8, device=device)
     return _cached_eye(size, device)
 
 
-def _positions(size: int, device: torch.device) -> torch.Tensor:
+def positions(size: int, device: torch.device) -> torch.Tensor:
     if torch.compiler.is_compiling():
         return torch.arange(size, device=device)
     return _cached_positions(size, device)
 
 
-def _as_bool(mask: torch.Tensor) -> torch.Tensor:
+def as_bool(mask: torch.Tensor) -> torch.Tensor:
     """A uint8 0/1 tensor as bool: a view in eager (no copy); a cast under torch.compile, where it fuses into the
     kernel that makes the mask, and where inductor (torch 2.11, CUDA) cannot lower a uint8 <-> bool view ("torch.bool
     is not supported by torch.iinfo": gat, sla, wla and sdoi failed to compile on an H100)."""
     return mask.to(torch.bool) if torch.compiler.is_compiling() else mask.view(torch.bool)
 
 
-def _as_uint8(mask: torch.Tensor) -> torch.Tensor:
+def as_uint8(mask: torch.Tensor) -> torch.Tensor:
     return mask.to(torch.uint8) if torch.compiler.is_compiling() else mask.view(torch.uint8)
 
 
@@ -60,7 +60,7 @@ def _as_uint8(mask: torch.Tensor) -> torch.Tensor:
 # -- ancestors, depth, distances ------------------------------------------------------------------
 
 
-def _ancestors(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
+def ancestors_of(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
     """Ancestor-or-self matrix over all N nodes, (B, N, N) uint8 0/1.
 
     By doubling on the rows: while `jump` is every node's 2^k-th ancestor (roots and padding
@@ -78,9 +78,9 @@ def _ancestors(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
     """
     b, n = parent.shape
     in_range = (parent >= PAD) & (parent < n)
-    flat = _positions(b * n, parent.device).view(b, n)  # node i of sentence s is row s * n + i
+    flat = positions(b * n, parent.device).view(b, n)  # node i of sentence s is row s * n + i
     jump = torch.where((parent >= 0) & in_range, parent + flat[:, :1], flat).view(-1)
-    anc = _eye(n, parent.device).expand(b, n, n).clone()
+    anc = eye(n, parent.device).expand(b, n, n).clone()
     rows = anc.view(b * n, n)
     on_host = parent.device.type == "cpu" and not torch.compiler.is_compiling()
     for _ in range(n.bit_length() + 1):  # 2^steps > n: every chain of parents has reached its end
@@ -115,15 +115,15 @@ class _Core(NamedTuple):
 
 def cpu_kernel_built() -> bool:
     """Whether the C kernel was built at install (else CPU uses the torch ops as well)."""
-    return _tree_kernel is not None
+    return tree_kernel is not None
 
 
-def _kernel_applies(parent: torch.Tensor) -> bool:
+def kernel_applies(parent: torch.Tensor) -> bool:
     # the kernel keeps distances (< 2 N) in int16
-    return _tree_kernel is not None and parent.device.type == "cpu" and parent.shape[1] < 16_000
+    return tree_kernel is not None and parent.device.type == "cpu" and parent.shape[1] < 16_000
 
 
-def _kernel_core(parent: torch.Tensor, size: int) -> _Core:
+def kernel_core(parent: torch.Tensor, size: int) -> _Core:
     """Ancestors, distances (int16 and float) and depth of the first `size` nodes, from the CPU kernel."""
     return _Core(*_tree_core(parent, size))
 
@@ -138,7 +138,7 @@ def _tree_core(parent: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Ten
     core = (*(torch.empty(b, size, size, dtype=dtype, device="cpu")
               for dtype in (torch.uint8, torch.int16, torch.float32)),
             torch.empty(b, size, dtype=torch.long, device="cpu"))
-    row, node = _tree_kernel.tree_core(parent.data_ptr(), b, n, size, *(x.data_ptr() for x in core))
+    row, node = tree_kernel.tree_core(parent.data_ptr(), b, n, size, *(x.data_ptr() for x in core))
     if row >= 0:
         raise ValueError(f"tree_parent[{row}, {node}] = {int(parent[row, node])}: " + _PARENTS)
     return core
@@ -153,9 +153,9 @@ def _(parent: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, torc
 
 def tree_depth(parent: torch.Tensor) -> torch.Tensor:
     """Depth of every node, (B, N) long: 0 at `[CLS]` (and at padding), 1 at sentence roots."""
-    if _kernel_applies(parent):
-        return _kernel_core(parent, parent.shape[1]).depth
-    return _ancestors(parent).sum(-1) - 1
+    if kernel_applies(parent):
+        return kernel_core(parent, parent.shape[1]).depth
+    return ancestors_of(parent).sum(-1) - 1
 
 
 def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
@@ -164,12 +164,12 @@ def ancestor_matrix(parent: torch.Tensor) -> torch.Tensor:
     Computed from the parent pointers (not from subtree spans), so it is right for
     non-projective trees too.
     """
-    if _kernel_applies(parent):
-        return _as_bool(_kernel_core(parent, parent.shape[1]).ancestors)
-    return _as_bool(_ancestors(parent))
+    if kernel_applies(parent):
+        return as_bool(kernel_core(parent, parent.shape[1]).ancestors)
+    return as_bool(ancestors_of(parent))
 
 
-def _common_ancestors(anc: torch.Tensor) -> torch.Tensor:
+def common_ancestors(anc: torch.Tensor) -> torch.Tensor:
     """(B, N, N) float32: how many ancestors-or-self nodes i and j share, depth(lca) + 1, in one
     batched matmul; its diagonal is depth + 1. (The right operand is made contiguous: a
     transposed one makes the matmul slower than the copy.) Exact for any N < 2^24."""
@@ -182,14 +182,14 @@ def _common_ancestors(anc: torch.Tensor) -> torch.Tensor:
         return torch.bmm(a, a.transpose(1, 2).contiguous())
 
 
-def _distance_matrix(common: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
+def distance_matrix(common: torch.Tensor, parent: torch.Tensor, size: int) -> torch.Tensor:
     """(B, T, T) float32 distances, +inf where either piece is padding:
     (depth_i + 1) + (depth_j + 1) - 2 * common ancestors."""
     lifted = common.diagonal(dim1=1, dim2=2)[:, :size].masked_fill(parent[:, :size] == PAD, torch.inf)
     return (lifted.unsqueeze(2) + lifted.unsqueeze(1)).add_(common[:, :size, :size], alpha=-2.0)
 
 
-def _as_int16(distances: torch.Tensor) -> torch.Tensor:
+def as_int16(distances: torch.Tensor) -> torch.Tensor:
     return distances.clamp(max=UNREACHABLE).to(torch.int16)
 
 
@@ -201,6 +201,6 @@ def tree_distances(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     depth(lca) + 1 is the number of common ancestors.
     """
     size = size or parent.shape[1]
-    if _kernel_applies(parent):
-        return _kernel_core(parent, size).distances
-    return _as_int16(_distance_matrix(_common_ancestors(_ancestors(parent)), parent, size))
+    if kernel_applies(parent):
+        return kernel_core(parent, size).distances
+    return as_int16(distance_matrix(common_ancestors(ancestors_of(parent)), parent, size))

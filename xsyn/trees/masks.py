@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from xsyn.syntax.vocab import PAD_ID, PUNCT_UPOS_ID, UPOS_SPECIAL_ID
-from xsyn.trees.distances import UNREACHABLE, _as_bool, _as_uint8, _eye, _kernel_applies, _positions, _tree_kernel
+from xsyn.trees.distances import UNREACHABLE, as_bool, as_uint8, eye, kernel_applies, positions, tree_kernel
 
 # -- masks ------------------------------------------------------------------------------------------
 #
@@ -38,7 +38,7 @@ def _within(x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tens
 
 def _with_self(mask: torch.Tensor) -> torch.Tensor:
     """Every row sees itself (so a padded row is never empty), as bool."""
-    return _as_bool(mask.bitwise_or_(_eye(mask.shape[-1], mask.device)))
+    return as_bool(mask.bitwise_or_(eye(mask.shape[-1], mask.device)))
 
 
 def gat_mask(distances: torch.Tensor, delta: int) -> torch.Tensor:
@@ -72,7 +72,7 @@ def _word_structure(word_index: torch.Tensor, cpu_kernel: bool = True) -> _Words
     first piece there. Two consecutive counted words that are both real (word index >= 0) are
     neighbours in one segment, as a `[SEP]` (no word) stands between any two segments.
     """
-    if cpu_kernel and _kernel_applies(word_index):
+    if cpu_kernel and kernel_applies(word_index):
         return _kernel_words(word_index)
     b, t = word_index.shape
     device = word_index.device
@@ -81,7 +81,7 @@ def _word_structure(word_index: torch.Tensor, cpu_kernel: bool = True) -> _Words
     ordinal = (~later).cumsum(1)
     # first_piece[b, w]: where word w (1-based) begins; later pieces write to the unread column t + 1.
     first_piece = torch.zeros(b, t + 2, dtype=torch.long, device=device)
-    first_piece.scatter_(1, ordinal.masked_fill(later, t + 1), _positions(t, device).expand(b, t))
+    first_piece.scatter_(1, ordinal.masked_fill(later, t + 1), positions(t, device).expand(b, t))
     neighbours = first_piece.gather(1, _thrice(ordinal) + _neighbour_steps(t, device))
     is_neighbour = real.gather(1, neighbours) & _thrice(real)
     return _Words(later, torch.where(is_neighbour, neighbours, _thrice(neighbours[:, :t])), ordinal)
@@ -97,7 +97,7 @@ def _word_structure_op(word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     b, t = word_index.shape
     words = tuple(torch.empty(b, size, dtype=dtype, device="cpu")  # host pointers, as in `_tree_core`
                   for size, dtype in ((t, torch.bool), (3 * t, torch.long), (t, torch.long)))
-    _tree_kernel.word_structure(word_index.data_ptr(), b, t, *(x.data_ptr() for x in words))
+    tree_kernel.word_structure(word_index.data_ptr(), b, t, *(x.data_ptr() for x in words))
     return words
 
 
@@ -115,7 +115,7 @@ def _thrice(x: torch.Tensor) -> torch.Tensor:
 def _rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """matrix[b, rows[b, i], :] for every b and i (rows (B, R)): one flat index_select, (B, R, T)."""
     b, t, _ = matrix.shape
-    flat = (rows + _positions(b, rows.device).unsqueeze(1) * t).view(-1)
+    flat = (rows + positions(b, rows.device).unsqueeze(1) * t).view(-1)
     return matrix.reshape(b * t, -1).index_select(0, flat).view(b, rows.shape[1], -1)
 
 
@@ -142,7 +142,7 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tens
     The rows k are first pieces, and a word's later pieces are leaves under its first piece, so
     D(k, first(j)) = D(k, j) - [j is a later piece]: one threshold per column, no column gather.
     """
-    words, special, row = _shared or _word_inputs(word_index, upos)
+    words, special, row = _shared or word_inputs(word_index, upos)
     always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
     # Padding needs no offset: its distance is UNREACHABLE. Every real distance is below ALWAYS - 1,
     # so a larger m changes nothing; capping it keeps the column offsets within int16.
@@ -152,7 +152,7 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tens
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
 
-def _word_inputs(word_index: torch.Tensor, upos: torch.Tensor, cpu_kernel: bool = True):
+def word_inputs(word_index: torch.Tensor, upos: torch.Tensor, cpu_kernel: bool = True):
     special = _special(upos)
     return _word_structure(word_index, cpu_kernel), special, _special_offsets(special)
 
@@ -165,7 +165,7 @@ def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Ten
     Word level, shared by a word's pieces; `[CLS]`/`[SEP]` rows and columns always visible; padded
     rows see only themselves.
     """
-    words, _, special_offsets = _shared or _word_inputs(word_index, upos)
+    words, _, special_offsets = _shared or word_inputs(word_index, upos)
     t = upos.shape[1]
     k = min(k, t)  # no two words of a segment are t apart: a larger window changes nothing
     # Segments follow each other, so a jump of k + 1 per segment puts words of different segments
@@ -185,10 +185,10 @@ def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
     """
     ordinary = (~_special(upos)).to(torch.uint8).unsqueeze(2)
-    return _with_self(_as_uint8(ancestors) & ordinary)
+    return _with_self(as_uint8(ancestors) & ordinary)
 
 
-def _sep_weights(distances: torch.Tensor) -> torch.Tensor:
+def inverse_distance_weights(distances: torch.Tensor) -> torch.Tensor:
     inv = distances.reciprocal()  # inf (padding) -> 0; the diagonal's 0 -> inf, zeroed next
     inv.diagonal(dim1=1, dim2=2).zero_()
     # Distances are symmetric, so column sums are the row sums (and summing down columns is faster).
@@ -202,4 +202,4 @@ def sep_weights(distances: torch.Tensor) -> torch.Tensor:
     and for padding. A row with nothing reachable (padding) is all zeros. `distances` are the
     int16 distances of `tree_distances`.
     """
-    return _sep_weights(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))
+    return inverse_distance_weights(distances.to(torch.float32).masked_fill_(distances >= UNREACHABLE, torch.inf))

@@ -30,21 +30,21 @@ import torch
 
 from xsyn.trees.distances import (
     UNREACHABLE,
-    _ancestors,
-    _as_bool,
-    _as_int16,
-    _common_ancestors,
-    _distance_matrix,
-    _eye,
-    _kernel_applies,
-    _kernel_core,
-    _positions,
     ancestor_matrix,
+    ancestors_of,
+    as_bool,
+    as_int16,
+    common_ancestors,
     cpu_kernel_built,
+    distance_matrix,
+    eye,
+    kernel_applies,
+    kernel_core,
+    positions,
     tree_depth,
     tree_distances,
 )
-from xsyn.trees.masks import _sep_weights, _word_inputs, gat_mask, sdoi_mask, sep_weights, sla_mask, wla_mask
+from xsyn.trees.masks import gat_mask, inverse_distance_weights, sdoi_mask, sep_weights, sla_mask, wla_mask, word_inputs
 from xsyn.trees.wordpiece import PAD, ROOT
 
 __all__ = [
@@ -70,9 +70,9 @@ def edge_relations(parent: torch.Tensor, size: int | None = None) -> torch.Tenso
     """
     t = size or parent.shape[1]
     seq = parent[:, :t]
-    pos = _positions(t, parent.device)
+    pos = positions(t, parent.device)
     head = (seq.unsqueeze(2) == pos).to(torch.uint8)  # [b, i, j]: parent(i) == j
-    relations = head * HEAD + head.transpose(1, 2) * DEPENDENT + _eye(t, parent.device) * SELF
+    relations = head * HEAD + head.transpose(1, 2) * DEPENDENT + eye(t, parent.device) * SELF
     return relations.long()
 
 
@@ -108,7 +108,7 @@ class TreeTensors:
         self.parent, self.upos, self.word_index, self.segment_id = parent, upos, word_index, segment_id
         self.size = upos.shape[1]
         self.cpu_kernel, self.host_check = cpu_kernel, host_check
-        self._core = _kernel_core(parent, self.size) if cpu_kernel and _kernel_applies(parent) else None
+        self._core = kernel_core(parent, self.size) if cpu_kernel and kernel_applies(parent) else None
 
     @classmethod
     def from_batch(cls, batch: Mapping[str, torch.Tensor], cpu_kernel: bool = True) -> TreeTensors:
@@ -119,11 +119,11 @@ class TreeTensors:
 
     @_once
     def _anc(self) -> torch.Tensor:
-        return _ancestors(self.parent, self.host_check)
+        return ancestors_of(self.parent, self.host_check)
 
     @_once
     def _common(self) -> torch.Tensor:
-        return _common_ancestors(self._anc)
+        return common_ancestors(self._anc)
 
     @_once
     def depth(self) -> torch.Tensor:
@@ -136,23 +136,23 @@ class TreeTensors:
     def ancestors(self) -> torch.Tensor:
         """(B, T, T) bool, see `ancestor_matrix`."""
         anc = self._core.ancestors if self._core else self._anc[:, : self.size, : self.size]
-        return _as_bool(anc)
+        return as_bool(anc)
 
     @_once
     def _float_distances(self) -> torch.Tensor:
         """(B, T, T) float32, +inf at padding."""
         if self._core:
             return self._core.float_distances
-        return _distance_matrix(self._common, self.parent, self.size)
+        return distance_matrix(self._common, self.parent, self.size)
 
     @_once
     def distances(self) -> torch.Tensor:
         """(B, T, T) int16, see `tree_distances`."""
-        return self._core.distances if self._core else _as_int16(self._float_distances)
+        return self._core.distances if self._core else as_int16(self._float_distances)
 
     @_once
     def _word_inputs(self):
-        return _word_inputs(self.word_index, self.upos, self.cpu_kernel)
+        return word_inputs(self.word_index, self.upos, self.cpu_kernel)
 
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)
@@ -168,7 +168,7 @@ class TreeTensors:
         return sdoi_mask(self.ancestors, self.upos)
 
     def sep_weights(self) -> torch.Tensor:
-        return _sep_weights(self._float_distances)
+        return inverse_distance_weights(self._float_distances)
 
     @_once
     def edge_relations(self) -> torch.Tensor:

@@ -1,11 +1,11 @@
 """One registry class for every extensible name in xsyn: syntax variants, parsers, model heads, task kinds,
 metrics, data readers and encoder families.
 
-    VARIANTS = Registry("variant", group="xsyn.variants", of=SyntaxVariant, name_of=lambda v: v.name)
-    VARIANTS.add("gat", "xsyn.models.variants.gat:VARIANT")   # a "module:attribute" target, imported when read
-    VARIANTS["gat"]                                          # the object
-    VARIANTS["gta"]  # UnknownName: unknown variant 'gta'; choose one of none, gat, ...; did you mean 'gat'?
-    "gat" in VARIANTS, list(VARIANTS), VARIANTS.names()      # names only: nothing is imported
+    REGISTRY = Registry("variant", group="xsyn.variants", of=SyntaxVariant, name_of=lambda v: v.name)
+    REGISTRY.add("gat", "xsyn.models.variants.gat:VARIANT")   # a "module:attribute" target, imported when read
+    REGISTRY["gat"]                                          # the object
+    REGISTRY["gta"]  # UnknownName: unknown variant 'gta'; choose one of none, gat, ...; did you mean 'gat'?
+    "gat" in REGISTRY, list(REGISTRY), REGISTRY.names()      # names only: nothing is imported
 
 A registry is a read-only `Mapping` from names to objects. Its targets are objects or "module:attribute"
 strings, imported on first lookup (so listing a registry, as the command line does, loads nothing). Another

@@ -14,19 +14,21 @@ import dataclasses
 import typing
 from typing import Any
 
+from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the run settings read it here
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
 
-VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", {
+BUILT_IN = {
     "none": "xsyn.models.variants.none:VARIANT",
     "gat": "xsyn.models.variants.gat:VARIANT",
     "sla": "xsyn.models.variants.sla:VARIANT",
     "wla": "xsyn.models.variants.wla:VARIANT",
     "sdoi": "xsyn.models.variants.sdoi:VARIANT",
     "sep": "xsyn.models.variants.sep:VARIANT",
-}, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name, error=SyntaxConfigError)
-VARIANTS = tuple(VARIANT_REGISTRY)  # the built-in variants
-DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+}
+VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", BUILT_IN, group="xsyn.variants", of=SyntaxVariant,
+                                                     name_of=lambda variant: variant.name, error=SyntaxConfigError)
+VARIANTS = tuple(BUILT_IN)  # the built-in variants (no plug-in's: every registered one is `variant_names()`)
 
 
 @dataclasses.dataclass(frozen=True)

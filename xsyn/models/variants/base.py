@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from xsyn.utils.schema import SchemaError
 
+DEFAULT_VARIANT = "gat"  # what a run fine-tunes unless told
+
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
@@ -57,7 +59,7 @@ class CommonSettings:
     """The `XsynBertConfig` fields of every variant (declared here, without transformers, so that the
     command line can list and check the model settings without loading torch)."""
 
-    variant: str = "gat"
+    variant: str = DEFAULT_VARIANT
     syntax_layers: list[int] | None = None
     num_intents: int | None = None
     num_slot_labels: int | None = None

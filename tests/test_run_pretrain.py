@@ -121,8 +121,8 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
     assert code != 0 and "Error: --gat-delta: must be >= 1, got 0" in output  # finetune's form (issue 38)
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--set", "gat_layer=6",
                              "--output-dir", str(tmp_path)])
-    assert code != 0 and "--set: gat_layer: neither a run setting nor a model setting; did you mean 'gat_layers'?" \
-        in output
+    assert code != 0 and "--set: gat_layer: neither a pre-training setting nor a model setting; did you mean " \
+        "'gat_layers'?" in output
     (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
     assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output

@@ -11,7 +11,7 @@ warm-up step:
 - the allocations alive at the peak, grouped by the ATen op that made them (its nearest backward node in
   the backward), forward (F) or backward (B): which tensors a variant adds at its peak.
 
-    python benchmarks/scripts/step_memory.py --variants none,gat,sep --dtype bfloat16 --batch-size 8
+    python scripts/step_memory.py --variants none,gat,sep --dtype bfloat16 --batch-size 8
 
 Reads torch's profiler event tree (`experimental_event_tree`, a private interface): a diagnostic, not part
 of the package.

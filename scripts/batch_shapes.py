@@ -1,7 +1,7 @@
 """Issue 44's padding and shape targets, measured on real English rows: the shared PAWS-X and XNLI dev files used
 as training data (no training file is available), mBERT's vocabulary, batch 32, max length 128.
 
-    HF_HUB_OFFLINE=1 python benchmarks/scripts/batch_shapes.py [--shared ../shared/data] [--epochs 3]
+    HF_HUB_OFFLINE=1 python scripts/batch_shapes.py [--shared ../shared/data] [--epochs 3]
         [--langs en,zh] [--work DIR] [--json OUT]
 
 Per task and batching (`default`: xsyn's settings; `random`: random batches padded to their longest row, as
@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BATCHINGS = {"default": {}, "random": {"group_by_length": False, "pad_to_multiple_of": 1, "max_batch_lengths": None}}
 TARGETS = {"padded_share": 0.12, "training_shapes": 10, "evaluation_shapes": 12}
 
