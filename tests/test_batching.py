@@ -143,8 +143,8 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     assert xsyn, "the xsyn console script is not installed next to this Python"
     vocab = write_vocab(tmp_path / "vocab.txt")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
-    out = subprocess.run([xsyn, "bench", "loop", "--task", "synth", "--model", "tiny", "--tokenizer", str(vocab),
-                          "--steps", "2", "--batch-size", "8", "--set", "train_lang=svo", "--set", "warmup_steps=0",
+    out = subprocess.run([xsyn, "bench", "loop", "--task", "synth", "--model", "tiny", "--set", f"tokenizer={vocab}",
+                          "--steps", "2", "--set", "batch_size=8", "--set", "train_lang=svo", "--set", "warmup_steps=0",
                           "--set", "max_train_examples=40", "--set", "max_eval_examples=24", "--json"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -77,7 +77,10 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
     if unknown or not batchings:
         raise OptionError(f"--batching {','.join(unknown) or '(none)'}: choose among {', '.join(BATCHINGS)}")
     work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-loop-"))
-    config, _ = finetune_settings(task, variant or baseline_name(), sets=list(sets), model=model, tokenizer=tokenizer,
+    sets = list(sets)  # `variant=NAME` among them chooses the variant, as `variant` does
+    variant = next((s.partition("=")[2] for s in sets if s.startswith("variant=")), variant)
+    sets = [s for s in sets if not s.startswith("variant=")]
+    config, _ = finetune_settings(task, variant or baseline_name(), sets=sets, model=model, tokenizer=tokenizer,
                                   data_dir=data_dir, parser=parser, max_steps=steps + 1, eval_every=steps + 1,
                                   seed=seed, batch_size=batch_size, max_length=max_length,
                                   cache_dir=str(work / "cache"))

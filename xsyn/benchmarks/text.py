@@ -153,6 +153,13 @@ def model_text(figures: dict[str, Any], layers: int, hidden: int, seq_len: int, 
                                               figures["encoders"].items()})])
 
 
+def loop_output(result: dict[str, Any], as_json: bool) -> str:
+    """What `xsyn bench loop` prints: the figures as one JSON object, or as `loop_text`."""
+    import json
+
+    return json.dumps(result) if as_json else loop_text(result)
+
+
 def loop_text(result: dict[str, Any]) -> str:
     """`run_loop_bench`'s figures: one line per batching and timing, then the batches' shapes and padding."""
     lines = [f"{result['task']}, {result['model']} ({result['variant']}), batch {result['batch_size']}, max length "

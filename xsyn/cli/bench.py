@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
-from xsyn.benchmarks.text import eval_text, loop_text, model_json, model_text, parse_text, syntax_text
+from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
@@ -17,8 +17,7 @@ from xsyn.models.defaults import COMPILE_MODES, TINY
 @bench.command(name="syntax")
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="Treebank file to run on (the README's figure: UD_English-EWT dev).")
-@click.option("--tokenizer", required=True, help="A vocab.txt, a tokenizer folder or a hub name "
-                                                 "(the README's figure: mBERT's vocab.txt).")
+@click.option("--tokenizer", required=True, help="A vocab.txt, tokenizer folder or hub name (README: mBERT's).")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per batch.")
 @click.option("--repeats", type=int, default=5, show_default=True, help="Timed passes; the best counts.")
 @click.option("--device", default="cpu", show_default=True,
@@ -30,16 +29,12 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     from xsyn.benchmarks.syntax import run_syntax_bench
 
     result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, check_device(device))
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(syntax_text(result))
+    click.echo(json.dumps(result) if as_json else syntax_text(result))
 
 
 @bench.command(name="model")
-@click.option("--variants", default=None,
-              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
-                   "registered variant].")
+@click.option("--variants", default=None, help="Comma-separated variants to time; the baseline (`none`) is always "
+              "included [default: every registered variant].")
 @click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
 @click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
 @click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
@@ -106,15 +101,11 @@ def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches,
                as_json) -> None:
-    """Per-pair cost of generalized evaluation, and the data-wait share of training (measured, and simulated at a
-    given step time)."""
+    """Per-pair cost of generalized evaluation; training's data-wait share (measured, and simulated at a step time)."""
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
                             train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
                             simulated_batches=simulated_batches)
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(eval_text(result))
+    click.echo(json.dumps(result) if as_json else eval_text(result))
 
 
 @bench.command(name="parse")
@@ -137,8 +128,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
-    """Sentences/s of corpus parsing at 1, 2 and N worker processes against what the machine gives N
-    independent processes, and the parse cache's rates at scale."""
+    """Sentences/s of parsing at 1, 2 and N workers against what N processes get; the parse cache's rates."""
     from xsyn.benchmarks.parse import run_parse_bench
 
     try:
@@ -147,35 +137,18 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
         raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
     result = run_parse_bench(parser_name, input_path, lang, counts, max_sentences, cache_entries, cache_lookups,
                              repeats, ceiling_loop)
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(parse_text(result))
+    click.echo(json.dumps(result) if as_json else parse_text(result))
 
 
 @bench.command(name="loop")
 @click.option("--task", required=True, help="The task card whose training rows are batched.")
 @click.option("--model", required=True, help="The model to train (hub name, checkpoint folder or tiny).")
-@click.option("--variant", default=None, help="The variant [default: the baseline, none].")
-@click.option("--tokenizer", default=None, help="Needed for tiny (e.g. mBERT's vocab.txt).")
-@click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Folder with the task's files.")
-@parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="[default: the card's]")
-@click.option("--max-length", type=click.IntRange(min=2), default=None, help="[default: the card's, else 128]")
-@click.option("--batching", default="default,random", show_default=True,
-              help="Comma-separated batchings, each timed: default (the run's settings) and random (random "
-                   "batches padded to their longest row, as before length grouping was the default).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any run setting, as finetune takes it.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seeds the model and the batch order.")
+@click.option("--batching", default="default,random", show_default=True, help="default, random (as before issue 44).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A run setting (data_dir, variant, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_loop(task, model, variant, tokenizer, data_dir, parser, steps, batch_size, max_length, batching, sets, seed,
-               as_json) -> None:
-    """The real training loop against the bare forward, backward and optimizer step on the same batches:
-    examples/s, loop/bare, step seconds, padded share, distinct shapes and the first occurrence's cost."""
+def bench_loop(task, model, steps, batching, sets, as_json) -> None:
+    """The real training loop against the bare step on the same batches, per batching (`xsyn.benchmarks.loop`)."""
     from xsyn.benchmarks.loop import run_loop_bench
 
-    result = run_loop_bench(task, model, variant=variant, tokenizer=tokenizer, data_dir=data_dir, parser=parser,
-                            steps=steps, batch_size=batch_size, max_length=max_length,
-                            batchings=[name for name in batching.split(",") if name], sets=sets, seed=seed)
-    click.echo(json.dumps(result) if as_json else loop_text(result))
+    click.echo(loop_output(run_loop_bench(task, model, steps=steps, batchings=batching.split(","), sets=sets), as_json))

@@ -105,8 +105,7 @@ def data_options(fn):
               "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "
               "batch shapes (and recompiles) arise.")
 @click.option("--pad-to-multiple-of", type=click.IntRange(min=1), default=None,
-              help="Pad each batch's length up to a multiple of N, in training and evaluation, at most "
-              "max_batch_lengths (--set; default 8) lengths a run [default: 8; 1: the longest input].")
+              help="Pad batches (training, evaluation) to a multiple of N [default: 8; 1: the longest input].")
 @click.option("--eval-every", type=int, default=None,
               help="Validation every N steps [default: each epoch].")
 @click.option("--max-train-examples", type=int, default=None, help="Use only the first N training examples.")
@@ -120,9 +119,7 @@ def data_options(fn):
               "(as pretrain-gat's; the same as --set gat_delta) [default: the card's].")
 @click.option("--gat-attention", type=click.Choice(GAT_ATTENTIONS), default=None,
               help="dot: the paper's eq. 2; additive: the released code's (the same as --set gat_attention).")
-@click.option("--group-by-length/--random-batches", default=None,
-              help="Training batches of similar lengths (less padding, faster), or random ones as in the papers "
-              "[default: --group-by-length].")
+@click.option("--group-by-length/--random-batches", default=None, help="Batches of similar lengths or the papers'.")
 @data_options
 @click.option("--gat-init", type=click.Path(exists=True, file_okay=False), default=None,
               help="Initialise the GAT from an `xsyn pretrain-gat` output folder.")
