@@ -144,7 +144,7 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
 @click.option("--task", required=True, help="The task card whose training rows are batched.")
 @click.option("--model", required=True, help="The model to train (hub name, checkpoint folder or tiny).")
 @click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")
-@click.option("--batching", default="default,random", show_default=True, help="default, random (as before issue 44).")
+@click.option("--batching", default="default,random", show_default=True, help="default; random: unsorted, unrounded.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A run setting (data_dir, variant, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_loop(task, model, steps, batching, sets, as_json) -> None:
