@@ -58,9 +58,9 @@ def test_the_ladder_is_the_least_padding_of_every_choice():
 
 def test_a_collated_batch_takes_the_padded_length():
     rows = [{"input_ids": np.arange(1, n + 1), "token_type_ids": np.zeros(n, dtype=np.int64)} for n in (5, 11)]
-    batch = collate_trees(rows, syntax=False, pad_to=PaddedLength(8, (16, 40)))
+    batch = collate_trees(rows, tree_fields=(), pad_to=PaddedLength(8, (16, 40)))
     assert batch["input_ids"].shape == (2, 16) and batch["attention_mask"].sum().item() == 16
-    assert collate_trees(rows, syntax=False)["input_ids"].shape == (2, 11)
+    assert collate_trees(rows, tree_fields=())["input_ids"].shape == (2, 11)
 
 
 def test_batch_figures_count_real_and_padded_tokens_and_distinct_shapes():
@@ -101,6 +101,9 @@ class _SumModel(torch.nn.Module):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(1))
         self.shapes: list[tuple[int, int]] = []
+
+    def batch_tree_fields(self) -> tuple[str, ...]:  # it reads no syntax field
+        return ()
 
     def forward(self, input_ids, attention_mask, **_):
         self.shapes.append(tuple(input_ids.shape))

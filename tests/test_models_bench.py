@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +23,7 @@ from xsyn.benchmarks.model import (
     synthetic_batch,
 )
 from xsyn.cli import main
+from xsyn.data.synth import write_vocab
 from xsyn.models.variants import VARIANTS
 from xsyn.trees.tensors import TreeTensors
 
@@ -167,3 +173,66 @@ def test_on_a_cpu_a_step_slowed_by_waiting_keeps_its_cpu_time_ratio(monkeypatch)
     assert rows["none"]["cpu_time_ratio"] == 1.0 and rows["none"]["cpu_seconds"] > 0  # (all threads' CPU time)
     assert rows["sep"]["step_seconds"] >= 0.03 and rows["sep"]["cpu_seconds"] < 0.03
     assert rows["sep"]["cpu_time_ratio"] < rows["sep"]["step_time_ratio"] / 2
+
+
+SHAPE = {"--layers": "1", "--hidden": "16", "--heads": "2", "--seq-len": "8", "--vocab-size": "50",
+         "--batch-size": "1"}
+
+
+def _with(**changed):
+    options = {**SHAPE, **{f"--{name.replace('_', '-')}": value for name, value in changed.items()}}
+    return [part for option, value in options.items() if value is not None for part in (option, value)]
+
+
+@pytest.mark.parametrize("path", [["--repeats", "1"], ["--count-ops"]])
+@pytest.mark.parametrize("changed, error", [
+    ({"heads": "3"}, "--hidden 16 is not a multiple of --heads 3: each head takes an equal share"),
+    ({"layers": "0"}, "--layers 0: give an integer of at least 1"),
+    ({"layers": "-1"}, "--layers -1: give an integer of at least 1"),
+    ({"hidden": "0"}, "--hidden 0: give an integer of at least 1"),
+    ({"heads": "0"}, "--heads 0: give an integer of at least 1"),
+    ({"vocab_size": "1"}, "--vocab-size 1: give an integer of at least 6"),
+    ({"vocab_size": "5"}, "--vocab-size 5: give an integer of at least 6"),
+    ({"batch_size": "0"}, "--batch-size 0: give an integer of at least 1"),
+    ({"seq_len": "2"}, "--seq-len 2: give an integer of at least 3"),
+    ({"seed": "-1"}, "--seed -1: give an integer of at least 0"),
+])
+def test_every_shape_option_is_checked_on_every_path_before_a_model_is_built(path, changed, error):
+    result = CliRunner().invoke(main, ["bench", "model", "--variants", "gat", *_with(**changed), *path])
+    assert result.exit_code == 2 and f"Error: {error}" in result.output, result.output
+
+
+@pytest.mark.parametrize("extra, unused", [
+    (["--compile"], "--compile"), (["--repeats", "3"], "--repeats"), (["--peak-tflops", "100"], "--peak-tflops"),
+    (["--encoders", "mbert"], "--encoders"), (["--skip-plain-bert"], "--skip-plain-bert"),
+])
+def test_an_option_count_ops_would_not_use_is_refused(extra, unused):
+    result = CliRunner().invoke(main, ["bench", "model", *_with(), "--count-ops", *extra])
+    assert result.exit_code == 2 and f"{unused} would not be used: drop it, or drop --count-ops" in result.output
+
+
+def test_a_shape_option_beside_encoders_is_refused_and_a_variants_own_rule_is_named_at_the_shape():
+    result = CliRunner().invoke(main, ["bench", "model", "--encoders", "mbert", "--layers", "2"])
+    assert result.exit_code == 2 and "--encoders measures each published shape as it is; --layers would not be used" \
+        in result.output
+    result = CliRunner().invoke(main, ["bench", "model", *_with(layers="2"), "--variants", "sla", "--count-ops"])
+    assert result.exit_code == 0, result.output  # a shape the variant takes runs
+
+
+def test_bench_options_through_the_installed_command(tmp_path):
+    xsyn = shutil.which("xsyn", path=str(Path(sys.executable).parent))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([xsyn, "bench", "model", *_with(heads="3"), "--count-ops"], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "Error: --hidden 16 is not a multiple of --heads 3" in done.stderr
+    conllu = Path(__file__).parents[1] / "xsyn" / "examples" / "example.conllu"
+    vocab = write_vocab(tmp_path / "vocab.txt")
+    for option, value in (("--batch-size", "0"), ("--repeats", "0"), ("--batch-size", "-3")):
+        done = subprocess.run([xsyn, "bench", "syntax", "--conllu", str(conllu), "--tokenizer", str(vocab), option,
+                               value], capture_output=True, text=True, env=env)
+        assert done.returncode == 2 and f"Error: {option} {value}: give an integer of at least 1" in done.stderr
+    done = subprocess.run([xsyn, "bench", "eval", "--langs", "svo,sox", "--max-steps", "1"], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 2 and ("Error: --langs: task 'synth' has no language sox (it has svo, sov, vso, ovs); "
+                                     "did you mean 'vso'?") in done.stderr

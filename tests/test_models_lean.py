@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 from xsyn.benchmarks.model import build, count_ops, step_ops, synthetic_batch, train_step
-from xsyn.models.attention import additive_mask, attention_mask_for, safe_attention
+from xsyn.models.attention import SDPA_BACKENDS, additive_mask, attention_backends, attention_mask_for
 from xsyn.models.variants import VARIANTS, baseline_name
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.tensors import TreeTensors
@@ -176,8 +177,51 @@ def test_lengths_padded_to_a_multiple_keep_every_tree_tensor(small_tokenizer):
     assert not b.gat_mask(4)[:, :t, t:].any()  # real pieces never see the added padding
 
 
-def test_the_safe_attention_context_changes_nothing_off_cuda():
-    assert type(safe_attention(torch.zeros(2, 64))).__name__ == "nullcontext"
+def sdpa_choice() -> tuple[bool, list[int]]:
+    """Whether SDPA may take cuDNN's backend now, and the backends it may take, in the order it tries them."""
+    enabled = {SDPBackend.FLASH_ATTENTION: torch._C._get_flash_sdp_enabled(),
+               SDPBackend.EFFICIENT_ATTENTION: torch._C._get_mem_efficient_sdp_enabled(),
+               SDPBackend.MATH: torch._C._get_math_sdp_enabled(), SDPBackend.CUDNN_ATTENTION: False}
+    order = [b for b in torch._C._get_sdp_priority_order() if enabled.get(SDPBackend(b), False)]
+    return torch._C._get_cudnn_sdp_enabled(), order
+
+
+CHOSEN = (False, [int(b) for b in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)])
+
+
+def test_on_cuda_attention_tries_flash_then_memory_efficient_then_math_and_never_cudnn():
+    assert list(SDPA_BACKENDS) == [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    before = (sdpa_choice(), torch._C._get_sdp_priority_order())
+    with attention_backends(torch.device("cuda", 0)):
+        assert sdpa_choice() == CHOSEN
+    assert (sdpa_choice(), torch._C._get_sdp_priority_order()) == before  # restored on leaving
+    assert type(attention_backends(torch.device("cpu"))).__name__ == "nullcontext"  # the CPU: nothing changes
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_attention_of_a_forward_pass_runs_under_the_chosen_backends(variant, monkeypatch):
+    """Every SDPA call of a model's forward (BERT's layers, the variant's own attention), here with the inputs
+    taken to be on CUDA; training, evaluation and prediction all run this forward. The GAT alone (`syntax_probe`,
+    pre-training) too."""
+    import xsyn.models.gat as gat
+    import xsyn.models.modeling as modeling
+
+    seen, sdpa = [], F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(sdpa_choice())
+        return sdpa(*args, **kwargs)
+
+    as_if_cuda = lambda device: attention_backends(torch.device("cuda", 0))  # noqa: E731
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(modeling, "attention_backends", as_if_cuda)
+    monkeypatch.setattr(gat, "attention_backends", as_if_cuda)
+    model = build(variant, TINY, 0, "cpu")
+    batch = synthetic_batch(2, 12, TINY["vocab_size"], 0)
+    model(**batch)
+    if variant == "gat":
+        gat.syntax_probe(model, **batch)
+    assert seen and all(choice == CHOSEN for choice in seen), seen
 
 
 @pytest.mark.parametrize("seq_len", [64, 192])

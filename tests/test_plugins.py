@@ -5,6 +5,9 @@ setting of its own (group `xsyn.variants`), a task kind (`xsyn.task_kinds`) with
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,6 +80,7 @@ balanced_accuracy = xsyn_outside:BalancedAccuracy
 """
 
 REGISTRIES = (VARIANT_REGISTRY, KINDS, METRICS)
+XSYN = shutil.which("xsyn", path=str(Path(sys.executable).parent))  # the installed console script
 
 
 def install(folder: Path, entry_points: str = ENTRY_POINTS, module: str = PLUGIN) -> None:
@@ -166,16 +170,110 @@ def test_the_built_in_name_lists_stay_built_in_with_a_plugin_installed(outside):
     assert "balanced_accuracy" not in metrics and every_metric == (*metrics, "balanced_accuracy")
 
 
-def test_a_broken_or_clashing_entry_point_is_named_with_its_package(outside):
-    install(outside, "[xsyn.metrics]\nbalanced_accuracy = xsyn_outside:VARIANT\n")
-    with pytest.raises(PluginError, match=r"entry point balanced_accuracy = xsyn_outside:VARIANT \(group "
-                                          r"xsyn.metrics, package xsyn-outside\) must name a "
-                                          r"xsyn.metrics.base.Metric whose name is 'balanced_accuracy'"):
-        METRICS["balanced_accuracy"]
-    install(outside, "[xsyn.task_kinds]\npair-classification = xsyn_outside:KIND\n")
-    with pytest.raises(PluginError,
-                       match="must name a xsyn.data.kinds.base.TaskKind whose name is 'pair-classification'"):
-        KINDS.names()
+BROKEN = PLUGIN + '''
+
+@dataclass
+class Claims:
+    gat_residual: bool = True  # gat's own setting: taking it would change every gat run
+
+
+class Claiming(Scaled):
+    name = "claiming"
+    settings = Claims
+
+
+class OnBert(Scaled):
+    name = "on-bert"
+    settings = dataclass(type("OnBertSettings", (), {"__annotations__": {"hidden_dropout_prob": float},
+                                                     "hidden_dropout_prob": 0.9}))
+
+
+class Untyped(Scaled):
+    name = "untyped"
+    settings = {"factor": 1.0}
+
+
+class Gat(Scaled):
+    name = "gat"
+
+
+CLAIMING, ON_BERT, UNTYPED, GAT = Claiming(), OnBert(), Untyped(), Gat()
+'''
+
+BROKEN_POINTS = """[xsyn.variants]
+claiming = xsyn_outside:CLAIMING
+on-bert = xsyn_outside:ON_BERT
+untyped = xsyn_outside:UNTYPED
+gat = xsyn_outside:GAT
+gone = xsyn_outside_missing:VARIANT
+
+[xsyn.task_kinds]
+broken-kind = xsyn_outside_raises:KIND
+
+[xsyn.metrics]
+balanced_accuracy = xsyn_outside:VARIANT
+"""
+
+# what each broken entry point is refused for, after "entry point NAME = TARGET (group G, package xsyn-outside) "
+REFUSALS = {
+    (VARIANT_REGISTRY, "claiming"): "declares gat_residual, which variant 'gat' declares already",
+    (VARIANT_REGISTRY, "on-bert"): "declares hidden_dropout_prob, which bert's config declares already",
+    (VARIANT_REGISTRY, "untyped"): "declares settings = {'factor': 1.0}, which is not a settings schema",
+    (VARIANT_REGISTRY, "gone"): "cannot be loaded (ModuleNotFoundError: No module named 'xsyn_outside_missing')",
+    (KINDS, "broken-kind"): "cannot be loaded (RuntimeError: its import failed)",
+    (METRICS, "balanced_accuracy"): "must name a xsyn.metrics.base.Metric whose name is 'balanced_accuracy'",
+}
+
+
+def test_a_broken_plugin_is_left_out_with_one_warning_and_refused_by_name(outside, caplog):
+    from xsyn.data.kinds import label_columns
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.variants import all_variants, get_variant, model_settings
+
+    (outside / "xsyn_outside_raises.py").write_text("raise RuntimeError('its import failed')\n", encoding="utf-8")
+    install(outside, BROKEN_POINTS, BROKEN)
+    with caplog.at_level("WARNING", logger="xsyn"):
+        for _ in range(2):  # read twice, warned once
+            variants = [variant.name for variant in all_variants()]
+            settings = model_settings()
+            assert "labels" in label_columns() and "accuracy" in dict(METRICS.items())
+    assert variants == ["none", "gat", "sla", "wla", "sdoi", "sep"]  # the gat of the package is not xsyn's
+    assert get_variant("gat").__class__.__module__ == "xsyn.models.variants.gat"
+    assert settings["gat_residual"] == (bool, False) and "hidden_dropout_prob" not in settings
+    config = XsynBertConfig(variant="gat", num_hidden_layers=1, hidden_size=32, num_attention_heads=2)
+    assert config.gat_residual is False and config.hidden_dropout_prob == 0.1  # nothing the plugins declared
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == len(set(warnings)) == len(REFUSALS) + 1
+    assert any("entry point gat = xsyn_outside:GAT (group xsyn.variants, package xsyn-outside) takes the name 'gat' "
+               "of xsyn's own variant: it is refused" in warning for warning in warnings)
+    for (registry, name), problem in REFUSALS.items():
+        where = f"entry point {name} = "
+        assert sum(warning.startswith(where) and problem in warning for warning in warnings) == 1, (name, warnings)
+        with pytest.raises(PluginError) as refused:  # asked for by name: its error, naming the package
+            registry[name]
+        assert str(refused.value).startswith(where) and "package xsyn-outside)" in str(refused.value)
+        assert problem in str(refused.value)
+
+
+def test_the_command_line_goes_on_past_a_broken_plugin_and_names_it_when_asked_for(tmp_path):
+    """As a user meets it: an installed package whose parser and variant cannot be imported."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "xsyn_outside.py").write_text("raise ImportError('no module named mistyped')\n", encoding="utf-8")
+    info = site / "xsyn_outside-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xsyn-outside\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[xsyn.parsers]\nflat = xsyn_outside:ENTRY\n[xsyn.variants]\n"
+                                           "mine = xsyn_outside:VARIANT\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
+    helped = subprocess.run([XSYN, "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and "Commands:" in helped.stdout and "Traceback" not in helped.stderr
+    assert helped.stderr.count("entry point flat = xsyn_outside:ENTRY (group xsyn.parsers, package xsyn-outside) "
+                               "cannot be loaded (ImportError: no module named mistyped)") == 1
+    asked = subprocess.run([XSYN, "settings", "--variant", "mine"], capture_output=True, text=True, env=env)
+    assert asked.returncode == 1 and "Traceback" not in asked.stderr
+    assert ("Error: entry point mine = xsyn_outside:VARIANT (group xsyn.variants, package xsyn-outside) cannot be "
+            "loaded (ImportError: no module named mistyped); fix or uninstall that package") in asked.stderr
 
 
 def test_the_registry_loads_lazily_and_names_the_choices():

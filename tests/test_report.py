@@ -3,7 +3,12 @@
 import csv
 import json
 import math
+import os
+import shutil
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -172,11 +177,28 @@ def test_baselines_of_another_split_are_named_in_the_notes(tmp_path):
     write_report(report, tmp_path / "out")
     test, validation = report.experiments
     assert test.comparisons == [] and validation.systems == []
-    assert test.notes == ["no --baseline runs for pawsx/test/accuracy (the baselines are "
-                          "pawsx/validation/accuracy): no deltas"]
-    assert validation.notes == ["only --baseline runs for pawsx/validation/accuracy (the runs are "
+    assert test.notes == ["the --baseline runs are of another split (pawsx/validation/accuracy), none of "
+                          "pawsx/test/accuracy: no deltas (a baseline is compared with runs of its own task, split "
+                          "and metric)"]
+    assert validation.notes == ["only --baseline runs for pawsx/validation/accuracy (the runs are of another split: "
                                 "pawsx/test/accuracy): no deltas"]
-    assert "(the baselines are pawsx/validation/accuracy)" in (tmp_path / "out" / "report.md").read_text()
+    assert "runs are of another split (pawsx/validation/accuracy)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_baseline_of_another_task_is_named_as_such_not_as_a_missing_baseline(tmp_path):
+    gat = write_run(tmp_path, "gat", per_language={"en": 90.0, "de": 80.0, "fr": 78.0, "zh": 70.0})
+    xnli = write_run(tmp_path, "xnli-none", variant="none", task="xnli",
+                     per_language={"en": 85.0, "de": 75.0, "fr": 74.0, "zh": 65.0})
+    result = subprocess.run([shutil.which("xsyn", path=str(Path(sys.executable).parent)), "report", str(gat),
+                             "--baseline", str(xnli), "--analysis", "family", "--output-dir", str(tmp_path / "out")],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert ("Error: --analysis family reads gains over a baseline, and no run has one: the --baseline runs are of "
+            "xnli/test/accuracy, the runs of pawsx/test/accuracy; give baseline runs of the runs' task, split and "
+            "metric") in result.stderr
+    pawsx, _ = build_report([gat], [xnli]).experiments
+    assert pawsx.notes == ["the --baseline runs are of another task (xnli/test/accuracy), none of pawsx/test/accuracy: "
+                           "no deltas (a baseline is compared with runs of its own task, split and metric)"]
 
 
 def test_a_baseline_seed_passed_as_a_run_is_pointed_out(tmp_path):

@@ -5,7 +5,12 @@ scipy's cosine distance, rho and its exact p from scipy's spearmanr and permutat
 
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from importlib.resources import files
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,6 +140,47 @@ def test_a_las_text_file_and_its_errors(tmp_path):
     listing.write_text('{"de": {"uas": 0.9}}')
     with pytest.raises(ReportError, match=r"las.tsv: de: LAS None is not a number"):
         read_parser_scores(listing)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("en 91\nde 0.86\n", r"las.tsv:2: LAS 0.86 is a share \(0-1\), and .*las.tsv:1: LAS 91 a percentage \(0-100\): "
+                        "give every LAS on one scale"),
+    ('{"en": {"las": 0.91}, "de": {"las": 86}}', r"las.tsv: en: LAS 0.91 is a share \(0-1\), and .*las.tsv: de: LAS 86 "
+                                                 "a percentage"),
+    ("en 91\nde 186\n", r"las.tsv:2: LAS 186 is out of range; give a share from 0 to 1 .* or a percentage from 0 "
+                       "to 100"),
+    ('{"de": -0.2}', r"las.tsv: de: LAS -0.2 is out of range"),
+    ("", r"las.tsv: no LAS in it; give one line `lang LAS` per language"),
+    ("lang LAS\n# none yet\n", r"las.tsv: no LAS in it"),
+    ("{}", r"las.tsv: no LAS in it"),
+    ("en 91\nde 86\nde 60\n", r"las.tsv:3: a second LAS for de \(the first: .*las.tsv:2\); give each language once"),
+    ('{"de": 0.8, "de": 0.7}', r"las.tsv: de: a second LAS for de \(the first: .*las.tsv: de\)"),
+])
+def test_las_values_are_on_one_scale_in_range_once_each_and_there_are_some(tmp_path, text, error):
+    listing = tmp_path / "las.tsv"
+    listing.write_text(text)
+    with pytest.raises(ReportError, match=error):
+        read_parser_scores(listing)
+
+
+def test_a_las_language_no_run_has_is_named_with_a_did_you_mean(tmp_path, caplog):
+    report = make_report(tmp_path)
+    listing = tmp_path / "las.tsv"
+    listing.write_text("en 91\ndeu 86\nnl 84\nes 88\nzh 71\n")
+    with caplog.at_level("WARNING", logger="xsyn"):
+        (parser,) = analyse(report, AnalysisSettings(("parser",), read_parser_scores(listing), str(listing)))
+    assert caplog.messages == [f"{listing}:2: LAS for deu, a language no run has (left out); did you mean 'de'?"]
+    assert [point.label for point in parser.points] == ["en", "nl", "es", "zh"]
+    listing.write_text("eng 91\ndeu 86\n")
+    result = subprocess.run([shutil.which("xsyn", path=str(Path(sys.executable).parent)), "report",
+                             *[str(tmp_path / f"gat{seed}") for seed in GAT], *[f"--baseline={tmp_path / f'none{seed}'}"
+                                                                                 for seed in NONE],
+                             "--analysis", "parser", "--parser-quality", str(listing), "--output-dir",
+                             str(tmp_path / "out")], capture_output=True, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (f"Error: {listing}: none of its languages (eng, deu) is one a run has (de, en, es, fr, ja, nl, zh): give "
+            "the LAS of the runs' languages, by the codes their results use; did you mean 'en'?") in result.stderr
 
 
 def test_welch_gains_combine_both_sides_sd(tmp_path):

@@ -2,13 +2,18 @@
 
 import base64
 import html
+import html.parser
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from markdown_it import MarkdownIt
 from test_report import labelled, write_run
 
 from xsyn.cli import main
@@ -171,3 +176,60 @@ def test_chromium_loads_the_page_offline_without_errors_and_every_section_is_dra
     for text, top, bottom in probe["boxes"]:  # each heading and what follows it are drawn: not a blank band
         low, high = image.crop((0, top, 1200, bottom)).getextrema()
         assert high - low > 100, f"section {text!r} ({top}-{bottom} px) is blank in the screenshot"
+
+
+EVIL = ("[click](http://evil.example/a) <a href='http://evil.example/b'>b</a> <script>alert(1)</script> "
+        "[j](javascript:alert(2)) <http://evil.example/c> ![i](http://evil.example/d.png) a|b &amp; `x`\n# heading")
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.srcs, self.scripts = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.hrefs += [attrs["href"]] if "href" in attrs else []
+        self.srcs += [attrs["src"]] if "src" in attrs else []
+        self.scripts += tag == "script"
+
+
+def test_text_from_results_files_is_escaped_and_puts_no_live_link_or_script_in_the_page(tmp_path):
+    """Every string a results file carries that the report shows (a system, a seed, a task, a language, a cap, a
+    missing language, a parser in a note) holds a markdown link, raw HTML, a script, a javascript: URL, an autolink
+    and an image: the page the console script writes links only into itself and runs only its own script."""
+    run = write_run(tmp_path / "runs", "gat", variant=f"gat {EVIL}", task=f"t {EVIL}", seed=f"1 {EVIL} ../../../escape",
+                    per_language={"en": 90.0, f"de {EVIL}": 80.0},
+                    config={"train_lang": "en", "max_steps": EVIL, "parser": f"chain {EVIL}"})
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**results, "missing_languages": [EVIL], "train_parser": "gold",
+                                                  "run_dir": str(tmp_path / "runs")}))
+    (tmp_path / "runs" / "training_curves.png").write_bytes(plots.training_curves_png(
+        [{"step": 0, "lr": 1e-4, "loss": 1.0}, {"step": 1, "lr": 1e-4, "loss": 0.5}], title="curves"))
+    out = tmp_path / "out"
+    done = subprocess.run([shutil.which("xsyn", path=str(Path(sys.executable).parent)), "report", str(run), "--html",
+                           "--output-dir", str(out)], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    page = _Links()
+    page.feed((out / "report.html").read_text(encoding="utf-8"))
+    assert page.hrefs and all(href.startswith("#") for href in page.hrefs)
+    assert page.srcs and all(src.startswith("data:image/png;base64,") for src in page.srcs)
+    assert page.scripts == 1  # the page's own (sorting)
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    tokens = [t for block in MarkdownIt("commonmark").enable("table").parse(markdown) for t in block.children or []]
+    assert not [t for t in tokens if t.type in ("link_open", "html_inline")]
+    assert all(not str(t.attrGet("src")).startswith(("http", "/", ".")) for t in tokens if t.type == "image")
+    assert markdown.count("\\[click\\](http://evil.example/a)") >= 4 and "\n# heading" not in markdown
+    assert sorted(p.name for p in out.rglob("curves-*.png"))[0].startswith("curves-gat_")  # the seed is no path
+    assert not list(tmp_path.glob("escape*")) and not list((tmp_path / "runs").glob("escape*"))
+
+
+def test_the_page_drops_a_link_and_refuses_an_image_the_report_did_not_write(tmp_path):
+    page = _Links()
+    page.feed(html_page([Part("see [x](http://evil.example/a), <http://evil.example/b> and [in](#contents)",
+                              tmp_path)], "t"))
+    assert page.hrefs == ["#main", "#contents"]  # the skip link, and the one into the page
+    for src in ("http://evil.example/i.png", "/etc/passwd", "../report.json"):
+        with pytest.raises(ReportError, match="which is not a file in its folder"):
+            html_page([Part(f"![i]({src})", tmp_path)], "t")

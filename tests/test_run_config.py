@@ -93,7 +93,7 @@ def test_a_card_key_below_a_table_header_names_the_table_it_is_in():
     (["warmup_steps=-5"], "--set: warmup_steps: must be >= 0, got -5"),
     (["eval_every=0"], "--set: eval_every: must be >= 1, got 0"),
     (["max_train_examples=0"], "--set: max_train_examples: must be >= 1, got 0"),
-    (["mixed_precision=fp8"], "--set: mixed_precision: 'fp8' is not one of no, fp16, bf16"),
+    (["mixed_precision=fp8"], "--set: mixed_precision: 'fp8' is not one of auto, no, fp16, bf16"),
     (["batch_size=10", "grad_accum=3"], "settings: batch_size 10 is not divisible by grad_accum 3"),
     (["learnin_rate=0.1"], "--set: learnin_rate: neither a run setting nor a model setting; did you mean "
                            "'learning_rate'?"),

@@ -51,6 +51,10 @@ def test_the_best_checkpoint_has_a_card_saying_what_it_is_and_how_it_was_made(ru
     assert "@inproceedings{ahmad-etal-2021-syntax" in text and "@inproceedings{devlin-etal-2019-bert" in text
     assert "Not evaluated yet" in text
     assert "AutoModelForSequenceClassification" in text
+    # the default precision, `auto`, as it resolved on the CPU, in every record of the run
+    assert json.loads((run / "config.json").read_text())["mixed_precision"] == "no"
+    assert json.loads((run / "train_results.json").read_text())["mixed_precision"] == "no"
+    assert "| mixed_precision | no |" in text
     assert str(run.parent) not in (run / "best" / "README.md").read_text()  # no local folder named
 
 
@@ -68,6 +72,7 @@ def test_evaluate_adds_its_table_to_the_card(run):
     res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--quiet"])
     assert res.exit_code == 0, res.output
     results = json.loads((run / "eval-test" / "results.json").read_text())
+    assert results["mixed_precision"] == "no"  # what the evaluation computed in
     card = ModelCard.load(run / "best" / "README.md")
     for lang, score in results["per_language"].items():
         assert f"| {lang} | {score:.2f} | {results['n_examples'][lang]} |" in card.text

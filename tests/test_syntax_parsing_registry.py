@@ -107,22 +107,38 @@ def test_a_third_party_parser_registers_through_an_entry_point_and_runs_everywhe
 @pytest.mark.parametrize("line, message", [
     ("flat = xsyn_flat_plugin:NOT_AN_ENTRY", "must name a xsyn.syntax.parsing.ParserEntry whose name is 'flat'"),
     ("other = xsyn_flat_plugin:ENTRY", "whose name is 'other'"),
-    ("stanza = xsyn_flat_plugin:ENTRY", "whose name is 'stanza'"),
     ("flat = xsyn_flat_plugin:MISSING", "cannot be loaded (AttributeError"),
 ])
-def test_a_broken_plugin_is_named_with_its_package(tmp_path, monkeypatch, line, message):
+def test_a_broken_plugin_is_left_out_with_a_warning_and_named_with_its_package_when_chosen(tmp_path, monkeypatch,
+                                                                                          caplog, line, message):
     install_plugin(tmp_path, monkeypatch, line)
+    with caplog.at_level("WARNING", logger="xsyn"):
+        assert resolve_parser_choice("chain").name == "chain"  # another parser: the broken one stops nothing
+    assert [message in record.getMessage() and "package xsyn-flat-plugin" in record.getMessage()
+            for record in caplog.records] == [True]
     with pytest.raises(ParserPluginError, match=re.escape(message)) as caught:
-        resolve_parser_choice("chain")
+        resolve_parser_choice(line.split(" =")[0])
     assert "package xsyn-flat-plugin" in str(caught.value)
 
 
-def test_a_plugin_cannot_take_a_builtin_name(tmp_path, monkeypatch):
+def test_a_plugin_parser_whose_class_cannot_be_imported_is_named_when_built(tmp_path, monkeypatch):
+    install_plugin(tmp_path, monkeypatch, "flat = xsyn_flat_plugin:ENTRY")
+    (tmp_path / "xsyn_flat_plugin.py").write_text(PLUGIN.replace('"xsyn_flat_plugin:FlatParser"',
+                                                                 '"xsyn_flat_gone:FlatParser"'), encoding="utf-8")
+    with pytest.raises(ParserPluginError, match=re.escape(
+            "entry point flat = xsyn_flat_plugin:ENTRY (group xsyn.parsers, package xsyn-flat-plugin): its parser "
+            "xsyn_flat_gone:FlatParser cannot be loaded (ModuleNotFoundError: No module named 'xsyn_flat_gone')")):
+        build_parser("flat")
+
+
+def test_a_plugin_cannot_take_a_builtin_name(tmp_path, monkeypatch, caplog):
     install_plugin(tmp_path, monkeypatch, "stanza = xsyn_flat_plugin:ENTRY")
     (tmp_path / "xsyn_flat_plugin.py").write_text(PLUGIN.replace('ParserEntry("flat"', 'ParserEntry("stanza"'),
                                                   encoding="utf-8")
-    with pytest.raises(ParserPluginError, match="registers the name 'stanza', which is already taken"):
-        registered_parsers()
+    with caplog.at_level("WARNING", logger="xsyn"):
+        assert registered_parsers()["stanza"] is BUILTIN_PARSERS[0]  # xsyn's own keeps its name
+    assert ("entry point stanza = xsyn_flat_plugin:ENTRY (group xsyn.parsers, package xsyn-flat-plugin) takes the "
+            "name 'stanza' of xsyn's own parser: it is refused") in caplog.text
 
 
 def test_an_argument_is_required_exactly_where_the_entry_takes_one():

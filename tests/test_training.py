@@ -60,6 +60,46 @@ def test_a_max_length_beyond_the_models_positions_is_refused_naming_both_numbers
     assert "--max-length 100 is longer than the 64 positions" in res.output
 
 
+def test_a_pad_to_multiple_of_past_the_models_positions_is_refused_before_training(common, tmp_path):
+    """Batches of --max-length pieces rounded up to the multiple must fit the position table (it failed in the first
+    forward pass): the installed command names the option, the length it pads to and the model's positions."""
+    out = tmp_path / "run"
+    xsyn = shutil.which("xsyn", path=str(Path(sys.executable).parent))
+    res = subprocess.run([xsyn, "finetune", *common, "--output-dir", str(out), "--pad-to-multiple-of", "1024"],
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert ("--pad-to-multiple-of 1024: a batch of --max-length 48 pieces is padded to 1024, beyond the 512 positions "
+            "the model tiny has (max_position_embeddings): choose --pad-to-multiple-of 512 (the largest that fits) or "
+            "a divisor of 512 such as 64") in res.stderr
+    assert not out.exists()  # refused when the run was resolved, before its folder or data
+    # any multiple that pads past them: 100 pieces to a multiple of 64 is 128, beyond 104 positions (52 pads to 104)
+    res = finetune(*common, "--output-dir", str(out), "--max-length", "100", "--set", "max_position_embeddings=104",
+                   "--pad-to-multiple-of", "64")
+    assert res.exit_code != 0 and ("--pad-to-multiple-of 64: a batch of --max-length 100 pieces is padded to 128, "
+                                   "beyond the 104 positions the model tiny has (max_position_embeddings): choose "
+                                   "--pad-to-multiple-of 52 (the largest that fits) or a divisor of 104 such as 8"
+                                   ) in res.output
+
+
+def test_positions_that_start_after_padding_leave_fewer_for_the_input(tmp_path):
+    """XLM-R counts positions from its padding index + 1: of 66, 64 hold pieces (65 failed in the forward pass)."""
+    from transformers import XLMRobertaConfig
+
+    from xsyn.data.cards import load_card
+    from xsyn.run.settings import ConfigError, resolve
+
+    XLMRobertaConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     max_position_embeddings=66, pad_token_id=1).save_pretrained(tmp_path)
+    flags = {"model": str(tmp_path), "parser": "chain"}
+    assert resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 64}).max_length == 64
+    with pytest.raises(ConfigError, match=r"--max-length 65 is longer than the 64 positions the model .* has "
+                                          r"\(max_position_embeddings 66, less 2: its positions start after padding\)"):
+        resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 65})
+    with pytest.raises(ConfigError, match="--pad-to-multiple-of 48: a batch of --max-length 60 pieces is padded to 96, "
+                                          "beyond the 64 positions"):
+        resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 60, "pad_to_multiple_of": 48})
+
+
 def test_a_diverging_run_stops_at_the_step_naming_the_learning_rate_and_never_keeps_a_nan_model(common, tmp_path):
     out = tmp_path / "run"
     res = finetune(*common, "--output-dir", str(out), "--set", "learning_rate=1e30", "--max-steps", "6",

@@ -13,6 +13,7 @@ rows draws other masks than two over 16.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from safetensors.torch import load_file, save_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.variants import variant_names
 from xsyn.training.loop import LinearSchedule, Stepper, labelled_pieces
 
 # Float reassociation moves the weights by up to 1.2e-6 (torch 2.11, AVX-512); the per-share mean it
@@ -163,9 +165,21 @@ def host_reads(monkeypatch):
     return counter
 
 
-def test_a_step_reads_the_device_once_outside_the_models_forward(host_reads):
-    """The losses and the gradient norm come back in one transfer (they were two: `.tolist()` and `float(norm)`);
-    on a GPU each read waits for every queued kernel."""
+def paused(counter: HostReads, function):
+    """`function`, its reads not counted."""
+    def run(*args, **kwargs):
+        counter.paused = True
+        try:
+            return function(*args, **kwargs)
+        finally:
+            counter.paused = False
+    return run
+
+
+def sentence_stepper(max_grad_norm: float, counter: HostReads):
+    """A tiny `none` sentence classifier's Stepper on the CPU, with 8 rows, and its forward (which logs the loss
+    twice); AdamW's reads are not counted: its step counters live on the host on any device (unless fused), so
+    reading them makes no wait."""
     from accelerate import Accelerator
 
     from xsyn.models.configuration import XsynBertConfig
@@ -174,30 +188,140 @@ def test_a_step_reads_the_device_once_outside_the_models_forward(host_reads):
     accelerator = Accelerator(cpu=True)
     model = HEAD_CLASSES["sequence"](XsynBertConfig(vocab_size=64, variant="none", num_labels=3, **SHAPE))
     model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-3))
-    data = rows("sentence")[:8]
+    optimizer.step = paused(counter, optimizer.step)
 
-    def paused(function):
-        def run(*args, **kwargs):
-            host_reads.paused = True
-            try:
-                return function(*args, **kwargs)
-            finally:
-                host_reads.paused = False
-        return run
-
-    @paused  # what transformers' forward reads is not the loop's
     def forward(inputs):
         losses = model(**inputs)
         return {"loss": losses.loss, "twice": 2 * losses.loss.detach()}
 
-    # nor what AdamW reads: its step counters live on the CPU (unless fused), so they make no wait
-    optimizer.step = paused(optimizer.step)
-    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, 2), 1.0, seed=1)
+    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, 2), max_grad_norm, seed=1)
+    return stepper, collator(rows("sentence")[:8]), forward
+
+
+def test_a_step_reads_the_device_once(host_reads):
+    """The losses and the gradient norm come back in one transfer (they were two: `.tolist()` and `float(norm)`);
+    on a GPU each read waits for every queued kernel."""
+    stepper, collate, forward = sentence_stepper(1.0, host_reads)
     with host_reads:
-        record = stepper.step(0, list(range(8)), collator(data), forward)
+        record = stepper.step(0, list(range(8)), collate, forward)
     assert host_reads.reads == 1
     assert record.losses["twice"] == pytest.approx(2 * record.losses["loss"])
     assert record.grad_norm is not None and record.grad_norm > 0
+
+
+def test_without_clipping_the_step_makes_no_clipping_pass_and_reports_no_norm(host_reads, monkeypatch):
+    """max_grad_norm 0: neither the norm nor the scaling runs (clipping to infinity ran both); the one read
+    still brings the losses."""
+    stepper, collate, forward = sentence_stepper(0.0, host_reads)
+    monkeypatch.setattr(stepper.accelerator, "clip_grad_norm_", lambda *a, **k: pytest.fail("a clipping pass ran"))
+    with host_reads:
+        record = stepper.step(0, list(range(8)), collate, forward)
+    assert host_reads.reads == 1 and record.grad_norm is None
+    assert record.losses["twice"] == pytest.approx(2 * record.losses["loss"]) and record.losses["loss"] > 0
+
+
+def test_a_run_without_clipping_logs_its_losses_and_no_gradient_norm(tmp_path):
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+
+    from xsyn.training.driver import train
+    from xsyn.training.folder import RunFolder
+
+    torch.manual_seed(0)
+    data = torch.randn(8, 3)
+    task = SimpleNamespace(model=torch.nn.Linear(3, 1), n_rows=8, description="linear", hint="", count_items=None,
+                           batches_of_epoch=lambda epoch: [[0, 1, 2, 3], [4, 5, 6, 7]],
+                           collate=lambda indices: {"x": data[indices]}, evaluate=lambda: None,
+                           on_best=lambda state, result: None)
+    task.forward = lambda batch: {"loss": task.model(batch["x"]).pow(2).mean()}
+    settings = SimpleNamespace(seed=1, epochs=1.0, max_steps=None, batch_size=4, grad_accum=1, learning_rate=0.1,
+                               warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0, log_every=1, eval_every=None,
+                               checkpointing_steps=None, save_total_limit=None)
+    train(settings, task, Accelerator(cpu=True), RunFolder(tmp_path), show_progress=False)
+    lines = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2]
+    assert all(line["loss"] > 0 and "grad_norm" not in line for line in lines)  # absent, not a made-up number
+
+
+TINY_SHAPE = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+              "vocab_size": 100, "max_position_embeddings": 64}
+
+
+def tree_rows(lengths: list[int]) -> list[dict]:
+    """Feature rows of random trees, `lengths` pieces long (so batches of them are padded), as the data gives
+    them: a label and the row's `example_index`."""
+    from xsyn.benchmarks.model import synthetic_batch
+
+    out = []
+    for index, length in enumerate(lengths):
+        row = synthetic_batch(1, length, TINY_SHAPE["vocab_size"], index)
+        out.append({**{k: v[0].numpy() for k, v in row.items() if k not in ("attention_mask", "labels")},
+                    "labels": index % 2, "example_index": index})
+    return out
+
+
+@pytest.mark.parametrize("variant", variant_names())  # the registry's: a variant added later is checked too
+def test_an_eager_step_of_every_variant_reads_the_device_once_and_copies_only_what_it_reads(host_reads, variant,
+                                                                                            monkeypatch):
+    """One eager training step of each variant on a padded batch, as fine-tuning takes it (its collate, the
+    copy, the forward with the variant's losses, the backward, clipping, the update): the loop's one read and
+    nothing else. transformers' padding check (`padding_mask.all()`) was a second read in every variant's step.
+    The copy to the device holds the model's inputs and the variant's tree fields, never `example_index`."""
+    from accelerate import Accelerator
+
+    import xsyn.training.loop as loop
+    from xsyn.benchmarks.model import build
+    from xsyn.run.inference import batch_collate
+
+    accelerator = Accelerator(cpu=True)
+    model = build(variant, TINY_SHAPE, 0, "cpu")
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-3))
+    optimizer.step = paused(host_reads, optimizer.step)  # host step counters: no wait (see sentence_stepper)
+    data, collate = tree_rows([9, 14, 6, 12]), batch_collate(model, 0, with_labels=True)
+    copied, to_device = [], loop.to_device
+    monkeypatch.setattr(loop, "to_device", lambda batch, device: copied.append(set(batch)) or to_device(batch, device))
+
+    def forward(inputs):
+        out = model(**inputs)
+        return {"loss": out.loss, **(out.syntax_losses or {})}
+
+    stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, 2), 1.0, seed=1)
+    with host_reads:
+        record = stepper.step(0, [0, 1, 2, 3], lambda indices: collate([data[i] for i in indices]), forward)
+    assert host_reads.reads == 1 and record.grad_norm > 0
+    tree_fields = model.batch_tree_fields()
+    assert tree_fields is not None  # every variant xsyn ships declares what it reads
+    assert copied == [{"input_ids", "attention_mask", "token_type_ids", "labels", *tree_fields}]
+
+
+def test_a_variant_that_does_not_declare_its_tree_fields_gets_them_all_and_none_gets_none():
+    from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.variants import get_variant
+    from xsyn.models.variants.base import SyntaxVariant
+    from xsyn.run.inference import make_collate
+    from xsyn.trees.wordpiece import SYNTAX_FIELDS
+
+    class Undeclared(SyntaxVariant):  # a plug-in written before `tree_fields`
+        name = "undeclared"
+
+    config = XsynBertConfig(variant="none")
+    everything = {field.name for field in SYNTAX_FIELDS}
+    assert Undeclared().collated_fields(config) is None and Undeclared().batch_fields(config) == ()
+    assert everything <= set(make_collate(0, tree_fields=None)(tree_rows([5, 7])))
+    assert get_variant("none").collated_fields(config) == ()
+    assert not everything & set(make_collate(0, tree_fields=())(tree_rows([5, 7])))
+
+
+def test_a_batch_without_padding_reaches_the_model_without_an_attention_mask():
+    """Read on the host from the collated batch: the model then builds no mask (on a GPU: the Flash kernel)."""
+    from xsyn.run.inference import make_collate, model_inputs
+
+    padded, full = (make_collate(0, tree_fields=())(tree_rows(lengths)) for lengths in ([5, 7], [6, 6]))
+    assert "attention_mask" in model_inputs(padded, with_labels=True)
+    assert "attention_mask" not in model_inputs(full, with_labels=True)
+    assert "example_index" not in model_inputs(full, with_labels=True)
+    assert "labels" not in model_inputs(full, with_labels=False)
 
 
 def test_parameters_are_checked_finite_by_one_read(host_reads):

@@ -28,6 +28,8 @@ from typing import Any
 
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
+from xsyn.utils.errors import OptionError
+from xsyn.utils.schema import did_you_mean
 
 
 def simulated_data_wait(rows: Sequence[Any], plan: Sequence[Sequence[int]], collate: Callable,
@@ -53,8 +55,12 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     from xsyn.run.train import finetune
     from xsyn.training.folder import eval_partial
 
-    work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
     card = load_card(task)
+    unknown = [lang for lang in langs or () if lang not in card.languages]
+    if unknown:  # found now, not after the training it would follow
+        raise OptionError(f"--langs: task {card.name!r} has no language {', '.join(unknown)} (it has "
+                          f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
+    work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
     if task == "synth" and tokenizer is None:
         from xsyn.data.synth import write_vocab
 

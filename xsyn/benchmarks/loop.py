@@ -145,10 +145,11 @@ def _task(config, data: dict[str, Any]) -> _TimedTask:
 
     from xsyn.run.train import build_run_model
     from xsyn.training.folder import RunFolder
+    from xsyn.training.precision import run_precision
 
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
-    accelerator = Accelerator(mixed_precision=config.mixed_precision)
+    accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
     return _TimedTask(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
                       data["train"], data["dev"])
 

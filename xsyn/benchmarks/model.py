@@ -147,11 +147,20 @@ def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert
         return classes.heads["sequence"](classes.config(variant=variant, num_labels=2, **shape)).train()
 
 
+def step_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int, device: str) -> dict[str, torch.Tensor]:
+    """`synthetic_batch` on `device`, as a training step hands a batch to the model (`model_inputs`: its inputs,
+    and no attention mask where no row is padded)."""
+    from xsyn.run.inference import model_inputs
+
+    batch = model_inputs(synthetic_batch(batch_size, seq_len, vocab_size, seed), with_labels=True)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 def model_batch(variant: str, batch: dict) -> dict:
     """A plain row takes only the encoder's own inputs."""
     if not variant.startswith(PLAIN):
         return batch
-    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels") if k in batch}
 
 
 def _autocast(device: str, dtype: str):
@@ -248,7 +257,7 @@ def count_ops(variants: list[str], shape: dict, batch_size: int, seq_len: int, s
               dtype: str = "float32", family: str = "bert") -> dict[str, dict[str, Any]]:
     """Per variant (eager, after one warm-up step): the ops of one training step, in all and by op, and their
     ratio to the baseline's (`none`)."""
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     results = {}
     for variant in variants:
         model = build(variant, shape, seed, device, family)
@@ -271,7 +280,7 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
     compiled graphs (1 + recompiles: every variant's forward is one graph)."""
     from xsyn.models.compiled import compile_model, compiled_graphs
 
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
     runners = {v: compile_model(m, compile_mode) if compile_mode else m for v, m in models.items()}
@@ -327,7 +336,7 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     import torch
 
     model = build(baseline_name(), shape, seed, device, family)
-    batch = {k: v.to(device) for k, v in synthetic_batch(batch_size, seq_len, shape["vocab_size"], seed).items()}
+    batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     embeddings = model.base_model.embeddings
     words = embeddings.word_embeddings.weight
     total = sum(p.numel() for p in model.parameters())
@@ -362,8 +371,9 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
 
 
 
-def run_model_bench(variants: Sequence[str] | None = None, layers: int = 12, hidden: int = 768, heads: int = 12,
-                    seq_len: int = 128, batch_size: int | None = None, vocab_size: int = 2000,
+def run_model_bench(variants: Sequence[str] | None = None, layers: int | None = None, hidden: int | None = None,
+                    heads: int | None = None, seq_len: int = 128, batch_size: int | None = None,
+                    vocab_size: int | None = None,
                     repeats: int | None = None, seed: int = 0, device: str = "cpu", dtype: str = "float32",
                     peak: float | None = None, plain_bert: bool = True, encoders: Sequence[str] | None = None,
                     compile_mode: str | None = None, ops_only: bool = False) -> dict[str, Any]:
@@ -371,9 +381,11 @@ def run_model_bench(variants: Sequence[str] | None = None, layers: int = 12, hid
     always) at a random model of the given shape (timed compiled with `compile_mode`; with `ops_only` the ops
     of one eager step are counted instead, `ops`), or with
     `encoders` at each published shape in turn with what its embedding matrix costs; `peak`: the device's
-    peak TFLOP/s for `dtype` [default: `peak_tflops`'s]. Returns the settings it ran at (device, dtype,
-    batch_size, seq_len, repeats, peak_tflops) and `rows` ({row: `measure`'s figures}) or
-    `encoders` ({name: {"rows", "embedding"}})."""
+    peak TFLOP/s for `dtype` [default: `peak_tflops`'s]. The shape's options left None take bert-base's
+    (`options.DEFAULT_SHAPE`); every option is checked first (`xsyn.benchmarks.options`). Returns the settings it
+    ran at (device, dtype, batch_size, seq_len, repeats, peak_tflops, and the shape: layers, hidden) and `rows`
+    ({row: `measure`'s figures}) or `encoders` ({name: {"rows", "embedding"}})."""
+    from xsyn.benchmarks import options
     from xsyn.benchmarks.device import check_device
 
     baseline, registered = baseline_name(), variant_names()
@@ -382,19 +394,27 @@ def run_model_bench(variants: Sequence[str] | None = None, layers: int = 12, hid
     unknown = [v for v in chosen if v not in registered]
     if unknown:
         raise OptionError(f"--variants: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(registered)}")
+    options.check_path(ops_only, repeats=repeats, peak=peak, compile_mode=compile_mode, encoders=encoders,
+                       plain_bert=plain_bert)
+    options.at_least(1, batch_size=batch_size, repeats=repeats)
+    options.at_least(3, seq_len=seq_len)  # [CLS], a word, [SEP]
+    options.at_least(0, seed=seed)
+    size = options.model_shape(layers, hidden, heads, vocab_size, encoders)
+    shape = size and {"num_hidden_layers": size["layers"], "hidden_size": size["hidden"],
+                      "num_attention_heads": size["heads"], "intermediate_size": 4 * size["hidden"],
+                      "vocab_size": size["vocab_size"], "max_position_embeddings": max(512, seq_len)}
+    shapes = [("bert", shape)] if shape else [(family, config) for _, family, config in _encoder_shapes(encoders,
+                                                                                                      seq_len)]
+    options.check_variant_shapes(chosen, shapes)
     device = check_device(device)
     gpu = device.startswith("cuda")
     batch_size, repeats = batch_size or (32 if gpu else 2), repeats or (20 if gpu else 5)
-    if repeats < 1 or seq_len < 3 or batch_size < 1:
-        raise OptionError("--repeats and --batch-size must be >= 1 and --seq-len >= 3")
     ran = {"device": device, "dtype": dtype, "batch_size": batch_size, "seq_len": seq_len, "repeats": repeats,
-           "peak_tflops": peak or peak_tflops(device, dtype)}
+           "peak_tflops": peak or peak_tflops(device, dtype), **(size or {})}
     timing = {"batch_size": batch_size, "seq_len": seq_len, "repeats": repeats, "seed": seed, "device": device,
               "dtype": dtype}
     measured = {**timing, "peak": ran["peak_tflops"], "warmup": 3 if gpu else 1, "plain_bert": plain_bert,
                 "compile_mode": compile_mode}
-    shape = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-             "intermediate_size": 4 * hidden, "vocab_size": vocab_size, "max_position_embeddings": max(512, seq_len)}
     if ops_only:
         return {**ran, "ops": count_ops(chosen, shape, batch_size, seq_len, seed, device, dtype)}
     if encoders is None:

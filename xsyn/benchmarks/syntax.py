@@ -58,6 +58,9 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
                      device: str = "cpu") -> dict[str, Any]:
     """Measure the figures; `tokenizer` is a tokenizer object or a spec for `load_tokenizer`; the tree tensors
     are built on `device`."""
+    from xsyn.benchmarks.options import at_least
+
+    at_least(1, batch_size=batch_size, repeats=repeats)
     if isinstance(tokenizer, (str, Path)):
         from xsyn.models.presets import load_tokenizer
 

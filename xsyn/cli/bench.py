@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
+from xsyn.benchmarks.options import DEFAULT_SHAPE
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
@@ -35,14 +36,13 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @bench.command(name="model")
 @click.option("--variants", default=None, help="Comma-separated variants to time; the baseline (`none`) is always "
               "included [default: every registered variant].")
-@click.option("--layers", type=int, default=12, show_default=True, help="Encoder layers of the random model.")
-@click.option("--hidden", type=int, default=768, show_default=True, help="Hidden size of the random model.")
-@click.option("--heads", type=int, default=12, show_default=True, help="Attention heads of the random model.")
+@click.option("--layers", type=int, help=f"Encoder layers of the random model [default: {DEFAULT_SHAPE['layers']}].")
+@click.option("--hidden", type=int, help=f"Hidden size of the random model [default: {DEFAULT_SHAPE['hidden']}].")
+@click.option("--heads", type=int, help=f"Attention heads of the random model [default: {DEFAULT_SHAPE['heads']}].")
 @click.option("--seq-len", type=int, default=128, show_default=True, help="Word pieces per input.")
 @click.option("--batch-size", type=int, default=None, help="Inputs per step [default: 32 on a GPU, 2 on CPU].")
-@click.option("--vocab-size", type=int, default=2000, show_default=True,
-              help="Vocabulary of the random model (small: the embedding table does not change the ratios; "
-                   "119547 is mBERT's).")
+@click.option("--vocab-size", type=int, help="Vocabulary of the random model (small: the embedding table does not "
+              f"change the ratios; 119547 is mBERT's) [default: {DEFAULT_SHAPE['vocab_size']}].")
 @click.option("--repeats", type=int, default=None, help="Interleaved timing rounds [default: 20 on a GPU, 5 on CPU].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random model and batch.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
@@ -68,10 +68,10 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object {row: {"step_time_ratio": x, "peak_memory_ratio": y, ...}}, '
                    'one row per variant and plain_bert; with --encoders {encoder: {"rows": ..., "embedding": ...}}.')
-def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_len: int, batch_size: int | None,
-                vocab_size: int, repeats: int | None, seed: int, device: str, dtype: str, peak_tflops: float | None,
-                skip_plain_bert: bool, encoders: str | None, compile_mode: str | None, count_ops: bool,
-                as_json: bool) -> None:
+def bench_model(variants: str | None, layers: int | None, hidden: int | None, heads: int | None, seq_len: int,
+                batch_size: int | None, vocab_size: int | None, repeats: int | None, seed: int, device: str,
+                dtype: str, peak_tflops: float | None, skip_plain_bert: bool, encoders: str | None,
+                compile_mode: str | None, count_ops: bool, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
     from xsyn.benchmarks.model import run_model_bench
@@ -81,7 +81,7 @@ def bench_model(variants: str | None, layers: int, hidden: int, heads: int, seq_
                               plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
                               encoders=[name for name in encoders.split(",") if name] if encoders is not None else None)
     click.echo(json.dumps(model_json(figures)) if as_json
-               else model_text(figures, layers, hidden, seq_len, dtype, compile_mode))
+               else model_text(figures, figures.get("layers"), figures.get("hidden"), seq_len, dtype, compile_mode))
 
 
 @bench.command(name="eval")

@@ -98,8 +98,8 @@ def data_options(fn):
               "processes); the batch stays --batch-size [default: 1].")
 @click.option("--max-length", type=int, default=None, help="Word pieces per input; longer ones are windowed "
               "(tagging, QA) or truncated (classification) [default: the card's, else 128].")
-@click.option("--mixed-precision", type=click.Choice(MIXED_PRECISIONS), default=None,
-              help="Train in bf16 or fp16 autocast [default: no].")
+@click.option("--mixed-precision", metavar="[" + "|".join(MIXED_PRECISIONS) + "]", default=None, help="bf16 or fp16 "
+              "autocast, or float32 (no) [default: auto: bf16 on a GPU that has it, else float32; recorded as chosen].")
 @click.option("--torch-compile", type=click.Choice(COMPILE_MODES), is_flag=False, flag_value="default", default=None,
               metavar="[MODE]", help="Compile the model with torch.compile: default, reduce-overhead (CUDA graphs) "
               "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "

@@ -39,7 +39,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -422,13 +422,14 @@ def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_id
 
 
 def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 0,
-                     syntax: bool = True, pad_to: PaddedLength | None = None) -> dict[str, Any]:
+                     tree_fields: Collection[str] | None = None, pad_to: PaddedLength | None = None
+                     ) -> dict[str, Any]:
     """A training/eval batch: `xsyn.trees.batch.collate_trees` plus the label columns (per-piece ones
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
     import torch
 
     choices = "choice_lengths" in features[0]
-    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, syntax=syntax,
+    batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, tree_fields,
                           pad_to=pad_to)
     if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
         batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)

@@ -16,7 +16,16 @@ from xsyn.experiments.experiment_file import ExperimentError
 
 MEASURED, EXTRAPOLATED, COUNTED, GIVEN, UNKNOWN = "measured", "extrapolated", "counted", "given", "unknown"
 PRECISION_DTYPES = {"no": "float32", "bf16": "bfloat16", "fp16": "float16"}  # mixed_precision -> bench dtype
+BF16_DEVICES = ("h100", "h200")  # GPUs with native bfloat16: where `mixed_precision = "auto"` trains in bf16
 
+
+def bench_dtype(mixed_precision: str, device: str) -> str:
+    """The bench rows (dtype) of a cell's `mixed_precision` on `device` (a plan's device, or the name a benchmark
+    gives it): `auto` as it resolves there (`xsyn.training.precision`)."""
+    from xsyn.training.precision import resolve_precision
+
+    gpu = any(name in device.lower() for name in BF16_DEVICES)
+    return PRECISION_DTYPES[resolve_precision(mixed_precision, bf16_gpu=gpu)]
 
 
 @dataclass(frozen=True)

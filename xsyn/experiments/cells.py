@@ -38,6 +38,7 @@ from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
 from xsyn.syntax.parse import NO_PARSE_ENV, segments_parsed
 from xsyn.training.folder import RunFolder, eval_results
+from xsyn.training.precision import same_precision
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
@@ -240,7 +241,9 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     then, now = _moved_from(saved.get("output_dir"), folder)
     saved = {key: _moved(value, then, now) for key, value in saved.items()}
     differ = sorted(key for key in set(saved) | set(config) if key not in BOOKKEEPING_FIELDS
-                    and saved.get(key) != config.get(key))
+                    and saved.get(key) != config.get(key)
+                    # a run records what `auto` precision resolved to where it ran
+                    and not (key == "mixed_precision" and same_precision(saved.get(key), config.get(key))))
     if differ:
         shown = "; ".join(f"{key}: {saved.get(key)!r} there, {config.get(key)!r} now" for key in differ[:3])
         raise ExperimentError(f"{folder} holds a run with other settings ({shown}): the experiment file or the "

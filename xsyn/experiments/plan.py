@@ -39,11 +39,11 @@ from xsyn.experiments.bench_figures import (
     EXTRAPOLATED,
     GIVEN,
     MEASURED,
-    PRECISION_DTYPES,
     UNKNOWN,
     Benchmarks,
     Figure,
     StepBench,
+    bench_dtype,
     combine,
     figure_sum,
     figure_whys,
@@ -349,10 +349,11 @@ def _folders(folders: list[str]) -> str:
 
 
 def _step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
-    """The bench's step time for the cell's precision and variant, scaled to its model and tokens per step."""
+    """The bench's step time for the cell's precision (`auto` as it resolves on the bench's device) and variant,
+    scaled to its model and tokens per step."""
     if bench is None:
         return Figure(None, UNKNOWN, "unmeasured device")
-    dtype = PRECISION_DTYPES[config.mixed_precision]
+    dtype = bench_dtype(config.mixed_precision, bench.device)
     basis, why = MEASURED, f"{bench.device} {dtype}"
     rows = bench.rows.get(dtype)
     if rows is None and "bfloat16" in bench.rows and dtype != "float32":  # a half type as the other

@@ -11,11 +11,11 @@ from typing import Any
 from xsyn.experiments.bench_figures import (
     EXTRAPOLATED,
     MEASURED,
-    PRECISION_DTYPES,
     UNKNOWN,
     Benchmarks,
     Figure,
     StepBench,
+    bench_dtype,
 )
 from xsyn.experiments.experiment_file import Experiment
 
@@ -91,7 +91,7 @@ def device_memory(bench: StepBench | None, config, variant: str, vocab: int | No
     if bench is None or shape is None:
         return Figure(None, UNKNOWN, "unmeasured device" if bench is None else f"the shape of {config.model} is "
                                                                              "not known here")
-    dtype = PRECISION_DTYPES.get(config.mixed_precision, "float32")
+    dtype = bench_dtype(config.mixed_precision, bench.device)
     dtype = dtype if dtype in bench.rows else next(iter(bench.rows), dtype)
     row = bench.rows.get(dtype, {}).get(variant, {})
     peak = row.get("peak_bytes")

@@ -34,6 +34,7 @@ from xsyn.report.format import (
     format_delta,
     format_stat,
     markdown_table,
+    md,
     number,
     seed_test_line,
     signed,
@@ -192,7 +193,7 @@ def _index_markdown(experiment: Experiment, sections: list[TaskSection], counts:
         title = section.task if len(experiment.models_of(section.task)) == 1 else f"{section.task} · {section.model}"
         lines += [f"## {title}", ""]
         if section.error:
-            lines += [f"No report: {section.error}. ({len(section.finished)} of {len(section.cells)} cells "
+            lines += [f"No report: {md(section.error)}. ({len(section.finished)} of {len(section.cells)} cells "
                       "finished.)", ""]
             continue
         lines += [f"Full report: [{section.folder}/report.md]({section.folder}/report.md). "
@@ -238,12 +239,12 @@ def _experiment_table(reported: ReportedExperiment, paper_rows: list[dict[str, A
                          signed(None if None in averages else averages[0] - averages[1]), ""])
     lines = [f"### {reported.split} · {reported.primary}", "", markdown_table(header, rows), ""]
     if reported.comparisons:
-        lines += [f"Δ against {reported.baseline.label} (* p < {alpha:g}, one-sided paired bootstrap; "
+        lines += [f"Δ against {md(reported.baseline.label)} (* p < {alpha:g}, one-sided paired bootstrap; "
                   f"{SEED_TEST_MARK} p < {alpha:g}, two-sided t-test over seeds):", ""]
         delta_rows = [[c.system, *[format_delta(c.per_language.get(lang)) for lang in languages],
                        format_average(c), signed(c.transfer_gap)] for c in reported.comparisons]
         lines += [markdown_table(["system", *languages, "avg", "gap"], delta_rows), "",
-                  *[f"t-test over seeds: {seed_test_line(c)}" for c in reported.comparisons], ""]
+                  *[f"t-test over seeds: {md(seed_test_line(c))}" for c in reported.comparisons], ""]
     for row in paper_rows:
         if row["paper_printed_average"] is not None and len(row["shared_languages"]) < len(row["paper_languages"]):
             lines += [f"(The paper's printed average for {row['paper_system']}, over its "
@@ -272,10 +273,10 @@ def _pair_delta_lines(reported: ReportedExperiment, published: PaperPairDeltas, 
                          else "–") for c in cols_langs]] for r in rows_langs]
         ours_avg = _mean([ours[k] for k in shared])
         theirs_avg = _mean([theirs[k] for k in shared])
-        lines += [f"Generalized transfer, Δ {comparison.system} − {comparison.baseline} per language pair, ours / "
-                  "paper "
-                  f"({published.table}, {published.where}; rows: {axes[0] if axes else 'first'}, columns: "
-                  f"{axes[1] if axes else 'second'}). Mean over the {len(shared)} pairs both have: ours "
+        lines += [f"Generalized transfer, Δ {md(comparison.system)} − {md(comparison.baseline)} per language pair, "
+                  "ours / paper "
+                  f"({published.table}, {published.where}; rows: {md(axes[0]) if axes else 'first'}, columns: "
+                  f"{md(axes[1]) if axes else 'second'}). Mean over the {len(shared)} pairs both have: ours "
                   f"{signed(ours_avg)}, paper {signed(theirs_avg)}.", "",
                   markdown_table(["", *cols_langs], matrix), ""]
     return lines

@@ -15,8 +15,9 @@ float32 the three GEMMs read the input as it is (one GEMM would need a copy of t
 Syntax masks are additive (0 where a key is visible, the dtype's most negative number elsewhere), built
 once per step, in the dtype the attention computes in: a float32 mask with bfloat16 queries is read as
 bfloat16 by cuDNN's attention (pytorch PR 191612), and a boolean one is converted again in every call.
-Where cuDNN's attention backward is wrong with a mask (NaN query gradients when T % 128 == 64, pytorch
-issue 196678, since torch 2.11), `safe_attention` keeps the step on the other fused backends.
+BERT's padding mask reaches the layers in that form too (`padding_mask`), built by the model, not by
+transformers (which reads the mask on the host first). On CUDA a forward pass chooses among the fused
+attention backends of `SDPA_BACKENDS` only (`attention_backends`: cuDNN's is left out, see there).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
@@ -168,16 +170,37 @@ def attention_mask_for(model: torch.nn.Module, mask: torch.Tensor) -> torch.Tens
     return additive_mask(mask, compute_dtype(mask.device, model.dtype))
 
 
-CUDNN_BAD_REMAINDER = (128, 64)  # pytorch issue 196678: masked cuDNN SDPA backward, T % 128 == 64
+def padding_mask(model: torch.nn.Module, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """BERT's (B, T) padding mask (1 = a real piece) as the attention function takes it: (B, 1, 1, T), additive,
+    in the dtype the attention computes in. Given the (B, T) mask, transformers first asks whether any piece is
+    padding (`padding_mask.all()`: in eager mode a read that waits for the device, every forward pass) and then
+    builds a (B, 1, T, T) mask; a 4-D mask it passes on as it is. Numerically the same: a hidden key's score
+    goes to the dtype's most negative number instead of -inf, and its weight to 0 either way. A model whose
+    attention function takes no such mask (flash_attention_2, flex) keeps the (B, T) one."""
+    if attention_mask is None or attention_mask.dim() != 2 or \
+            model.config._attn_implementation not in MASK_IMPLEMENTATIONS:
+        return attention_mask
+    return additive_mask(attention_mask.bool().unsqueeze(1), compute_dtype(attention_mask.device, model.dtype))
 
 
-def safe_attention(inputs: torch.Tensor):
-    """A context for a model's step over `inputs` (B, T, ...): on CUDA with T % 128 == 64, SDPA may use any fused
-    backend but cuDNN's (whose masked backward gives NaN query gradients there); elsewhere nothing changes. The
-    backend is chosen in the forward pass, and the backward follows it."""
-    modulus, remainder = CUDNN_BAD_REMAINDER
-    if inputs.device.type != "cuda" or inputs.shape[1] % modulus != remainder:
+# The fused attention backends SDPA may choose on CUDA, in the order it tries them. cuDNN's is left out
+# deliberately: it builds an execution plan for every new (B, T) shape (about 0.45 s forward and 0.55 s backward,
+# modelscope/FunASR #3704), and torch 2.10+ tries it first on Hopper (huggingface/transformers #48163). A run's
+# batches take tens of lengths an epoch and every evaluation batch may take another, so the plans cost seconds
+# per shape where the kernel saves a fraction of a millisecond a step (on the H100, 200 steps: 66.5 s with 26
+# shapes, 16.9 s with 2). Its masked backward is also wrong at T % 128 == 64 (NaN query gradients, pytorch issue
+# 196678, torch 2.11+). Flash takes attention without a mask; memory-efficient takes the additive masks of padded
+# batches and syntax layers; math is the fallback for what neither supports.
+SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+
+
+def attention_backends(device: torch.device):
+    """The context of a model's forward pass on `device`: on CUDA, SDPA chooses among `SDPA_BACKENDS`, in that
+    order; elsewhere (the CPU) nothing changes. The backend is chosen in the forward pass, and the backward
+    follows it. Entered once per forward pass of every model (`XsynBertModel.forward`: training, evaluation,
+    prediction; the GAT alone: `syntax_probe`)."""
+    if torch.device(device).type != "cuda":
         return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+    return sdpa_kernel(list(SDPA_BACKENDS), set_priority=True)

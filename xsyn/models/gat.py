@@ -44,7 +44,13 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.utils import ModelOutput
 
-from xsyn.models.attention import SyntaxSelfAttention, additive_mask, cast_together, compute_dtype
+from xsyn.models.attention import (
+    SyntaxSelfAttention,
+    additive_mask,
+    attention_backends,
+    cast_together,
+    compute_dtype,
+)
 from xsyn.models.defaults import GAT_CONFIG, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
@@ -342,7 +348,8 @@ def syntax_probe(model: XsynBertModel, input_ids: torch.Tensor, tree_parent: tor
                                 "tree_deprel": tree_deprel, "tree_word": None, "tree_segment": None})
     if tree is None:
         tree = TreeTensors(tree_parent, tree_upos, None, None)
-    gat_output = gat_encode(encoder, input_ids, tree, tree_deprel)
+    with attention_backends(input_ids.device):  # the GAT's attention, as in the model's forward
+        gat_output = gat_encode(encoder, input_ids, tree, tree_deprel)
     predicted_distances, predicted_depths = encoder.gat.probe(gat_output)
     real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
     distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,

@@ -25,7 +25,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.bert.modeling_bert import BertModel, BertPreTrainedModel
 
-from xsyn.models.attention import safe_attention
+from xsyn.models.attention import attention_backends, padding_mask
 from xsyn.models.configuration import XsynBertConfig
 from xsyn.models.families import EncoderFamily, family_of, resolve
 from xsyn.models.variants import get_variant, loss_names
@@ -66,6 +66,11 @@ class XsynBertPreTrainedModel(BertPreTrainedModel):
     def syntax_variant(self) -> SyntaxVariant:
         return get_variant(self.config.variant)
 
+    def batch_tree_fields(self) -> tuple[str, ...] | None:
+        """The tree fields a batch for this model carries, collated and copied to the device (`collate_trees`):
+        those its variant reads (None: all, for a variant that does not say which)."""
+        return self.syntax_variant.collated_fields(self.config)
+
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)  # Linear, Embedding, LayerNorm as in BERT
@@ -101,11 +106,12 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         inputs = self._shared_word_embeddings(input_ids, kwargs) if variant.reads_word_embeddings else {}
         batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"),
                             inputs.get("inputs_embeds"))
-        with safe_attention(input_ids if input_ids is not None else kwargs["inputs_embeds"]):  # every attention
+        with attention_backends((input_ids if input_ids is not None else kwargs["inputs_embeds"]).device):
             context = variant.context(self, tree, batch, compute_structural_loss)
             syntax = {} if context is None else {"xsyn_syntax": context}
             inputs = {"input_ids": input_ids, **kwargs, **inputs}
-            out = super().forward(attention_mask=attention_mask, token_type_ids=token_type_ids, **inputs, **syntax)
+            out = super().forward(attention_mask=padding_mask(self, attention_mask), token_type_ids=token_type_ids,
+                                  **inputs, **syntax)
             hidden, pooled = out.last_hidden_state, out.pooler_output
             replaced = variant.output(self, tree, hidden)
         if replaced is not None:
@@ -136,7 +142,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         if missing:
             raise ValueError(
                 f"variant {self.config.variant!r} needs the batch field(s) {', '.join(missing)}; build batches "
-                "with xsyn.trees.batch.collate_trees(..., syntax=True) from parsed examples")
+                "with xsyn.trees.batch.collate_trees(...) from parsed examples")
 
     def syntax_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
         """The parameters the variant adds to BERT (for counting and for separate learning rates)."""

@@ -241,6 +241,7 @@ class PretrainTask:
         self.settings, self.accelerator, self.model, self.pad = settings, accelerator, model, pad
         self.features = [tree_features(t) for t in train.trees]
         self.lengths = [len(t) for t in train.trees]
+        self.tree_fields = model.encoder.batch_tree_fields()  # the GAT's: the others never go to the device
         self.n_rows = len(self.features)
         self.description = f"GAT delta {settings.gat_delta}"
         self.hint = f"lower --learning-rate (now {settings.learning_rate:g})"
@@ -250,7 +251,7 @@ class PretrainTask:
                              self.lengths)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
-        return collate_trees([self.features[i] for i in indices], pad_token_id=self.pad)
+        return collate_trees([self.features[i] for i in indices], self.pad, self.tree_fields)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         losses = self.model(**batch)

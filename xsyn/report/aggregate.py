@@ -152,13 +152,15 @@ def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[
         ((variant, _, _), members), = baseline_groups.items()
         baseline = _system(_parser_named(f"{variant} (baseline)", members, several_parsers), members)
     elif baseline_keys:  # baselines were given, for other experiments only
-        notes.append(f"no --baseline runs for {'/'.join(key)} (the baselines are "
-                     f"{_names(baseline_keys)}): no deltas")
+        notes.append(f"the --baseline runs are of {_unlike(key, baseline_keys)} ({_names(baseline_keys)}), none of "
+                     f"{'/'.join(key)}: no deltas (a baseline is compared with runs of its own task, split and "
+                     "metric)")
     else:
         notes.append("no --baseline runs for this experiment: no deltas")
     if not runs:
         notes.append(f"only --baseline runs for {'/'.join(key)}"
-                     + (f" (the runs are {_names(run_keys)})" if run_keys else "") + ": no deltas")
+                     + (f" (the runs are of {_unlike(key, run_keys)}: {_names(run_keys)})" if run_keys else "")
+                     + ": no deltas")
     if baseline:
         twins = [system.label for system in systems if (system.variant, system.model) == (baseline.variant,
                                                                                          baseline.model)]
@@ -193,6 +195,14 @@ def _parse_notes(runs: list[Run]) -> list[str]:
 
 def _names(keys: list[tuple[str, str, str]]) -> str:
     return ", ".join("/".join(key) for key in keys)
+
+
+def _unlike(key: tuple[str, str, str], others: list[tuple[str, str, str]]) -> str:
+    """What sets `others` apart from `key`: "another task", "another split", ... ("other experiments" if mixed)."""
+    for i, part in enumerate(("task", "split", "metric")):
+        if all(other[i] != key[i] for other in others) and all(other[:i] == key[:i] for other in others):
+            return f"another {part}"
+    return "other experiments"
 
 
 SystemKey = tuple[str, str, tuple[tuple[str, str], ...]]  # variant, model, the settings that tell it apart

@@ -135,9 +135,14 @@ def analyse(report: Report, settings: AnalysisSettings) -> list[Analysis]:
     if "parser" in settings.names and settings.parser_scores is None:
         raise ReportError("--analysis parser needs the parser's LAS per language: pass --parser-quality FILE "
                           "(the JSON `xsyn parser-quality --output` writes, or lines of `lang LAS`)")
+    if "parser" in settings.names:
+        _check_parser_languages(report, settings)
     if settings.names and not any(experiment.comparisons for experiment in report.experiments):
+        apart = [experiment for experiment in report.experiments if experiment.baseline and not experiment.systems]
         raise ReportError(f"--analysis {','.join(settings.names)} reads gains over a baseline, and no run has one: "
-                          "give the baseline's runs with --baseline")
+                          + (f"the --baseline runs are of {_names(apart)}, the runs of "
+                             f"{_names([e for e in report.experiments if e.systems])}; give baseline runs of the runs' "
+                             "task, split and metric" if apart else "give the baseline's runs with --baseline"))
     found = []
     for experiment in report.experiments:
         systems = {system.label: system for system in experiment.systems}
@@ -146,6 +151,31 @@ def analyse(report: Report, settings: AnalysisSettings) -> list[Analysis]:
             for name in settings.names:
                 found += ANALYSES[name](gains)
     return found
+
+
+def _names(experiments: Sequence[Experiment]) -> str:
+    return ", ".join(f"{experiment.task}/{experiment.split}/{experiment.metric}" for experiment in experiments)
+
+
+def _check_parser_languages(report: Report, settings: AnalysisSettings) -> None:
+    """The LAS file's languages against the runs': none in common is an error, each one no run has a warning
+    (a misspelt code would otherwise leave its language out with no word of why)."""
+    import logging
+
+    from xsyn.utils.schema import did_you_mean
+
+    scores = settings.parser_scores or {}
+    where = getattr(scores, "where", {})
+    known = sorted({lang for experiment in report.experiments for system in (*experiment.systems, experiment.baseline)
+                    if system is not None for lang in system.languages})
+    strangers = [lang for lang in scores if lang not in known]
+    if strangers and len(strangers) == len(scores):
+        raise ReportError(f"{settings.parser_source}: none of its languages ({', '.join(strangers)}) is one a run has "
+                          f"({', '.join(known)}): give the LAS of the runs' languages, by the codes their results use"
+                          + did_you_mean(strangers[0], known))
+    for lang in strangers:
+        logging.getLogger(__name__).warning(f"{where.get(lang, settings.parser_source)}: LAS for {lang}, a language "
+                                            f"no run has (left out){did_you_mean(lang, known)}")
 
 
 def gain_error(system_stat: Stat, baseline_stat: Stat, system: System, baseline: System) -> float | None:
@@ -285,10 +315,38 @@ ANALYSES: dict[str, Callable[[_Gains], list[Analysis]]] = {
 }
 
 
-def read_parser_scores(path) -> dict[str, float]:
+class ParserScores(dict):
+    """LAS per language ({lang: LAS}), with where each was read (`where[lang]`: "file:line" or "file: lang")."""
+
+    def __init__(self, source: str):
+        super().__init__()
+        self.source, self.where = source, {}
+
+    def add(self, lang: str, value, where: str) -> None:
+        if lang in self:
+            raise ReportError(f"{where}: a second LAS for {lang} (the first: {self.where[lang]}); give each "
+                              "language once")
+        self[lang], self.where[lang] = _las(value, where), where
+
+    def checked(self) -> ParserScores:
+        """The scores, refused where there are none, or where they are not all on one scale (0-1 or 0-100)."""
+        if not self:
+            raise ReportError(f"{self.source}: no LAS in it; give one line `lang LAS` per language, or the JSON "
+                              "`xsyn parser-quality --output` writes")
+        percent = [lang for lang, value in self.items() if value > 1]
+        shares = [lang for lang, value in self.items() if 0 < value <= 1]
+        if percent and shares:
+            raise ReportError(f"{self.where[shares[0]]}: LAS {self[shares[0]]:g} is a share (0-1), and "
+                              f"{self.where[percent[0]]}: LAS {self[percent[0]]:g} a percentage (0-100): give every "
+                              "LAS on one scale")
+        return self
+
+
+def read_parser_scores(path) -> ParserScores:
     """LAS per language from `xsyn parser-quality --output` JSON ({lang: {"las": ...}}), a JSON object
     {lang: LAS}, or a text file of `lang LAS` lines (comma, tab or space; `#` comments, a header line
-    allowed). A bad entry is an error naming the file and line or key."""
+    allowed). A bad entry (not a number, out of 0-100, a language twice, shares mixed with percentages) or a file
+    without any is an error naming the file and line or key."""
     from pathlib import Path
 
     path = Path(path)
@@ -298,32 +356,34 @@ def read_parser_scores(path) -> dict[str, float]:
         raise ReportError(f"{path}: cannot be read as text ({err}); pass the JSON `xsyn parser-quality --output` "
                           "writes, or lines of `lang LAS`") from None
     if text.lstrip()[:1] in ("{", "["):
-        return _json_scores(path, text)
-    scores = {}
+        return _json_scores(path, text).checked()
+    scores = ParserScores(str(path))
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split("#", 1)[0].replace(",", " ").split()
         if not fields or (number == 1 and len(fields) == 2 and not _is_number(fields[1])):
             continue  # a blank line, a comment or the header
         if len(fields) != 2:
             raise ReportError(f"{path}:{number}: expected `lang LAS`, found {line.strip()!r}")
-        scores[fields[0]] = _las(fields[1], f"{path}:{number}")
-    return scores
+        scores.add(fields[0], fields[1], f"{path}:{number}")
+    return scores.checked()
 
 
-def _json_scores(path, text: str) -> dict[str, float]:
+def _json_scores(path, text: str) -> ParserScores:
     """{lang: {"las": ...}} (parser-quality's output) or {lang: LAS}."""
     import json
 
     try:
-        data = json.loads(text)
+        pairs = json.loads(text, object_pairs_hook=lambda pairs: pairs)  # a key given twice is seen
     except json.JSONDecodeError as err:
         raise ReportError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); pass the file "
                           "`xsyn parser-quality --output` writes") from None
-    if isinstance(data, dict):
-        return {str(lang): _las(value.get("las") if isinstance(value, dict) else value, f"{path}: {lang}")
-                for lang, value in data.items()}
-    raise ReportError(f"{path}: expected a JSON object {{lang: LAS}} or {{lang: {{\"las\": ...}}}}, found a "
-                      f"{type(data).__name__}")
+    if text.lstrip().startswith("["):  # (the hook makes an object a list of pairs too)
+        raise ReportError(f"{path}: expected a JSON object {{lang: LAS}} or {{lang: {{\"las\": ...}}}}, found a list")
+    scores = ParserScores(str(path))
+    for lang, value in pairs:
+        fields = dict(value) if isinstance(value, list) and all(isinstance(v, tuple) for v in value) else None
+        scores.add(str(lang), fields.get("las") if fields is not None else value, f"{path}: {lang}")
+    return scores
 
 
 def _is_number(text: str) -> bool:
@@ -339,4 +399,7 @@ def _las(value, where: str) -> float:
             or not math.isfinite(float(value)):
         raise ReportError(f"{where}: LAS {value!r} is not a number; give each language's LAS as a number "
                           "(parser-quality's 0-1, or percent)")
+    if not 0 <= float(value) <= 100:
+        raise ReportError(f"{where}: LAS {value} is out of range; give a share from 0 to 1 (parser-quality's) or a "
+                          "percentage from 0 to 100")
     return float(value)

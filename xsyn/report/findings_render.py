@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from xsyn.report.findings import Analysis
-from xsyn.report.format import csv_text, csv_value, markdown_table, slug
+from xsyn.report.format import csv_text, csv_value, markdown_table, md, slug
 from xsyn.utils import plots
 
 FOLDER = "analysis"
@@ -29,8 +29,8 @@ def analysis_name(analysis: Analysis) -> str:
 def _analysis_markdown(analysis: Analysis, put) -> list[str]:
     name = analysis_name(analysis)
     title = f"{analysis.experiment} · {analysis.system} − {analysis.baseline}"
-    lines = [f"### {analysis.name}: {title}" + (" (language pairs)" if analysis.unit == "language pairs" else ""),
-             "", f"**{analysis.finding}**", ""]
+    lines = [f"### {analysis.name}: {md(title)}" + (" (language pairs)" if analysis.unit == "language pairs" else ""),
+             "", f"**{md(analysis.finding)}**", ""]
     first = "language pair" if analysis.unit == "language pairs" else "language"
     middle = "family" if analysis.x_label is None else analysis.x_label
     rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}", f"{point.gain:+.2f}",
@@ -43,7 +43,7 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
     if analysis.correlation is not None and analysis.correlation.rho is not None:
         lines += [_permutation_line(analysis), ""]
     if analysis.left_out:
-        lines += ["Left out: " + "; ".join(analysis.left_out) + ".", ""]
+        lines += ["Left out: " + md("; ".join(analysis.left_out)) + ".", ""]
     chart = _chart(analysis, f"{analysis.name}: {title}")
     if chart is not None:
         lines.append(f"![{analysis.name}]({put(f'{FOLDER}/{name}.png', chart)})")

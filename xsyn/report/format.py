@@ -5,6 +5,7 @@ caps, how a mean, a delta and its significance marks, a number and a table are w
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
@@ -61,9 +62,22 @@ def run_caps(results: dict) -> list[str]:
     return caps
 
 
+_MARKDOWN = re.compile(r"([\\\[\]<>|&])")
+
+
+def md(text: object) -> str:
+    """Text read from a results file (a name, a seed, a language, a note, a path) as literal markdown: on one line,
+    with the characters that would make it a link, an image, an autolink, raw HTML, an entity or a table cell's end
+    escaped (a backtick is left: a code span shows its text as it is, and the notes name commands in them). Every
+    such text passes here before it becomes markdown (and so the HTML page): a results field can never put a live
+    link or a script in a report."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(str(text).split()))
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    """A table whose every cell is literal text (`md`): names and languages from results files, and numbers."""
+    lines = ["| " + " | ".join(map(md, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(md, row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -133,8 +147,13 @@ def experiment_folder(experiment: Experiment) -> str:
     return slug(f"{experiment.task}-{experiment.split}-{experiment.metric}")
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+def slug(text: str, most: int = 60) -> str:
+    """A file name's part from any text (a task, a system's label, a seed read from results): letters, digits and
+    `._-` only, at most `most` characters (a longer one is cut and ends in a hash of the whole, so two stay apart)."""
+    found = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+    if len(found) <= most:
+        return found
+    return f"{found[:most - 9]}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
 
 
 def csv_value(value: float | None) -> str:

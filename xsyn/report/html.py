@@ -105,17 +105,32 @@ def _prepare(tokens: list[Token], part: Part, anchors: _Anchors, part_ids: dict[
         elif token.type == "table_open":
             token.attrSet("class", "sortable")
         elif token.type == "inline":
-            for child in token.children or []:
-                if child.type == "image":
-                    child.attrSet("src", _data_uri(part.folder, str(child.attrGet("src"))))
-                elif child.type == "link_open" and str(child.attrGet("href")) in part_ids:
-                    child.attrSet("href", f"#{part_ids[str(child.attrGet('href'))]}")
+            _inline(token.children or [], part, part_ids)
     return contents
 
 
+def _inline(children: list[Token], part: Part, part_ids: dict[str, str]) -> None:
+    """Images inlined; a link to an included part points into the page; any other link (none the report writes:
+    one would come from a results field that escaped `format.md`) is left as its text, so the page links nowhere."""
+    unlinking = False
+    for child in children:
+        if child.type == "image":
+            child.attrSet("src", _data_uri(part.folder, str(child.attrGet("src"))))
+        elif child.type == "link_open" and str(child.attrGet("href")) in part_ids:
+            child.attrSet("href", f"#{part_ids[str(child.attrGet('href'))]}")
+        elif child.type == "link_open" and not str(child.attrGet("href")).startswith("#"):
+            child.type, child.content, unlinking = "text", "", True
+        elif child.type == "link_close" and unlinking:
+            child.type, child.content, unlinking = "text", "", False
+
+
 def _data_uri(folder: Path, src: str) -> str:
-    """The image file as a `data:` URI; a missing file is an error (the page would show a hole)."""
+    """The image file as a `data:` URI; a missing file is an error (the page would show a hole), and so is one
+    outside the report's folder (an address, an absolute path, `..`: the report writes none)."""
     path = folder / src
+    if "://" in src or src.startswith(("/", "data:")) or ".." in Path(src).parts:
+        raise ReportError(f"{folder}: the report links the image {src!r}, which is not a file in its folder; "
+                          "write the report again")
     if not path.is_file():
         raise ReportError(f"{path}: the report links this image but it is not there; write the report again")
     kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"

@@ -24,6 +24,7 @@ from xsyn.report.format import (
     format_stat,
     markdown_table,
     marks_text,
+    md,
     number,
     section_title,
     seed_test_line,
@@ -102,9 +103,9 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     with_gap = len(languages) > 1  # a single-language task has no transfer to measure
     sources = ", ".join(dict.fromkeys(system.source_lang for system in systems))
     chance = chance_level(experiment)
-    lines = [f"## {section_title(experiment)}", "",
-             f"Primary score: {experiment.primary}. Average: over the languages shown."
-             + (f" Transfer gap: the source language ({sources}) minus the mean of the others." if with_gap else "")
+    lines = [f"## {md(section_title(experiment))}", "",
+             f"Primary score: {md(experiment.primary)}. Average: over the languages shown."
+             + (f" Transfer gap: the source language ({md(sources)}) minus the mean of the others." if with_gap else "")
              + (f" Chance: {chance:.1f}." if chance is not None else ""), ""]
     tail = ["avg", "gap"] if with_gap else ["avg"]
     header = ["system", "seeds", *languages, *tail]
@@ -115,7 +116,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     lines += [markdown_table(header, rows), "", _examples_line(systems, languages)]
     caps = experiment_caps(experiment)
     if caps:
-        lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {cap}" for cap in caps]]
+        lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {md(cap)}" for cap in caps]]
     put(f"{folder}/per_language.csv", _per_language_csv(systems, languages))
     bars = put(f"{folder}/per_language.png", plots.language_bars_png(
         {system.label: {lang: stat.mean for lang, stat in system.per_language.items()} for system in systems},
@@ -123,15 +124,16 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
                 for system in systems},
         title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language; error bars: sd over seeds",
         value_label=f"{experiment.primary} (%)", marked=sources.split(", "), chance=chance))
-    lines += ["", f"![{experiment.primary} per language]({bars})"]
+    lines += ["", f"![{md(experiment.primary)} per language]({bars})"]
     if experiment.comparisons:
-        lines += ["", f"### Δ against {experiment.baseline.label}", ""]
+        lines += ["", f"### Δ against {md(experiment.baseline.label)}", ""]
         delta_rows = [[comparison.system,
                        *[format_delta(comparison.per_language.get(lang)) for lang in languages],
                        format_average(comparison), *([signed(comparison.transfer_gap)] if with_gap else [])]
                       for comparison in experiment.comparisons]
         lines.append(markdown_table(["system", *languages, *tail], delta_rows))
-        lines += ["", *[f"t-test over seeds: {seed_test_line(comparison)}" for comparison in experiment.comparisons]]
+        lines += ["", *[f"t-test over seeds: {md(seed_test_line(comparison))}"
+                        for comparison in experiment.comparisons]]
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
@@ -143,7 +145,7 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
     if curves:
         lines += ["", *curves]
     if experiment.notes:
-        lines += ["", "Notes:", "", *[f"- {note}" for note in dict.fromkeys(experiment.notes)]]
+        lines += ["", "Notes:", "", *[f"- {md(note)}" for note in dict.fromkeys(experiment.notes)]]
     return "\n".join(lines)
 
 
@@ -177,13 +179,13 @@ def _examples_line(systems: list[System], languages: list[str]) -> str:
     parts, unlike = [], False
     for lang in (lang for lang in languages if lang in counts):
         first, *others = counts[lang].items()
-        differ = [f"{label}: {n}" for label, n in others if n != first[1]]
+        differ = [f"{md(label)}: {md(n)}" for label, n in others if n != first[1]]
         unlike = unlike or bool(differ)
-        parts.append(f"{lang} {first[1]}" + (f" ({', '.join(differ)})" if differ else ""))
+        parts.append(f"{md(lang)} {md(first[1])}" + (f" ({', '.join(differ)})" if differ else ""))
     text = "Examples: " + ", ".join(parts)
     lost = {key: n for key, n in dropped.items() if n}
     if lost:
-        text += ". Dropped: " + ", ".join(f"{key} {n}" for key, n in lost.items())
+        text += ". Dropped: " + ", ".join(f"{md(key)} {md(n)}" for key, n in lost.items())
     if unlike:
         text += (". **The systems were scored on different numbers of examples** (another --max-eval-examples, or "
                  "other data): their scores and deltas rest on different examples; evaluate them alike")
@@ -242,9 +244,9 @@ def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) 
         chance=chance_level(experiment), counts=counts))
     rows = [[row, *(number(value) + (f" (n={n})" if n is not None else "") for value, n in zip(values, line))]
             for row, values, line in zip(rows_langs, matrix, counts, strict=True)]
-    return [f"### Language pairs: {system.label} (rows: {row_axis} language, columns: {col_axis} language; "
-            "n: examples scored)", "", markdown_table(["", *system.pair_cols], rows), "",
-            f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
+    return [f"### Language pairs: {md(system.label)} (rows: {md(row_axis)} language, columns: {md(col_axis)} "
+            "language; n: examples scored)", "", markdown_table(["", *system.pair_cols], rows), "",
+            f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settings: BootstrapSettings,
@@ -268,10 +270,10 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
         diverging=True, marks=marks, row_label=f"{row_axis} language", col_label=f"{col_axis} language",
         limits=(-scale.delta_bound, scale.delta_bound)))
     rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
-    return [f"### Δ language pairs: {comparison.system} − {comparison.baseline} "
-            f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {row_axis} language, "
-            f"columns: {col_axis} language)", "",
-            markdown_table(["", *cols_langs], rows), "", f"![{title}]({experiment_folder(experiment)}/{name}.png)"]
+    return [f"### Δ language pairs: {md(comparison.system)} − {md(comparison.baseline)} "
+            f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {md(row_axis)} language, "
+            f"columns: {md(col_axis)} language)", "",
+            markdown_table(["", *cols_langs], rows), "", f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
@@ -286,11 +288,12 @@ def _curves_markdown(experiment: Experiment, put) -> list[str]:
                 trainings.setdefault(source.resolve(), []).append((system.label, run.seed))
             elif run.results.get("run_dir"):  # an xsyn run, whose folder should hold them
                 missing.append(f"{system.label}, seed {run.seed}: none in {' or '.join(map(str, candidates))}")
-    lines = [f"Training curves not found: {'; '.join(missing)}.", ""] if missing else []
+    lines = [f"Training curves not found: {md('; '.join(missing))}.", ""] if missing else []
     for source, shown in trainings.items():
-        label, seed = shown[0]
-        copied = put(f"{experiment_folder(experiment)}/curves-{slug(label)}-seed{seed}.png", source.read_bytes())
-        lines += ["; ".join(f"{label}, seed {seed}" for label, seed in shown)
+        label, seed = shown[0]  # (a seed may be any string: a file name only through `slug`)
+        copied = put(f"{experiment_folder(experiment)}/curves-{slug(label)}-seed{slug(str(seed))}.png",
+                     source.read_bytes())
+        lines += ["; ".join(f"{md(label)}, seed {md(seed)}" for label, seed in shown)
                   + (" (one training, evaluated each way)" if len(shown) > 1 else "") + ":", "",
                   f"![training curves]({copied})", ""]
     return ["### Training curves", "", *lines[:-1]] if lines else []

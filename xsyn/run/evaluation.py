@@ -187,6 +187,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     pairs = evaluation.pairs(langs, results) if generalized else {}
     evaluation.bar.close()
     summary = _summary(config, card, split, langs, results, pairs, missing, checkpoint.run_dir, checkpoint.path)
+    summary["mixed_precision"] = evaluation.accelerator.mixed_precision  # as computed (`auto` resolved)
     if max_examples is not None:
         summary["max_eval_examples"] = max_examples
     if evaluation.main:
@@ -225,8 +226,9 @@ class _Evaluation:
 
         from xsyn.models.factory import load_model
         from xsyn.models.presets import load_tokenizer
+        from xsyn.training.precision import run_precision
 
-        accelerator = Accelerator(mixed_precision=config.mixed_precision)
+        accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
         tokenizer = load_tokenizer(checkpoint.path)
         model = accelerator.prepare(load_model(checkpoint.path))
         parser = make_parser(config)

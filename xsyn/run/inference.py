@@ -10,7 +10,7 @@ batches counts once and padding rows (index -1) not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -37,14 +37,35 @@ class IndexedRows(torch.utils.data.Dataset):
         return {**self.rows[i], "feature_index": i}
 
 
-def make_collate(pad_token_id: int, pad_to: PaddedLength | None = None):
-    """The DataLoader's collate function: `xsyn.data.features.collate_features`, the one place that batches."""
-    return partial(collate_features, pad_token_id=pad_token_id, pad_to=pad_to)
+def make_collate(pad_token_id: int, pad_to: PaddedLength | None = None, tree_fields: Collection[str] | None = None):
+    """The DataLoader's collate function: `xsyn.data.features.collate_features`, the one place that batches;
+    `tree_fields`: the syntax fields the model reads (`XsynBertPreTrainedModel.batch_tree_fields`; None: all)."""
+    return partial(collate_features, pad_token_id=pad_token_id, pad_to=pad_to, tree_fields=tree_fields)
 
 
-def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
+def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool, keep: Collection[str] = ()
+                 ) -> dict[str, torch.Tensor]:
+    """What the model reads of a collated batch (and the `keep` columns its caller reads), taken on the host,
+    before the copy to the device: the rest (`example_index`, unread labels) never goes there. A batch without
+    padding carries no attention mask (read here on the host, for free): the model then builds none, and on a
+    GPU its attention may take the Flash kernel, which takes no mask."""
     drop = set(INDEX_COLUMNS) | (set() if with_labels else set(label_columns()))
-    return {k: v for k, v in batch.items() if k not in drop}
+    inputs = {k: v for k, v in batch.items() if k not in drop or k in keep}
+    mask = inputs.get("attention_mask")
+    if mask is not None and mask.device.type == "cpu" and mask.numpy().all():
+        del inputs["attention_mask"]
+    return inputs
+
+
+def batch_collate(model, pad_token_id: int, pad_to: PaddedLength | None = None, *, with_labels: bool,
+                  keep: Collection[str] = ()):
+    """The collate function of `model`'s batches (an `XsynBertPreTrainedModel`, possibly wrapped by Accelerate):
+    its variant's tree fields, its inputs (with the labels, for training) and the `keep` columns, nothing else."""
+    from accelerate.utils import extract_model_from_parallel
+
+    fields = extract_model_from_parallel(model).batch_tree_fields()
+    collate = make_collate(pad_token_id, pad_to, fields)
+    return lambda rows: model_inputs(collate(rows), with_labels, keep)
 
 
 def padding(config) -> dict[str, int | None]:
@@ -90,7 +111,8 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
     batches, pad_to = prediction_batches(rows, batch_size, accelerator.num_processes, pad_to_multiple_of,
                                          max_batch_lengths)
     loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=batches,
-                                         collate_fn=make_collate(pad_token_id, pad_to))
+                                         collate_fn=batch_collate(model, pad_token_id, pad_to, with_labels=False,
+                                                                  keep=("feature_index",)))
     loader = accelerator.prepare_data_loader(loader, device_placement=True)
     was_training = model.training
     model.eval()
@@ -98,7 +120,7 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
     # a bar on a terminal, plain lines elsewhere (a bar's redraws would fill a log with carriage returns)
     bar = Progress(len(loader), "predict", "batches", enabled=progress and accelerator.is_main_process)
     for batch in loader:
-        out = model(**model_inputs(batch, with_labels=False))
+        out = model(**{k: v for k, v in batch.items() if k != "feature_index"})
         index = _gather(accelerator, batch["feature_index"], pad_index=-1).tolist()
         for key in output_keys():
             value = getattr(out, key, None)

@@ -20,6 +20,7 @@ What an evaluation scores (`default_split`, `evaluation_scope`) is decided here 
 from __future__ import annotations
 
 import errno
+import math
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from xsyn.data.cards import TaskCard
 from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
-from xsyn.run.settings import RunConfig
+from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import OutputError, check_writable
 
@@ -78,6 +79,45 @@ def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> 
     if padding is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != padding:
         raise InputError(f"the tokenizer {tokenizer_name} pads with id {tokenizer.pad_token_id}, the model "
                          f"{model_file} with id {padding} (pad_token_id): they do not fit; {fix}")
+
+
+def check_lengths(config: RunConfig, model) -> None:
+    """--max-length, and the batch length --pad-to-multiple-of pads it up to, within the positions of the model
+    (`model`: its configuration, `settings.model_config`): beyond them the first forward pass fails."""
+    positions, where = input_positions(config, model)
+    if config.max_length > positions:
+        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
+                          f"{config.model} has ({where}): choose --max-length {positions} or less")
+    multiple = config.pad_to_multiple_of
+    padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
+    if padded > positions:
+        fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
+        raise ConfigError(f"--pad-to-multiple-of {multiple}: a batch of --max-length {config.max_length} pieces is "
+                          f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
+                          f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
+                          f"{positions} such as {math.gcd(positions, 64)}")
+
+
+def input_positions(config: RunConfig, model) -> tuple[int, str]:
+    """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
+    less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
+    from xsyn.models.defaults import TINY
+    from xsyn.models.families import family_of
+
+    positions, where = model.max_position_embeddings, "max_position_embeddings"
+    if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
+        return positions, where
+    from transformers import AutoConfig
+
+    base = AutoConfig.from_pretrained(config.model)
+    try:
+        padded_positions = family_of(base.model_type).padded_positions
+    except InputError:  # not a family xsyn lifts: loading the model says so
+        return positions, where
+    if not padded_positions:
+        return positions, where
+    offset = (base.pad_token_id or 0) + 1
+    return positions - offset, f"max_position_embeddings {positions}, less {offset}: its positions start after padding"
 
 
 def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> int:

@@ -28,6 +28,7 @@ from xsyn.models.variants import (
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import not_utf8_at
@@ -46,7 +47,7 @@ from xsyn.utils.schema import (
 
 log = logging.getLogger(__name__)
 BASELINE_SECTIONS = ("none", "mbert")  # where a card keeps the plain-model hyperparameters
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
+MIXED_PRECISIONS = PRECISIONS  # auto: bf16 on a GPU that has it, float32 elsewhere (xsyn.training.precision)
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
@@ -75,7 +76,7 @@ class RunConfig(LoopSettings):
     data_dir: str | None = None
     output_dir: str | None = None  # default: runs/{task}/{variant}-seed{seed}
     # optimisation (beside the loop's settings, `LoopSettings`)
-    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default="no")
+    mixed_precision: str = validated_field(one_of(MIXED_PRECISIONS), default=DEFAULT_PRECISION)  # saved resolved
     torch_compile: str | None = validated_field(_compile_mode, default=None)  # a torch.compile mode; None: eager
     pad_to_multiple_of: int | None = count(8)  # T of train/eval batches rounded up to it: few shapes (1: none)
     max_batch_lengths: int | None = count(8)  # at most so many T a run/language: those padding least (None: any)
@@ -444,10 +445,10 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_pa
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
     model = model_config(config) if check_model else None
-    if model is not None and config.max_length > model.max_position_embeddings:
-        positions = model.max_position_embeddings
-        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
-                          f"{config.model} has (max_position_embeddings): choose --max-length {positions} or less")
+    if model is not None:
+        from xsyn.run.preflight import check_lengths
+
+        check_lengths(config, model)
 
 
 def model_config(config: RunConfig) -> Any:

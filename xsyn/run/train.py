@@ -28,7 +28,7 @@ import torch
 
 from xsyn import provenance
 from xsyn.data.features import sequence_lengths
-from xsyn.run.inference import decode_and_score, make_collate, model_inputs, model_outputs, padding
+from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
 from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
@@ -78,7 +78,7 @@ class FinetuneTask:
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
         self.lengths = [max(sequence_lengths(row)) for row in self.rows]
         self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
-        self._collate = make_collate(tokenizer.pad_token_id or 0, self.pad_to)
+        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.pad_to, with_labels=True)
         self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
@@ -93,10 +93,11 @@ class FinetuneTask:
                              self.pad_to)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
         return self._collate([self.rows[i] for i in indices])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
-        output = self._training_model()(**model_inputs(batch, with_labels=True))
+        output = self._training_model()(**batch)
         return {"loss": output.loss, "task_loss": output.task_loss, **(output.syntax_losses or {})}
 
     def _training_model(self):
@@ -139,6 +140,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
+    config = _with_precision(config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
@@ -178,7 +180,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
                "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
-               **_compile_summary(config),
+               "mixed_precision": config.mixed_precision, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
@@ -186,6 +188,21 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
         accelerator.end_training()
     wait_for_everyone(accelerator)
     return summary
+
+
+def _with_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
+    """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
+    config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
+    continues: one run, one arithmetic."""
+    from dataclasses import replace
+
+    from xsyn.training.precision import AUTO_RESOLUTIONS, run_precision
+
+    saved = (saved_json_object(folder.config) or {}).get("mixed_precision") if resume else None
+    chosen = saved if config.mixed_precision == "auto" and saved in AUTO_RESOLUTIONS else config.mixed_precision
+    resolved = replace(config, mixed_precision=run_precision(chosen))
+    resolved.card = config.card  # the card the settings were checked against, not read again
+    return resolved
 
 
 def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
@@ -233,8 +250,9 @@ def _compile_summary(config: RunConfig) -> dict[str, Any]:
 
 def _numeric_hint(config: RunConfig) -> str:
     """The settings a non-finite loss most likely comes from, as the user would change them."""
-    clip = "none" if config.max_grad_norm is None else f"{config.max_grad_norm:g}"
-    hint = f"lower --learning-rate (now {config.learning_rate:g}) or --max-grad-norm (now {clip})"
+    clip = (f"--max-grad-norm (now {config.max_grad_norm:g})" if config.max_grad_norm
+            else "clip the gradient (max_grad_norm is 0: no clipping; 1.0 is the default)")
+    hint = f"lower --learning-rate (now {config.learning_rate:g}) or {clip}"
     if config.mixed_precision == "fp16":
         hint += "; or train in bf16 or full precision (--mixed-precision bf16|no)"
     return hint + ", and start the run again in a new --output-dir"

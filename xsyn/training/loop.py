@@ -149,7 +149,7 @@ class StepRecord:
     """What one optimiser step did; `losses` are the global batch's means (the same on every process)."""
 
     lr: float
-    grad_norm: float | None  # None where the engine does not report it (DeepSpeed)
+    grad_norm: float | None  # None without clipping, and where the engine does not report it (DeepSpeed)
     losses: dict[str, float]
     rows: int
     seconds: float
@@ -212,7 +212,9 @@ class Stepper:
             for name, value in losses.items():
                 if value is not None:
                     totals[name] = totals.get(name, 0.0) + value.detach().float() * (weight / len(micros))
-        norm = accelerator.clip_grad_norm_(self.parameters, self.max_grad_norm or math.inf)
+        # no clipping (max_grad_norm 0 or None): neither of its passes over the gradients (the norm, the scaling)
+        # runs, and the step's one read returns the losses alone; the log then has no gradient norm
+        norm = accelerator.clip_grad_norm_(self.parameters, self.max_grad_norm) if self.max_grad_norm else None
         means, grad_norm = read_step_values(totals, norm, accelerator)
         self._check(done + 1, lr, means, grad_norm)
         self.optimizer.step()

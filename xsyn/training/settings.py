@@ -31,7 +31,7 @@ class LoopSettings:
     grad_accum: int = count(1)  # micro-batches per optimiser step
     warmup_steps: int | None = validated_field(at_least(0), default=0)  # None: a twentieth of the steps
     weight_decay: float = validated_field(at_least(0), default=0.0)  # AdamW's, on all but biases and LayerNorm
-    max_grad_norm: float | None = validated_field(finite_above_zero, default=1.0)  # clipping (None: none)
+    max_grad_norm: float | None = validated_field(at_least(0), default=1.0)  # clipping (0 or None: none, no pass)
     max_length: int = count(128)  # word pieces per input
     # Quick runs: fine-tuning takes the first N examples; pre-training a seeded sample of N sentences per treebank.
     max_train_examples: int | None = count(None)

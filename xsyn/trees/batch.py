@@ -18,7 +18,7 @@ Every n x n structure is derived from these on the device (`xsyn.trees.tensors.T
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -34,11 +34,13 @@ def tree_features(tree: WordpieceTree) -> dict[str, np.ndarray]:
 
 
 def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int = 0,
-                  syntax: bool = True, pad_to_multiple_of: int | None = None,
+                  tree_fields: Collection[str] | None = None, pad_to_multiple_of: int | None = None,
                   pad_to: PaddedLength | None = None) -> dict[str, torch.Tensor]:
     """Pad examples (feature rows or `WordpieceTree`s) into a batch of long tensors, T pieces long: the
     longest input, rounded up to a multiple of `pad_to_multiple_of` where given, or to the length `pad_to`
-    gives it (`xsyn.trees.padding`: fewer distinct shapes, so fewer plans and recompiles).
+    gives it (`xsyn.trees.padding`: fewer distinct shapes, so fewer plans and recompiles). The syntax fields
+    are those named in `tree_fields` (what the model's variant reads: `XsynBertPreTrainedModel.batch_tree_fields`),
+    all of them where it is None.
 
     Extra tree nodes of an example of length T_b move from T_b + k to T + k, after the padded
     sequence, so `tree_parent[:, :T]` lines up with `input_ids`.
@@ -56,8 +58,8 @@ def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int
         out["input_ids"][i, :n] = f["input_ids"]
         out["attention_mask"][i, :n] = 1
         out["token_type_ids"][i, :n] = f["token_type_ids"]
-    if syntax:
-        for field in SYNTAX_FIELDS:
+    for field in SYNTAX_FIELDS:
+        if tree_fields is None or field.name in tree_fields:
             out[field.name] = _pad_nodes(feats, lengths, t, field) if field.per_node else \
                 _pad_pieces(feats, lengths, t, field)
     return {k: torch.from_numpy(v) for k, v in out.items()}

@@ -103,12 +103,13 @@ class TreeTensors:
     device-side assert rather than a `ValueError` that waits for the device (the model's step).
     """
 
-    def __init__(self, parent: torch.Tensor, upos: torch.Tensor, word_index: torch.Tensor,
+    def __init__(self, parent: torch.Tensor | None, upos: torch.Tensor, word_index: torch.Tensor,
                  segment_id: torch.Tensor, cpu_kernel: bool = True, host_check: bool = True):
         self.parent, self.upos, self.word_index, self.segment_id = parent, upos, word_index, segment_id
         self.size = upos.shape[1]
         self.cpu_kernel, self.host_check = cpu_kernel, host_check
-        self._core = kernel_core(parent, self.size) if cpu_kernel and kernel_applies(parent) else None
+        kernel = cpu_kernel and parent is not None and kernel_applies(parent)  # wla's batches carry no parents
+        self._core = kernel_core(parent, self.size) if kernel else None
 
     @classmethod
     def from_batch(cls, batch: Mapping[str, torch.Tensor], cpu_kernel: bool = True) -> TreeTensors:

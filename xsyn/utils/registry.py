@@ -15,14 +15,20 @@ package adds to a registry through an entry point in the registry's group, in it
     mine = "my_package.variant:VARIANT"
 
 Entry points are listed when the registry is first read (names only), after its own entries, and loaded like
-any lazy target, then checked: an entry point that cannot be imported, that gives something else than the
-registry holds, whose object calls itself by another name, or that takes a name already registered, is a
-`PluginError` naming the entry point and its package. `add` registers at run time (a test, a notebook); what is
-added is seen by every later lookup, whenever the modules that read the registry were imported.
+any lazy target, then checked: an entry point that cannot be imported (whatever its import raises), that gives
+something else than the registry holds, whose object calls itself by another name or breaks the registry's
+`check` is broken. Asked for by name (`VARIANTS["mine"]`, `--variant mine`) it is a `PluginError` naming the
+entry point and its package (a message, not a traceback, on the command line); anything that reads every entry
+(`values()`, `items()`: the settings table, the help texts) leaves it out with one warning naming the same, so
+one broken package never stops a command that does not use it. An entry point that takes a name already
+registered (a built-in's, or another package's) is refused the same way, with a warning, and the first holder
+of the name keeps it. `add` registers at run time (a test, a notebook); what is added is seen by every later
+lookup, whenever the modules that read the registry were imported.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module, metadata
 from typing import Any, Generic, TypeVar
@@ -31,6 +37,7 @@ from xsyn.utils.errors import XsynError
 from xsyn.utils.schema import did_you_mean
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 __all__ = ["PluginError", "Registry", "UnknownName"]
 
@@ -68,6 +75,8 @@ class Registry(Mapping[str, T], Generic[T]):
         self._targets: dict[str, Any] = dict(entries or {})
         self._loaded: dict[str, T] = {}
         self._plugins: dict[str, metadata.EntryPoint] = {}
+        self._broken: dict[str, str] = {}  # a plugin's name -> why it cannot be used
+        self._warned: set[str] = set()  # each warning once per process, across `refresh`
         self._scanned = group is None
 
     # -- registering ---------------------------------------------------------------------------------
@@ -85,12 +94,13 @@ class Registry(Mapping[str, T], Generic[T]):
         self._targets.pop(name, None)
         self._plugins.pop(name, None)
         self._loaded.pop(name, None)
+        self._broken.pop(name, None)
 
     def refresh(self) -> None:
         """Read the entry points again (a package installed since the registry was first read)."""
         for name in self._plugins:
             self._loaded.pop(name, None)
-        self._plugins = {}
+        self._plugins, self._broken = {}, {}
         self._scanned = self.group is None
 
     # -- reading -------------------------------------------------------------------------------------
@@ -114,6 +124,8 @@ class Registry(Mapping[str, T], Generic[T]):
             return self._loaded[name]
         if name not in self:
             raise self.unknown(name)
+        if name in self._broken:
+            raise self.plugin_error(self._broken[name])
         if name in self._targets:
             target = self._targets[name]
             entry = _import(target) if isinstance(target, str) else target
@@ -125,6 +137,24 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def get(self, name: str, default: Any = None) -> T | Any:
         return self[name] if name in self else default
+
+    def items(self) -> list[tuple[str, T]]:  # type: ignore[override]
+        """Every usable entry, in order: a broken plugin is left out, with one warning naming it."""
+        found = []
+        for name in self.names():
+            try:
+                found.append((name, self[name]))
+            except self.plugin_error as err:
+                self._warn(f"{err}; until then xsyn goes on without it")
+        return found
+
+    def values(self) -> list[T]:  # type: ignore[override]
+        return [entry for _, entry in self.items()]
+
+    def origin(self, name: str) -> str | None:
+        """The entry point and package a plugin's name comes from (for its errors); None for the registry's own."""
+        self._scan()
+        return _where(self._plugins[name]) if name in self._plugins else None
 
     def unknown(self, name: Any) -> Exception:
         """The error for a name that is not registered: the choices, and the closest one."""
@@ -143,22 +173,35 @@ class Registry(Mapping[str, T], Generic[T]):
     def _scan(self) -> None:
         if self._scanned:
             return
-        self._scanned = True  # before loading a conflicting plugin, which may read the registry
+        self._scanned = True
         for point in metadata.entry_points(group=self.group):
-            if point.name in self._targets or point.name in self._plugins:
-                self._load_plugin(point)  # an entry point that is broken anyway says so first
-                raise self.plugin_error(f"{_where(point)} registers the name {point.name!r}, which is already "
-                                        "taken; rename the entry point")
-            self._plugins[point.name] = point
+            if point.name in self._targets:
+                self._warn(f"{_where(point)} takes the name {point.name!r} of xsyn's own {self.what}: it is refused "
+                           f"and {point.name!r} stays xsyn's; rename the entry point")
+            elif point.name in self._plugins:
+                self._warn(f"{_where(point)} takes the name {point.name!r}, which "
+                           f"{_where(self._plugins[point.name])} registers first: it is refused; rename one of them")
+            else:
+                self._plugins[point.name] = point
 
     def _load_plugin(self, point: metadata.EntryPoint) -> T:
         try:
             entry = point.load()
         except Exception as err:  # a broken plugin names itself, whatever it raised on import
-            raise self.plugin_error(f"{_where(point)} cannot be loaded ({type(err).__name__}: {err}); fix or "
-                                    "uninstall that package") from err
-        self._check(point.name, entry, _where(point), self.plugin_error)
+            self._broken[point.name] = (f"{_where(point)} cannot be loaded ({type(err).__name__}: {err}); fix or "
+                                        "uninstall that package")
+            raise self.plugin_error(self._broken[point.name]) from None
+        try:
+            self._check(point.name, entry, _where(point), self.plugin_error)
+        except self.plugin_error as err:
+            self._broken[point.name] = str(err)
+            raise
         return entry
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning(message)
 
     def _check(self, name: str, entry: Any, where: str, error: Callable[[str], Exception]) -> None:
         of = _import(self.of) if isinstance(self.of, str) else self.of

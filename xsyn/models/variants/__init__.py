@@ -26,9 +26,50 @@ BUILT_IN = {
     "sdoi": "xsyn.models.variants.sdoi:VARIANT",
     "sep": "xsyn.models.variants.sep:VARIANT",
 }
-VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry("variant", BUILT_IN, group="xsyn.variants", of=SyntaxVariant,
-                                                     name_of=lambda variant: variant.name, error=SyntaxConfigError)
 VARIANTS = tuple(BUILT_IN)  # the built-in variants (no plug-in's: every registered one is `variant_names()`)
+
+
+def _foreign_claims(variant: SyntaxVariant) -> str | None:
+    """A variant from elsewhere (another package, `register_variant`) declares a settings schema, and settings and
+    paper names of its own: one that xsyn's shared settings, BERT's config or a built-in variant declares already
+    would take that one's default away in every run (a plugin's `gat_residual = True` would change every gat run)."""
+    if variant.name in VARIANTS:  # xsyn's own: their tests keep them apart
+        return None
+    schema = variant.settings
+    if schema is not None and not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        return (f"declares settings = {schema!r}, which is not a settings schema: give a @strict dataclass "
+                "(xsyn.utils.schema), or None")
+    if not isinstance(variant.paper_names, dict):
+        return f"declares paper_names = {variant.paper_names!r}; give a dict {{paper's name: setting}} or none"
+    owners = _owners()
+    claimed = [name for name in (*(f.name for f in dataclasses.fields(schema or CommonSettings) if schema),
+                                 *variant.paper_names) if name in owners]
+    if claimed:
+        return (f"declares {', '.join(claimed)}, which {owners[claimed[0]]} declares already (a second declaration "
+                "would change its default in every run): give the variant's settings names of their own")
+    return None
+
+
+def _owners() -> dict[str, str]:
+    """Who declares each name a variant's settings or paper names may not take."""
+    from xsyn.models.families import FAMILIES, resolve
+
+    owners: dict[str, str] = {}
+    for family in FAMILIES.values():
+        config = resolve(family.config)
+        for name in (*(f.name for f in dataclasses.fields(config)), *config().to_dict()):
+            owners.setdefault(name, f"{family.name}'s config")
+    owners.update(dict.fromkeys((f.name for f in dataclasses.fields(CommonSettings)), "xsyn's shared settings"))
+    for name in VARIANTS:
+        variant = VARIANT_REGISTRY[name]
+        own = [f.name for f in dataclasses.fields(variant.settings)] if variant.settings is not None else []
+        owners.update(dict.fromkeys([*own, *variant.paper_names], f"variant {name!r}"))
+    return owners
+
+
+VARIANT_REGISTRY: Registry[SyntaxVariant] = Registry(
+    "variant", BUILT_IN, group="xsyn.variants", of=SyntaxVariant, name_of=lambda variant: variant.name,
+    check=_foreign_claims, error=SyntaxConfigError)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,6 +79,9 @@ class SyntaxVariant:
     - `losses`: its auxiliary losses; `parameter_markers`: the names of the modules it adds to BERT;
     - `reads_word_embeddings`: its hooks read BERT's word-piece embeddings (`SyntaxBatch.word_embeddings`:
       one lookup, and one dense gradient of the table, shared with the encoder);
+    - `tree_fields`: the batch's tree fields (`xsyn.trees.wordpiece.SYNTAX_FIELDS`) its hooks read. Only those
+      are collated and copied to the device, and `forward` needs them; None (a variant that does not say, as
+      plug-ins written before it): all of them are collated, and none is required;
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
       model settings).
     """
@@ -92,6 +95,7 @@ class SyntaxVariant:
     losses: tuple[LossTerm, ...] = ()
     parameter_markers: tuple[str, ...] = ()
     reads_word_embeddings: bool = False
+    tree_fields: tuple[str, ...] | None = None
 
     def setting_names(self) -> tuple[str, ...]:
         """The config fields that are this variant's settings (what a model card lists)."""
@@ -106,8 +110,12 @@ class SyntaxVariant:
         schema's); raise `xsyn.utils.schema.Invalid(setting, problem)`. Run for every registered variant."""
 
     def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        """The `tree_*` batch fields `forward` needs (besides `input_ids`)."""
-        return ()
+        """The `tree_*` batch fields `forward` needs with this config (besides `input_ids`): `tree_fields`."""
+        return self.tree_fields or ()
+
+    def collated_fields(self, config: PretrainedConfig) -> tuple[str, ...] | None:
+        """The tree fields a batch for this config carries (collated, copied to the device); None: all."""
+        return None if self.tree_fields is None else self.batch_fields(config)
 
     def install(self, model: PreTrainedModel) -> None:
         """Swap or add the variant's modules on a freshly built `XsynBertModel`."""

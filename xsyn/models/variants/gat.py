@@ -94,6 +94,7 @@ class Gat(SyntaxVariant):
     losses = (LossTerm(("distance_loss", "depth_loss"), "structural_loss_weight"),)
     parameter_markers = ("gat", "syntax_bias")
     reads_word_embeddings = True
+    tree_fields = ("tree_parent", "tree_upos", "tree_deprel")
 
     def validate(self, config: PretrainedConfig) -> None:
         heads = config.num_attention_heads
@@ -101,8 +102,8 @@ class Gat(SyntaxVariant):
             raise Invalid("syntax_heads", f"{config.syntax_heads}, but a syntax head is one of the model's {heads} "
                           f"attention heads; use 1..{heads}")
 
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos") + (("tree_deprel",) if config.gat_deprel_embeddings else ())
+    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:  # relations: only where embedded
+        return tuple(f for f in self.tree_fields if f != "tree_deprel" or config.gat_deprel_embeddings)
 
     def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.gat import GatSelfAttention, GatSyntaxEncoder

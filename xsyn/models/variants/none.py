@@ -8,6 +8,7 @@ from xsyn.models.variants.base import SyntaxVariant
 class PlainBert(SyntaxVariant):
     name = "none"
     is_baseline = True
+    tree_fields = ()
 
 
 VARIANT = PlainBert()

@@ -54,9 +54,7 @@ class Sdoi(SyntaxVariant):
     settings = SdoiSettings
     paper = ZHANG_2020
     parameter_markers = ("sdoi",)
-
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos")
+    tree_fields = ("tree_parent", "tree_upos")
 
     def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.sdoi import SdoiLayer

@@ -74,9 +74,7 @@ class Sep(SyntaxVariant):
     paper = XU_2021
     losses = (LossTerm(("seprem_loss",), "sep_distance_loss_weight"),)
     parameter_markers = ("seprem", "seprem_head")
-
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos")
+    tree_fields = ("tree_parent", "tree_upos")
 
     def install(self, model: PreTrainedModel) -> None:
         from xsyn.models.distance_prediction import DistancePredictionHead

@@ -73,9 +73,7 @@ class Sla(LocalAttention):
     name = "sla"
     settings = SlaSettings
     paper_names = {"m": "sla_distance", "punct_visible": "sla_punct_visible"}
-
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_parent", "tree_upos", "tree_word")
+    tree_fields = ("tree_parent", "tree_upos", "tree_word")
 
     def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
         return tree.sla_mask(config.sla_distance, config.sla_punct_visible)

@@ -35,9 +35,7 @@ class Wla(LocalAttention):
     name = "wla"
     settings = WlaSettings
     paper_names = {"k": "wla_window"}
-
-    def batch_fields(self, config: PretrainedConfig) -> tuple[str, ...]:
-        return ("tree_upos", "tree_word", "tree_segment")
+    tree_fields = ("tree_upos", "tree_word", "tree_segment")
 
     def local_mask(self, config: PretrainedConfig, tree: TreeTensors) -> torch.Tensor:
         return tree.wla_mask(config.wla_window)

@@ -133,10 +133,10 @@ PARSERS: Registry[ParserEntry] = Registry(
 
 @functools.cache
 def registered_parsers() -> dict[str, ParserEntry]:
-    """Every parser by name: xsyn's own, then those installed packages register, each loaded and checked here
-    (so a broken plugin is named whatever parser a run chooses); read once."""
+    """Every usable parser by name: xsyn's own, then those installed packages register, each loaded and checked
+    here (a broken plugin is left out with a warning naming it; asked for by name, it is its error); read once."""
     PARSERS.refresh()
-    return dict(PARSERS)
+    return dict(PARSERS.items())
 
 
 def parser_forms() -> str:
@@ -193,6 +193,8 @@ def resolve_parser_choice(choice: str) -> ParserChoice:
     parsers = registered_parsers()
     name, colon, argument = choice.partition(":")
     entry = parsers.get(name)
+    if entry is None and name in PARSERS:
+        entry = PARSERS[name]  # a broken plugin: its error, naming its package
     if entry is None:
         raise ParserChoiceError(f"unknown parser {choice!r}; choose one of: {parser_forms()}")
     if entry.takes and not argument.strip():
@@ -212,7 +214,14 @@ def build_parser(choice: str, **settings: Any) -> Parser:
     if unknown:
         raise TypeError(f"not parser options: {sorted(unknown)}")
     keywords = option_keywords(resolved.entry, settings)
-    cls = resolved.entry.load()
+    try:
+        cls = resolved.entry.load()
+    except Exception as err:
+        origin = PARSERS.origin(resolved.name)
+        if origin is None:  # xsyn's own parser: a bug, with its traceback
+            raise
+        raise ParserPluginError(f"{origin}: its parser {resolved.entry.target} cannot be loaded "
+                                f"({type(err).__name__}: {err}); fix or uninstall that package") from None
     return cls(resolved.argument, **keywords) if resolved.entry.takes else cls(**keywords)
 
 
