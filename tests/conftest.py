@@ -260,3 +260,18 @@ def immutable():
     for folder in made:
         subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
         folder.chmod(0o755)
+
+
+def stopped_before_results(monkeypatch) -> None:
+    """Evaluations stop (Ctrl-C) just before writing results.json: every language scored is in `partial/`, as an
+    evaluation interrupted at its end leaves it (a finished one removes `partial/`)."""
+    import xsyn.run.evaluation
+
+    real = xsyn.run.evaluation.atomic_write_json
+
+    def write(path, data):
+        if Path(path).name == "results.json":
+            raise KeyboardInterrupt
+        real(path, data)
+
+    monkeypatch.setattr(xsyn.run.evaluation, "atomic_write_json", write)

@@ -135,6 +135,18 @@ def test_every_option_of_every_command_has_help_and_help_names_only_the_product(
             assert outside not in text, (path, outside)
 
 
+def test_finetune_takes_the_variants_own_options_and_the_former_names_of_the_pretrained_ones():
+    import shutil
+    import subprocess
+
+    command = [shutil.which("xsyn") or "xsyn", "finetune", "--help"]  # the installed console script
+    shown = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "--gat-delta INTEGER" in shown and "--gat-attention TEXT" in shown  # declared by gat (`options`)
+    assert "--pretrained-syntax, --gat-init" in shown and "--freeze-pretrained, --freeze-gat" in shown
+    bad = CliRunner().invoke(main, ["finetune", "--task", "synth", "--model", "tiny", "--gat-attention", "sparse"])
+    assert bad.exit_code != 0 and "--gat-attention: 'sparse' is not one of dot, additive" in bad.output
+
+
 @pytest.mark.parametrize(("old", "suggested"), [
     (["parse", "--out", "r.jsonl"], "--output"),
     (["parser-quality", "--limit=5"], None),

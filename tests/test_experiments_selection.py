@@ -200,7 +200,7 @@ def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path
     experiment = _experiment(tmp_path, PRETRAIN_FILE)
     gat = next(c for c in experiment.cells if c.variant == "gat")
     none = next(c for c in experiment.cells if c.variant == "none")
-    assert experiment.config(gat).gat_init is None  # listed before the pre-training exists
+    assert experiment.config(gat).pretrained_syntax is None  # listed before the pre-training exists
     assert [s.state for s in pretrain.pretrain_states(experiment)] == ["to do"]
     settings = pretrain.pretrain_settings(experiment, "tiny")
     assert (settings.model, settings.treebanks, settings.max_steps) == ("tiny", ["en"], 3)
@@ -218,8 +218,8 @@ def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path
     for _ in range(2):
         pretrain.ensure_pretrained(experiment, "tiny")
     assert runs == [(settings.output_dir, False)]
-    assert experiment.config(gat).gat_init == settings.output_dir
-    assert experiment.config(none).gat_init is None
+    assert experiment.config(gat).pretrained_syntax == settings.output_dir
+    assert experiment.config(none).pretrained_syntax is None
     assert [s.state for s in pretrain.pretrain_states(experiment)] == ["done"]
 
 

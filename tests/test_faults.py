@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import stopped_before_results
 
 from xsyn.cli import main
 from xsyn.data.synth import write_vocab
@@ -580,9 +581,14 @@ def test_a_folder_where_a_cells_lock_goes_is_named_never_deleted(experiment_whol
 
 
 @pytest.mark.parametrize("damage", ["garbage", "cut short", "empty", "a JSON list"])
-def test_damaged_partial_results_of_an_interrupted_evaluation_are_evaluated_again(trained, tmp_path, damage):
-    out = Path(shutil.copytree(trained.parent / "eval", tmp_path / "eval"))
-    (out / "results.json").unlink()  # as an evaluation killed before its end leaves it
+def test_damaged_partial_results_of_an_interrupted_evaluation_are_evaluated_again(trained, tmp_path, damage,
+                                                                                   monkeypatch):
+    out = tmp_path / "eval"
+    with monkeypatch.context() as patched:  # as an evaluation killed before its end leaves it
+        stopped_before_results(patched)
+        CliRunner().invoke(main, ["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir",
+                                  str(trained.parent / "cache"), "--output-dir", str(out)])
+    assert not (out / "results.json").exists()
     saved = sorted((out / "partial").glob("*.json"))
     assert saved
     for file in saved:

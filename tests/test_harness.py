@@ -17,14 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import stopped_before_results
 from safetensors.torch import load_file
 
+import xsyn.run.evaluation as evaluation
 from xsyn import provenance
 from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.defaults import DEFAULT_SEED
-from xsyn.models.gat import save_gat
+from xsyn.models.variants.gat.layers import save_gat
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
@@ -211,16 +213,25 @@ def test_evaluate_writes_per_language_and_pair_results(evaluated):
     assert 100 * correct / 400 == pytest.approx(results["per_language"]["svo"])
 
 
-def test_an_interrupted_evaluation_recomputes_only_what_is_missing(evaluated, run):
-    kept = evaluated / "partial" / "test-svo.json"
-    before = kept.stat().st_mtime_ns
-    (evaluated / "partial" / "test-ovs.json").unlink()
-    (evaluated / "results.json").unlink()
-    res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--quiet"])
+def test_an_interrupted_evaluation_recomputes_only_what_is_missing_and_a_finished_one_keeps_no_partial(
+        evaluated, run, tmp_path, monkeypatch):
+    assert not (evaluated / "partial").exists()  # finished: only an interrupted evaluation needs it
+    out = tmp_path / "eval"
+    args = ["evaluate", "--model-dir", str(run), "--quiet", "--output-dir", str(out)]
+    with monkeypatch.context() as patched:
+        stopped_before_results(patched)
+        assert CliRunner().invoke(main, args).exit_code != 0
+    assert sorted(p.name for p in (out / "partial").glob("*.json")) == [f"test-{lang}.json" for lang in
+                                                                        ("ovs", "sov", "svo", "vso")]
+    (out / "partial" / "test-ovs.json").unlink()
+    predicted = []
+    real = evaluation.model_outputs
+    monkeypatch.setattr(evaluation, "model_outputs", lambda *a, **k: predicted.append(1) or real(*a, **k))
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    assert kept.stat().st_mtime_ns == before
-    assert (evaluated / "partial" / "test-ovs.json").is_file()
-    assert "ovs" in json.loads((evaluated / "results.json").read_text())["per_language"]
+    assert len(predicted) == 1  # ovs alone is scored again
+    assert "ovs" in json.loads((out / "results.json").read_text())["per_language"]
+    assert not (out / "partial").exists()
 
 
 def test_grouping_by_length_sorts_windows_of_the_epoch_order_keeps_every_row_and_pads_less():
@@ -313,7 +324,7 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_pat
     assert not (out / "results.json").exists() and not list(out.glob(".results.json.*"))
 
 
-def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, tmp_path):
+def test_a_pretrained_gat_gives_its_shape_and_freezing_keeps_it(vocab, cache, tmp_path):
     from xsyn.models.factory import build_model
     from xsyn.models.presets import load_tokenizer
 
@@ -322,9 +333,11 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     save_gat(pretrained, tmp_path / "gat")
     out = tmp_path / "run"
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "gat", "--max-steps", "2",
-                                                 "--gat-init", str(tmp_path / "gat"), "--freeze-gat"))
+                                                 "--pretrained-syntax", str(tmp_path / "gat"), "--freeze-pretrained"))
     assert res.exit_code == 0, res.output
-    model = json.loads((out / "config.json").read_text())["model_settings"]
+    config = json.loads((out / "config.json").read_text())
+    assert (config["pretrained_syntax"], config["freeze_pretrained"]) == (str(tmp_path / "gat"), True)
+    model = config["model_settings"]
     assert model["gat_layers"] == 2 and model["gat_residual"] is True and model["gat_position_embeddings"] is True
     saved = load_file(tmp_path / "gat" / "gat.safetensors")
     tuned = load_file(out / "best" / "model.safetensors")
@@ -333,7 +346,7 @@ def test_gat_init_adopts_the_pretrained_shape_and_freeze_keeps_it(vocab, cache, 
     # would give it embeddings it has never seen.
     (tmp_path / "gat" / "model").mkdir()
     res = CliRunner().invoke(main, finetune_args(vocab, cache, tmp_path / "again", "--variant", "gat",
-                                                 "--gat-init", str(tmp_path / "gat")))
+                                                 "--gat-init", str(tmp_path / "gat")))  # its former name
     assert res.exit_code != 0 and f"pass --model {tmp_path / 'gat' / 'model'}" in res.output
 
 

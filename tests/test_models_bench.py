@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from xsyn.benchmarks.model import (
@@ -148,31 +147,42 @@ def test_bench_model_measures_each_encoder_shape_with_its_own_plain_row_and_embe
     assert result.exit_code == 2 and "choose from mbert, xlmr-base" in result.output
 
 
+class StepClocks:
+    """Injected clocks for the bench's timings: each step advances them by the work (and wait) set for its row,
+    so the figures' arithmetic is checked without asserting a speed (which another process's load would move)."""
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def step(self, work: float, wait: float = 0.0) -> None:
+        self.cpu += work  # this process computes
+        self.wall += work + wait  # and waits (for another process, a sleep): wall time alone passes
+
+
 def test_on_a_cpu_a_step_slowed_by_waiting_keeps_its_cpu_time_ratio(monkeypatch):
     """What another process's load does to a step (wall time passes, this process computes nothing) leaves
-    `cpu_time_ratio` where the step's own work puts it: here sep's steps each wait 30 ms."""
-    import time
-
+    `cpu_time_ratio` where the step's own work puts it: here sep's steps each wait 30 ms, then 50 ms."""
     from xsyn.benchmarks import model as bench
 
-    step = bench.train_step
+    clocks, step, waits = StepClocks(), bench.train_step, iter([0.0, 0.03, 0.05])  # the warm-up, the timed two
 
-    def waiting(model, batch, dtype="float32"):
+    def timed(model, batch, dtype="float32"):
+        step(model, batch, dtype)
         if getattr(model.config, "variant", None) == "sep":
-            time.sleep(0.03)
-        return step(model, batch, dtype)
+            clocks.step(0.012, next(waits, 0.0))
+        else:
+            clocks.step(0.010)
 
-    monkeypatch.setattr(bench, "train_step", waiting)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the docstring says to run it: idle intra-op threads spin, and their spin counts
-    try:
-        rows = bench.run_model_bench(["sep"], layers=2, hidden=32, heads=2, seq_len=16, batch_size=2, vocab_size=50,
-                                     repeats=2, plain_bert=False)["rows"]
-    finally:
-        torch.set_num_threads(threads)
-    assert rows["none"]["cpu_time_ratio"] == 1.0 and rows["none"]["cpu_seconds"] > 0  # (all threads' CPU time)
-    assert rows["sep"]["step_seconds"] >= 0.03 and rows["sep"]["cpu_seconds"] < 0.03
-    assert rows["sep"]["cpu_time_ratio"] < rows["sep"]["step_time_ratio"] / 2
+    monkeypatch.setattr(bench, "train_step", timed)
+    monkeypatch.setattr(bench, "wall_clock", lambda: clocks.wall)
+    monkeypatch.setattr(bench, "cpu_clock", lambda: clocks.cpu)
+    rows = bench.run_model_bench(["sep"], layers=2, hidden=32, heads=2, seq_len=16, batch_size=2, vocab_size=50,
+                                 repeats=2, plain_bert=False)["rows"]
+    none, sep = rows["none"], rows["sep"]
+    assert (none["step_seconds"], none["cpu_seconds"], none["cpu_time_ratio"]) == pytest.approx((0.010, 0.010, 1.0))
+    assert sep["step_seconds"] == pytest.approx(0.042) and sep["median_seconds"] == pytest.approx(0.052)  # min, median
+    assert sep["cpu_seconds"] == pytest.approx(0.012) and sep["cpu_time_ratio"] == pytest.approx(1.2)
+    assert sep["step_time_ratio"] == pytest.approx(4.2) and sep["tokens_per_second"] == pytest.approx(2 * 16 / 0.042)
 
 
 SHAPE = {"--layers": "1", "--hidden": "16", "--heads": "2", "--seq-len": "8", "--vocab-size": "50",

@@ -16,9 +16,9 @@ from test_models_variants import switch_off
 from xsyn.models.encoders import family_classes
 from xsyn.models.factory import build_model, load_model
 from xsyn.models.families import FAMILIES, family_of, resolve
-from xsyn.models.gat import gat_encode
 from xsyn.models.presets import load_tokenizer
 from xsyn.models.variants import get_variant
+from xsyn.models.variants.gat.layers import gat_encode
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.wordpiece import WordpieceAligner

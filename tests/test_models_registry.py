@@ -1,4 +1,4 @@
-"""The variant registry: a variant is one module plus one registry line, and nothing outside the registry
+"""The variant registry: a variant is one folder plus one registry line, and nothing outside the registry
 knows a variant (or a head) by its name."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch import nn
 import xsyn
 from xsyn.models import variants
 from xsyn.models.heads import HEAD_CLASSES
-from xsyn.models.variants import VARIANTS, get_variant, register_variant
+from xsyn.models.variants import get_variant, register_variant, variant_names
 from xsyn.models.variants.base import LossTerm, SyntaxConfigError, SyntaxVariant
 
 # -- a variant defined here, in the test file alone ----------------------------------------------------
@@ -98,13 +98,35 @@ def test_an_experiment_file_may_name_a_registered_variant(toy, tmp_path):
 
 
 def test_an_unknown_variant_is_named_with_the_registered_ones():
-    with pytest.raises(SyntaxConfigError, match="unknown variant 'tree'; choose one of none, gat, sla, wla, "
-                                                "sdoi, sep$"):
+    registered = ", ".join(variant_names())  # the built-in ones: none, gat, sla, wla, sdoi, sep
+    with pytest.raises(SyntaxConfigError, match=f"unknown variant 'tree'; choose one of {registered}$"):
         get_variant("tree")
     with pytest.raises(SyntaxConfigError, match="unknown variant 'gta'; .*; did you mean 'gat'"):
         get_variant("gta")
     with pytest.raises(ValueError, match="already registered"):
         register_variant("gat", "somewhere:ELSE")
+
+
+class ToyWithModule(Toy):
+    name = "toy_module"
+
+    def load_pretrained(self, model, directory) -> None:
+        model.toy.scale.data.fill_(1.0)
+
+
+def test_a_pretrained_option_for_a_variant_without_a_module_names_the_registered_ones_that_have_one(toy):
+    from xsyn.models.variants import check_pretrained
+    from xsyn.run.workflow import finetune_settings
+
+    register_variant("toy_module", ToyWithModule())
+    try:
+        check_pretrained("gat", "--pretrained-syntax")  # gat has one: nothing to say
+        with pytest.raises(SyntaxConfigError, match=r"^--freeze-pretrained: variant 'toy' has no pre-trained syntax "
+                                                    r"module; drop --freeze-pretrained, or choose a variant that has "
+                                                    r"one \(gat, toy_module\)$"):
+            finetune_settings(task="synth", variant="toy", model="tiny", parser="chain", freeze_pretrained=True)
+    finally:
+        variants.VARIANT_REGISTRY.remove("toy_module")
 
 
 def test_the_command_line_and_the_cards_read_the_registry_without_importing_torch():
@@ -116,7 +138,31 @@ def test_the_command_line_and_the_cards_read_the_registry_without_importing_torc
             "print([v.name for v in all_variants()], model_settings()['gat_delta'][0].__name__, "
             "load_card('pawsx').hyperparameters['gat']['gat_delta'], 'torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.stdout.strip() == "['none', 'gat', 'sla', 'wla', 'sdoi', 'sep'] int 4 False", res.stderr
+    assert res.stdout.strip() == f"{list(variant_names())} int 4 False", res.stderr
+
+
+SHARED_FOLDERS = {"gated_local"}  # the base sla and wla share, not a variant (see its docstring)
+
+
+def test_a_built_in_variant_is_one_folder_and_one_registry_line():
+    """`variants/<name>/__init__.py` declares the variant, registered under its folder's name; its torch modules
+    are `layers.py` beside it (or the shared base's), reached through `layers()` alone: no hook imports."""
+    folder = Path(variants.__file__).parent
+    declared = {path.parent.name for path in folder.glob("*/__init__.py")} - SHARED_FOLDERS
+    built_in = {name for name in variant_names() if type(get_variant(name)).__module__.startswith("xsyn.")}
+    assert declared == built_in and "gat" in declared
+    for name in declared:
+        variant = get_variant(name)
+        assert type(variant).__module__ == f"xsyn.models.variants.{name}"
+        if type(variant).install is not SyntaxVariant.install:  # it has modules of its own
+            layers = variant.layers()
+            assert layers is variant.layers() and Path(layers.__file__).name == "layers.py"
+            assert Path(layers.__file__).parent.name in {name} | SHARED_FOLDERS
+    for path in folder.glob("*/__init__.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nested = [node.lineno for function in ast.walk(tree) if isinstance(function, ast.FunctionDef)
+                  for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)]
+        assert nested == [], f"{path}: imports inside hooks; reach the layers through self.layers()"
 
 
 def test_the_cards_paper_names_come_from_the_variants():
@@ -125,7 +171,7 @@ def test_the_cards_paper_names_come_from_the_variants():
                                       "punct_visible": "sla_punct_visible", "k": "wla_window"}
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", variant_names())
 def test_each_variants_settings_are_config_attributes_with_their_schemas_rules(variant):
     from xsyn.models.configuration import XsynBertConfig
 
@@ -185,7 +231,7 @@ def test_no_module_outside_the_registry_tests_a_variant_or_a_head_by_name():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         lines = []
         if not relative.startswith("models/variants/"):
-            lines += _names_compared(tree, set(VARIANTS), "variant")
+            lines += _names_compared(tree, set(variant_names()), "variant")
         if relative != "models/heads.py":
             lines += _names_compared(tree, set(HEAD_NAMES), "head")
         if lines:
@@ -200,7 +246,7 @@ def test_the_architecture_check_finds_a_name_comparison():
             'encoder = build_model(settings.model, "gat", None)\n'  # pre-training's old variant
             'if options.get("quoting") == "none": pass\n')  # a word, not a variant
     tree = ast.parse(code)
-    assert sorted(_names_compared(tree, set(VARIANTS), "variant")) == [1, 3, 4, 5]
+    assert sorted(_names_compared(tree, set(variant_names()), "variant")) == [1, 3, 4, 5]
     assert _names_compared(tree, set(HEAD_NAMES), "head") == [2]
 
 

@@ -12,7 +12,9 @@ from transformers import BertConfig, BertModel
 
 from xsyn.models.configuration import SyntaxConfigError, XsynBertConfig
 from xsyn.models.factory import build_model, load_model
-from xsyn.models.gat import (
+from xsyn.models.modeling import XsynBertModel
+from xsyn.models.variants import VARIANTS, get_variant
+from xsyn.models.variants.gat.layers import (
     RELATION_BIAS_SCALE,
     freeze_gat,
     gat_state_dict,
@@ -21,8 +23,6 @@ from xsyn.models.gat import (
     structural_loss,
     syntax_probe,
 )
-from xsyn.models.modeling import XsynBertModel
-from xsyn.models.variants import VARIANTS, get_variant
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import UPOS_SPECIAL_ID
 from xsyn.trees.batch import collate_trees
@@ -366,7 +366,7 @@ def test_probe_distances_stay_float32_under_bf16_autocast():
     """|p_i|^2 + |p_j|^2 - 2 p_i.p_j cancels: with bf16 products (8 bits of mantissa) norms in the
     thousands leave errors in the tens, far above the tree distances the structural loss compares."""
     from xsyn.models.configuration import XsynBertConfig
-    from xsyn.models.gat import GatSyntaxEncoder
+    from xsyn.models.variants.gat.layers import GatSyntaxEncoder
 
     torch.manual_seed(0)
     encoder = GatSyntaxEncoder(XsynBertConfig(vocab_size=64, hidden_size=64, num_hidden_layers=1,

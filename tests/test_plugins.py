@@ -42,6 +42,7 @@ class Scaled(SyntaxVariant):
 
     name = "scaled"
     settings = ScaledSettings
+    options = {"scaled_factor": "BERT's output times this factor."}  # `finetune --scaled-factor`
 
     def output(self, model, tree, hidden):
         return hidden * model.config.scaled_factor
@@ -134,7 +135,11 @@ def test_a_variant_and_a_task_kind_with_its_metric_from_another_package_fine_tun
               "--max-length", "24", "--max-steps", "2", "--cache-dir", str(tmp_path / "cache")]
     refused = CliRunner().invoke(main, ["finetune", *common, "--set", "scaled_factor=11.5"])
     assert refused.exit_code != 0 and "--set: scaled_factor: must be from 0 to 10, got 11.5" in refused.output
-    trained = CliRunner().invoke(main, ["finetune", *common, "--set", "scaled_factor=2.5", "--output-dir", str(run)])
+    # the variant's own option, which the command takes without an edit of xsyn (checked by the same rule)
+    assert "--scaled-factor FLOAT" in CliRunner().invoke(main, ["finetune", "--help"]).output
+    refused = CliRunner().invoke(main, ["finetune", *common, "--scaled-factor", "11.5"])
+    assert refused.exit_code != 0 and "--scaled-factor: must be from 0 to 10, got 11.5" in refused.output
+    trained = CliRunner().invoke(main, ["finetune", *common, "--scaled-factor", "2.5", "--output-dir", str(run)])
     assert trained.exit_code == 0, trained.output
     assert json.loads((run / "config.json").read_text())["model_settings"] == {"scaled_factor": 2.5}
     saved = json.loads((run / "best" / "config.json").read_text())

@@ -20,8 +20,9 @@ from scipy.spatial.distance import cosine
 from test_report import png_size, write_run
 
 from xsyn.cli import main
+from xsyn.metrics.correlation import Correlation
 from xsyn.report import ReportError, build_report
-from xsyn.report.findings import AnalysisSettings, analyse, read_parser_scores
+from xsyn.report.findings import AnalysisSettings, analyse, read_parser_scores, trend_finding
 
 LANGS = ["en", "de", "nl", "es", "fr", "zh", "ja"]
 GAT = {1: [90.0, 80.0, 79.0, 78.0, 77.5, 70.0, 66.0], 2: [91.0, 81.0, 80.0, 80.0, 78.5, 72.0, 69.0]}
@@ -96,7 +97,8 @@ def test_a_language_uriel_lacks_is_named_and_left_out(tmp_path):
     assert "qqx: URIEL lacks it" in typology.left_out
     assert [point.label for point in typology.points] == ["de", "fr", "ja"]
     assert all(point.error is None for point in typology.points)  # one seed a side: no sd
-    assert typology.finding.endswith("3 languages (not significant at p < 0.05)")  # 3! = 6 pairings: p >= 1/3
+    assert typology.finding.startswith("too few languages to test whether gain changes with syntactic distance "
+                                       "from en: with 3, no ordering reaches p < 0.05 (the smallest p is 0.33)")
 
 
 def test_pair_matrices_use_the_distance_between_each_pairs_languages(tmp_path):
@@ -227,3 +229,19 @@ def test_a_task_of_artificial_languages_gets_no_uriel_analysis(tmp_path):
     assert family.finding == ("no family analysis: synth's languages are artificial (svo, sov, vso), and URIEL "
                               "has none of them")
     assert "sov: an artificial language" in typology.left_out
+
+
+@pytest.mark.parametrize("correlation, finding", [
+    (Correlation(14, -0.61, 0.021, 10000, False, 7), "gain falls with distance: rho = -0.61, p = 0.02, 14 languages"),
+    (Correlation(14, 0.2, 0.48, 10000, False, 7),  # a rho with no evidence behind it claims no direction
+     "no evidence that gain changes with distance (p >= 0.05): rho = 0.20, p = 0.48, 14 languages"),
+    (Correlation(3, 0.5, 1.0, 6, True),  # the "gain rises ...: rho = 0.50, p = 1.00, 3 languages"
+     "too few languages to test whether gain changes with distance: with 3, no ordering reaches p < 0.05 "
+     "(the smallest p is 0.33); rho = 0.50, p = 1.00, 3 languages"),
+    (Correlation(4, 1.0, 2 / 24, 24, True),  # 4! = 24 pairings: at best 2 / 24 = 0.083, the perfect order's
+     "too few languages to test whether gain changes with distance: with 4, no ordering reaches p < 0.05 "
+     "(the smallest p is 0.083); rho = 1.00, p = 0.08, 4 languages"),
+    (Correlation(5, 1.0, 2 / 120, 120, True), "gain rises with distance: rho = 1.00, p = 0.02, 5 languages"),
+])
+def test_a_findings_wording_claims_a_direction_only_where_its_test_supports_one(correlation, finding):
+    assert trend_finding(correlation, "distance", "languages", 0.05) == finding

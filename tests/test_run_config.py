@@ -165,6 +165,22 @@ def test_a_config_saved_before_model_settings_was_renamed_still_reads(tmp_path):
     assert again.model_settings["gat_delta"] == 2
 
 
+def test_the_pretrained_module_settings_read_under_their_former_names(tmp_path):
+    card, gat = load_card("pawsx"), tmp_path / "gat"
+    gat.mkdir()
+    (gat / "gat_config.json").write_text(json.dumps({"gat_layers": 2, "gat_residual": True}), encoding="utf-8")
+    saved = resolve("pawsx", "gat", card, {}, {"pretrained_syntax": str(gat), "freeze_pretrained": True}).to_dict()
+    saved["gat_init"], saved["freeze_gat"] = saved.pop("pretrained_syntax"), saved.pop("freeze_pretrained")
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")  # a run folder from before
+    (tmp_path / "config.toml").write_text(f"gat_init = {json.dumps(str(gat))}\nfreeze_gat = true\n", encoding="utf-8")
+    for path in (tmp_path / "config.json", tmp_path / "config.toml"):
+        again = resolve("pawsx", None, card, read_config_file(path), {})
+        assert (again.pretrained_syntax, again.freeze_pretrained) == (str(gat), True)
+        assert (again.model_settings["gat_layers"], again.model_settings["gat_residual"]) == (2, True)  # adopted
+    assert parse_overrides([f"gat_init={gat}", "freeze_gat=true"]) == {"pretrained_syntax": str(gat),
+                                                                        "freeze_pretrained": True}
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["num_attention_heads=3"], "hidden_size 128 is not a multiple of num_attention_heads 3"),
     (["syntax_heads=5"], "syntax_heads: 5, but a syntax head is one of the model's 2 attention heads"),

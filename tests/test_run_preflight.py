@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import stopped_before_results
 
 from xsyn.cli import main
 from xsyn.data.synth import write_vocab
@@ -133,15 +134,19 @@ def test_generalized_evaluation_with_skip_missing_lists_the_skipped_languages(pa
     assert results["missing_languages"] == ["fr"] and set(results["pairs"]) == {"en", "de"}
 
 
-def test_a_language_scored_before_is_said_to_be_kept_not_to_be_from_an_interrupted_run(pawsx_run, tmp_path):
+def test_a_language_scored_before_is_said_to_be_kept_not_to_be_from_an_interrupted_run(pawsx_run, tmp_path,
+                                                                                       monkeypatch):
     run, _ = pawsx_run
     args = ["-v", "evaluate", "--model-dir", str(run), "--langs", "en,de", "--output-dir", str(tmp_path / "e"),
             "--quiet"]
-    assert CliRunner().invoke(main, args).exit_code == 0
-    res = CliRunner().invoke(main, args[:5] + ["en"] + args[6:])  # a finished evaluation, asked again for en
+    with monkeypatch.context() as patched:
+        stopped_before_results(patched)
+        assert CliRunner().invoke(main, args).exit_code != 0
+    res = CliRunner().invoke(main, args[:5] + ["en"] + args[6:])  # asked again, for en
     assert res.exit_code == 0, res.output
     assert "test en: " in res.output and "(kept from an earlier evaluation of this checkpoint, partial/)" in res.output
     assert "interrupted" not in res.output
+    assert not (tmp_path / "e" / "partial").exists()  # finished now
 
 
 def test_pairs_dropped_under_a_cap_are_said_of_what_the_source_held(pawsx_run, tmp_path):

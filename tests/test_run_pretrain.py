@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from xsyn.cli import main
-from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_distances, corrupt_mask, select_pairs
-from xsyn.models.gat import ProbeOutput, load_gat
+from xsyn.models.variants.gat.layers import ProbeOutput, load_gat
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_distances, corrupt_mask, select_pairs
 from xsyn.pretraining.trainer import (
     encode,
     probe_scores,
@@ -125,7 +125,7 @@ def test_bad_input_names_what_is_available(tmp_path, shared_data):
         "'gat_layers'?" in output
     (tmp_path / "gat_config.json").write_text("{}")  # an earlier pre-training's output is not overwritten
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", ud, "--output-dir", str(tmp_path)])
-    assert code != 0 and "already holds a pre-trained GAT (gat_config.json)" in output
+    assert code != 0 and "already holds a pre-trained syntax module (gat_config.json)" in output
 
 
 def test_pretrain_gat_claims_its_folder_by_finetunes_rules(tmp_path):
@@ -228,14 +228,14 @@ def test_corrupt_distances_hides_or_randomises_only_selected_pairs_symmetrically
 
 
 def test_distance_head_targets_are_clipped_distances():
-    head = DistancePredictionHead(size=4, max_distance=3)
+    head = SepDistanceHead(size=4, max_distance=3)
     gat_output = torch.randn(1, 5, 4)
     distances = torch.tensor([[[0, 1, 2, 3, 7]] * 5])
     pairs = torch.tensor([[0, 0, 1], [0, 0, 2], [0, 0, 3], [0, 0, 4]])
     expected = torch.nn.functional.cross_entropy(head(gat_output, pairs), torch.tensor([0, 1, 2, 2]))
     assert torch.allclose(head.loss(gat_output, pairs, distances), expected)
     with pytest.raises(ValueError, match="max_distance must be >= 2"):
-        DistancePredictionHead(size=4, max_distance=1)
+        SepDistanceHead(size=4, max_distance=1)
 
 
 def test_pretrain_settings_come_from_a_config_file_and_options_win(tmp_path):

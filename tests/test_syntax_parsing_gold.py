@@ -110,6 +110,6 @@ def test_one_model_evaluated_with_gold_and_with_predicted_trees(ud_data, tmp_pat
                                            "--parser", parser, "--output-dir", str(folder), *common])
         assert result.exit_code == 0, result.output
         assert json.loads((folder / "results.json").read_text())["config"]["parser"] == parser
-        parses[parser] = json.loads((folder / "partial" / "test-en.json").read_text())["data"]["parse"]
+        parses[parser] = json.loads((folder / "results.json").read_text())["data"]["en"]["parse"]
     assert (parses["gold"]["gold"], parses["gold"]["parsed"]) == (2, 0)  # the treebank's trees
     assert (parses["chain"]["gold"], parses["chain"]["parsed"]) == (0, 2)  # the same sentences, parsed

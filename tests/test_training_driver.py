@@ -6,6 +6,7 @@ be written (read-only, or a disk that fills while a checkpoint is written)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,7 @@ def test_progress_off_a_terminal_is_lines_with_the_task_loss_and_dev_scores_show
     out, output = four_steps
     lines = [line for line in output.splitlines() if line.startswith("synth gat: ")]
     assert [line.split()[2] for line in lines] == ["1/4", "2/4", "3/4", "4/4"]
+    assert all(re.search(r"(steps/s|s/step), \d+ examples/s, ETA", line) for line in lines)  # both rates, together
     assert "\r" not in output  # no bar's redraws: neither xsyn's nor those of datasets' feature preparation
     last = log_lines(out)[-2]  # the last step's losses (the dev line follows)
     assert last["task_loss"] != last["loss"]  # the probe losses count in the sum, not in what the bar shows
@@ -148,7 +150,9 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
     res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output
-    assert json.loads(res.output[res.output.index("{"):])["steps"] == 4
+    assert "trained: 4 steps in " in res.output and "{" not in res.output  # the figures, not 40 lines of JSON
+    assert f"run folder: {out.resolve()} (train_results.json: the whole summary; best/: the best checkpoint)" \
+        in res.output
     assert (out / "config.json").stat().st_mtime_ns == config_written
 
 

@@ -107,11 +107,13 @@ def test_a_fresh_run_claims_an_empty_folder_and_is_told_what_any_other_holds(tmp
     folder.state.mkdir()
     with pytest.raises(RunFolderTaken, match=r"already holds a run that saved progress \(state/ or train_results"):
         folder.claim(resume=False, overwrite=False, continue_with="--resume R")
-    folder.gat_config.write_text("{}")
-    with pytest.raises(RunFolderTaken, match=r"already holds a pre-trained GAT \(gat_config.json\)"):
+    for name in ("gat_config.json", "gat.safetensors"):  # the gat variant's (`pretrained_files`)
+        (folder.path / name).write_text("{}")
+    with pytest.raises(RunFolderTaken, match=r"already holds a pre-trained syntax module \(gat_config.json, "
+                                             r"gat.safetensors\)"):
         folder.claim(resume=False, overwrite=False, continue_with="--resume R")
     folder.claim(resume=True, overwrite=False, continue_with="--resume R")  # resuming takes the folder as it is
-    assert folder.gat_config.is_file() and folder.state.is_dir()
+    assert (folder.path / "gat.safetensors").is_file() and folder.state.is_dir()
     folder.claim(resume=False, overwrite=True, continue_with="--resume R")  # the run files go, the others stay
     assert folder.entries() == ["notes.txt"]
 

@@ -42,15 +42,18 @@ def test_no_network_is_found_once_and_switches_the_hub_libraries_offline(undecid
     assert all(os.environ[name] == "1" for name in network.OFFLINE_SWITCHES)  # for its children
 
 
-def test_offline_a_model_the_cache_lacks_fails_at_once_with_xsyns_message(undecided):
+def test_offline_a_model_the_cache_lacks_fails_at_once_with_xsyns_message(undecided, monkeypatch):
     from xsyn.models.factory import checkpoint_config
     from xsyn.utils.errors import XsynError
 
     network.offline_unless_reachable()
-    started = time.perf_counter()
+    attempts, waits = [], []  # "at once": no connection tried and no retry's wait (2m20s of them before)
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: attempts.append(address))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: attempts.append(args) or [])
+    monkeypatch.setattr(time, "sleep", waits.append)
     with pytest.raises(XsynError, match="nosuch-org/nosuch-model"):
         checkpoint_config("nosuch-org/nosuch-model")
-    assert time.perf_counter() - started < 10  # (2m20s of retries before)
+    assert attempts == [] and waits == [] and undecided == [(("huggingface.co", 443), network.PROBE_SECONDS)]
 
 
 def test_the_users_setting_wins_and_nothing_is_probed(undecided, monkeypatch):

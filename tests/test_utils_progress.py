@@ -102,3 +102,23 @@ def test_library_bars_are_switched_off_away_from_a_terminal_for_this_process_and
     finally:
         datasets.enable_progress_bars()
         hf_logging.enable_progress_bar()
+
+
+def test_steps_and_examples_per_second_agree_and_follow_the_recent_speed():
+    """Training showed 2 steps/s at batch 32 beside 'examples/s 21' (the last step alone, swinging 9-204):
+    both rates are now over the same recent window."""
+    stream, clock = io.StringIO(), Clock()
+    progress = Progress(1000, "pawsx gat", "steps", interval=30, stream=stream, clock=clock, also="examples",
+                        window=60)
+    for _ in range(120):  # 2 steps/s of 32 examples for a minute, one step slowed by a dev evaluation
+        clock.now += 0.5
+        progress.update(1, also=32)
+    clock.now += 10  # the evaluation
+    progress.update(1, also=32)
+    for _ in range(240):  # then 4 steps/s
+        clock.now += 0.25
+        progress.update(1, also=32)
+    assert progress.rate() == 4.0 and progress.also_rate() == 128.0  # the last minute alone, and 32 a step
+    progress.close()
+    assert stream.getvalue().splitlines()[-1].startswith("pawsx gat: 361/1000 steps (36.1%), 4 steps/s, "
+                                                         "128 examples/s, ETA 2m40s")

@@ -17,7 +17,6 @@ for the data fraction, since its steps are the shortest), or on a task given wit
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import tempfile
@@ -53,7 +52,6 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     from xsyn.run.evaluation import evaluate_run
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
-    from xsyn.training.folder import eval_partial
 
     card = load_card(task)
     unknown = [lang for lang in langs or () if lang not in card.languages]
@@ -77,10 +75,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
     result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
                           output_dir=work / "measured", progress=False)
-    seconds = {}
-    for file in eval_partial(work / "measured").glob("*.json"):
-        record = json.loads(file.read_text(encoding="utf-8"))
-        seconds[record["key"]] = (record["seconds"], record["n_examples"])
+    seconds = {key: (spent, result["n_examples"][key]) for key, spent in result["seconds"].items()}
     lang_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" not in k)
     pair_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" in k)
     return {"task": task, "model": model, "languages": langs, "pairs": len(seconds) - len(langs),

@@ -39,6 +39,11 @@ from typing import TYPE_CHECKING, Any
 from xsyn.models.variants import baseline_name, variant_names
 from xsyn.utils.errors import OptionError
 
+# The clocks the step timings read (module attributes, so a test can inject clocks and check the figures'
+# arithmetic without asserting a speed): wall seconds, and this process's CPU seconds.
+wall_clock = time.perf_counter
+cpu_clock = time.process_time
+
 if TYPE_CHECKING:
     import torch
 
@@ -185,11 +190,11 @@ def step_seconds(model, batch: dict, device: str, dtype: str = "float32") -> flo
 
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = wall_clock()
     train_step(model, batch, dtype)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    return time.perf_counter() - start
+    return wall_clock() - start
 
 
 def peak_bytes(model, batch: dict, device: str, dtype: str = "float32") -> int:
@@ -287,17 +292,17 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
     first_step, graphs = {}, dict.fromkeys(rows, 0)
     for _ in range(warmup):  # first-call allocations, kernel selection, compiling
         for row, runner in runners.items():
-            before, start = compiled_graphs(), time.perf_counter()
+            before, start = compiled_graphs(), wall_clock()
             train_step(runner, model_batch(row, batch), dtype)
-            first_step.setdefault(row, time.perf_counter() - start)
+            first_step.setdefault(row, wall_clock() - start)
             graphs[row] += compiled_graphs() - before
     times: dict[str, list[float]] = {v: [] for v in rows}
     cpu_times: dict[str, list[float]] = {v: [] for v in rows}  # this process's CPU seconds: others' load adds none
     for _ in range(repeats):
         for row, runner in runners.items():
-            before, cpu = compiled_graphs(), time.process_time()
+            before, cpu = compiled_graphs(), cpu_clock()
             times[row].append(step_seconds(runner, model_batch(row, batch), device, dtype))
-            cpu_times[row].append(time.process_time() - cpu)
+            cpu_times[row].append(cpu_clock() - cpu)
             graphs[row] += compiled_graphs() - before
     results = {}
     for row, model in models.items():
@@ -357,11 +362,11 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     for _ in range(repeats + 1):
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start = wall_clock()
         optimizer.step()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        updates.append(time.perf_counter() - start)
+        updates.append(wall_clock() - start)
     return {"parameters": total, "embedding_parameters": embedding, "embedding_share": embedding / total,
             "word_embedding_bytes": words.numel() * words.element_size(),
             "step_seconds": min(times[True]), "step_seconds_frozen_embeddings": min(times[False]),

@@ -5,18 +5,8 @@ Heavy libraries (torch, transformers, datasets) are imported inside the commands
 and the commands that need no model answer at once.
 """
 
-from xsyn.cli import (  # noqa: F401  (they register commands)
-    bench,
-    demo,
-    experiment,
-    predict,
-    pretrain,
-    report,
-    run,
-    settings,
-    syntax,
-    tasks,
-)
+# each module registers its commands when imported
+from xsyn.cli import bench, demo, experiment, predict, pretrain, report, run, settings, syntax, tasks  # noqa: F401
 from xsyn.cli.main import main
 
 __all__ = ["main"]

@@ -80,6 +80,21 @@ class XsynCommand(click.Command):
             raise click.UsageError(str(err), ctx) from None
 
 
+class WithVariantOptions(XsynCommand):
+    """A command that also takes the options the registered variants declare (`SyntaxVariant.options`), read when its
+    command line is parsed or its help shown (as `RegistryChoice`): another package's variant brings its own."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from xsyn.models.variants import option_settings
+
+        types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
+        own = ctx.meta.setdefault("xsyn.variant_options", [  # one object each per invocation, as click expects
+            click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
+            for name, (setting, help) in option_settings().items()])
+        params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
+        return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
+
+
 class XsynGroup(click.Group):
     """Every command's error in what the user gave (`XsynError`: a setting, file, folder, model, data; a
     failed write such as a full disk) ends in its message, which names the cause and the fix; any other

@@ -8,7 +8,7 @@ import click
 
 from xsyn.cli.main import main
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
 
@@ -27,12 +27,10 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--model", default=None, help=f"BERT checkpoint (hub name or directory) whose word-piece embeddings "
               f"the GAT reads, or '{TINY}' (random, for CPU runs; needs --tokenizer) [default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer directory (default: the model's).")
-@click.option("--gat-delta", type=int, default=None,
-              help="GAT attention reaches tree distance <= delta (finetune: --set gat_delta) "
-                   "[default: the --recipe's, 4 for paper].")
-@click.option("--gat-attention", type=click.Choice(GAT_ATTENTIONS), default=None,
-              help="dot: the paper's eq. 2; additive: the released code's Velickovic-style GAT "
-                   "[default: the --recipe's, dot for paper].")
+@click.option("--gat-delta", type=int, default=None, help="GAT attention reaches tree distance <= delta "
+              "[default: the --recipe's, 4 for paper].")
+@click.option("--gat-attention", default=None, help="dot: the paper's eq. 2; additive: the released code's "
+              "Velickovic-style GAT [default: the --recipe's, dot for paper].")
 @click.option("--dropout/--no-dropout", default=None,
               help="Apply the model's dropout in the GAT while pre-training (off: the probes regress exact "
                    "distances, and dropout noise costs UUAS) [default: off].")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -10,10 +9,10 @@ from typing import NoReturn
 
 import click
 
-from xsyn.cli.main import RegistryChoice, main
+from xsyn.cli.main import RegistryChoice, WithVariantOptions, main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
-from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, GAT_ATTENTIONS, TINY
+from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
@@ -74,7 +73,7 @@ def data_options(fn):
     return fn
 
 
-@main.command()
+@main.command(cls=WithVariantOptions)
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=RegistryChoice(variant_names), default=None,
@@ -115,15 +114,11 @@ def data_options(fn):
               help="Tasks without a validation set of their own (cged, msra_ner, matis; see `xsyn tasks`): the "
               "share of the training data held out as one, seeded and recorded in data_report.json [default: the "
               "task card's].")
-@click.option("--gat-delta", type=int, default=None, help="GAT attention reaches tree distance <= delta "
-              "(as pretrain-gat's; the same as --set gat_delta) [default: the card's].")
-@click.option("--gat-attention", type=click.Choice(GAT_ATTENTIONS), default=None,
-              help="dot: the paper's eq. 2; additive: the released code's (the same as --set gat_attention).")
 @click.option("--group-by-length/--random-batches", default=None, help="Batches of similar lengths or the papers'.")
 @data_options
-@click.option("--gat-init", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Initialise the GAT from an `xsyn pretrain-gat` output folder.")
-@click.option("--freeze-gat", is_flag=True, default=None, help="Keep the GAT fixed while fine-tuning.")
+@click.option("--pretrained-syntax", "--gat-init", type=click.Path(exists=True, file_okay=False), help="Initialise "
+              "the variant's pre-trained syntax module (gat: the GAT) from an `xsyn pretrain-gat` output folder.")
+@click.option("--freeze-pretrained", "--freeze-gat", is_flag=True, default=None, help="Keep it fixed in fine-tuning.")
 @click.option("--tracker", "trackers", multiple=True, type=click.Choice(TRACKERS),
               help="Also log to an Accelerate tracker.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -164,7 +159,7 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
     resume_with = f"--resume {shlex.quote(str(folder.path))}"
     try:
         outcome = finetune_evaluate_push(config, resume, overwrite_output_dir, _eval_langs(eval_langs, do_eval),
-                                         push_to_hub, not quiet, resume_with, on_trained=_echo_summary)
+                                         push_to_hub, not quiet, resume_with, on_trained=lambda s: _trained(s, folder))
     except KeyboardInterrupt as stop:
         interrupted(stop, folder, f"xsyn finetune {resume_with}")
     if not is_main_process():
@@ -175,9 +170,11 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
         click.echo(f"pushed {folder.best} to {outcome['pushed']}", err=True)
 
 
-def _echo_summary(summary: dict) -> None:
+def _trained(summary: dict, folder: RunFolder) -> None:
+    from xsyn.run.train import trained_lines
+
     if is_main_process():  # as soon as training ends, before any evaluation
-        click.echo(json.dumps(summary, indent=2))
+        click.echo("\n".join(trained_lines(summary, folder.path)))
 
 
 def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
@@ -240,5 +237,4 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
     if not is_main_process():
         return
     _echo_scores(summary, split_chosen=split is not None)
-    for line in after_scores_lines(summary):
-        click.echo(line)
+    click.echo("\n".join(after_scores_lines(summary, summary["output_dir"])))

@@ -54,7 +54,14 @@ from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.padding import PaddedLength
 from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
-from xsyn.utils.io import OutputError, ensure_dir, explain_write_error, write_error_of
+from xsyn.utils.io import (
+    OutputError,
+    clear_leftover_temps,
+    ensure_dir,
+    explain_write_error,
+    temp_prefix,
+    write_error_of,
+)
 
 FEATURES_VERSION = "4"  # 4: a window carries at most max_length removed ancestors
 IGNORE = IGNORE_INDEX  # label of pieces and examples the loss skips
@@ -254,7 +261,8 @@ def _map_to_cache(source, map_args: Mapping[str, Any], cache_file: Path, hit: bo
     if not hit:
         staging = None
         try:
-            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=cache_file.parent))
+            clear_leftover_temps(cache_file.parent)  # a killed build's staging folder
+            staging = Path(tempfile.mkdtemp(prefix=temp_prefix("staging"), suffix=".tmp", dir=cache_file.parent))
             source.map(cache_file_name=str(staging / cache_file.name), load_from_cache_file=False, **map_args)
             for built in staging.iterdir():
                 os.replace(built, cache_file.parent / built.name)

@@ -176,7 +176,12 @@ def parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
         except ParserChoiceError:
             return None
 
-    bench = next((p for p in parses if p.parser == parser), None) or next(
+    from xsyn.run.paths import absolute_paths
+
+    def place(choice: str) -> str:  # a run's parser path is stored absolute; a bench file's as it was typed
+        return absolute_paths({"parser": choice})["parser"]
+
+    bench = next((p for p in parses if place(p.parser) == place(parser)), None) or next(
         (p for p in parses if kind(p.parser) == kind(parser)), None)
     if bench is None:
         return Figure(None, UNKNOWN, f"no `xsyn bench parse` figure for {parser} (measure one: xsyn bench parse "
@@ -187,7 +192,7 @@ def parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
         most = max(bench.rates)
         rate = bench.rates[most] / most * workers
         basis, why = EXTRAPOLATED, f"{bench.parser}: its per-worker rate at {most} workers x {workers} workers"
-    if bench.parser != parser:
+    if place(bench.parser) != place(parser):
         basis, why = EXTRAPOLATED, f"{why}, measured for {bench.parser}, not {parser}"
     return Figure(rate, basis, why)
 

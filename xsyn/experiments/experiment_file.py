@@ -46,8 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
-from xsyn.models.defaults import GAT_CONFIG, TINY
+from xsyn.models.defaults import TINY
 from xsyn.models.variants import variant_names
+from xsyn.models.variants.gat import GAT_CONFIG
+from xsyn.run.paths import absolute_paths
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
@@ -262,7 +264,7 @@ class Experiment:
     def missing_parser_model(self, cell: Cell) -> str | None:
         """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
         folder a recipe names): the experiment can still be listed; `run` refuses to start without it."""
-        parser = self._flags(cell).get("parser", RunConfig.parser)
+        parser = absolute_paths({"parser": self._flags(cell).get("parser", RunConfig.parser)})["parser"]  # as run
         try:
             return resolve_parser_choice(parser).missing_path()
         except ParserChoiceError:
@@ -286,7 +288,7 @@ class Experiment:
             flags["tokenizer"] = str(self.runs_dir / SYNTH_VOCAB)
         pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
         if cell.variant in self.pretrained_variants() and pretrained.is_file():
-            flags["gat_init"] = str(pretrained.parent)  # before the pre-training ran, the cell is listed without it
+            flags["pretrained_syntax"] = str(pretrained.parent)  # before the pre-training ran: listed without it
         return flags
 
     def require_inputs(self) -> None:

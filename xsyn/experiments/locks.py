@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.utils.errors import XsynError
+from xsyn.utils.io import temp_prefix
 
 LOCK_FILE = "lock.json"
 log = logging.getLogger("xsyn")
@@ -149,7 +150,7 @@ def acquire_lock(folder: Path) -> CellLock:
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": process_start_time(os.getpid()),
              "started": time.strftime("%Y-%m-%d %H:%M:%S"), "slurm_job": os.environ.get("SLURM_JOB_ID"),
              "token": token}
-    staged = folder / f".{LOCK_FILE}.{token}"
+    staged = folder / f"{temp_prefix(LOCK_FILE)}{token[:12]}.tmp"  # a killed taker's is cleared as a dead writer's
     staged.write_text(json.dumps(owner) + "\n", encoding="utf-8")
     try:
         for _ in range(3):

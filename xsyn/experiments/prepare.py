@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.experiment_file import Cell, Experiment
+from xsyn.models.defaults import MODEL_CONFIG
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
 
@@ -153,7 +154,7 @@ def model_cached(model: str) -> bool:
     def cached(name: str) -> bool:
         return isinstance(try_to_load_from_cache(model, name), str)
 
-    return cached("config.json") and any(cached(name) for name in HUB_WEIGHTS)
+    return cached(MODEL_CONFIG) and any(cached(name) for name in HUB_WEIGHTS)  # the model's config, not a run's
 
 
 def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, progress: bool) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
-from xsyn.models.defaults import GAT_CONFIG
+from xsyn.models.variants.gat import GAT_CONFIG
 from xsyn.training.folder import RunFolder
 from xsyn.utils.schema import check_values, construct, did_you_mean
 

@@ -12,13 +12,14 @@
 - `model`: `tiny` (random 2-layer BERT on the given tokenizer), a hub name, or a local directory.
 - `variant`: `none`, `gat` (Ahmad et al. 2021), `sla`, `wla` (Li et al. 2021), `sdoi` (SG-Net), `sep`
   (SEPREM), or one another package adds (entry-point group `xsyn.variants`, or `register_variant`); settings
-  are `XsynBertConfig` fields passed as keyword arguments (each variant's module in `xsyn.models.variants`
+  are `XsynBertConfig` fields passed as keyword arguments (each variant's folder in `xsyn.models.variants`
   lists its own).
 - `head`: `sequence`, `token`, `qa`, `multiple_choice`, `intent_slot` (`HEAD_CLASSES`), or None for the bare
   `XsynBertModel`.
-- GAT checkpoints (`xsyn.models.gat`, on a gat model or its head): `save_gat(model, d)`, `load_gat(model, d)`,
-  `freeze_gat(model)`, `gat_state_dict(model)`; `syntax_probe(model, **batch)` runs the GAT and its structural
-  probes alone. Fine-tuning reaches them through the variant's hooks (`load_pretrained`, `freeze_pretrained`).
+- GAT checkpoints (`xsyn.models.variants.gat.layers`, on a gat model or its head): `save_gat(model, d)`,
+  `load_gat(model, d)`, `freeze_gat(model)`, `gat_state_dict(model)`; `syntax_probe(model, **batch)` runs the
+  GAT and its structural probes alone. Fine-tuning reaches them through the variant's hooks
+  (`load_pretrained`, `freeze_pretrained`).
 - QA answers over sliding windows (n-best, maximum length) are decoded by `xsyn.data.decode`.
 
 Names are imported on first use, so `import xsyn.models` (and `xsyn --help`) stays light.

@@ -104,7 +104,7 @@ class XsynHeadModel(XsynBertPreTrainedModel):
         """The encoder's output; with the variant's auxiliary losses when the head has labels."""
         return self.base_model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                tree_parent=tree_parent, tree_upos=tree_upos, tree_deprel=tree_deprel,
-                               tree_word=tree_word, tree_segment=tree_segment, compute_structural_loss=labelled,
+                               tree_word=tree_word, tree_segment=tree_segment, with_auxiliary_losses=labelled,
                                **kwargs)
 
     def _losses(self, task_loss: torch.Tensor | None, encoded: XsynModelOutput) -> dict:
@@ -207,7 +207,7 @@ class XsynBertForMultipleChoice(XsynHeadModel):
     def forward(self, num_choices: torch.Tensor, labels: torch.Tensor | None = None, **batch) -> XsynClassifierOutput:
         if num_choices.numel() and bool((num_choices != num_choices[0]).any()):
             raise ValueError(f"every example of a batch needs the same number of options, got {num_choices.tolist()}")
-        encoded = self.base_model(**batch, compute_structural_loss=labels is not None)
+        encoded = self.base_model(**batch, with_auxiliary_losses=labels is not None)
         logits = self.classifier(self.dropout(encoded.pooler_output)).view(-1, int(num_choices[0]))
         task_loss = cross_entropy(logits, labels) if labels is not None else None
         return XsynClassifierOutput(logits=logits, **self._losses(task_loss, encoded))

@@ -94,8 +94,8 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
                 token_type_ids: torch.Tensor | None = None, tree_parent: torch.Tensor | None = None,
                 tree_upos: torch.Tensor | None = None, tree_deprel: torch.Tensor | None = None,
                 tree_word: torch.Tensor | None = None, tree_segment: torch.Tensor | None = None,
-                compute_structural_loss: bool = False, **kwargs) -> XsynModelOutput:
-        """Encode a batch. `compute_structural_loss` adds the variant's auxiliary losses (gat: the
+                with_auxiliary_losses: bool = False, **kwargs) -> XsynModelOutput:
+        """Encode a batch. `with_auxiliary_losses` adds the variant's auxiliary losses (gat: the
         probes'; sep with `sep_distance_loss_weight` > 0, in training: distance prediction)."""
         variant = self.syntax_variant
         fields = {"input_ids": input_ids, "tree_parent": tree_parent, "tree_upos": tree_upos,
@@ -107,7 +107,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
         batch = SyntaxBatch(input_ids, attention_mask, tree_deprel, kwargs.get("position_ids"),
                             inputs.get("inputs_embeds"))
         with attention_backends((input_ids if input_ids is not None else kwargs["inputs_embeds"]).device):
-            context = variant.context(self, tree, batch, compute_structural_loss)
+            context = variant.context(self, tree, batch, with_auxiliary_losses)
             syntax = {} if context is None else {"xsyn_syntax": context}
             inputs = {"input_ids": input_ids, **kwargs, **inputs}
             out = super().forward(attention_mask=padding_mask(self, attention_mask), token_type_ids=token_type_ids,
@@ -118,7 +118,7 @@ class XsynBertModel(XsynBertPreTrainedModel, BertModel):
             hidden = replaced
             pooled = self.pooler(hidden) if self.pooler is not None else None  # pool the replaced output
         weighted = any(getattr(self.config, term.weight) > 0 for term in variant.losses)  # at weight 0: not computed
-        losses = variant.auxiliary_losses(self, context, tree, batch, hidden, compute_structural_loss and weighted)
+        losses = variant.auxiliary_losses(self, context, tree, batch, hidden, with_auxiliary_losses and weighted)
         return XsynModelOutput(last_hidden_state=hidden, pooler_output=pooled, hidden_states=out.hidden_states,
                                attentions=out.attentions, syntax_context=context, syntax_losses=losses or None)
 

@@ -5,8 +5,8 @@ code never released it. This is the reconstruction: the GAT reads BERT's word-pi
 (frozen) plus UPOS embeddings under the tree mask (distance <= delta) of each treebank sentence
 at word-piece level (`WordpieceAligner` + `collate_trees`; nothing is parsed), and is trained with
 the structural-probe losses (tree distance and depth, Hewitt and Manning 2019) and, selectable,
-SEPREM's dependency-distance prediction (`xsyn/models/distance_prediction.py`). Then the probes are scored per
-treebank on its dev set (test for test-only treebanks) at word level (`probe.py`).
+SEPREM's dependency-distance prediction (`xsyn/models/variants/sep/distance.py`). Then the
+probes are scored per treebank on its dev set (test for test-only treebanks) at word level (`probe.py`).
 
 Sentences longer than the model's maximum are cut into overlapping windows for training (each
 window keeps true tree distances) and counted; in evaluation they are counted and not scored.
@@ -30,10 +30,11 @@ import torch
 from torch import nn
 
 from xsyn import provenance
-from xsyn.models.defaults import GAT_ATTENTIONS, TINY, gat_output_size
-from xsyn.models.distance_prediction import DistancePredictionHead, corrupt_mask, select_pairs
-from xsyn.models.gat import gat_encode, save_gat, syntax_probe
+from xsyn.models.defaults import TINY
+from xsyn.models.variants.gat import GAT_ATTENTIONS, gat_output_size
 from xsyn.models.variants.gat import VARIANT as GAT
+from xsyn.models.variants.gat.layers import gat_encode, save_gat, syntax_probe
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_mask, select_pairs
 from xsyn.pretraining.probe import ProbeEvaluator
 from xsyn.syntax.conllu import ConlluStats, read_conllu
 from xsyn.syntax.record import SyntaxRecord
@@ -169,7 +170,7 @@ class GatPretrainer(nn.Module):
         self.encoder = encoder
         self.objectives = tuple(objectives)
         self.dropout = dropout
-        self.distance_head = (DistancePredictionHead(gat_output_size(encoder.config), max_distance)
+        self.distance_head = (SepDistanceHead(gat_output_size(encoder.config), max_distance)
                               if "seprem" in self.objectives else None)
         encoder.requires_grad_(False)
         encoder.gat.requires_grad_(True)

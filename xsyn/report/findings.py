@@ -63,6 +63,7 @@ class Analysis:
     correlation: Correlation | None = None
     groups: dict[str, list[str]] = field(default_factory=dict)  # family -> its languages, closest first
     left_out: list[str] = field(default_factory=list)  # "ja: URIEL has no syntax vector for it"
+    alike: dict[str, list[str]] = field(default_factory=dict)  # point -> runs that predicted alike there
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,12 @@ class _Gains:
     def analysis(self, name: str, unit: str, x_label: str | None, points: list[Point], finding: str,
                  **more) -> Analysis:
         title = " · ".join([self.experiment.task, self.experiment.split])
+        alike = _alike_points(points, self.system, self.baseline)
+        if alike:
+            finding += (f" ({', '.join(alike)}: a run there predicted the same for every example, which alone can make "
+                        "a gain)")
         return Analysis(name, title, self.comparison.system, self.comparison.baseline, self.source, unit, x_label,
-                        points, finding, **more)
+                        points, finding, alike=alike, **more)
 
     def language_points(self, include_source: bool) -> list[Point]:
         return [Point(lang, cell.delta, gain_error(self.system.per_language[lang], self.baseline.per_language[lang],
@@ -125,6 +130,21 @@ class _Gains:
                                                              self.baseline.pairs[row][col], self.system,
                                                              self.baseline))
                 for row, cols in self.comparison.pairs.items() for col, cell in cols.items()]
+
+
+def _alike_points(points: list[Point], system: System, baseline: System) -> dict[str, list[str]]:
+    """Each point fed by a run that predicted the same for every example there, naming the run."""
+    from xsyn.report.alike import AlikeRuns
+
+    alike, found = AlikeRuns([system, baseline]), {}
+    for point in points:
+        row, _, col = point.label.partition("-")
+        keys = [point.label, row] if row == col else [point.label]  # results.json keys the diagonal by language
+        runs = alike.at([system.label, baseline.label], keys)
+        if runs:
+            found[point.label] = [f"{run.system}, seed {run.seed}, predicted "
+                                  + "; ".join(run.where[key] for key in keys if key in run.where) for run in runs]
+    return found
 
 
 def analyse(report: Report, settings: AnalysisSettings) -> list[Analysis]:
@@ -297,15 +317,30 @@ def _correlated(gains: _Gains, name: str, unit: str, x_label: str, what: str, po
 
 
 def trend_finding(correlation: Correlation, what: str, unit: str, alpha: float) -> str:
-    """`gain rises with syntactic distance from en: rho = 0.52, p = 0.04, 14 languages`."""
+    """The finding, worded as its test allows: a direction only where p < alpha (`gain rises with syntactic
+    distance from en: rho = 0.52, p = 0.04, 14 languages`); else no evidence of one, and where the points are
+    too few for any ordering to reach alpha (3 languages: 6 pairings, p >= 1/3), that instead."""
     if correlation.rho is None:
         return f"no rank correlation of gain with {what}: {correlation.reason}"
-    direction = "rises" if correlation.rho > 0 else "falls" if correlation.rho < 0 else "does not change"
     p = correlation.p_value
-    line = f"gain {direction} with {what}: rho = {correlation.rho:.2f}, p = {p:.2f}" if p >= 0.01 else \
-        f"gain {direction} with {what}: rho = {correlation.rho:.2f}, p = {p:.1g}"
-    line += f", {correlation.n} {unit}"
-    return line + ("" if correlation.p_value < alpha else f" (not significant at p < {alpha:g})")
+    figures = f"rho = {correlation.rho:.2f}, p = {p:.2f}" if p >= 0.01 else f"rho = {correlation.rho:.2f}, p = {p:.1g}"
+    figures += f", {correlation.n} {unit}"
+    if p < alpha:
+        direction = "rises" if correlation.rho > 0 else "falls"
+        return f"gain {direction} with {what}: {figures}"
+    smallest = smallest_p(correlation)
+    if smallest >= alpha:
+        return (f"too few {unit} to test whether gain changes with {what}: with {correlation.n}, no ordering "
+                f"reaches p < {alpha:g} (the smallest p is {smallest:.2g}); {figures}")
+    return f"no evidence that gain changes with {what} (p >= {alpha:g}): {figures}"
+
+
+def smallest_p(correlation: Correlation) -> float:
+    """The smallest p-value the permutation test can give over `n` points: the two perfectly (anti-)ordered
+    pairings of all n! where the test is exact (ties only raise it), 1 / (permutations + 1) otherwise."""
+    if correlation.exact:
+        return min(1.0, 2 / math.factorial(correlation.n))
+    return 1 / (correlation.permutations + 1)
 
 
 ANALYSES: dict[str, Callable[[_Gains], list[Analysis]]] = {

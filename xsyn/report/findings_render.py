@@ -33,7 +33,8 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
              "", f"**{md(analysis.finding)}**", ""]
     first = "language pair" if analysis.unit == "language pairs" else "language"
     middle = "family" if analysis.x_label is None else analysis.x_label
-    rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}", f"{point.gain:+.2f}",
+    rows = [[point.label, point.group if analysis.x_label is None else f"{point.x:.3f}",
+             f"{point.gain:+.2f}" + (" !" if point.label in analysis.alike else ""),
              "–" if point.error is None else f"{point.error:.2f}"] for point in analysis.points]
     if rows:
         lines += [markdown_table([first, middle, "gain", "sd"], rows), ""]
@@ -44,6 +45,9 @@ def _analysis_markdown(analysis: Analysis, put) -> list[str]:
         lines += [_permutation_line(analysis), ""]
     if analysis.left_out:
         lines += ["Left out: " + md("; ".join(analysis.left_out)) + ".", ""]
+    if analysis.alike:
+        lines += ["! Predicted the same for every example: " + md("; ".join(
+            f"{label}: {', '.join(runs)}" for label, runs in analysis.alike.items())) + ".", ""]
     chart = _chart(analysis, f"{analysis.name}: {title}")
     if chart is not None:
         lines.append(f"![{analysis.name}]({put(f'{FOLDER}/{name}.png', chart)})")
@@ -63,7 +67,8 @@ def _chart(analysis: Analysis, title: str) -> bytes | None:
     if analysis.x_label is None:
         gains = {point.label: point.gain for point in analysis.points}
         errors = {point.label: point.error for point in analysis.points}
-        return plots.grouped_gains_png(analysis.groups, gains, errors, title=title + "; error bars: sd over seeds",
+        seeds = "; error bars: sd over seeds" if any(error is not None for error in errors.values()) else ""
+        return plots.grouped_gains_png(analysis.groups, gains, errors, title=title + seeds,
                                        value_label="gain (points)")
     return plots.labelled_scatter_png([(p.label, p.x, p.gain, p.error) for p in analysis.points],
                                       title=f"{title}\n{textwrap.fill(analysis.finding, 90)}",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
+from xsyn.report.alike import AlikeRuns, pair_key
 from xsyn.report.format import (
     BOOTSTRAP_MARK,
     SEED_TEST_MARK,
@@ -109,44 +110,67 @@ def _experiment_markdown(experiment: Experiment, settings: BootstrapSettings, sc
              + (f" Chance: {chance:.1f}." if chance is not None else ""), ""]
     tail = ["avg", "gap"] if with_gap else ["avg"]
     header = ["system", "seeds", *languages, *tail]
+    alike = AlikeRuns.of(experiment)
     rows = [[system.label, str(len(system.runs)),
-             *[format_stat(system.per_language.get(lang)) for lang in languages],
-             format_stat(system.average), *([format_stat(system.transfer_gap)] if with_gap else [])]
+             *[format_stat(system.per_language.get(lang)) + alike.mark([system.label], [lang]) for lang in languages],
+             *[format_stat(stat) + alike.mark([system.label], system.languages)
+               for stat in [system.average, *([system.transfer_gap] if with_gap else [])]]]
             for system in systems]
     lines += [markdown_table(header, rows), "", _examples_line(systems, languages)]
+    if alike:
+        lines += ["", *alike.legend()]
     caps = experiment_caps(experiment)
     if caps:
         lines += ["", "**Caps** (these numbers are not the full benchmark):", "", *[f"- {md(cap)}" for cap in caps]]
     put(f"{folder}/per_language.csv", _per_language_csv(systems, languages))
     bars = put(f"{folder}/per_language.png", plots.language_bars_png(
         {system.label: {lang: stat.mean for lang, stat in system.per_language.items()} for system in systems},
-        errors={system.label: {lang: stat.std or 0.0 for lang, stat in system.per_language.items()}
-                for system in systems},
-        title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language; error bars: sd over seeds",
+        errors={system.label: {lang: stat.std for lang, stat in system.per_language.items()} for system in systems},
+        title=f"{experiment.task} ({experiment.split}): {experiment.primary} per language"
+              + ("; error bars: sd over seeds" if any(len(system.runs) > 1 for system in systems) else ""),
         value_label=f"{experiment.primary} (%)", marked=sources.split(", "), chance=chance))
     lines += ["", f"![{md(experiment.primary)} per language]({bars})"]
     if experiment.comparisons:
         lines += ["", f"### Δ against {md(experiment.baseline.label)}", ""]
         delta_rows = [[comparison.system,
-                       *[format_delta(comparison.per_language.get(lang)) for lang in languages],
-                       format_average(comparison), *([signed(comparison.transfer_gap)] if with_gap else [])]
+                       *[format_delta(comparison.per_language.get(lang)) + _fed(alike, comparison, [lang])
+                         for lang in languages],
+                       *[text + _fed(alike, comparison, list(comparison.per_language))
+                         for text in [format_average(comparison), *([signed(comparison.transfer_gap)] if with_gap
+                                                                   else [])]]]
                       for comparison in experiment.comparisons]
         lines.append(markdown_table(["system", *languages, *tail], delta_rows))
         lines += ["", *[f"t-test over seeds: {md(seed_test_line(comparison))}"
                         for comparison in experiment.comparisons]]
+        lines += _one_seed_lines(experiment, settings)
         put(f"{folder}/deltas.csv", _deltas_csv(experiment.comparisons, languages))
     for system in systems:
         if system.pairs:
-            lines += ["", *_pairs_markdown(experiment, system, scale, put)]
+            lines += ["", *_pairs_markdown(experiment, system, scale, put, alike)]
     for comparison in experiment.comparisons:
         if comparison.pairs:
-            lines += ["", *_delta_pairs_markdown(experiment, comparison, settings, scale, put)]
+            lines += ["", *_delta_pairs_markdown(experiment, comparison, settings, scale, put, alike)]
     curves = _curves_markdown(experiment, put)
     if curves:
         lines += ["", *curves]
     if experiment.notes:
         lines += ["", "Notes:", "", *[f"- {md(note)}" for note in dict.fromkeys(experiment.notes)]]
     return "\n".join(lines)
+
+
+def _fed(alike: AlikeRuns, comparison: Comparison, keys: list[str]) -> str:
+    return alike.mark([comparison.system, comparison.baseline], keys)
+
+
+def _one_seed_lines(experiment: Experiment, settings: BootstrapSettings) -> list[str]:
+    """Where a side of a Δ has one seed, what its `*` measures: the bootstrap resamples the test examples of
+    fixed models, so it says nothing of how another seed's training would have scored."""
+    single = [system.label for system in experiment_systems(experiment) if len(system.runs) == 1]
+    if not single:
+        return []
+    return ["", f"**One seed** ({', '.join(single)}): `*` measures the sampling of the test examples only, not the "
+                "variance between training seeds; a difference that another seed could undo can still be "
+                f"starred. Train more seeds (the `{SEED_TEST_MARK}` t-test needs at least 2 a side) to test that."]
 
 
 def chance_level(experiment: Experiment) -> float | None:
@@ -229,7 +253,7 @@ def pair_axis_names(experiment: Experiment) -> tuple[str, str]:
         return "first segment", "second segment"
 
 
-def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) -> list[str]:
+def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put, alike: AlikeRuns) -> list[str]:
     name = f"pairs-{slug(system.label)}"
     rows_langs, cols_langs = system.pair_rows, system.pair_cols
     row_axis, col_axis = pair_axis_names(experiment)
@@ -242,22 +266,30 @@ def _pairs_markdown(experiment: Experiment, system: System, scale: _Scale, put) 
         matrix, rows_langs, cols_langs, title=title, value_label=f"{experiment.primary} (%)",
         row_label=f"{row_axis} language", col_label=f"{col_axis} language", limits=(scale.low, scale.high),
         chance=chance_level(experiment), counts=counts))
-    rows = [[row, *(number(value) + (f" (n={n})" if n is not None else "") for value, n in zip(values, line))]
+    rows = [[row, *(number(value) + (f" (n={n})" if n is not None else "") + alike.mark([system.label],
+                                                                                      [pair_key(row, col)])
+                    for value, n, col in zip(values, line, cols_langs))]
             for row, values, line in zip(rows_langs, matrix, counts, strict=True)]
     return [f"### Language pairs: {md(system.label)} (rows: {md(row_axis)} language, columns: {md(col_axis)} "
-            "language; n: examples scored)", "", markdown_table(["", *system.pair_cols], rows), "",
-            f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
+            "language; n: examples scored)", "", markdown_table([_corner(row_axis, col_axis), *system.pair_cols], rows),
+            "", f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
+
+
+def _corner(row_axis: str, col_axis: str) -> str:
+    """A pair table's first header: what its rows and columns are (an empty one showed as a bare sort arrow)."""
+    return f"{row_axis} ↓ {col_axis} →"
 
 
 def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settings: BootstrapSettings,
-                          scale: _Scale, put) -> list[str]:
+                          scale: _Scale, put, alike: AlikeRuns) -> list[str]:
     rows_langs = list(comparison.pairs)
     cols_langs = list(dict.fromkeys(col for cols in comparison.pairs.values() for col in cols))
     row_axis, col_axis = pair_axis_names(experiment)
     cells = [[comparison.pairs[row].get(col) for col in cols_langs] for row in rows_langs]
     deltas = [[cell.delta if cell else math.nan for cell in row] for row in cells]
-    marks = [[marks_text((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}") if cell
-              else "" for cell in row] for row in cells]
+    marks = [[marks_text((BOOTSTRAP_MARK, SEED_TEST_MARK), (cell.significant, cell.seed_significant), "{}")
+              + _fed(alike, comparison, [pair_key(row, col)]) if cell else ""
+              for col, cell in zip(cols_langs, line)] for row, line in zip(rows_langs, cells)]
     p_values = [[cell.p_value if cell and cell.p_value is not None else math.nan for cell in row]
                 for row in cells]
     name = f"pairs-delta-{slug(comparison.system)}"
@@ -269,11 +301,13 @@ def _delta_pairs_markdown(experiment: Experiment, comparison: Comparison, settin
         deltas, rows_langs, cols_langs, title=title, value_label=f"Δ {experiment.primary} (points)",
         diverging=True, marks=marks, row_label=f"{row_axis} language", col_label=f"{col_axis} language",
         limits=(-scale.delta_bound, scale.delta_bound)))
-    rows = [[row, *map(format_delta, line)] for row, line in zip(rows_langs, cells, strict=True)]
+    rows = [[row, *(format_delta(cell) + _fed(alike, comparison, [pair_key(row, col)])
+                    for col, cell in zip(cols_langs, line))] for row, line in zip(rows_langs, cells, strict=True)]
     return [f"### Δ language pairs: {md(comparison.system)} − {md(comparison.baseline)} "
             f"(* bootstrap, {SEED_TEST_MARK} t-test over seeds: p < {settings.alpha:g}; rows: {md(row_axis)} language, "
             f"columns: {md(col_axis)} language)", "",
-            markdown_table(["", *cols_langs], rows), "", f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
+            markdown_table([_corner(row_axis, col_axis), *cols_langs], rows), "",
+            f"![{md(title)}]({experiment_folder(experiment)}/{name}.png)"]
 
 
 def _curves_markdown(experiment: Experiment, put) -> list[str]:
@@ -415,7 +449,8 @@ def _system_json(system: System) -> dict:
     first = system.runs[0].results
     return {
         "label": system.label, "variant": system.variant, "model": system.model,
-        "runs": [{"path": str(run.path), "seed": run.seed} for run in system.runs],
+        "runs": [{"path": str(run.path), "seed": run.seed,  # where it predicted the same for every example
+                  "predicted_alike": run.results.get("predicted_nothing") or {}} for run in system.runs],
         "source_lang": system.source_lang,
         "per_language": {lang: _stat_json(stat) for lang, stat in system.per_language.items()},
         "average": _stat_json(system.average),

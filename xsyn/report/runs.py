@@ -73,8 +73,8 @@ class Run:
         config = current_names(dict(self.results.get("config") or {}))
         flat = {key: value for key, value in config.items() if key not in _NOT_SETTINGS}
         flat.update(config.get(MODEL_SETTINGS) or {})
-        if flat.get("gat_init") is not None:
-            flat["gat_init"] = "pre-trained"
+        if flat.get("pretrained_syntax") is not None:
+            flat["pretrained_syntax"] = "pre-trained"
         return flat
 
     @property

@@ -10,7 +10,7 @@ whose benchmark ships no dev set evaluates `validation` on the run's own held-ou
 examples (the ids its `data_report.json` recorded), in the training language.
 
 Each finished language or pair is saved at once (`partial/`), so an interrupted evaluation resumes
-without recomputing it. The output folder gets (schema in the README):
+without recomputing it; a finished evaluation removes `partial/`. The output folder gets (schema in the README):
 
     results.json                 per_language, average, pairs, n_examples, dropped, scores, config
     per_language.csv             language, score, examples, dropped
@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
+from xsyn.run.paths import relative_paths_of_saved_run
 from xsyn.run.preflight import default_split, evaluation_scope, preflight_evaluate
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
@@ -109,6 +111,10 @@ def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) 
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unreachable = relative_paths_of_saved_run({k: v for k, v in values.items() if k not in (overrides or {})
+                                               or (overrides or {})[k] is None}, config_file)
+    if unreachable:  # (a run saved before its paths were stored absolute, read from another folder)
+        raise ConfigError("\n".join(unreachable))
     return construct(RunConfig, values, str(config_file), error=ConfigError)
 
 
@@ -193,9 +199,12 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     if evaluation.main:
         _write_tables(out, card, summary, pairs)
         atomic_write_json(eval_results(out), summary)
+        # finished: what resuming needed goes (its records' data reports are results.json's `data`); an
+        # interrupted evaluation never gets here and keeps it
+        shutil.rmtree(eval_partial(out), ignore_errors=True)
         write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
     wait_for_everyone(evaluation.accelerator)
-    return summary
+    return {**summary, "output_dir": str(out.resolve())}  # (where it was written: not a field of results.json)
 
 
 @dataclass
@@ -283,7 +292,7 @@ class _Evaluation:
         saved = eval_partial(self.out) / f"{split}-{key}.json"
         cached = _kept_result(saved, self.fingerprint)
         if cached is not None:
-            # (an interrupted evaluation, or a finished one of more languages: `partial/` keeps each one scored)
+            # (an interrupted evaluation: `partial/` keeps each one scored until the evaluation finishes)
             log.info(f"{split} {key}: {cached['primary']:.2f} (kept from an earlier evaluation of this checkpoint, "
                      f"{saved.parent.name}/)")
             return cached
@@ -430,6 +439,8 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         # real and padded tokens and distinct (B, T) of the prediction batches (absent from older records)
         "batches": {k: r["batches"] for k, r in results.items() if r.get("batches")},
         "scores": {k: r["scores"] for k, r in results.items()},
+        "data": {k: r["data"] for k, r in results.items()},  # per key: what loading, parsing and features did
+        "seconds": {k: r["seconds"] for k, r in results.items()},  # per key: its evaluation's (when first scored)
         # MLQA's option (the context language) differs per language: it is kept per key, in `scores`' runs.
         "metric_options": {} if card.metric == "mlqa" else
         next((r["metric_options"] for r in results.values() if r["metric_options"]), {}),

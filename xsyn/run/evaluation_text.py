@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 DROP_REASONS = {"no_counterpart": "ids without a counterpart in the other language",
@@ -56,15 +57,16 @@ def nothing_predicted_lines(summary: dict[str, Any]) -> list[str]:
             "majority label can be high for that reason alone" for what, keys in keys_by_what.items()]
 
 
-def after_scores_lines(summary: dict[str, Any]) -> list[str]:
+def after_scores_lines(summary: dict[str, Any], folder: Path) -> list[str]:
     """What `xsyn evaluate` prints after the scores: the language pairs scored, what was not scored and why
-    (`dropped_lines`), and the languages skipped for want of data."""
-    lines = [f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: pairs.csv in the output "
-             "folder)"] if summary.get("pairs") else []
+    (`dropped_lines`), the languages skipped for want of data, and the folder the results are in."""
+    folder = Path(folder).resolve()
+    lines = [f"language pairs: {sum(map(len, summary['pairs'].values()))} (the matrix: {folder / 'pairs.csv'})"
+             ] if summary.get("pairs") else []
     lines += dropped_lines(summary)
     if truncated := summary.get("truncated"):
         lines.append(f"cut to max_length ({summary['config']['max_length']} word pieces): {sum(truncated.values())} "
                      f"inputs, {_where(truncated, summary['n_examples'], summary)} (truncated in results.json)")
     if summary["missing_languages"]:
         lines.append(f"skipped (no data): {', '.join(summary['missing_languages'])}")
-    return lines
+    return [*lines, f"results: {folder} (results.json; per_example/ for `xsyn report`)"]

@@ -185,7 +185,7 @@ def preflight_finetune(config: RunConfig):
             raise err
     out = check_writable(config.resolved_output_dir(), "--output-dir")
     check_writable(cache_root(config), "--cache-dir")
-    if config.gat_init is None:  # (a GAT folder sets the shape; the estimate stays close either way)
+    if config.pretrained_syntax is None:  # (a pre-trained module sets the shape; the estimate stays close)
         needed = parameter_count(config.model, tokenizer, config.tiny_family) * CHECKPOINT_BYTES_PER_PARAMETER
         check_free_space(out, needed, "--output-dir")
     return tokenizer

@@ -11,7 +11,7 @@ JSON; an earlier run's pretrain_config.json), then the keyword settings, then `s
 settings, and model settings of the GAT; another variant's settings and fine-tuning's are refused).
 
 The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which the gat variant's
-`load_pretrained` hook, and so `xsyn finetune --gat-init DIR`, reads), with `probe_metrics.json`
+`load_pretrained` hook, and so `xsyn finetune --pretrained-syntax DIR`, reads), with `probe_metrics.json`
 ({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
 `pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
 GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its

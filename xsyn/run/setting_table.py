@@ -33,7 +33,7 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
 
 
 def check_variant_settings(variant: str, names: Iterable[str]) -> None:
-    """A model setting given for one run (--set, --gat-delta) that only other variants take would be saved in
+    """A model setting given for one run (--set, a variant's option) that only other variants take would be saved in
     its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
     apply to the cells of every variant, so its cells are not checked.)"""
     for name, takers in other_variants_settings(variant, names).items():

@@ -21,12 +21,14 @@ from xsyn.models.defaults import COMPILE_MODES, TINY
 from xsyn.models.families import FAMILIES
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
+    check_pretrained,
     get_variant,
     paper_names,
     setting_fields,
     variant_names,
 )
 from xsyn.models.variants.base import SyntaxConfigError
+from xsyn.run.paths import absolute_paths
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
@@ -51,6 +53,8 @@ MIXED_PRECISIONS = PRECISIONS  # auto: bf16 on a GPU that has it, float32 elsewh
 TRACKERS = ("tensorboard", "wandb")  # Accelerate's trackers a run may log to
 MODEL_SETTINGS = "model_settings"
 OLD_MODEL_SETTINGS = "syntax"  # the key of MODEL_SETTINGS in config.json files written before its rename
+# Former names that config files, `--set` and experiment files may still give (options: `--gat-init`, `--freeze-gat`)
+RENAMED = {OLD_MODEL_SETTINGS: MODEL_SETTINGS, "gat_init": "pretrained_syntax", "freeze_gat": "freeze_pretrained"}
 
 
 class ConfigError(SchemaError):
@@ -105,8 +109,8 @@ class RunConfig(LoopSettings):
     trackers: list[str] = validated_field(one_of(TRACKERS), default_factory=list)  # accelerate trackers
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
-    gat_init: str | None = None  # a `xsyn pretrain-gat` output directory
-    freeze_gat: bool = False
+    pretrained_syntax: str | None = None  # the variant's pre-trained syntax module: a `xsyn pretrain-gat` output
+    freeze_pretrained: bool = False
     hyperparameter_source: str = ""  # which card section the defaults came from
     hyperparameter_grid: dict[str, Any] = field(default_factory=dict)  # card grids whose first value is used
 
@@ -203,10 +207,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def current_names(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved config's keys as RunConfig names them now (MODEL_SETTINGS renamed; `max_batch_lengths` new: none)."""
-    if OLD_MODEL_SETTINGS in saved and MODEL_SETTINGS not in saved:
-        saved = {**saved, MODEL_SETTINGS: saved[OLD_MODEL_SETTINGS]}
-        del saved[OLD_MODEL_SETTINGS]
+    """A saved config's keys as RunConfig names them now (`RENAMED`: files written before); the current name wins.
+    A config saved before `max_batch_lengths` existed ran with none."""
+    saved = {**{RENAMED[k]: v for k, v in saved.items() if k in RENAMED}, **{k: v for k, v in saved.items()
+                                                                            if k not in RENAMED}}
     if "pad_to_multiple_of" in saved and "max_batch_lengths" not in saved:  # (a run folder's config.json)
         saved = {**saved, "max_batch_lengths": None}
     return saved
@@ -242,6 +246,7 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, value = setting_pair(pair)
+        key = RENAMED.get(key, key)
         value = _check_setting(key, value, "--set", key)
         if key in FIELD_NAMES:
             out[key] = value
@@ -265,7 +270,7 @@ def setting_pair(pair: str, lists: Collection[str] = LIST_SETTINGS) -> tuple[str
 
 
 def check_flags(schema: type, flags: dict[str, Any], error: type[SchemaError] = ConfigError) -> dict[str, Any]:
-    """Command-line options, each checked against its field of `schema` and named as the option (`--gat-delta`)."""
+    """Command-line options, each checked against its field of `schema` and named as the option (`--max-length`)."""
     hints = typing.get_type_hints(schema)
     return {name: check_value(schema, name, hints[name], value, "", f"--{name.replace('_', '-')}", error=error)
             for name, value in flags.items()}
@@ -276,7 +281,7 @@ def split_settings(settings: dict[str, Any], where: str, key: str, error: type[S
     """A table of settings as a file writes them (run and model settings side by side, as `--set` takes them),
     checked: run settings stay, model settings go under MODEL_SETTINGS."""
     out: dict[str, Any] = {}
-    for name, value in settings.items():
+    for name, value in current_names(settings).items():
         value = _check_setting(name, value, where, f"{key}.{name}" if key else name, error)
         if name in FIELD_NAMES:
             out[name] = value
@@ -359,23 +364,24 @@ def _json_or_text(raw: str) -> Any:
         return raw
 
 
-def pretrained_settings(variant: str, gat_init: str | Path) -> dict[str, Any]:
-    """The model settings (shapes) of the variant's pre-trained syntax module in `gat_init`, which the run adopts."""
+def pretrained_settings(variant: str, directory: str | Path) -> dict[str, Any]:
+    """The model settings (shapes) of the variant's pre-trained syntax module in `directory`, which the run adopts."""
     try:
-        return get_variant(variant).pretrained_settings(gat_init)
+        check_pretrained(variant, "--pretrained-syntax")
+        return get_variant(variant).pretrained_settings(directory)
     except SyntaxConfigError as err:
         raise ConfigError(str(err)) from None
     except MissingInputError as err:
-        raise ConfigError(f"--gat-init {err}") from None
+        raise ConfigError(f"--pretrained-syntax {err}") from None
 
 
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
             *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
-    syntax module (`gat_init`: a pre-trained GAT), a config file (read by `read_config_file`, so checked),
+    syntax module (`pretrained_syntax`, e.g. a pre-trained GAT), a config file (read by `read_config_file`, so checked),
     flags (each checked here).
 
-    The variant is `variant`, else the config file's, else `gat`; the source language is the card's
+    The variant is `variant`, else the config file's, else `DEFAULT_VARIANT`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
     is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
     can be checked without reading data is checked here, the model's configuration included (unless
@@ -391,9 +397,9 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
              for name, value in flags.items()}
     file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
     defaults, source, grid = card_defaults(card, variant)
-    gat_init = flags.get("gat_init") or file_values.get("gat_init")
-    if gat_init:
-        pretrained = pretrained_settings(variant, gat_init)
+    pretrained_syntax = flags.get("pretrained_syntax") or file_values.get("pretrained_syntax")
+    if pretrained_syntax:
+        pretrained = pretrained_settings(variant, pretrained_syntax)
         defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **pretrained}}
     merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
     model: dict[str, Any] = {}
@@ -409,7 +415,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_source"] = source
     chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
-    config = construct(RunConfig, merged, "settings", error=ConfigError)
+    config = construct(RunConfig, absolute_paths(merged), "settings", error=ConfigError)  # read from any folder
     config.card = card
     _check(config, card, check_model, check_paths)
     for name, values in config.hyperparameter_grid.items():
@@ -420,14 +426,14 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 
 def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
-    if config.gat_init and config.model == TINY:
+    if config.pretrained_syntax and config.model == TINY:
         from xsyn.training.folder import RunFolder
 
-        own = RunFolder(config.gat_init).tiny_model
+        own = RunFolder(config.pretrained_syntax).tiny_model
         if own.is_dir():
-            raise ConfigError(f"--gat-init {config.gat_init} was pre-trained on its own random tiny model ({own}); "
-                              "`--model tiny` would build another, whose word-piece embeddings the GAT has never "
-                              f"seen: pass --model {own}")
+            raise ConfigError(f"--pretrained-syntax {config.pretrained_syntax} was pre-trained on its own random tiny "
+                              f"model ({own}); `--model tiny` would build another, whose word-piece embeddings the "
+                              f"pre-trained module has never seen: pass --model {own}")
     if config.tiny_family is not None and config.model != TINY:
         raise ConfigError(f"tiny_family is the family of `--model tiny`; {config.model} has its own (drop "
                           "--set tiny_family)")

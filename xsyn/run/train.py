@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -190,6 +191,19 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     return summary
 
 
+def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
+    """What `xsyn finetune` prints when training ends: the run folder, and the few figures a person reads (the
+    whole summary is `train_results.json` there)."""
+    from xsyn.utils.progress import duration
+
+    best = summary.get("best_dev_score")
+    found = (f"best dev {summary['metric']} {best:.2f} at step {summary['best_step']}" if best is not None
+             else "no dev score (no evaluation ran)")
+    return [f"trained: {summary['steps']} steps in {duration(summary.get('train_seconds') or 0)}; {found}",
+            f"run folder: {Path(folder).resolve()} ({RunFolder(folder).train_results.name}: the whole summary; "
+            f"{RunFolder(folder).best.name}/: the best checkpoint)"]
+
+
 def _with_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
     """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
     config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
@@ -221,8 +235,7 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
 
 
 def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
-    """The variant on the card's head, its pre-trained syntax module (gat: the GAT) loaded, and frozen, as the
-    settings say."""
+    """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say."""
     from xsyn.models.factory import build_model
     from xsyn.models.variants import get_variant
 
@@ -230,9 +243,9 @@ def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
                         tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
                         **config.model_settings)
     variant = get_variant(config.variant)
-    if config.gat_init:
-        variant.load_pretrained(model, config.gat_init)
-    if config.freeze_gat:
+    if config.pretrained_syntax:
+        variant.load_pretrained(model, config.pretrained_syntax)
+    if config.freeze_pretrained:
         variant.freeze_pretrained(model)
     return model
 

@@ -24,7 +24,6 @@ from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.errors import OptionError
 
 log = logging.getLogger(__name__)
-MODEL_FLAGS = ("gat_delta", "gat_attention")  # model settings with an option of their own (--set wins over them)
 
 
 def finetune_settings(task: str | None = None, variant: str | None = None, config_file: str | Path | None = None,
@@ -34,6 +33,7 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     (continue the run in `output_dir`) or the folder of the run to continue, whose config.json then gives
     the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
     from xsyn.data.cards import load_card
+    from xsyn.models.variants import check_pretrained
     from xsyn.run.setting_table import check_variant_settings
     from xsyn.run.settings import parse_overrides, read_config_file, resolve
 
@@ -50,12 +50,14 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
                           f"--task names {card.name!r}: leave out --task to continue that run, or give --resume the "
                           "folder of a run of this task")
     flags["trackers"] = list(flags.get("trackers") or ()) or None
-    model_flags = {name: flags.pop(name, None) for name in MODEL_FLAGS}
+    model_flags = _variant_options(flags)
     overrides = parse_overrides(sets)
     overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
     config = resolve(task, variant, card, file_values, flags)
+    if config.freeze_pretrained:
+        check_pretrained(config.variant, "--freeze-pretrained")
     check_variant_settings(config.variant, [*file_values.get(MODEL_SETTINGS, {}), *overrides[MODEL_SETTINGS]])
     return config, resume_dir is not None
 
@@ -74,6 +76,17 @@ def _without_other_variants(file_values: dict[str, Any], variant: str | None, co
     log.warning(f"{config_file} is a run of variant {saved}: its model settings {', '.join(dropped)} are not "
                 f"settings of variant {variant}, so this run drops them")
     return {**file_values, MODEL_SETTINGS: {name: value for name, value in model.items() if name not in dropped}}
+
+
+def _variant_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The model settings given by the options the variants declare (`SyntaxVariant.options`; `--set` wins over
+    them), taken out of `flags` and checked by their schemas, named as the option."""
+    from xsyn.models.variants import option_settings
+    from xsyn.run.settings import check_flags
+
+    given = {name: (setting, flags.pop(name)) for name, (setting, _) in option_settings().items()
+             if flags.get(name) is not None}
+    return {name: check_flags(setting.owner, {name: value})[name] for name, (setting, value) in given.items()}
 
 
 def _resumed_config(resume_dir: str, flags: dict[str, Any], config_file: str | Path | None) -> str | Path:

@@ -14,9 +14,10 @@ A fine-tuning run (`xsyn finetune`):
     train_results.json       the summary, written last: the run is finished
     eval-<split>/            `xsyn evaluate`: results.json, and partial/ (one file per finished language)
 
-A GAT pre-training run (`xsyn pretrain-gat`) shares config-free parts of it (state/, train_log.jsonl,
-the curves) and adds `gat.safetensors` + `gat_config.json`, `probe_metrics.json`,
-`pretrain_config.json` and, for the tiny model, `model/`.
+A pre-training of a variant's syntax module (`xsyn pretrain-gat`) shares config-free parts of it (state/,
+train_log.jsonl, the curves) and adds the module's files (`SyntaxVariant.pretrained_files`: gat's
+`gat.safetensors` + `gat_config.json`), `probe_metrics.json`, `pretrain_config.json` and, for the tiny
+model, `model/`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xsyn.models.defaults import GAT_CONFIG
+from xsyn.models.variants import all_variants
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import existing_dir
 
@@ -89,8 +90,9 @@ class RunFolder:
 
     def _held(self, present: list[str]) -> str:
         """What a folder that a fresh run would mix with holds, in words."""
-        if self.gat_config.is_file():
-            return f"a pre-trained GAT ({self.gat_config.name})"
+        module = [path.name for path in self.pretrained_files if path.is_file()]
+        if module:
+            return f"a pre-trained syntax module ({', '.join(module)})"
         if self.has_progress():
             return f"a run that saved progress ({self.state.name}/ or {self.train_results.name})"
         return f"{len(present)} entries ({', '.join(present[:4])}{', ...' if len(present) > 4 else ''})"
@@ -187,10 +189,11 @@ class RunFolder:
         """Every evaluation's results file, oldest first."""
         return sorted(self.path.glob(f"eval-*/{RESULTS_FILE}"), key=lambda p: p.stat().st_mtime)
 
-    # -- GAT pre-training -----------------------------------------------------------------------------
+    # -- a pre-trained syntax module ----------------------------------------------------------------
     @property
-    def gat_config(self) -> Path:
-        return self.path / GAT_CONFIG
+    def pretrained_files(self) -> list[Path]:
+        """The files a registered variant's pre-trained syntax module is saved in, here."""
+        return [self.path / name for variant in all_variants() for name in variant.pretrained_files]
 
     @property
     def probe_metrics(self) -> Path:
@@ -223,7 +226,8 @@ class RunFolder:
         """Everything a run writes here (what `--overwrite-output-dir` deletes; other files are left alone)."""
         folders = [self.state, self.best]
         files = [self.config, self.data_report, self.train_log, self.curves, self.validation_results,
-                 self.train_results, self.wandb_run_id, self.gat_config, self.probe_metrics, self.pretrain_config]
+                 self.train_results, self.wandb_run_id, self.probe_metrics, self.pretrain_config]
+        files += self.pretrained_files
         return [*files, *folders, *map(staged, folders), *(f.with_name(f.name + ".old") for f in folders),
                 *self.checkpoints(), *self.path.glob("eval-*"), self.tiny_model]
 

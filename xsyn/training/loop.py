@@ -289,20 +289,21 @@ def to_device(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[s
 class StepProgress:
     """The step progress of a run on the main process (`xsyn.utils.progress`: a bar on a terminal, a line
     every LINE_SECONDS elsewhere). It shows the task loss where the task has one, not its sum with the
-    auxiliary losses (which reads like divergence), and the examples per second."""
+    auxiliary losses (which reads like divergence), and the examples per second (over the same recent window as
+    the steps per second: one from the last step alone swung 9-204 beside a steady steps/s)."""
 
     LINE_SECONDS = 30.0
 
     def __init__(self, total: int, initial: int, enabled: bool, description: str):
         from xsyn.utils.progress import Progress
 
-        self.counter = Progress(total, description, "steps", enabled, interval=self.LINE_SECONDS, initial=initial)
+        self.counter = Progress(total, description, "steps", enabled, interval=self.LINE_SECONDS, initial=initial,
+                                also="examples")
 
     def update(self, record: StepRecord) -> None:
         name = "task_loss" if record.losses.get("task_loss") is not None else "loss"
-        self.counter.postfix = {name: f"{record.losses.get(name, math.nan):.4f}",
-                                "examples/s": f"{record.rows / max(record.seconds, 1e-9):.0f}"}
-        self.counter.update(1)
+        self.counter.postfix = {name: f"{record.losses.get(name, math.nan):.4f}"}
+        self.counter.update(1, also=record.rows)  # examples/s from the steps' own window: the two rates agree
 
     def note(self, line: str) -> None:
         """A status line (a dev score), shown with -v."""

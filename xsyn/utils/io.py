@@ -8,12 +8,33 @@ the option that chooses another place (`option`, e.g. `--output-dir`, `--output`
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import logging
 import os
+import re
+import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 
 from xsyn.utils.errors import XsynError
+
+log = logging.getLogger(__name__)
+
+# A temp file (or staging folder) of an atomic write is `.<target>.<pid>-<host>.<random>.tmp` (a preflight probe:
+# `.xsyn-preflight.<pid>-<host>.<random>`): a later process can tell whose it is. One left by a process that
+# is gone (killed mid-write: kill -9, a lost node) is removed the first time a process writes in its folder.
+# Whose-is-it decides, not age alone, so a concurrent writer's live temp file is never taken: the owner's pid
+# is checked where its host is this one; a temp of another host (a shared filesystem), or one named before
+# owners were (mkstemp's bare 8 characters), is removed only once untouched for STALE_TEMP_SECONDS, far longer
+# than any single write takes. A pid reused by a live process keeps its file until then too.
+STALE_TEMP_SECONDS = 3600
+_TEMP = re.compile(r"\.(?:.+?\.(?P<pid>\d+)-(?P<host>[0-9a-f]{8})\.[a-z0-9_]+\.tmp"
+                   r"|xsyn-preflight\.(?P<probe_pid>\d+)-(?P<probe_host>[0-9a-f]{8})\.[a-z0-9_]+"
+                   r"|.+\.[a-z0-9_]{8}\.tmp|xsyn-preflight\.[a-z0-9_]{8})")
+_swept: set[str] = set()  # folders this process has cleared of leftovers
 
 
 class OutputError(XsynError, OSError):
@@ -27,8 +48,9 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, option: str = "--output
     """Write `data` to a temp file in the target's folder, fsync it, then rename it into place."""
     path = Path(path)
     ensure_dir(path.parent, option=option)
+    clear_leftover_temps(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -154,9 +176,72 @@ def check_writable(folder: str | Path, option: str) -> Path:
     folder (or the file that stands in its path) and `option`."""
     folder = ensure_dir(folder, option=option)
     try:
-        handle, probe = tempfile.mkstemp(prefix=".xsyn-preflight.", dir=folder)
+        clear_leftover_temps(folder)
+        handle, probe = tempfile.mkstemp(prefix=f".xsyn-preflight.{os.getpid()}-{_host()}.", dir=folder)
         os.close(handle)
         os.unlink(probe)
     except OSError as err:
         raise explain_write_error(err, folder, option) from err
     return folder
+
+
+def _host() -> str:
+    return hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:8]  # short, and no dots to parse
+
+
+def temp_prefix(target: str) -> str:
+    """The start of the name of a temp file (or staging folder, ending `.tmp` too) that becomes `target`:
+    hidden, and naming its writer, so `clear_leftover_temps` can tell a dead writer's from a live one's."""
+    return f".{target}.{os.getpid()}-{_host()}."
+
+
+def clear_leftover_temps(folder: str | Path) -> int:
+    """Remove the temp files that writers who are gone left in `folder` (see STALE_TEMP_SECONDS), once per
+    folder and process; returns how many were removed."""
+    folder = Path(folder)
+    key = str(folder.resolve())
+    if key in _swept:
+        return 0
+    _swept.add(key)
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _TEMP.fullmatch(entry.name)
+        if match is None or entry.is_symlink() or not _abandoned(entry, match):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            pass  # gone already (another process cleared it), or not ours to remove
+    if removed:
+        log.info("%s: removed %d temp file(s) or folder(s) left by interrupted writes", folder, removed)
+    return removed
+
+
+def _abandoned(entry: os.DirEntry, match: re.Match) -> bool:
+    pid, host = match["pid"] or match["probe_pid"], match["host"] or match["probe_host"]
+    if pid is not None and host == _host():
+        return not _alive(int(pid))
+    try:
+        return time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (PermissionError: another user's live process)
+        return True
+    return True

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 _CELL_INCHES = 0.62
+_LABEL_SIZE = 8  # tick labels and the group names under them: one size
+
+
+def _title(figure, title: str, width_inches: float, fontsize: float = 9) -> None:
+    """The figure's title, wrapped to its width and centred on the figure (an axes title runs past both
+    sides of a narrow figure and is clipped)."""
+    per_line = max(20, int(width_inches * 72 / (0.55 * fontsize)))  # characters of a line at this size
+    figure.suptitle(textwrap.fill(title, per_line), fontsize=fontsize)
 
 
 def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Sequence[str], *, title: str,
@@ -53,7 +62,7 @@ def heatmap_png(matrix: Sequence[Sequence[float]], rows: Sequence[str], cols: Se
     axes.set_yticks(range(len(rows)), labels=list(rows))
     axes.set_xlabel(col_label)
     axes.set_ylabel(row_label)
-    axes.set_title(title, fontsize=10)
+    _title(figure, title, width)
     for i in range(len(rows)):
         for j in range(len(cols)):
             value = values[i, j]
@@ -97,8 +106,8 @@ def language_bars_png(series: Mapping[str, Mapping[str, float]], *, title: str, 
     from matplotlib.figure import Figure
 
     languages = list(dict.fromkeys(lang for values in series.values() for lang in values))
-    figure = Figure(figsize=(max(5.0, 0.45 * len(languages) * max(1, len(series)) + 1.5), 3.6), dpi=110,
-                    layout="constrained")
+    width = max(5.0, 0.45 * len(languages) * max(1, len(series)) + 1.5)
+    figure = Figure(figsize=(width, 3.6), dpi=110, layout="constrained")
     axes = figure.add_subplot()
     _grouped_bars(axes, series, languages, errors)
     for position, lang in enumerate(languages):
@@ -112,25 +121,33 @@ def language_bars_png(series: Mapping[str, Mapping[str, float]], *, title: str, 
     if limits is not None:
         axes.set_ylim(*limits)
     axes.set_ylabel(value_label)
-    figure.suptitle(title, fontsize=9)
+    _title(figure, title, width)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(figure)
 
 
 def _grouped_bars(axes, series: Mapping[str, Mapping[str, float]], languages: Sequence[str],
                   errors: Mapping[str, Mapping[str, float]] | None = None) -> None:
-    """One bar per series beside each other at every language (a missing value is no bar)."""
+    """One bar per series beside each other at every language (a missing value is no bar; an error that is
+    missing or None, e.g. an sd of one seed, is no error bar: not a cap at zero)."""
     import numpy as np
 
     bar = 0.8 / max(1, len(series))
     positions = np.arange(len(languages))
     for k, (name, values) in enumerate(series.items()):
         heights = [values.get(lang, math.nan) for lang in languages]
-        spread = [errors[name].get(lang, 0.0) for lang in languages] if errors and name in errors else None
+        spread = _spread([(errors or {}).get(name, {}).get(lang) for lang in languages])
         axes.bar(positions + (k - (len(series) - 1) / 2) * bar, heights, bar, label=name, yerr=spread,
                  capsize=3 if spread else 0, zorder=2)
     axes.set_xticks(positions, labels=list(languages))
     axes.set_xlabel("language")
+
+
+def _spread(errors: Sequence[float | None]) -> list[float] | None:
+    """Error bar lengths for matplotlib (nan: none there), or None where no bar has one."""
+    if all(error is None for error in errors):
+        return None
+    return [math.nan if error is None else error for error in errors]
 
 
 def grouped_gains_png(groups: Mapping[str, Sequence[str]], gains: Mapping[str, float],
@@ -140,24 +157,26 @@ def grouped_gains_png(groups: Mapping[str, Sequence[str]], gains: Mapping[str, f
     from matplotlib.figure import Figure
 
     order = [lang for members in groups.values() for lang in members]
-    figure = Figure(figsize=(max(5.0, 0.5 * len(order) + 2.0), 3.8), dpi=110, layout="constrained")
+    width = max(5.0, 0.5 * len(order) + 2.0)
+    figure = Figure(figsize=(width, 3.8), dpi=110, layout="constrained")
     axes = figure.add_subplot()
-    spread = [errors.get(lang) or 0.0 for lang in order]
+    spread = _spread([errors.get(lang) for lang in order])
     colours = [f"C{k % 10}" for k, members in enumerate(groups.values()) for _ in members]
-    axes.bar(range(len(order)), [gains[lang] for lang in order], 0.7, yerr=spread, capsize=3, color=colours,
-             zorder=2)
+    axes.bar(range(len(order)), [gains[lang] for lang in order], 0.7, yerr=spread, capsize=3 if spread else 0,
+             color=colours, zorder=2)
     axes.axhline(0.0, color="black", linewidth=0.8)
-    axes.set_xticks(range(len(order)), labels=order)
+    axes.set_xticks(range(len(order)), labels=order, fontsize=_LABEL_SIZE)
+    rotation = 20 if any(len(group) > 8 for group in groups) else 0  # one slant for all, as one row of names
     start = 0
     for k, (group, members) in enumerate(groups.items()):
         if k:
             axes.axvline(start - 0.5, color="0.6", linewidth=0.8, linestyle=":")
         axes.annotate(group, ((start + start + len(members) - 1) / 2, 0), xycoords=("data", "axes fraction"),
-                      xytext=(0, -22), textcoords="offset points", ha="center", va="top", fontsize=7,
-                      rotation=20 if len(group) > 8 else 0)
+                      xytext=(0, -18), textcoords="offset points", ha="right" if rotation else "center",
+                      va="top", fontsize=_LABEL_SIZE, rotation=rotation, rotation_mode="anchor")
         start += len(members)
     axes.set_ylabel(value_label)
-    axes.set_title(title, fontsize=9)
+    _title(figure, title, width)
     return _png(figure)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
@@ -72,14 +73,22 @@ def duration(seconds: float) -> str:
 class Progress:
     """Counts `done` of `total` `unit`s (from `initial`, where a resumed job starts); `update(n)` after each
     piece of work, `close()` at the end. `postfix` (name -> shown value, e.g. the training loss) follows
-    the count on the bar and in the lines."""
+    the count on the bar and in the lines. `also` names a second count the work carries (a step's examples:
+    `update(1, also=32)`), whose rate is shown beside the first's.
+
+    Rates are over the last `window` seconds (from the start until then): smoothed over many pieces of work,
+    yet following a speed that changes, and the two rates over one span of time, so they agree (examples/s
+    is steps/s times the examples of those steps)."""
 
     def __init__(self, total: int, description: str, unit: str, enabled: bool = True, interval: float = 30.0,
-                 stream: TextIO | None = None, clock=time.monotonic, initial: int = 0):
+                 stream: TextIO | None = None, clock=time.monotonic, initial: int = 0, also: str | None = None,
+                 window: float = 120.0):
         self.total, self.description, self.unit, self.interval = total, description, unit, interval
         self.done, self.initial, self._clock, self._lines, self._said = initial, initial, clock, 0, None
+        self.also, self.also_done, self.window = also, 0, window
         self.postfix: dict[str, str] = {}
         self._start = self._last_line = clock()
+        self._history: deque[tuple[float, int, int]] = deque([(self._start, initial, 0)])  # (time, done, also)
         self._stream = stream if stream is not None else sys.stderr
         self._bar = None
         self.enabled = enabled and total > 0
@@ -90,14 +99,24 @@ class Progress:
                              dynamic_ncols=True)
 
     def rate(self) -> float:
-        """Units per second since the start."""
-        return (self.done - self.initial) / max(self._clock() - self._start, 1e-9)
+        """Units per second over the window."""
+        return self._rates()[0]
+
+    def also_rate(self) -> float:
+        """The second count's units per second, over the same window."""
+        return self._rates()[1]
+
+    def _rates(self) -> tuple[float, float]:
+        now, (then, done, also) = self._clock(), self._history[0]
+        seconds = max(now - then, 1e-9)
+        return (self.done - done) / seconds, (self.also_done - also) / seconds
 
     def line(self) -> str:
         rate = self.rate()
         eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
+        also = f", {self.also_rate():.0f} {self.also}/s" if self.also else ""
         return (f"{self.description}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.1f}%), "
-                f"{self.speed(rate)}, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
+                f"{self.speed(rate)}{also}, ETA {eta}" + "".join(f", {k} {v}" for k, v in self.postfix.items()))
 
     def speed(self, rate: float) -> str:
         """`850 sentences/s`; under one a second, seconds per unit (`0 steps/s` said nothing): `3.2 s/step`."""
@@ -119,13 +138,19 @@ class Progress:
         else:
             print(line, file=self._stream, flush=True)
 
-    def update(self, n: int) -> None:
+    def update(self, n: int, also: int = 0) -> None:
         self.done += n
+        self.also_done += also
+        now = self._clock()
+        self._history.append((now, self.done, self.also_done))
+        while len(self._history) > 2 and self._history[1][0] <= now - self.window:
+            self._history.popleft()  # the oldest point still at least `window` before now stays the start
         if not self.enabled:
             return
         if self._bar is not None:
-            if self.postfix:
-                self._bar.set_postfix(self.postfix, refresh=False)
+            shown = {**({f"{self.also}/s": f"{self.also_rate():.0f}"} if self.also else {}), **self.postfix}
+            if shown:
+                self._bar.set_postfix(shown, refresh=False)
             self._bar.update(n)
         elif self._clock() - self._last_line >= self.interval:
             self._last_line = self._clock()

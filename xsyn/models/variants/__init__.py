@@ -3,7 +3,8 @@ that variant (`xsyn.utils.registry`).
 
 Objects are imported on first use and their modules need no torch, so the command line lists the
 variants, and the task cards read their settings, without loading a model. Adding a variant is one
-module and one line here; another package adds one through the entry-point group `xsyn.variants`
+folder (`<name>/__init__.py` declaring it, `<name>/layers.py` its torch modules: `base.py` says more) and one
+line here; another package adds one through the entry-point group `xsyn.variants`
 ("module:attribute" of its `SyntaxVariant`), or at run time with `register_variant`. Nothing is read from
 the registry when a module is imported: a variant registered late is seen everywhere, its settings included.
 """
@@ -121,6 +122,21 @@ def setting_fields() -> dict[str, SettingField]:
             table.update(of(variant.settings))
     table.update({name: common[name] for name in names[2:]})
     return table
+
+
+def check_pretrained(name: str, option: str) -> None:
+    """Refuse `option` (a pre-trained syntax module's) for a variant that has none, naming those that have one."""
+    if not get_variant(name).has_pretrained():
+        having = ", ".join(variant.name for variant in all_variants() if variant.has_pretrained())
+        raise SyntaxConfigError(f"{option}: variant {name!r} has no pre-trained syntax module; drop {option}"
+                                + (f", or choose a variant that has one ({having})" if having else ""))
+
+
+def option_settings() -> dict[str, tuple[SettingField, str]]:
+    """The settings that registered variants give a command-line option of their own (`SyntaxVariant.options`):
+    name -> (the setting, the option's help)."""
+    table = setting_fields()
+    return {name: (table[name], help) for variant in all_variants() for name, help in variant.options.items()}
 
 
 def model_settings() -> dict[str, tuple[Any, Any]]:

@@ -1,15 +1,20 @@
 """What a syntax variant is: one `SyntaxVariant` object that the model, the config, the cards and the
 model cards ask, instead of comparing variant names.
 
-A variant module stays importable without torch (the command line and the task cards read its
-settings); its hooks import their layers when a model is built.
+A variant is one folder and one registry line (`xsyn.models.variants`), as `transformers/models/bert/` is:
+`variants/<name>/__init__.py` declares it (its `SyntaxVariant`, settings schema and citation) and stays
+importable without torch (the command line and the task cards read its settings); `variants/<name>/layers.py`
+holds its torch modules, which its hooks reach through `SyntaxVariant.layers()` when a model is built.
+Layers several variants share stay outside the folders (`xsyn.models.attention`, `xsyn.trees.masks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from xsyn.utils.schema import SchemaError
@@ -68,8 +73,9 @@ class CommonSettings:
 
 
 class SyntaxVariant:
-    """A syntax variant, in one place. Subclass it in one module and add one line to the registry
-    (`xsyn.models.variants`); the defaults are those of plain BERT.
+    """A syntax variant, in one place. Subclass it in its folder's `__init__.py` (its torch modules in the
+    folder's `layers.py`) and add one line to the registry (`xsyn.models.variants`); the defaults are those of
+    plain BERT.
 
     - `settings`: a schema (`xsyn.utils.schema`: a `@strict` dataclass, its fields' rules in `validated_field`)
       of the settings the variant adds to `XsynBertConfig`; `validate` holds its rules across BERT's fields;
@@ -83,7 +89,11 @@ class SyntaxVariant:
       are collated and copied to the device, and `forward` needs them; None (a variant that does not say, as
       plug-ins written before it): all of them are collated, and none is required;
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
-      model settings).
+      model settings);
+    - `pretrained_files`: the files of its pre-trained syntax module, if it has one (what a run folder holds);
+    - `options`: settings with a command-line option of their own (`{"gat_delta": help}` gives `finetune
+      --gat-delta`, a shortcut of `--set gat_delta=...`, which wins over it), each with the option's help;
+    - `layers_module`: where its torch modules are, if not `layers` beside the module declaring its class.
     """
 
     name: str = ""
@@ -96,6 +106,17 @@ class SyntaxVariant:
     parameter_markers: tuple[str, ...] = ()
     reads_word_embeddings: bool = False
     tree_fields: tuple[str, ...] | None = None
+    pretrained_files: tuple[str, ...] = ()
+    options: dict[str, str] = {}
+    layers_module: str | None = None
+
+    _layers: ModuleType | None = None
+
+    def layers(self) -> ModuleType:
+        """The variant's torch modules, imported on first use (the declaration itself never imports torch)."""
+        if self._layers is None:  # kept, so that a compiled forward reads an attribute (dynamo skips importlib)
+            self._layers = importlib.import_module(self.layers_module or f"{type(self).__module__}.layers")
+        return self._layers
 
     def setting_names(self) -> tuple[str, ...]:
         """The config fields that are this variant's settings (what a model card lists)."""
@@ -145,16 +166,19 @@ class SyntaxVariant:
 
     def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
         """The model settings a pre-trained module in `directory` fixes (its shapes), which a run adopts."""
-        raise self._no_pretrained("--gat-init")
+        raise self._no_pretrained("--pretrained-syntax")
 
     def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
         """Load the pre-trained module in `directory` into `model` (a freshly built model of this variant)."""
-        raise self._no_pretrained("--gat-init")
+        raise self._no_pretrained("--pretrained-syntax")
 
     def freeze_pretrained(self, model: PreTrainedModel) -> None:
         """Keep the pre-trained module fixed while the rest of `model` trains."""
-        raise self._no_pretrained("--freeze-gat")
+        raise self._no_pretrained("--freeze-pretrained")
+
+    def has_pretrained(self) -> bool:
+        """Whether the variant reads a pre-trained syntax module (it overrides `load_pretrained`)."""
+        return type(self).load_pretrained is not SyntaxVariant.load_pretrained
 
     def _no_pretrained(self, option: str) -> SyntaxConfigError:
-        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; "
-                                 f"drop {option}, or choose a variant that has one (gat)")
+        return SyntaxConfigError(f"{option}: variant {self.name!r} has no pre-trained syntax module; drop {option}")

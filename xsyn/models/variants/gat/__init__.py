@@ -1,6 +1,6 @@
 """`gat`: the GAT syntax encoder and attention bias of Ahmad et al. (2021).
 
-A GAT over the batch's trees (`xsyn.models.gat`) computes G; in each syntax layer the first
+A GAT over the batch's trees (`layers.py` in this folder) computes G; in each syntax layer the first
 `syntax_heads` attention heads add G G_l to their query and key (or the `bias_targets`). Its
 structural probes give the auxiliary loss `structural_loss_weight * (distance_loss + depth_loss)`.
 
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.defaults import BIAS_TARGETS, GAT_ATTENTIONS, bias_target_names
 from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
 from xsyn.utils.schema import Invalid, at_least, one_of, strict, validated_field
 
@@ -43,8 +42,12 @@ if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
 
-    from xsyn.models.gat import GatContext
     from xsyn.trees.tensors import TreeTensors
+
+GAT_CONFIG = "gat_config.json"  # the shape settings of a pre-trained GAT, beside its weights
+GAT_WEIGHTS = "gat.safetensors"
+GAT_ATTENTIONS = ("dot", "additive")  # the paper's dot-product GAT, the released code's additive one
+BIAS_TARGETS = ("query", "key", "value")  # the projections the GAT bias may be added to
 
 AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
   title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
@@ -56,6 +59,16 @@ AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
   url = "https://aclanthology.org/2021.acl-long.350",
   pages = "4538--4554"
 }"""
+
+
+def bias_target_names(targets: str) -> tuple[str, ...]:
+    """The `bias_targets` setting as names: `"query, key"` -> ("query", "key")."""
+    return tuple(t.strip() for t in targets.split(",") if t.strip())
+
+
+def gat_output_size(config: Any) -> int:
+    """The width of the GAT's output G: k heads of d_g."""
+    return config.gat_heads * config.gat_head_size
 
 
 def _bias_targets(value: str) -> None:
@@ -85,6 +98,16 @@ class GatSettings:
     structural_loss_weight: float | int = validated_field(at_least(0), default=0.5)
 
 
+@dataclass
+class GatContext:
+    """What the `gat` variant's layers read: G, and each syntax layer's additive terms by target."""
+
+    gat_output: torch.Tensor  # (B, T, k d_g)
+    # layer -> target -> the term's column blocks (`LeanSelfAttention.projection_terms`): G G^X_l + b_l plus the
+    # projection's own bias on the first heads' columns (B, T, w), then the own bias's other columns (hidden - w)
+    biases: dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]
+
+
 class Gat(SyntaxVariant):
     name = "gat"
     settings = GatSettings
@@ -95,6 +118,11 @@ class Gat(SyntaxVariant):
     parameter_markers = ("gat", "syntax_bias")
     reads_word_embeddings = True
     tree_fields = ("tree_parent", "tree_upos", "tree_deprel")
+    pretrained_files = (GAT_CONFIG, GAT_WEIGHTS)
+    options = {"gat_delta": "GAT attention reaches tree distance <= delta (as pretrain-gat's; the same as --set "
+                            "gat_delta) [default: the card's].",
+               "gat_attention": "dot: the paper's eq. 2; additive: the released code's (the same as --set "
+                                "gat_attention)."}
 
     def validate(self, config: PretrainedConfig) -> None:
         heads = config.num_attention_heads
@@ -106,58 +134,35 @@ class Gat(SyntaxVariant):
         return tuple(f for f in self.tree_fields if f != "tree_deprel" or config.gat_deprel_embeddings)
 
     def install(self, model: PreTrainedModel) -> None:
-        from xsyn.models.gat import GatSelfAttention, GatSyntaxEncoder
-
+        layers = self.layers()
         for i in model.config.syntax_layer_ids:
-            model.encoder.layer[i].attention.self = GatSelfAttention(model.config, layer_idx=i)
-        model.gat = GatSyntaxEncoder(model.config)
+            model.encoder.layer[i].attention.self = layers.GatSelfAttention(model.config, layer_idx=i)
+        model.gat = layers.GatSyntaxEncoder(model.config)
 
     def init_weights(self, module: Any, config: PretrainedConfig) -> None:
-        from transformers import initialization as init
-
-        from xsyn.models.gat import AdditiveGatLayer, GatSyntaxEncoder
-
-        if isinstance(module, AdditiveGatLayer):
-            init.normal_(module.score_query, std=config.initializer_range)
-            init.normal_(module.score_key, std=config.initializer_range)
-        elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
-            init.zeros_(module.relation_bias)  # no preference among the relations at first
+        self.layers().init_weights(module, config)
 
     def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> GatContext:
-        from xsyn.models.attention import compute_dtype
-        from xsyn.models.gat import GatContext, gat_encode, step_parameters, syntax_biases
-
-        # the GAT's and the biases' weights in the compute dtype, by one cast for the step
-        layers, biases = step_parameters(model, compute_dtype(batch.input_ids.device, model.dtype))
-        gat_output = gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids,
-                                word_embeddings=batch.word_embeddings, parameters=layers)
-        return GatContext(gat_output, syntax_biases(model, gat_output, biases))
+        return self.layers().gat_context(model, tree, batch)
 
     def auxiliary_losses(self, model: PreTrainedModel, context: GatContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:
         if not with_losses:
             return {}
-        from xsyn.models.gat import structural_loss
-
         predicted_distances, predicted_depths = model.gat.probe(context.gat_output)
-        distance_loss, depth_loss = structural_loss(predicted_distances, predicted_depths, tree.distances,
-                                                    tree.depth, batch.real_tokens())
+        distance_loss, depth_loss = self.layers().structural_loss(predicted_distances, predicted_depths,
+                                                                  tree.distances, tree.depth, batch.real_tokens())
         return {"distance_loss": distance_loss, "depth_loss": depth_loss}
 
     def pretrained_settings(self, directory: str | Path) -> dict[str, Any]:
-        from xsyn.models.gat import pretrained_gat_settings
-
-        return pretrained_gat_settings(directory)
+        return self.layers().pretrained_gat_settings(directory)
 
     def load_pretrained(self, model: PreTrainedModel, directory: str | Path) -> None:
-        from xsyn.models.gat import load_gat
-
-        load_gat(model, directory)
+        self.layers().load_gat(model, directory)
 
     def freeze_pretrained(self, model: PreTrainedModel) -> None:
-        from xsyn.models.gat import freeze_gat
+        self.layers().freeze_gat(model)
 
-        freeze_gat(model)
 
 VARIANT = Gat()

@@ -1,9 +1,9 @@
 """`sep`: the syntax-aware representation of SEPREM (Xu et al. 2021).
 
 Before each chosen encoder layer, the layer's input is mixed with its view through the batch's
-normalised inverse tree distances (`xsyn.models.sep`). As an option, SEPREM's dependency-distance
-prediction (`xsyn.models.distance_prediction`, also an objective of `xsyn pretrain-gat`, where it is
-called `seprem`) is an auxiliary loss: `sep_distance_loss_weight * seprem_loss`, in training.
+normalised inverse tree distances (`layers.py` in this folder). As an option, SEPREM's dependency-distance
+prediction (`SepDistanceHead`, also an objective of `xsyn pretrain-gat`, where it is called `seprem`) is an
+auxiliary loss: `sep_distance_loss_weight * seprem_loss`, in training.
 
 | setting                    | default    | meaning                                                  |
 |----------------------------|------------|----------------------------------------------------------|
@@ -77,38 +77,14 @@ class Sep(SyntaxVariant):
     tree_fields = ("tree_parent", "tree_upos")
 
     def install(self, model: PreTrainedModel) -> None:
-        from xsyn.models.distance_prediction import DistancePredictionHead
-        from xsyn.models.sep import SepLayer
-
-        config = model.config
-        for i in config.syntax_layer_ids:
-            model.encoder.layer[i] = SepLayer(config, layer_idx=i)
-        model.seprem_head = (DistancePredictionHead(config.hidden_size, config.sep_max_distance)
-                             if config.sep_distance_loss_weight > 0 else None)
+        self.layers().install(model)
 
     def init_weights(self, module: Any, config: PretrainedConfig) -> None:
-        from transformers import initialization as init
-
-        from xsyn.models.sep import SepMix
-
-        if isinstance(module, SepMix):
-            init.constant_(module.alpha, config.sep_alpha)
+        self.layers().init_weights(module, config)
 
     def context(self, model: PreTrainedModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool
                 ) -> SepContext:
-        from xsyn.models.attention import compute_dtype
-        from xsyn.models.distance_prediction import corrupt_distances, select_pairs
-        from xsyn.trees.tensors import sep_weights
-
-        pairs = None
-        if with_losses and model.seprem_head is not None and model.training:
-            # SEPREM's objective: hide or perturb some pairs' distances, predict them from the output
-            pairs = select_pairs(tree.distances, batch.real_tokens().bool())
-            weights = sep_weights(corrupt_distances(tree.distances, pairs, model.config.sep_max_distance))
-        else:
-            weights = tree.sep_weights()
-        # under autocast, cast once here rather than in every layer's product
-        return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)
+        return self.layers().sep_context(model, tree, batch, with_losses)
 
     def auxiliary_losses(self, model: PreTrainedModel, context: SepContext, tree: TreeTensors,
                          batch: SyntaxBatch, hidden: torch.Tensor, with_losses: bool) -> dict[str, torch.Tensor]:

@@ -2,7 +2,7 @@
 
 One extra Transformer layer attends, over BERT's output, only to each piece's syntactic dependency
 of interest (its ancestors and itself); its output is aggregated with BERT's
-(`xsyn.models.sdoi`). `last_hidden_state` (and the pooled output) is the aggregated H';
+(`layers.py` in this folder). `last_hidden_state` (and the pooled output) is the aggregated H';
 `hidden_states` are BERT's layers.
 
 | setting                     | default | meaning                                                    |
@@ -57,26 +57,17 @@ class Sdoi(SyntaxVariant):
     tree_fields = ("tree_parent", "tree_upos")
 
     def install(self, model: PreTrainedModel) -> None:
-        from xsyn.models.sdoi import SdoiLayer
-
-        model.sdoi = SdoiLayer(model.config)
+        model.sdoi = self.layers().SdoiLayer(model.config)
 
     def after_lift(self, model: PreTrainedModel) -> None:
         if model.config.sdoi_init_from_last_layer:  # the extra layer starts as the checkpoint's last (same shapes)
             model.sdoi.layer.load_state_dict(model.encoder.layer[-1].state_dict())
 
     def init_weights(self, module: Any, config: PretrainedConfig) -> None:
-        from transformers import initialization as init
-
-        from xsyn.models.sdoi import SdoiLayer
-
-        if isinstance(module, SdoiLayer):
-            init.constant_(module.alpha, config.sdoi_alpha)
+        self.layers().init_weights(module, config)
 
     def output(self, model: PreTrainedModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
-        from xsyn.models.attention import attention_mask_for
-
-        return model.sdoi(hidden, attention_mask_for(model, tree.sdoi_mask()))
+        return self.layers().sdoi_output(model, tree, hidden)
 
 
 VARIANT = Sdoi()

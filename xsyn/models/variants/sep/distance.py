@@ -7,7 +7,8 @@ hidden with probability 0.8, given a random value with 0.1, and left as it is wi
 masking recipe, as SEPREM does): in the GAT's attention mask (`corrupt_mask`: pairs within
 distance delta see each other) or in the distances that `sep` reads (`corrupt_distances`). The
 classifier then predicts the distance of every selected pair from [h_i; h_j], over the classes
-1, 2, ..., K-1 and "K or more".
+1, 2, ..., K-1 and "K or more". The `sep` variant's layers install the head (`layers.py`); pre-training
+imports this module itself.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ MASK_FRACTION = 0.15
 HIDE, RANDOMISE = 0.8, 0.1  # of the selected pairs; the rest keep their visibility
 
 
-class DistancePredictionHead(nn.Module):
+class SepDistanceHead(nn.Module):
     """[h_i; h_j] -> logits over the distances 1 .. max_distance (the last class: that or more)."""
 
     def __init__(self, size: int, max_distance: int = 8):

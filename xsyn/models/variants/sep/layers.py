@@ -1,4 +1,5 @@
-"""The `sep` variant's layers: the syntax-aware representation of SEPREM (Xu et al. 2021).
+"""The `sep` variant's layers: the syntax-aware representation of SEPREM (Xu et al. 2021), and (from
+`distance.py`) its dependency-distance prediction.
 
 Before each chosen encoder layer n, the layer's input H (the embeddings for layer 0) is mixed
 with a syntax-aware view of itself:
@@ -10,8 +11,9 @@ weighs every piece j reachable from i by 1 / d(i, j), summing to 1). D~ is compu
 on the batch's device and shared by all layers; a layer adds two H x H projections and one batched
 (T x T) x (T x H) product. alpha = 0 gives BERT's layer input exactly.
 
-The mix's parameters are saved as `encoder.layer.N.seprem.*` (and the distance head as `seprem_head.*`):
-the names of the checkpoints written so far, which keep loading.
+In code the idea is called `sep`; on disk it keeps SEPREM's name: the mix's parameters are saved as
+`encoder.layer.N.seprem.*`, the distance head as `seprem_head.*` and its loss is logged as `seprem_loss`
+(the names of the checkpoints and logs written so far, which keep loading).
 """
 
 from __future__ import annotations
@@ -21,12 +23,18 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertLayer
 
-from xsyn.models.attention import cast_together, lean_attention
+from xsyn.models.attention import cast_together, compute_dtype, lean_attention
+from xsyn.models.variants.sep import SepContext
+from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_distances, select_pairs
+from xsyn.trees.tensors import TreeTensors, sep_weights
 
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.models.variants.base import SyntaxBatch
 
 
 class SepMix(nn.Module):
@@ -72,3 +80,30 @@ class SepLayer(BertLayer):
                              "with the batch's tree_* fields rather than the encoder directly")
         mixed = self.seprem(hidden_states, xsyn_syntax.weights)
         return super().forward(mixed, *args, **kwargs)
+
+
+def install(model: XsynBertModel) -> None:
+    """Swap each syntax layer for a `SepLayer`; add the distance head when its loss counts."""
+    config = model.config
+    for i in config.syntax_layer_ids:
+        model.encoder.layer[i] = SepLayer(config, layer_idx=i)
+    model.seprem_head = (SepDistanceHead(config.hidden_size, config.sep_max_distance)
+                         if config.sep_distance_loss_weight > 0 else None)
+
+
+def init_weights(module: nn.Module, config: XsynBertConfig) -> None:
+    if isinstance(module, SepMix):
+        init.constant_(module.alpha, config.sep_alpha)
+
+
+def sep_context(model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch, with_losses: bool) -> SepContext:
+    """D~ for the batch; in training with the distance loss, D~ of distances with some pairs corrupted."""
+    pairs = None
+    if with_losses and model.seprem_head is not None and model.training:
+        # SEPREM's objective: hide or perturb some pairs' distances, predict them from the output
+        pairs = select_pairs(tree.distances, batch.real_tokens().bool())
+        weights = sep_weights(corrupt_distances(tree.distances, pairs, model.config.sep_max_distance))
+    else:
+        weights = tree.sep_weights()
+    # under autocast, cast once here rather than in every layer's product
+    return SepContext(weights.to(compute_dtype(weights.device, model.dtype)), pairs)

@@ -1,6 +1,7 @@
 """`wla`: word-window local attention, the baseline of Li et al. (2021) for SLA.
 
-As `sla`, but a word's local words are those within a window around it, whatever the tree.
+As `sla` (the gated local attention of `xsyn.models.variants.gated_local`), but a word's local words are
+those within a window around it, whatever the tree.
 
 | setting         | default    | meaning                                                  |
 |-----------------|------------|----------------------------------------------------------|
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xsyn.models.variants.sla import LocalAttention
+from xsyn.models.variants.gated_local import GatedLocalVariant
 from xsyn.utils.schema import at_least, strict, validated_field
 
 if TYPE_CHECKING:
@@ -26,12 +27,12 @@ if TYPE_CHECKING:
 @strict
 @dataclass
 class WlaSettings:
-    """The `wla` fields of `PretrainedConfig` (see the table above)."""
+    """The `wla` fields of `XsynBertConfig` (see the table above)."""
 
     wla_window: int = validated_field(at_least(0), default=4)
 
 
-class Wla(LocalAttention):
+class Wla(GatedLocalVariant):
     name = "wla"
     settings = WlaSettings
     paper_names = {"k": "wla_window"}

@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from transformers import initialization as init
 from transformers.models.bert.modeling_bert import BertLayer
 
-from xsyn.models.attention import lean_attention
+from xsyn.models.attention import attention_mask_for, lean_attention
 
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
+    from xsyn.models.modeling import XsynBertModel
+    from xsyn.trees.tensors import TreeTensors
 
 
 class SdoiLayer(nn.Module):
@@ -39,3 +42,13 @@ class SdoiLayer(nn.Module):
         """`mask` is the (B, 1, T, T) additive ancestor mask (`xsyn.models.attention.attention_mask_for`)."""
         guided = self.layer(hidden_states, mask)
         return torch.lerp(guided, hidden_states, self.alpha.to(guided.dtype))  # alpha H + (1 - alpha) H_sdoi
+
+
+def init_weights(module: nn.Module, config: XsynBertConfig) -> None:
+    if isinstance(module, SdoiLayer):
+        init.constant_(module.alpha, config.sdoi_alpha)
+
+
+def sdoi_output(model: XsynBertModel, tree: TreeTensors, hidden: torch.Tensor) -> torch.Tensor:
+    """BERT's output aggregated with the layer's under the batch's ancestor mask."""
+    return model.sdoi(hidden, attention_mask_for(model, tree.sdoi_mask()))

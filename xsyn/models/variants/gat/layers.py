@@ -42,6 +42,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import nn
 from torch.nn import functional as F
+from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from xsyn.models.attention import (
@@ -51,7 +52,7 @@ from xsyn.models.attention import (
     cast_together,
     compute_dtype,
 )
-from xsyn.models.defaults import GAT_CONFIG, bias_target_names, gat_output_size
+from xsyn.models.variants.gat import GAT_CONFIG, GAT_WEIGHTS, GatContext, bias_target_names, gat_output_size
 from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
@@ -60,8 +61,8 @@ from xsyn.utils.io import atomic_write_bytes, atomic_write_text
 if TYPE_CHECKING:
     from xsyn.models.configuration import XsynBertConfig
     from xsyn.models.modeling import XsynBertModel
+    from xsyn.models.variants.base import SyntaxBatch
 
-GAT_WEIGHTS = "gat.safetensors"
 # The relation logits are this multiple of their parameters, so that they move at 10x the
 # optimiser's rate: singling out the head needs logits of several units.
 RELATION_BIAS_SCALE = 10.0
@@ -221,14 +222,22 @@ class SyntaxBias(nn.Module):
             for target in bias_target_names(config.bias_targets)})
 
 
-@dataclass
-class GatContext:
-    """What the `gat` variant's layers read: G, and each syntax layer's additive terms by target."""
+def gat_context(model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch) -> GatContext:
+    """G and every syntax layer's bias terms, computed once per batch."""
+    # the GAT's and the biases' weights in the compute dtype, by one cast for the step
+    layers, biases = step_parameters(model, compute_dtype(batch.input_ids.device, model.dtype))
+    gat_output = gat_encode(model, batch.input_ids, tree, batch.tree_deprel, position_ids=batch.position_ids,
+                            word_embeddings=batch.word_embeddings, parameters=layers)
+    return GatContext(gat_output, syntax_biases(model, gat_output, biases))
 
-    gat_output: torch.Tensor  # (B, T, k d_g)
-    # layer -> target -> the term's column blocks (`LeanSelfAttention.projection_terms`): G G^X_l + b_l plus the
-    # projection's own bias on the first heads' columns (B, T, w), then the own bias's other columns (hidden - w)
-    biases: dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]
+
+def init_weights(module: nn.Module, config: XsynBertConfig) -> None:
+    """The rule for the GAT's own parameters (after BERT's for Linear/Embedding/LayerNorm)."""
+    if isinstance(module, AdditiveGatLayer):
+        init.normal_(module.score_query, std=config.initializer_range)
+        init.normal_(module.score_key, std=config.initializer_range)
+    elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
+        init.zeros_(module.relation_bias)  # no preference among the relations at first
 
 
 def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor, parameters: list[torch.Tensor] | None = None
