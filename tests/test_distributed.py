@@ -271,8 +271,8 @@ def test_a_last_batch_smaller_than_the_processes_is_the_same_rows_with_a_stand_i
 
     from xsyn.run.train import FinetuneTask
 
-    two = SimpleNamespace(n_rows=5, config=SimpleNamespace(batch_size=4, seed=1), _lengths=None,
-                          accelerator=_FakeProcess(2, 0))
+    two = SimpleNamespace(n_rows=5, config=SimpleNamespace(batch_size=4, seed=1, group_by_length=True),
+                          lengths=[7, 3, 9, 4, 5], accelerator=_FakeProcess(2, 0))  # grouped, as by default
     batches = FinetuneTask.batches_of_epoch(two, 0)
     assert [len(b) for b in batches] == [4, 1] and sorted(sum(batches, [])) == list(range(5))
 

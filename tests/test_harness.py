@@ -63,9 +63,13 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert config["learning_rate"] == 3e-4 and "synth" in config["hyperparameter_source"]  # from the card
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "dev" in r] == [4, 8]
-    assert all(r["loss"] > 0 for r in log if "loss" in r)
+    assert all(r["loss"] > 0 and r["seconds"] > 0 and r["length"] % 8 == 0 for r in log if "loss" in r)
     summary = json.loads((run / "train_results.json").read_text())
     assert summary["steps"] == 8 and summary["train_examples"] == 128
+    batches = summary["batches"]  # 8 steps of 16 rows: each training row once
+    assert batches["real_tokens"] == sum(len(row["input_ids"]) for row in train_rows(run))
+    assert batches["padded_tokens"] % (8 * 16) == 0 and 1 <= batches["distinct_shapes"] <= 8
+    assert batches["padded_share"] == round(1 - batches["real_tokens"] / batches["padded_tokens"], 4)
     assert summary["versions"]["torch"] == torch.__version__ and "transformers" in summary["versions"]
     assert summary["platform"] == provenance()["platform"]  # CPU model, kernel libraries, threads beside them
     best = json.loads((run / "validation_results.json").read_text())
@@ -76,6 +80,19 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     report = json.loads((run / "data_report.json").read_text())
     assert report["train"]["load"]["examples"] == 2000 and report["train"]["limit"] == 128
     assert report["train"]["parse"]["gold"] == 256  # both segments came with gold trees
+
+
+def train_rows(run: Path) -> list[dict]:
+    """The run's training rows, featurised again from its config.json (from the caches it filled)."""
+    from xsyn.run.settings import read_config_file, resolve
+    from xsyn.run.task_data import load_task_data
+    from xsyn.run.train import resolve_tokenizer
+
+    values = read_config_file(run / "config.json")
+    config = resolve("synth", values["variant"], load_card("synth"), values, {})
+    data, _ = load_task_data(config.card, config, resolve_tokenizer(config), "train", {"sentence1": "svo",
+                             "sentence2": "svo"}, limit=config.max_train_examples)
+    return data.rows()
 
 
 def test_a_second_run_into_a_run_folder_is_refused_and_overwritten_only_when_asked(vocab, cache, run, tmp_path):
@@ -177,6 +194,10 @@ def test_evaluate_writes_per_language_and_pair_results(evaluated):
     assert set(results["pairs"]) == set(langs) and all(set(row) == set(langs) for row in results["pairs"].values())
     for lang in langs:  # the diagonal is the per-language result
         assert results["pairs"][lang][lang] == results["per_language"][lang]
+    for key, figures in results["batches"].items():  # 400 examples in 7 length-sorted batches of 64 (one of 16)
+        assert figures["padded_tokens"] % 8 == 0 and 1 <= figures["distinct_shapes"] <= 7, key
+        assert figures["padded_share"] == round(1 - figures["real_tokens"] / figures["padded_tokens"], 4), key
+    assert set(results["batches"]) == {*langs, *(f"{a}-{b}" for a in langs for b in langs)}  # the diagonal too
     with (evaluated / "pairs.csv").open() as fh:
         table = list(csv.reader(fh))
     assert table[0][1:] == langs and [r[0] for r in table[1:]] == langs
@@ -233,13 +254,16 @@ def test_grouping_by_length_sorts_windows_of_the_epoch_order_keeps_every_row_and
     assert padded_tokens(grouped_batches) < 0.6 * padded_tokens(epoch_batches(1000, 8, seed=3, epoch=0))
 
 
-def test_a_run_grouped_by_length_trains_and_records_the_setting(vocab, cache, tmp_path):
-    out = tmp_path / "grouped"
+def test_a_run_of_random_batches_trains_and_records_the_setting_beside_the_default_grouped_one(vocab, cache, run,
+                                                                                               tmp_path):
+    out = tmp_path / "random"
     res = CliRunner().invoke(main, finetune_args(vocab, cache, out, "--variant", "none", "--max-steps", "2",
-                                                 "--group-by-length"))
+                                                 "--random-batches", "--pad-to-multiple-of", "1"))
     assert res.exit_code == 0, res.output
-    assert json.loads((out / "config.json").read_text())["group_by_length"] is True
+    config = json.loads((out / "config.json").read_text())
+    assert (config["group_by_length"], config["pad_to_multiple_of"]) == (False, 1)
     assert json.loads((out / "train_results.json").read_text())["steps"] == 2
+    assert json.loads((run / "config.json").read_text())["group_by_length"] is True  # the default
 
 
 @pytest.mark.parametrize(("args", "expected"), [

@@ -181,6 +181,15 @@ def test_the_pretrained_module_settings_read_under_their_former_names(tmp_path):
                                                                         "freeze_pretrained": True}
 
 
+def test_a_relative_pretrained_module_is_stored_absolute(tmp_path, monkeypatch):
+    gat = tmp_path / "pre" / "gat"
+    gat.mkdir(parents=True)
+    (gat / "gat_config.json").write_text(json.dumps({"gat_layers": 2}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # the run is read later from elsewhere, so "pre/gat" must not stay relative
+    config = resolve("pawsx", "gat", load_card("pawsx"), {}, {"pretrained_syntax": "pre/gat"})
+    assert config.pretrained_syntax == str(gat)
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["num_attention_heads=3"], "hidden_size 128 is not a multiple of num_attention_heads 3"),
     (["syntax_heads=5"], "syntax_heads: 5, but a syntax head is one of the model's 2 attention heads"),

@@ -151,3 +151,42 @@ def model_text(figures: dict[str, Any], layers: int, hidden: int, seq_len: int, 
              + rows_text(figure["rows"], figures["peak_tflops"]) for name, figure in figures["encoders"].items()]
     return "\n".join([*lines, embedding_text({name: figure["embedding"] for name, figure in
                                               figures["encoders"].items()})])
+
+
+def loop_output(result: dict[str, Any], as_json: bool) -> str:
+    """What `xsyn bench loop` prints: the figures as one JSON object, or as `loop_text`."""
+    import json
+
+    return json.dumps(result) if as_json else loop_text(result)
+
+
+def loop_text(result: dict[str, Any]) -> str:
+    """`run_loop_bench`'s figures: one line per batching and timing, then the batches' shapes and padding."""
+    lines = [f"{result['task']}, {result['model']} ({result['variant']}), batch {result['batch_size']}, max length "
+             f"{result['max_length']}, {result['steps']} steps, {result['threads']} CPU threads",
+             f"{'batching':<9} {'':5} {'examples/s':>10} {'per CPU s':>10} {'median s':>9} {'p90 s':>8} "
+             f"{'1st shape s':>11}"]
+    for name, scheme in result["batchings"].items():
+        for timing in ("loop", "bare"):
+            t = scheme[timing]
+            first = t["first_shape_seconds"]["median"]
+            lines.append(f"{name:<9} {timing:5} {t['examples_per_second']:>10.1f} "
+                         f"{t['examples_per_cpu_second']:>10.1f} {t['step_seconds_median']:>9.4f} "
+                         f"{t['step_seconds_p90']:>8.4f} {'-' if first is None else f'{first:.4f}':>11}")
+    for name, scheme in result["batchings"].items():
+        b, e, v = scheme["batches"], scheme["epoch"], scheme["evaluation"]
+        lines.append(f"{name}: loop/bare {scheme['loop_over_bare']:.3f}; padded share {b['padded_share']:.1%} and "
+                     f"{b['distinct_shapes']} shapes in the steps timed, {e['padded_share']:.1%} and "
+                     f"{e['distinct_shapes']} in an epoch; dev evaluation {v['padded_share']:.1%} and "
+                     f"{v['distinct_shapes']} shapes ({_settings_text(scheme['settings'])})")
+    if "default_over_random" in result:
+        ratio = result["default_over_random"]
+        lines.append(f"default over random: {ratio['examples_per_second']:.2f}x examples/s, "
+                     f"{ratio['examples_per_cpu_second']:.2f}x per CPU second; real tokens: "
+                     f"{ratio['real_tokens_per_second']:.2f}x a second, {ratio['real_tokens_per_cpu_second']:.2f}x "
+                     "per CPU second")
+    return "\n".join(lines)
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in settings.items())

@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval|parse`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse|loop`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.benchmarks.options import DEFAULT_SHAPE
-from xsyn.benchmarks.text import eval_text, model_json, model_text, parse_text, syntax_text
+from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
 from xsyn.models.defaults import COMPILE_MODES, TINY
@@ -17,9 +17,8 @@ from xsyn.models.defaults import COMPILE_MODES, TINY
 
 @bench.command(name="syntax")
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True, help="Treebank file to run on (the documented figure: UD_English-EWT dev).")
-@click.option("--tokenizer", required=True, help="A vocab.txt, a tokenizer folder or a hub name "
-                                                 "(the documented figure: mBERT's vocab.txt).")
+              required=True, help="Treebank file to run on (the docs' figure: UD_English-EWT dev).")
+@click.option("--tokenizer", required=True, help="A vocab.txt, tokenizer folder or hub name (docs: mBERT's).")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per batch.")
 @click.option("--repeats", type=int, default=5, show_default=True, help="Timed passes; the best counts.")
 @click.option("--device", default="cpu", show_default=True,
@@ -31,16 +30,12 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     from xsyn.benchmarks.syntax import run_syntax_bench
 
     result = run_syntax_bench(conllu_path, tokenizer, batch_size, repeats, check_device(device))
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(syntax_text(result))
+    click.echo(json.dumps(result) if as_json else syntax_text(result))
 
 
 @bench.command(name="model")
-@click.option("--variants", default=None,
-              help="Comma-separated variants to time; the baseline (`none`) is always included [default: every "
-                   "registered variant].")
+@click.option("--variants", default=None, help="Comma-separated variants to time; the baseline (`none`) is always "
+              "included [default: every registered variant].")
 @click.option("--layers", type=int, help=f"Encoder layers of the random model [default: {DEFAULT_SHAPE['layers']}].")
 @click.option("--hidden", type=int, help=f"Hidden size of the random model [default: {DEFAULT_SHAPE['hidden']}].")
 @click.option("--heads", type=int, help=f"Attention heads of the random model [default: {DEFAULT_SHAPE['heads']}].")
@@ -106,15 +101,11 @@ def bench_model(variants: str | None, layers: int | None, hidden: int | None, he
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches,
                as_json) -> None:
-    """Per-pair cost of generalized evaluation, and the data-wait share of training (measured, and simulated at a
-    given step time)."""
+    """Per-pair cost of generalized evaluation; training's data-wait share (measured, and simulated at a step time)."""
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
                             train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
                             simulated_batches=simulated_batches)
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(eval_text(result))
+    click.echo(json.dumps(result) if as_json else eval_text(result))
 
 
 @bench.command(name="parse")
@@ -137,8 +128,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
-    """Sentences/s of corpus parsing at 1, 2 and N worker processes against what the machine gives N
-    independent processes, and the parse cache's rates at scale."""
+    """Sentences/s of parsing at 1, 2 and N workers against what N processes get; the parse cache's rates."""
     from xsyn.benchmarks.parse import run_parse_bench
 
     try:
@@ -147,7 +137,18 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
         raise click.BadParameter(f"{workers!r}: give worker counts like 1,2,4", param_hint="--workers") from None
     result = run_parse_bench(parser_name, input_path, lang, counts, max_sentences, cache_entries, cache_lookups,
                              repeats, ceiling_loop)
-    if as_json:
-        click.echo(json.dumps(result))
-        return
-    click.echo(parse_text(result))
+    click.echo(json.dumps(result) if as_json else parse_text(result))
+
+
+@bench.command(name="loop")
+@click.option("--task", required=True, help="The task card whose training rows are batched.")
+@click.option("--model", required=True, help="The model to train (hub name, checkpoint folder or tiny).")
+@click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")
+@click.option("--batching", default="default,random", show_default=True, help="default; random: unsorted, unrounded.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A run setting (data_dir, variant, ...).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_loop(task, model, steps, batching, sets, as_json) -> None:
+    """The real training loop against the bare step on the same batches, per batching (`xsyn.benchmarks.loop`)."""
+    from xsyn.benchmarks.loop import run_loop_bench
+
+    click.echo(loop_output(run_loop_bench(task, model, steps=steps, batchings=batching.split(","), sets=sets), as_json))

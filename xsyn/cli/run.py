@@ -104,7 +104,7 @@ def data_options(fn):
               "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "
               "batch shapes (and recompiles) arise.")
 @click.option("--pad-to-multiple-of", type=click.IntRange(min=1), default=None,
-              help="Pad each batch's length up to a multiple of N (e.g. 16 or 64) [default: the longest input].")
+              help="Pad batches (training, evaluation) to a multiple of N [default: 8; 1: the longest input].")
 @click.option("--eval-every", type=int, default=None,
               help="Validation every N steps [default: each epoch].")
 @click.option("--max-train-examples", type=int, default=None, help="Use only the first N training examples.")
@@ -114,8 +114,7 @@ def data_options(fn):
               help="Tasks without a validation set of their own (cged, msra_ner, matis; see `xsyn tasks`): the "
               "share of the training data held out as one, seeded and recorded in data_report.json [default: the "
               "task card's].")
-@click.option("--group-by-length", is_flag=True, default=None,
-              help="Training batches of similar lengths: less padding, faster (off in the papers).")
+@click.option("--group-by-length/--random-batches", default=None, help="Batches of similar lengths or the papers'.")
 @data_options
 @click.option("--pretrained-syntax", "--gat-init", type=click.Path(exists=True, file_okay=False), help="Initialise "
               "the variant's pre-trained syntax module (gat: the GAT) from an `xsyn pretrain-gat` output folder.")

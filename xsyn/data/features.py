@@ -52,6 +52,7 @@ from xsyn.data.kinds import KINDS, TaskKind, WindowGold, label_columns, piece_la
 from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
+from xsyn.trees.padding import PaddedLength
 from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
 from xsyn.utils.io import (
     OutputError,
@@ -382,6 +383,11 @@ def option_sequences(features: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     return out
 
 
+def sequence_lengths(feature: Mapping[str, Any]) -> list[int]:
+    """The lengths of the inputs a feature row puts in a batch: one per option of a multiple-choice row."""
+    return [int(n) for n in feature["choice_lengths"]] if "choice_lengths" in feature else [len(feature["input_ids"])]
+
+
 def _overlap(segments: list[SegmentPieces], settings: FeatureSettings, specials: int) -> int:
     """The aligner's stride (pieces shared by consecutive windows) for an advance of `doc_stride`,
     in inputs holding `specials` special tokens."""
@@ -424,7 +430,7 @@ def first_piece_labels(pieces: SegmentPieces, tags: Sequence[str] | None, tag_id
 
 
 def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 0,
-                     tree_fields: Collection[str] | None = None, pad_to_multiple_of: int | None = None
+                     tree_fields: Collection[str] | None = None, pad_to: PaddedLength | None = None
                      ) -> dict[str, Any]:
     """A training/eval batch: `xsyn.trees.batch.collate_trees` plus the label columns (per-piece ones
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
@@ -432,7 +438,7 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
 
     choices = "choice_lengths" in features[0]
     batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, tree_fields,
-                          pad_to_multiple_of=pad_to_multiple_of)
+                          pad_to=pad_to)
     if choices:  # the head reads each example's scores from `num_choices` consecutive inputs
         batch["num_choices"] = torch.tensor([len(f["choice_lengths"]) for f in features], dtype=torch.long)
     width = batch["input_ids"].shape[1]

@@ -41,7 +41,7 @@ from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import languages, locate
 from xsyn.training.driver import check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder
-from xsyn.training.log import read_step_log
+from xsyn.training.log import read_step_log, untimed
 from xsyn.training.loop import epoch_batches
 from xsyn.training.processes import wait_for_everyone
 from xsyn.training.settings import LoopSettings, count, loop_default, with_warmup
@@ -329,8 +329,9 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
 
 
 def _curve(folder: RunFolder) -> list[dict[str, float]]:
-    """The logged steps' losses, learning rate and gradient norm (the step log's training lines)."""
-    return [{k: v for k, v in line.items() if k != "epoch"} for line in read_step_log(folder.train_log)
+    """The logged steps' losses, learning rate, gradient norm and length (the step log's training lines; their
+    seconds stay in the log: a resumed pre-training writes the same summary)."""
+    return [{k: v for k, v in untimed(line).items() if k != "epoch"} for line in read_step_log(folder.train_log)
             if "loss" in line]
 
 

@@ -37,7 +37,7 @@ from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
 from xsyn.run.evaluation_text import DROP_REASONS
-from xsyn.run.inference import decode_and_score, model_outputs
+from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
 from xsyn.run.paths import relative_paths_of_saved_run
 from xsyn.run.preflight import default_split, evaluation_scope, preflight_evaluate
 from xsyn.run.publish import write_model_card
@@ -300,8 +300,9 @@ class _Evaluation:
         data = self._data(segment_langs)
         if data is None:
             return None
-        outputs = model_outputs(self.model, data.rows(), self.accelerator, self.config.eval_batch_size,
-                                self.tokenizer.pad_token_id or 0)
+        rows, batch_size = data.rows(), self.config.eval_batch_size
+        outputs = model_outputs(self.model, rows, self.accelerator, batch_size, self.tokenizer.pad_token_id or 0,
+                                **padding(self.config))
         result = decode_and_score(card, data.examples, data.features, outputs, self.checkpoint.labels,
                                   self.checkpoint.tags, self.config.n_best, self.config.max_answer_length)
         record = {"fingerprint": self.fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
@@ -311,7 +312,9 @@ class _Evaluation:
                   "dropped_by_reason": (dropped := _dropped(data.report)), "dropped": sum(dropped.values()),
                   "truncated": data.report["features"]["truncated_inputs"],
                   "metric_options": result["metric_options"],
-                  "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started}
+                  "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started,
+                  "batches": prediction_figures(rows, batch_size, self.accelerator.num_processes,
+                                                **padding(self.config))}
         if self.main:
             _write_examples(self.out, card, split, key, data.examples, result)
             atomic_write_json(saved, record)
@@ -433,6 +436,8 @@ def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], re
         # examples longer than max_length and cut (classification; tagging and QA are windowed), where any was
         "truncated": {k: r["truncated"] for k, r in results.items() if r.get("truncated")},
         "dropped_by_reason": {k: r["dropped_by_reason"] for k, r in results.items() if r.get("dropped_by_reason")},
+        # real and padded tokens and distinct (B, T) of the prediction batches (absent from older records)
+        "batches": {k: r["batches"] for k, r in results.items() if r.get("batches")},
         "scores": {k: r["scores"] for k, r in results.items()},
         "data": {k: r["data"] for k, r in results.items()},  # per key: what loading, parsing and features did
         "seconds": {k: r["seconds"] for k, r in results.items()},  # per key: its evaluation's (when first scored)

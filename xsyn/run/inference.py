@@ -1,6 +1,8 @@
 """Running a model over features and scoring its predictions, on one or several processes.
 
-Evaluation batches are length-bucketed (features sorted by length, so padding is minimal). Under
+Evaluation batches are length-bucketed (features sorted by length, so padding is minimal), and their
+length is rounded as training's is (`xsyn.trees.padding`: a multiple of 8, a few lengths per language), so
+that a language's batches take few shapes. Under
 Accelerate each process runs its share of the batches; the outputs are padded to a common shape,
 gathered, and put back in place by feature index, so a sample repeated to even out the processes'
 batches counts once and padding rows (index -1) not at all.
@@ -16,9 +18,10 @@ import numpy as np
 import torch
 
 from xsyn.data.decode import decode, metric_options, references
-from xsyn.data.features import INDEX_COLUMNS, collate_features
+from xsyn.data.features import INDEX_COLUMNS, collate_features, sequence_lengths
 from xsyn.data.kinds import label_columns, output_keys
 from xsyn.metrics import compute, primary_score
+from xsyn.trees.padding import PaddedLength, batch_figures
 
 
 class IndexedRows(torch.utils.data.Dataset):
@@ -34,12 +37,10 @@ class IndexedRows(torch.utils.data.Dataset):
         return {**self.rows[i], "feature_index": i}
 
 
-def make_collate(pad_token_id: int, pad_to_multiple_of: int | None = None,
-                 tree_fields: Collection[str] | None = None):
+def make_collate(pad_token_id: int, pad_to: PaddedLength | None = None, tree_fields: Collection[str] | None = None):
     """The DataLoader's collate function: `xsyn.data.features.collate_features`, the one place that batches;
     `tree_fields`: the syntax fields the model reads (`XsynBertPreTrainedModel.batch_tree_fields`; None: all)."""
-    return partial(collate_features, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of,
-                   tree_fields=tree_fields)
+    return partial(collate_features, pad_token_id=pad_token_id, pad_to=pad_to, tree_fields=tree_fields)
 
 
 def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool, keep: Collection[str] = ()
@@ -56,36 +57,61 @@ def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool, keep: Collec
     return inputs
 
 
-def batch_collate(model, pad_token_id: int, pad_to_multiple_of: int | None = None, *, with_labels: bool,
+def batch_collate(model, pad_token_id: int, pad_to: PaddedLength | None = None, *, with_labels: bool,
                   keep: Collection[str] = ()):
     """The collate function of `model`'s batches (an `XsynBertPreTrainedModel`, possibly wrapped by Accelerate):
     its variant's tree fields, its inputs (with the labels, for training) and the `keep` columns, nothing else."""
     from accelerate.utils import extract_model_from_parallel
 
     fields = extract_model_from_parallel(model).batch_tree_fields()
-    collate = make_collate(pad_token_id, pad_to_multiple_of, fields)
+    collate = make_collate(pad_token_id, pad_to, fields)
     return lambda rows: model_inputs(collate(rows), with_labels, keep)
 
 
-def length_buckets(rows: Sequence[dict[str, np.ndarray]], batch_size: int) -> list[list[int]]:
-    """Batches of row indices with similar lengths (longest first, so memory peaks at once)."""
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["input_ids"]))
+def padding(config) -> dict[str, int | None]:
+    """How a run's settings (a RunConfig) pad batches, as `model_outputs` takes it."""
+    return {"pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths}
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Batches of row indices with similar lengths (longest first, so memory peaks at once); the order of
+    rows of one length is theirs (a stable sort)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def prediction_batches(rows: Sequence[dict[str, np.ndarray]], batch_size: int, processes: int,
+                       pad_to_multiple_of: int | None = None, max_batch_lengths: int | None = None
+                       ) -> tuple[list[list[int]], PaddedLength]:
+    """The batches `model_outputs` runs (each on one process) and the length it pads them to.
+
+    `batch_size` counts over all processes, as in training: Accelerate hands each process whole
+    batches in turn, so each holds `batch_size / processes` rows."""
+    lengths = [max(sequence_lengths(row)) for row in rows]
+    return (length_buckets(lengths, -(-batch_size // processes)),
+            PaddedLength.fit(lengths, pad_to_multiple_of, max_batch_lengths))
+
+
+def prediction_figures(rows: Sequence[dict[str, np.ndarray]], batch_size: int, processes: int,
+                       pad_to_multiple_of: int | None = None, max_batch_lengths: int | None = None
+                       ) -> dict[str, Any]:
+    """The real and padded tokens and distinct shapes of the batches `model_outputs` runs over `rows`."""
+    batches, pad_to = prediction_batches(rows, batch_size, processes, pad_to_multiple_of, max_batch_lengths)
+    return batch_figures(([n for i in batch for n in sequence_lengths(rows[i])] for batch in batches), pad_to)
 
 
 @torch.no_grad()
 def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, batch_size: int, pad_token_id: int,
-            progress: bool = False) -> dict[str, list[np.ndarray]]:
+                  progress: bool = False, pad_to_multiple_of: int | None = None,
+                  max_batch_lengths: int | None = None) -> dict[str, list[np.ndarray]]:
     """Per feature, the model's output arrays (`logits`, `start_logits`, ...), in row order.
-    `progress` shows a bar over the batches (on the main process).
-
-    `batch_size` counts over all processes, as in training: Accelerate hands each process whole
-    batches in turn, so each holds `batch_size / processes` rows."""
+    `progress` shows a bar over the batches (on the main process); the batches are `prediction_batches`'."""
     from xsyn.utils.progress import Progress
 
-    per_process = -(-batch_size // accelerator.num_processes)
-    loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=length_buckets(rows, per_process),
-                                         collate_fn=batch_collate(model, pad_token_id, with_labels=False,
+    batches, pad_to = prediction_batches(rows, batch_size, accelerator.num_processes, pad_to_multiple_of,
+                                         max_batch_lengths)
+    loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=batches,
+                                         collate_fn=batch_collate(model, pad_token_id, pad_to, with_labels=False,
                                                                   keep=("feature_index",)))
     loader = accelerator.prepare_data_loader(loader, device_placement=True)
     was_training = model.training

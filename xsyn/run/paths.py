@@ -9,7 +9,7 @@ from typing import Any
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS, resolve_parser_choice
 from xsyn.utils.errors import XsynError
 
-FOLDER_SETTINGS = ("data_dir", "cache_dir", "gat_init", "task_card",
+FOLDER_SETTINGS = ("data_dir", "cache_dir", "pretrained_syntax", "task_card",
                    *(option.setting for option in PARSER_OPTIONS if option.folder))
 LOCAL_OR_HUB = ("model", "tokenizer")  # a hub name, or a local folder where one by that name exists
 

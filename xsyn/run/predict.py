@@ -313,7 +313,7 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
     from xsyn.data.features import prepare_features
     from xsyn.models.factory import load_model
     from xsyn.models.presets import load_tokenizer
-    from xsyn.run.inference import model_outputs
+    from xsyn.run.inference import model_outputs, padding
     from xsyn.run.task_data import cache_root, feature_rows
     from xsyn.training.precision import run_precision
     from xsyn.utils.progress import library_bars
@@ -328,7 +328,7 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
     model = accelerator.prepare(load_model(checkpoint.path))
     outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
-                            tokenizer.pad_token_id or 0, progress=progress)
+                            tokenizer.pad_token_id or 0, progress=progress, **padding(config))
     windows = example_windows(features, len(examples), last_segment=card.task_kind.n_segments - 1)
     predicted = card.task_kind.present(DecodeInput(
         examples, windows, outputs, checkpoint.labels, checkpoint.tags, card.metric, config.n_best,

@@ -74,36 +74,31 @@ class RunConfig(LoopSettings):
     task: str = setting(help="the task card's name, or a card file (--task PATH.toml)")
     task_card: str | None = setting(None, help="the card file of a task given as one; none for a shipped card")
     variant: str = setting(DEFAULT_VARIANT, check=one_of(variant_names), help="the model variant")
-    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family (bert, xlm-roberta, ...); "
-                                      "default: the tokenizer's, where its class or folder says it")
+    tiny_family: str | None = setting(None, check=one_of(FAMILIES), help="tiny's family; default: the tokenizer's")
     train_lang: str = setting("en", help="the source language trained on; default: the card's first")
     data_dir: str | None = setting(None, help="the task's data folder; default: $XSYN_DATA_DIR/<task>, else the hub")
     output_dir: str | None = setting(None, help="the run's folder; default: runs/<task>/<variant>-seed<seed>")
     # optimisation (beside the loop's settings, `LoopSettings`)
     mixed_precision: str = setting(DEFAULT_PRECISION, check=one_of(MIXED_PRECISIONS), help="auto (bf16 autocast on a "
                                    "GPU with native bfloat16, else float32), no, bf16 or fp16 (CUDA only)")
-    torch_compile: str | None = setting(None, check=_compile_mode, help="train the model compiled by torch.compile in "
-                                        "this mode; none: eager")
-    pad_to_multiple_of: int | None = count(None, "batch lengths rounded up to a multiple of this: few shapes, few "
-                                           "recompiles")
+    torch_compile: str | None = setting(None, check=_compile_mode, help="a torch.compile mode to train in; none: eager")
+    pad_to_multiple_of: int | None = count(8, "lengths of training and evaluation batches rounded up to a "
+                                           "multiple of this: few shapes (1: none)")
+    max_batch_lengths: int | None = count(8, "at most this many batch lengths per run and language, those that "
+                                          "pad least (none: any)")
     # data
     doc_stride: int | None = count(None, "QA: overlap of a long context's windows, in pieces")
     max_query_length: int | None = count(None, "QA: question pieces kept (cards: 64); none: all")
     max_answer_length: int = count(30, "QA: the longest answer span decoded, in pieces")
     n_best: int = count(20, "QA: start and end candidates decoded per window")
-    group_by_length: bool = setting(False, help="training batches of similar lengths (less padding, faster; off in the "
-                                    "papers)")
-    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="a task without a dev "
-                                         "set: the share of train held out as one (default: the card's)")
-    dev_seed: int = setting(0, check=at_least(0), help="the seed of that held-out dev set (fixed: every seed shares "
-                            "one dev set)")
-    skip_bad_rows: bool = setting(False, help="skip and count training and dev rows that make no example, instead of "
-                                  "stopping")
+    group_by_length: bool = setting(True, help="training batches of similar lengths (the papers: false)")
+    dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="train share held as dev")
+    dev_seed: int = setting(0, check=at_least(0), help="the held-out dev set's seed (fixed: every seed shares it)")
+    skip_bad_rows: bool = setting(False, help="skip and count bad training and dev rows instead of stopping")
     num_proc: int | None = count(None, "processes that featurise the data (datasets.map)")
     eval_batch_size: int = count(64, "examples per prediction batch, over all processes")
     # parsing
-    parser: str = setting("stanza", help="where the trees come from: stanza, chain, conllu:PATH, udpipe:MODEL, "
-                          "spacy:PIPELINE or gold")
+    parser: str = setting("stanza", help="the trees: stanza, chain, conllu:PATH, udpipe:MODEL, spacy:PIPELINE, gold")
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = setting(None, help="the parser's models folder (Stanza: default its own)")
     parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices), help="whether Stanza may download "
@@ -113,8 +108,7 @@ class RunConfig(LoopSettings):
     parse_workers: int | None = count(None, "processes that parse side by side; default: the cores")
     cache_dir: str | None = setting(None, help="parse and feature caches; default $XSYN_CACHE or ~/.cache/xsyn")
     # bookkeeping
-    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="experiment trackers that also "
-                                  "log the run: tensorboard, wandb")
+    trackers: list[str] = setting(check=one_of(TRACKERS), default_factory=list, help="also log to: tensorboard, wandb")
     # model variant
     model_settings: dict[str, Any] = field(default_factory=dict)  # XsynBertConfig fields (checked by resolve)
     pretrained_syntax: str | None = setting(None, help="start the variant's pre-trained syntax module (gat: the GAT) "
@@ -217,9 +211,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def current_names(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved config's keys as RunConfig names them now (`RENAMED`: files written before); the current name wins."""
-    return {**{RENAMED[k]: v for k, v in saved.items() if k in RENAMED}, **{k: v for k, v in saved.items()
-                                                                           if k not in RENAMED}}
+    """A saved config's keys as RunConfig names them now (`RENAMED`: files written before); the current name wins.
+    A config saved before `max_batch_lengths` existed ran with none."""
+    saved = {**{RENAMED[k]: v for k, v in saved.items() if k in RENAMED}, **{k: v for k, v in saved.items()
+                                                                            if k not in RENAMED}}
+    if "pad_to_multiple_of" in saved and "max_batch_lengths" not in saved:  # (a run folder's config.json)
+        saved = {**saved, "max_batch_lengths": None}
+    return saved
 
 
 def read_settings_file(path: str | Path) -> dict[str, Any]:

@@ -21,13 +21,15 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from xsyn import provenance
-from xsyn.run.inference import batch_collate, decode_and_score, model_outputs
+from xsyn.data.features import sequence_lengths
+from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
 from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
@@ -36,8 +38,16 @@ from xsyn.training.checkpoint import total_steps
 from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
-from xsyn.training.loop import NonFiniteError, epoch_batches, labelled_pieces, parameters_finite
+from xsyn.training.loop import (
+    NonFiniteError,
+    epoch_batches,
+    labelled_pieces,
+    micro_batches,
+    parameters_finite,
+    planned_batches,
+)
 from xsyn.training.processes import wait_for_everyone
+from xsyn.trees.padding import PaddedLength, batch_figures
 from xsyn.utils.io import (
     OutputError,
     atomic_write_json,
@@ -67,13 +77,21 @@ class FinetuneTask:
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
-        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, config.pad_to_multiple_of, with_labels=True)
+        self.lengths = [max(sequence_lengths(row)) for row in self.rows]
+        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
+        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.pad_to, with_labels=True)
         self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
-        self._lengths = [len(row["input_ids"]) for row in self.rows] if config.group_by_length else None
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(self.n_rows, self.config.batch_size, self.config.seed, epoch,
-                             self._lengths)
+                             self.lengths if self.config.group_by_length else None)
+
+    def batch_figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
+        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
+        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
+        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
+        return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
+                             self.pad_to)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
@@ -97,7 +115,7 @@ class FinetuneTask:
     def evaluate(self) -> dict[str, Any]:
         config = self.config
         outputs = model_outputs(self.model, self.dev_rows, self.accelerator, config.eval_batch_size,
-                                self.tokenizer.pad_token_id or 0)
+                                self.tokenizer.pad_token_id or 0, **padding(config))
         return decode_and_score(config.card, self.dev.examples, self.dev.features, outputs, self.names.labels,
                                 self.names.tags, config.n_best, config.max_answer_length)
 
@@ -146,7 +164,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)
-    task = FinetuneTask(config, accelerator, folder, _build_model(config, card, tokenizer, names), tokenizer, names,
+    task = FinetuneTask(config, accelerator, folder, build_run_model(config, card, tokenizer, names), tokenizer, names,
                         train_data, dev)
     if config.trackers:
         accelerator.init_trackers(f"xsyn-{config.task}", config=flat(config.to_dict()),
@@ -162,6 +180,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
+               "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
                "mixed_precision": config.mixed_precision, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
@@ -215,7 +234,7 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
     return summary
 
 
-def _build_model(config: RunConfig, card, tokenizer, names: LabelNames):
+def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
     """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say."""
     from xsyn.models.factory import build_model
     from xsyn.models.variants import get_variant

@@ -170,7 +170,8 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             last = state.step == steps
             if state.step % settings.log_every == 0 or last:
                 norm = {} if record.grad_norm is None else {"grad_norm": record.grad_norm}  # none unless computed
-                log.write({"step": state.step, "epoch": state.epoch, **record.losses, "lr": record.lr, **norm})
+                log.write({"step": state.step, "epoch": state.epoch, **record.losses, "lr": record.lr, **norm,
+                           "length": record.length, "seconds": round(record.seconds, 6)})
             if state.step % eval_every == 0 or last:
                 _evaluate(task, state, log, bar)
             if state.step % save_every == 0 or last:

@@ -34,6 +34,14 @@ class StepLog:
             self.file.close()
 
 
+TIMING_FIELDS = ("seconds",)  # a step record's wall time: the one value a resumed or repeated run does not repeat
+
+
+def untimed(record: dict[str, Any]) -> dict[str, Any]:
+    """A step record without its timing: what the same run, resumed or repeated, logs again exactly."""
+    return {key: value for key, value in record.items() if key not in TIMING_FIELDS}
+
+
 def read_step_log(path: Path) -> list[dict[str, Any]]:
     """The records of a step log, in order; a line cut short by a kill is left out."""
     records = []

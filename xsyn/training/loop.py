@@ -71,6 +71,17 @@ def remaining_batches(state: Any, total_steps: int, epoch_batches: Callable[[int
         state.step_in_epoch = 0
 
 
+def planned_batches(steps: int, epoch_batches: Callable[[int], list[list[int]]]) -> Iterator[list[int]]:
+    """The first `steps` global batches of a run, epoch after epoch, as `remaining_batches` hands them out."""
+    taken, epoch = 0, 0
+    while taken < steps:
+        batches = epoch_batches(epoch)[:steps - taken]
+        if not batches:
+            return
+        yield from batches
+        taken, epoch = taken + len(batches), epoch + 1
+
+
 LENGTH_WINDOW = 50  # batches per window that length grouping sorts (as transformers' LengthGroupedSampler)
 
 
@@ -143,6 +154,7 @@ class StepRecord:
     rows: int
     seconds: float
     data_seconds: float
+    length: int = 0  # T, the padded length of the step's (longest) micro-batch on this process
 
 
 @dataclass
@@ -181,6 +193,7 @@ class Stepper:
         micros = micro_batches(batch, self.grad_accum, processes)
         step_items = max(1, self.count_items(batch)) if self.count_items is not None else None
         totals: dict[str, torch.Tensor] = {}
+        length = 0
         for k, indices in enumerate(micros):
             share, weight = process_share(indices, processes, rank)
             fetched = time.perf_counter()
@@ -188,6 +201,7 @@ class Stepper:
             # exchange with a row of the batch at weight 0: it adds nothing, and no row is seen twice
             inputs = to_device(collate(share or indices[:1]), accelerator.device)
             data_seconds += time.perf_counter() - fetched
+            length = max(length, inputs["input_ids"].shape[-1] if "input_ids" in inputs else 0)
             if step_items is not None:  # the share's rows' part of the step's labelled tokens (the stand-in: any)
                 inputs["labelled_tokens"] = step_items * max(1, len(share)) / (len(indices) * len(micros))
             torch.manual_seed(share_seed(self.seed, done, k * processes + rank))
@@ -205,7 +219,7 @@ class Stepper:
         self._check(done + 1, lr, means, grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds)
+        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds, length)
 
     def _check(self, step: int, lr: float, losses: dict[str, float], grad_norm: float | None) -> None:
         """Stop before a non-finite update reaches the weights. Under fp16 an infinite gradient is

@@ -23,6 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import torch
 
+from xsyn.trees.padding import PaddedLength
 from xsyn.trees.wordpiece import SYNTAX_FIELDS, WordpieceTree
 
 
@@ -33,12 +34,13 @@ def tree_features(tree: WordpieceTree) -> dict[str, np.ndarray]:
 
 
 def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int = 0,
-                  tree_fields: Collection[str] | None = None, pad_to_multiple_of: int | None = None
-                  ) -> dict[str, torch.Tensor]:
+                  tree_fields: Collection[str] | None = None, pad_to_multiple_of: int | None = None,
+                  pad_to: PaddedLength | None = None) -> dict[str, torch.Tensor]:
     """Pad examples (feature rows or `WordpieceTree`s) into a batch of long tensors, T pieces long: the
-    longest input, rounded up to a multiple of `pad_to_multiple_of` where given (fewer distinct shapes, so
-    fewer recompiles of a compiled model). The syntax fields are those named in `tree_fields` (what the model's
-    variant reads: `XsynBertPreTrainedModel.batch_tree_fields`), all of them where it is None.
+    longest input, rounded up to a multiple of `pad_to_multiple_of` where given, or to the length `pad_to`
+    gives it (`xsyn.trees.padding`: fewer distinct shapes, so fewer plans and recompiles). The syntax fields
+    are those named in `tree_fields` (what the model's variant reads: `XsynBertPreTrainedModel.batch_tree_fields`),
+    all of them where it is None.
 
     Extra tree nodes of an example of length T_b move from T_b + k to T + k, after the padded
     sequence, so `tree_parent[:, :T]` lines up with `input_ids`.
@@ -46,9 +48,7 @@ def collate_trees(examples: Sequence[Mapping | WordpieceTree], pad_token_id: int
     feats = [tree_features(e) if isinstance(e, WordpieceTree) else e for e in examples]
     b = len(feats)
     lengths = np.fromiter((len(f["input_ids"]) for f in feats), dtype=np.int64, count=b)
-    t = int(lengths.max())
-    if pad_to_multiple_of:
-        t = -(-t // pad_to_multiple_of) * pad_to_multiple_of
+    t = (pad_to or PaddedLength(pad_to_multiple_of or 1))(int(lengths.max()))
     out = {
         "input_ids": np.full((b, t), pad_token_id, dtype=np.int64),
         "attention_mask": np.zeros((b, t), dtype=np.int64),
