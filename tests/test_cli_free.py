@@ -99,16 +99,17 @@ def test_card_text_adds_splits_labels_and_hyperparameters_only_for_one_card():
     assert len(detailed) == 6 + 1 + len(card.hyperparameters)  # splits, labels (no tags), a line per section
 
 
-def test_settings_text_aligns_three_columns_and_shows_the_card_only_where_it_gives_a_value():
+def test_settings_text_aligns_its_columns_and_shows_the_card_only_where_it_gives_a_value():
     from xsyn.run.setting_table import settings_text
 
-    table = {"seed": {"type": "int", "default": 42, "card": None},
-             "learning_rate": {"type": "float", "default": None, "card": 2e-05},
-             "parser": {"type": "str", "default": "stanza", "card": "stanza"}}
+    table = {"seed": {"type": "int", "default": 42, "card": None, "help": "the seed"},
+             "learning_rate": {"type": "float", "default": None, "card": 2e-05, "help": "peak rate"},
+             "parser": {"type": "str", "default": "stanza", "card": "stanza", "help": "the parser"}}
     assert settings_text(table, "gat", {"learning_rate"}, with_card=True).splitlines() == [
-        "key            type   default  card (gat)",
-        "seed           int    42       ",
-        "learning_rate  float  -        2e-05",
-        "parser         str    stanza   ",
+        "key            type   default  card (gat)  meaning",
+        "seed           int    42                   the seed",
+        "learning_rate  float  -        2e-05       peak rate",
+        "parser         str    stanza               the parser",
     ]
-    assert settings_text(table, "", set(), with_card=False).splitlines()[0] == "key            type   default  "
+    assert settings_text(table, "", set(), with_card=False).splitlines()[:2] == [
+        "key            type   default  meaning", "seed           int    42       the seed"]
