@@ -83,7 +83,8 @@ def test_real_checkpoint_with_both_objectives(tmp_path, shared_data, minilm):
         "--max-eval-examples", "16", "--max-steps", "6", "--batch-size", "16", "--output-dir", str(out)])
     assert code == 0, output
     curve = json.loads((out / "pretrain_config.json").read_text())["training"]["curve"]
-    assert set(curve[-1]) == {"step", "loss", "distance", "depth", "seprem", "lr", "grad_norm"}
+    assert set(curve[-1]) == {"step", "loss", "distance", "depth", "seprem", "lr", "grad_norm",
+                              "length"}  # each logged step's T
     assert np.isfinite(curve[-1]["loss"])
     assert (out / "gat.safetensors").is_file() and not (out / "model").exists()  # real embeddings: GAT only
     assert load_file(out / "gat.safetensors")["relation_bias"].abs().sum() > 0  # trained through both losses
