@@ -207,8 +207,11 @@ def _in_own_process(*args: str) -> None:
 
 def test_a_bf16_run_trains_and_its_loss_falls(common, tmp_path):
     out = tmp_path / "bf16"
+    # 2e-3, not 3e-3: at 3e-3 with no warmup, seed 1111's run stalls at 0.38 once its batch of 15-piece rows is
+    # padded to 16 (a multiple of 8: other dropout draws; the padded forward equals the unpadded one), while
+    # seeds 2 and 3 reach 0.01. The test is about bf16 training, not about that trajectory.
     _in_own_process(*common, "--output-dir", str(out), "--mixed-precision", "bf16", "--max-steps", "30",
-                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3",
+                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=2e-3",
                     "--set", "warmup_steps=0")
     assert json.loads((out / "config.json").read_text())["mixed_precision"] == "bf16"
     losses = _losses(out)
@@ -221,7 +224,7 @@ def test_a_bf16_run_trains_and_its_loss_falls(common, tmp_path):
 def test_an_fp16_run_trains_and_its_loss_falls(common, tmp_path):
     out = tmp_path / "fp16"
     _in_own_process(*common, "--output-dir", str(out), "--mixed-precision", "fp16", "--max-steps", "30",
-                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=3e-3",
+                    "--max-train-examples", "16", "--set", "log_every=1", "--set", "learning_rate=2e-3",
                     "--set", "warmup_steps=0")
     losses = _losses(out)
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
