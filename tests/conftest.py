@@ -15,6 +15,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers/datasets are imported
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Parallel workers (`pytest -n N`) share the cores: each computes on its share of them, and so do the commands it
+# starts (OpenMP threads beyond the cores spin against the other workers'). Set before torch is imported.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS",
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 from pathlib import Path  # noqa: E402
 
@@ -139,7 +144,24 @@ def udpipe_model(shared_data, tmp_path_factory):
     train = shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-train.conllu"
     if not train.is_file():
         pytest.skip(f"EWT train split not found at {train}")
-    return train_model(train, tmp_path_factory.mktemp("udpipe") / "en_ewt-small.udpipe")
+    return once_per_run(tmp_path_factory, "udpipe", lambda folder: train_model(train, folder / "en_ewt-small.udpipe"))
+
+
+def once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """`make(folder)`'s file, made once per test run: parallel workers (`pytest -n`) share the run's folder, and
+    the first to get there makes it while the others wait on its lock (a session fixture is otherwise made once
+    per worker)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder; each worker's own lies inside it
+    folder, made = base / name, base / f"{name}.made"
+    with FileLock(str(base / f"{name}.lock")):
+        if not made.is_file():
+            folder.mkdir(exist_ok=True)
+            made.write_text(str(make(folder)), encoding="utf-8")
+        return Path(made.read_text(encoding="utf-8"))
 
 
 def fake_slurm(folder: Path) -> dict[str, str]:

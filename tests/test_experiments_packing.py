@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,9 @@ from xsyn.experiments.plan_sizes import CUDA_CONTEXT_BYTES, TRAINING_BYTES_PER_P
 
 WORKER = """
 import json, os, sys, time
-folder, oom = sys.argv[1], sys.argv[2] == "1"
+folder, oom, start = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3])  # start: when the packer launched it
 os.makedirs(folder, exist_ok=True)
 tried = os.path.join(folder, "tried")
-start = time.time()
 if oom and not os.path.exists(tried):
     open(tried, "w").close()
     time.sleep(0.3)
@@ -47,13 +47,14 @@ def synth(tmp_path):
 
 def _fake_workers(tmp_path, monkeypatch, oom: set[str]):
     """Worker processes that sleep instead of training (one runs out of memory the first time), and cell states
-    read from what they leave."""
+    read from what they leave. A run starts when the packer launches it, not when its Python is up: on a loaded
+    machine one worker's start-up can outlast the other's sleep, and two launched together would not overlap."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER, encoding="utf-8")
 
     def start(experiment, cell, env):
         return subprocess.Popen([sys.executable, str(script), str(experiment.cell_dir(cell)),
-                                 "1" if cell.name in oom else "0"], env={**os.environ, **env})
+                                 "1" if cell.name in oom else "0", repr(time.time())], env={**os.environ, **env})
 
     def state(experiment, cell):
         failed = (experiment.cell_dir(cell) / "error.txt").is_file()
