@@ -84,13 +84,17 @@ class WithVariantOptions(XsynCommand):
     """A command that also takes the options the registered variants declare (`SyntaxVariant.options`), read when its
     command line is parsed or its help shown (as `RegistryChoice`): another package's variant brings its own."""
 
-    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+    def declared_options(self) -> dict:
+        """{setting: (its `SettingField`, the option's help)}: the options this command takes from the variants."""
         from xsyn.models.variants import option_settings
 
+        return option_settings()
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
-        own = ctx.meta.setdefault("xsyn.variant_options", [  # one object each per invocation, as click expects
+        own = ctx.meta.setdefault(f"xsyn.variant_options.{self.name}", [  # one object each per invocation (click's)
             click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
-            for name, (setting, help) in option_settings().items()])
+            for name, (setting, help) in self.declared_options().items()])
         params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
         return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
 
@@ -98,7 +102,29 @@ class WithVariantOptions(XsynCommand):
 class XsynGroup(click.Group):
     """Every command's error in what the user gave (`XsynError`: a setting, file, folder, model, data; a
     failed write such as a full disk) ends in its message, which names the cause and the fix; any other
-    exception is a bug and keeps its traceback."""
+    exception is a bug and keeps its traceback. A command named by the registry (`add_named_later`) is looked up
+    under its name when a command line is parsed or the help shown."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.named_later: list[tuple[Callable[[], str], click.Command]] = []
+
+    def add_named_later(self, command: click.Command, name: Callable[[], str]) -> None:
+        """Add `command` under the name `name()` gives when asked (`pretrain-<variant>`: a registered variant's)."""
+        self.named_later.append((name, command))
+
+    def later_commands(self) -> dict[str, click.Command]:
+        named = {}
+        for name, command in self.named_later:
+            command.name = name()  # what its usage line and errors say
+            named[command.name] = command
+        return named
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.later_commands()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or self.later_commands().get(cmd_name)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -1,4 +1,6 @@
-"""`xsyn pretrain-gat`: pre-train the GAT and its probes on UD treebanks (`xsyn.run.pretrain`)."""
+"""`xsyn pretrain-<variant>`: pre-train the syntax module of the variant that declares one, and its
+probes, on UD treebanks (`xsyn.run.pretrain`). Its name and the variant's own options are the variant's
+(`SyntaxVariant.pretraining`), read when a command line is parsed."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.main import WithVariantOptions, main
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.pretraining.recipes import RECIPES, recipes_help
@@ -17,7 +19,24 @@ def _list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-@main.command(name="pretrain-gat")
+class PretrainCommand(WithVariantOptions):
+    """Takes the options of the pre-trained variant's settings (`Pretraining.options`), as finetune takes the
+    variants' (`SyntaxVariant.options`)."""
+
+    def declared_options(self) -> dict:
+        from xsyn.models.variants import pretraining_option_settings
+
+        return pretraining_option_settings()
+
+
+def command_name() -> str:
+    from xsyn.models.variants import pretraining_variant
+
+    variant = pretraining_variant()
+    return variant.pretraining.command(variant.name)
+
+
+@click.command(cls=PretrainCommand)  # named by the variant: main.add_named_later below
 @click.option("--treebanks", default=None,
               help="Training treebanks: comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")
 @click.option("--treebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -27,10 +46,6 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--model", default=None, help=f"BERT checkpoint (hub name or directory) whose word-piece embeddings "
               f"the GAT reads, or '{TINY}' (random, for CPU runs; needs --tokenizer) [default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer directory (default: the model's).")
-@click.option("--gat-delta", type=int, default=None, help="GAT attention reaches tree distance <= delta "
-              "[default: the --recipe's, 4 for paper].")
-@click.option("--gat-attention", default=None, help="dot: the paper's eq. 2; additive: the released code's "
-              "Velickovic-style GAT [default: the --recipe's, dot for paper].")
 @click.option("--dropout/--no-dropout", default=None,
               help="Apply the model's dropout in the GAT while pre-training (off: the probes regress exact "
                    "distances, and dropout noise costs UUAS) [default: off].")
@@ -84,8 +99,8 @@ def _list(value: str | None) -> list[str] | None:
 @click.option("--overwrite-output-dir", is_flag=True,
               help="Start afresh in an --output-dir that holds files (the run files in it are deleted first).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool,
-                         overwrite_output_dir: bool, quiet: bool, **flags) -> None:
+def pretrain_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool,
+                     overwrite_output_dir: bool, quiet: bool, **flags) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it.
 
     \b
@@ -93,17 +108,20 @@ def pretrain_gat_command(config_file: Path | None, sets: tuple[str, ...], recipe
       xsyn pretrain-gat --recipe strong --treebanks en --treebank-dir UD_RELEASE --model tiny \\
           --tokenizer vocab.txt --max-steps 3000 --output-dir runs/gat-tiny
     """
-    from xsyn.run.pretrain import pretrain_gat, pretrain_settings, probe_text
+    from xsyn.run.pretrain import pretrain_settings, pretrain_syntax, probe_text
 
     for name in ("treebanks", "eval_treebanks", "objectives"):
         flags[name] = _list(flags[name])
     settings = pretrain_settings(recipe, config_file, sets, **flags)
     folder = RunFolder(settings.output_dir)
     try:
-        summary = pretrain_gat(settings, resume, overwrite_output_dir, progress=not quiet, continue_with="--resume")
+        summary = pretrain_syntax(settings, resume, overwrite_output_dir, progress=not quiet, continue_with="--resume")
     except KeyboardInterrupt as stop:
         interrupted(stop, folder, "the same command with --resume" if not resume else "the same command")
     if not is_main_process():
         return
     click.echo(probe_text(summary))
     click.echo(f"GAT checkpoint and {folder.probe_metrics.name} -> {folder.path}")
+
+
+main.add_named_later(pretrain_command, command_name)

@@ -79,7 +79,7 @@ class PretrainSettings(LoopSettings):
     objectives: list[str] = validated_field([_objectives, one_of(OBJECTIVES)], default_factory=lambda: ["structural"])
     train_split: str = "train"
     seprem_max_distance: int = 8
-    gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
+    model_settings: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
     # the loop's settings whose default differs from fine-tuning's
     epochs: float = loop_default("epochs", 1.0)
     learning_rate: float = loop_default("learning_rate", 1e-3)
@@ -202,7 +202,7 @@ def build_encoder(settings: PretrainSettings):
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
     encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
-                          gat_attention=settings.gat_attention, **settings.gat)
+                          gat_attention=settings.gat_attention, **settings.model_settings)
     return encoder, tokenizer
 
 

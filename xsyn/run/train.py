@@ -6,7 +6,7 @@ with AdamW, a linear schedule with warmup, gradient accumulation and clipping, u
 `eval_every` optimiser steps, and keeps the best checkpoint. Everything a run writes lives in its
 output folder, laid out by `xsyn.training.folder.RunFolder`.
 
-The loop is `xsyn.training.driver.train`, which GAT pre-training runs too; fine-tuning is the
+The loop is `xsyn.training.driver.train`, which pre-training runs too; fine-tuning is the
 `FinetuneTask` it is given (the task's data, model, losses and dev evaluation). A step's batch,
 shares and random draws are fixed functions of the seed, so one process and N processes, or one
 micro-batch and several, train the same run. `--resume` continues from `state/` and ends with
