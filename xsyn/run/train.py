@@ -141,7 +141,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
-    config = _with_precision(config, folder, resume)
+    config = with_run_precision(config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
@@ -204,7 +204,7 @@ def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
             f"{RunFolder(folder).best.name}/: the best checkpoint)"]
 
 
-def _with_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
+def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
     """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
     config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
     continues: one run, one arithmetic."""
