@@ -177,7 +177,7 @@ def check_writable(folder: str | Path, option: str) -> Path:
     folder = ensure_dir(folder, option=option)
     try:
         clear_leftover_temps(folder)
-        handle, probe = tempfile.mkstemp(prefix=f".xsyn-preflight.{os.getpid()}-{_host()}.", dir=folder)
+        handle, probe = tempfile.mkstemp(prefix=f".xsyn-preflight.{os.getpid()}-{host_tag()}.", dir=folder)
         os.close(handle)
         os.unlink(probe)
     except OSError as err:
@@ -185,14 +185,14 @@ def check_writable(folder: str | Path, option: str) -> Path:
     return folder
 
 
-def _host() -> str:
+def host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:8]  # short, and no dots to parse
 
 
 def temp_prefix(target: str) -> str:
     """The start of the name of a temp file (or staging folder, ending `.tmp` too) that becomes `target`:
     hidden, and naming its writer, so `clear_leftover_temps` can tell a dead writer's from a live one's."""
-    return f".{target}.{os.getpid()}-{_host()}."
+    return f".{target}.{os.getpid()}-{host_tag()}."
 
 
 def clear_leftover_temps(folder: str | Path) -> int:
@@ -227,7 +227,7 @@ def clear_leftover_temps(folder: str | Path) -> int:
 
 def _abandoned(entry: os.DirEntry, match: re.Match) -> bool:
     pid, host = match["pid"] or match["probe_pid"], match["host"] or match["probe_host"]
-    if pid is not None and host == _host():
+    if pid is not None and host == host_tag():
         return not _alive(int(pid))
     try:
         return time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS
