@@ -85,7 +85,7 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
                                   seed=seed, batch_size=batch_size, max_length=max_length,
                                   cache_dir=str(work / "cache"))
     config = replace(config, log_every=1)
-    data = _load(config)
+    data = load_bench_data(config)
     schemes = {name: _scheme(replace(config, **BATCHINGS[name], output_dir=str(work / name)), data)
                for name in batchings}
     result = {"task": config.card.name, "model": model, "variant": config.variant, "steps": steps,
@@ -104,7 +104,7 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def _load(config) -> dict[str, Any]:
+def load_bench_data(config) -> dict[str, Any]:
     """The task's training rows (and the dev rows, for the evaluation's shapes), featurised once for every scheme."""
     from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
     from xsyn.run.train import resolve_tokenizer
@@ -123,11 +123,11 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.training.loop import planned_batches
 
-    task = _task(config, data)
+    task = bench_task(config, data)
     plan = list(planned_batches(config.max_steps, task.batches_of_epoch))
     loop = _loop(config, task, plan)
     plan = plan[:-1]  # the timed steps (the last one ran untimed)
-    bare = _bare(config, _task(config, data), plan)
+    bare = _bare(config, bench_task(config, data), plan)
     shapes_of = [(len(batch), record["length"]) for batch, record in zip(plan, loop.pop("records"))]
     loop["first_shape_seconds"] = first_shape_costs(shapes_of, loop["step_seconds"])
     bare["first_shape_seconds"] = first_shape_costs(shapes_of, bare["step_seconds"])
@@ -138,8 +138,9 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
             "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config))}
 
 
-def _task(config, data: dict[str, Any]) -> _TimedTask:
-    """The fine-tuning task on a fresh model (the same weights for every scheme: built from the run's seed)."""
+def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTask) -> FinetuneTask:
+    """The fine-tuning task (a `kind`) on a fresh model (the same weights for every scheme: built from the
+    run's seed), batching and collating as `xsyn finetune` does with these settings."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
@@ -150,7 +151,7 @@ def _task(config, data: dict[str, Any]) -> _TimedTask:
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
-    return _TimedTask(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
+    return kind(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
                       data["train"], data["dev"])
 
 

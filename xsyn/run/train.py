@@ -21,7 +21,7 @@ import logging
 import os
 import secrets
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,27 @@ def resolve_tokenizer(config: RunConfig):
     return run_tokenizer(config.model, config.tokenizer)
 
 
+class TrainingBatches:
+    """A run's training batches: each epoch a fixed function of (seed, epoch), length-grouped with
+    `group_by_length`, each padded to `pad_to` (at most `max_batch_lengths` lengths, fitted to the rows)."""
+
+    def __init__(self, config: RunConfig, rows: Sequence[dict[str, Any]]):
+        self.config, self.rows = config, rows
+        self.lengths = [max(sequence_lengths(row)) for row in rows]
+        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
+
+    def of_epoch(self, epoch: int) -> list[list[int]]:
+        return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
+                             self.lengths if self.config.group_by_length else None)
+
+    def figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
+        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
+        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
+        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
+        return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
+                             self.pad_to)
+
+
 class FinetuneTask:
     """Fine-tuning as the loop sees it: the task's training rows in seeded batches, the head's
     losses, the dev evaluation, and the best checkpoint kept in `best/`."""
@@ -77,21 +98,15 @@ class FinetuneTask:
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
-        self.lengths = [max(sequence_lengths(row)) for row in self.rows]
-        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
-        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.pad_to, with_labels=True)
+        self.batching = TrainingBatches(config, self.rows)
+        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.batching.pad_to, with_labels=True)
         self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
-        return epoch_batches(self.n_rows, self.config.batch_size, self.config.seed, epoch,
-                             self.lengths if self.config.group_by_length else None)
+        return self.batching.of_epoch(epoch)
 
     def batch_figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
-        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
-        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
-        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
-        return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
-                             self.pad_to)
+        return self.batching.figures(batches)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
