@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 import click
 
 from xsyn import __version__
+from xsyn.models.variants import pretraining_command
 from xsyn.utils.errors import OptionError, XsynError
 from xsyn.utils.progress import quiet_library_bars_off_terminal
 
@@ -80,21 +81,35 @@ class XsynCommand(click.Command):
             raise click.UsageError(str(err), ctx) from None
 
 
+def table_options(*specs: tuple) -> Callable:
+    """Options from (flag, name, type, default, help) rows; `bool`: a flag; `[type]`: repeatable (metavar: default)."""
+    def apply(fn):
+        for flag, name, kind, default, text in reversed(specs):
+            flags = (flag, name) if name else (flag,)
+            many = {"multiple": True, "metavar": default} if isinstance(kind, list) else {}
+            fn = (click.option(*flags, is_flag=True, help=text) if kind is bool else click.option(
+                *flags, type=kind[0] if many else kind, default=None if many else default, help=text,
+                show_default=default is not None and not many, **many))(fn)
+        return fn
+    return apply
+
+
 class WithVariantOptions(XsynCommand):
-    """A command that also takes the options the registered variants declare (`SyntaxVariant.options`), read when its
-    command line is parsed or its help shown (as `RegistryChoice`): another package's variant brings its own."""
+    """A command that also takes the options the registered variants declare (`SyntaxVariant.options`, or with
+    `declared="pretraining_option_settings"` the pre-trained variant's), read when its command line is parsed or its
+    help shown (as `RegistryChoice`): another package's variant brings its own."""
 
-    def declared_options(self) -> dict:
-        """{setting: (its `SettingField`, the option's help)}: the options this command takes from the variants."""
-        from xsyn.models.variants import option_settings
-
-        return option_settings()
+    def __init__(self, *args, declared: str = "option_settings", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.declared = declared  # the function of `xsyn.models.variants` that lists them
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from xsyn.models import variants
+
         types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
         own = ctx.meta.setdefault(f"xsyn.variant_options.{self.name}", [  # one object each per invocation (click's)
             click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
-            for name, (setting, help) in self.declared_options().items()])
+            for name, (setting, help) in getattr(variants, self.declared)().items()])
         params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
         return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
 
@@ -102,29 +117,15 @@ class WithVariantOptions(XsynCommand):
 class XsynGroup(click.Group):
     """Every command's error in what the user gave (`XsynError`: a setting, file, folder, model, data; a
     failed write such as a full disk) ends in its message, which names the cause and the fix; any other
-    exception is a bug and keeps its traceback. A command named by the registry (`add_named_later`) is looked up
-    under its name when a command line is parsed or the help shown."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.named_later: list[tuple[Callable[[], str], click.Command]] = []
-
-    def add_named_later(self, command: click.Command, name: Callable[[], str]) -> None:
-        """Add `command` under the name `name()` gives when asked (`pretrain-<variant>`: a registered variant's)."""
-        self.named_later.append((name, command))
-
-    def later_commands(self) -> dict[str, click.Command]:
-        named = {}
-        for name, command in self.named_later:
-            command.name = name()  # what its usage line and errors say
-            named[command.name] = command
-        return named
+    exception is a bug and keeps its traceback. The pre-training command is named by the registry when asked."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.later_commands()})
+        return sorted({*super().list_commands(ctx), pretraining_command()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return super().get_command(ctx, cmd_name) or self.later_commands().get(cmd_name)
+        from xsyn.cli.pretrain import pretrain_command
+
+        return pretrain_command if cmd_name == pretraining_command() else super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -194,12 +194,9 @@ def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoR
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
-    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text
+    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text, split_lines
 
-    if not split_chosen and summary["split"] != "test":
-        click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
-                   "no labels (pass --split to choose)")
-    click.echo(scores_text(summary))
+    click.echo("\n".join([*split_lines(summary, split_chosen), scores_text(summary)]))
     for line in nothing_predicted_lines(summary):
         click.echo(line, err=True)
 

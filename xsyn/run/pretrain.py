@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.models.defaults import DEFAULT_MODEL, TINY
-from xsyn.models.variants import pretraining_variant
+from xsyn.models.variants import pretraining_command, pretraining_variant
 from xsyn.pretraining.recipes import MODEL_SETTINGS, RECIPES, current_names
 from xsyn.pretraining.trainer import PretrainSettings
 from xsyn.run.setting_table import other_variants_settings
@@ -58,7 +58,7 @@ def pretrain_settings(recipe: str = "paper", config_file: str | Path | None = No
     variant = pretraining_variant().name
     for name, takers in other_variants_settings(variant, model).items():
         raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of {variant}, the syntax module "
-                          f"{_command()} trains, which would ignore it: drop it")
+                          f"{pretraining_command()} trains, which would ignore it: drop it")
     values.update(file_values)
     values.update(check_flags(PretrainSettings, {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()
                                                  if v is not None}))
@@ -78,7 +78,7 @@ def pretrain_sets(pairs: tuple[str, ...] | list[str]) -> tuple[dict[str, Any], d
     lists = [name for name, hint in hints.items() if typing.get_origin(hint) is list or list in typing.get_args(hint)]
     values: dict[str, Any] = {}
     model: dict[str, Any] = {}
-    command = _command()
+    command = pretraining_command()
     for pair in pairs:
         key, value = setting_pair(pair, lists)
         if key in hints and key != MODEL_SETTINGS:
@@ -93,12 +93,6 @@ def pretrain_sets(pairs: tuple[str, ...] | list[str]) -> tuple[dict[str, Any], d
         else:
             model.update(check_model_settings({key: value}, "--set", ""))
     return values, model
-
-
-def _command() -> str:
-    """`pretrain-<variant>`, the command that pre-trains."""
-    variant = pretraining_variant()
-    return variant.pretraining.command(variant.name)
 
 
 def pretrain_syntax(settings: PretrainSettings, resume: bool = False, overwrite: bool = False,

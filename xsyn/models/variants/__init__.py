@@ -148,6 +148,11 @@ def pretraining_variant() -> SyntaxVariant:
     return found
 
 
+def pretraining_command() -> str:
+    """The command that pre-trains (`pretrain-<variant>`)."""
+    return f"pretrain-{pretraining_variant().name}"
+
+
 def pretraining_option_settings() -> dict[str, tuple[SettingField, str]]:
     """The settings with a command-line option of their own in pre-training (`Pretraining.options`): name -> (the
     setting, the option's help)."""

@@ -51,10 +51,6 @@ class Pretraining:
 
     options: dict[str, str]
 
-    def command(self, variant: str) -> str:
-        """The command that pre-trains it."""
-        return f"pretrain-{variant}"
-
 
 @dataclass
 class SyntaxBatch:
