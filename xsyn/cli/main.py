@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import click
 
 from xsyn import __version__
-from xsyn.models.variants import pretraining_command
+from xsyn.models.variants import option_settings, pretraining_command
 from xsyn.utils.errors import OptionError, XsynError
 from xsyn.utils.progress import quiet_library_bars_off_terminal
 
@@ -96,20 +96,18 @@ def table_options(*specs: tuple) -> Callable:
 
 class WithVariantOptions(XsynCommand):
     """A command that also takes the options the registered variants declare (`SyntaxVariant.options`, or with
-    `declared="pretraining_option_settings"` the pre-trained variant's), read when its command line is parsed or its
+    `declared=pretraining_option_settings` the pre-trained variant's), read when its command line is parsed or its
     help shown (as `RegistryChoice`): another package's variant brings its own."""
 
-    def __init__(self, *args, declared: str = "option_settings", **kwargs):
+    def __init__(self, *args, declared: Callable[[], dict] = option_settings, **kwargs):
         super().__init__(*args, **kwargs)
-        self.declared = declared  # the function of `xsyn.models.variants` that lists them
+        self.declared = declared  # lists them: {setting: (its SettingField, the option's help)}
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        from xsyn.models import variants
-
         types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
         own = ctx.meta.setdefault(f"xsyn.variant_options.{self.name}", [  # one object each per invocation (click's)
             click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
-            for name, (setting, help) in getattr(variants, self.declared)().items()])
+            for name, (setting, help) in self.declared().items()])
         params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
         return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
 
@@ -123,9 +121,9 @@ class XsynGroup(click.Group):
         return sorted({*super().list_commands(ctx), pretraining_command()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        from xsyn.cli.pretrain import pretrain_command
+        from xsyn.cli.pretrain import pretrain_command  # (the registry is read for no other command's name)
 
-        return pretrain_command if cmd_name == pretraining_command() else super().get_command(ctx, cmd_name)
+        return super().get_command(ctx, cmd_name) or (pretrain_command if cmd_name == pretraining_command() else None)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -9,6 +9,7 @@ import click
 from xsyn.cli.main import WithVariantOptions, table_options
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.variants import pretraining_option_settings
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
 
@@ -19,7 +20,7 @@ def _list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-@click.command(cls=WithVariantOptions, declared="pretraining_option_settings")  # `main` names it
+@click.command(cls=WithVariantOptions, declared=pretraining_option_settings)  # `main` names it
 @click.option("--dropout/--no-dropout", default=None,
               help="Apply the model's dropout in the GAT while pre-training (off: the probes regress exact "
                    "distances, and dropout noise costs UUAS) [default: off].")
