@@ -145,7 +145,10 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     xsyn = shutil.which("xsyn", path=str(Path(sys.executable).parent))
     assert xsyn, "the xsyn console script is not installed next to this Python"
     vocab = write_vocab(tmp_path / "vocab.txt")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
+    temp = tmp_path / "tmp"  # the bench's own work folder goes here, and must be gone at the end (runs: 0.5 GB each)
+    temp.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true",
+           "TMPDIR": str(temp)}
     out = subprocess.run([xsyn, "bench", "loop", "--task", "synth", "--model", "tiny", "--set", f"tokenizer={vocab}",
                           "--steps", "2", "--set", "batch_size=8", "--set", "train_lang=svo", "--set", "warmup_steps=0",
                           "--set", "max_train_examples=40", "--set", "max_eval_examples=24", "--json"],
@@ -153,6 +156,7 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert list(result["batchings"]) == ["default", "random"] and result["steps"] == 2
+    assert "workdir" not in result and not list(temp.glob("xsyn-bench-loop-*"))
     default, random = result["batchings"]["default"], result["batchings"]["random"]
     assert default["settings"] == {"group_by_length": True, "pad_to_multiple_of": 8, "max_batch_lengths": 8}
     assert random["settings"] == {"group_by_length": False, "pad_to_multiple_of": 1, "max_batch_lengths": None}

@@ -292,7 +292,7 @@ def test_bench_eval_prints_the_data_wait_measured_and_at_the_simulated_step(monk
     monkeypatch.setattr(bench_cli, "run_eval_bench", fake_bench)
     res = CliRunner().invoke(main, ["bench", "eval", "--step-ms", "5"])
     assert res.exit_code == 0, res.output
-    assert seen == {"step_seconds": 0.005, "simulated_batches": 200}
+    assert seen == {"step_seconds": 0.005, "simulated_batches": 200, "workdir": None}
     assert "training time waiting for data:       0.40% (step 200.0 ms without it)" in res.output
     assert "at a 5.0 ms step, waiting for data: 3.50% (collating in the loop)" in res.output
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
 from xsyn.utils.errors import OptionError
+from xsyn.utils.io import work_folder
 from xsyn.utils.schema import did_you_mean
 
 
@@ -58,23 +58,23 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     if unknown:  # found now, not after the training it would follow
         raise OptionError(f"--langs: task {card.name!r} has no language {', '.join(unknown)} (it has "
                           f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
-    work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
-    if task == "synth" and tokenizer is None:
-        from xsyn.data.synth import write_vocab
+    with work_folder(workdir, "xsyn-bench-eval-") as work:  # without a workdir: removed at the end
+        if task == "synth" and tokenizer is None:
+            from xsyn.data.synth import write_vocab
 
-        tokenizer = str(write_vocab(work / "vocab.txt"))
-    train_lang = card.train_languages[0]
-    config = resolve(task, DEFAULT_VARIANT, card, {}, {
-        "model": model, "tokenizer": tokenizer, "train_lang": train_lang, "output_dir": str(work / "run"),
-        "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
-        "eval_every": train_steps, "seed": 1})
-    summary = finetune(config, progress=False)
-    waits = _data_wait_at(config, summary, step_seconds, simulated_batches)
-    langs = langs or list(card.languages)
-    evaluate_run(work / "run", split="test", langs=langs, output_dir=work / "warm", progress=False)
-    shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
-    result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
-                          output_dir=work / "measured", progress=False)
+            tokenizer = str(write_vocab(work / "vocab.txt"))
+        train_lang = card.train_languages[0]
+        config = resolve(task, DEFAULT_VARIANT, card, {}, {
+            "model": model, "tokenizer": tokenizer, "train_lang": train_lang, "output_dir": str(work / "run"),
+            "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
+            "eval_every": train_steps, "seed": 1})
+        summary = finetune(config, progress=False)
+        waits = _data_wait_at(config, summary, step_seconds, simulated_batches)
+        langs = langs or list(card.languages)
+        evaluate_run(work / "run", split="test", langs=langs, output_dir=work / "warm", progress=False)
+        shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
+        result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
+                              output_dir=work / "measured", progress=False)
     seconds = {key: (spent, result["n_examples"][key]) for key, spent in result["seconds"].items()}
     lang_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" not in k)
     pair_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" in k)
@@ -83,7 +83,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
             "seconds_per_example_language": lang_cost, "seconds_per_example_pair": pair_cost,
             "generalized_pair_cost_ratio": pair_cost / lang_cost,
             "data_wait_fraction": summary["data_wait_fraction"], "train_steps": summary["steps"],
-            "average": result["average"], "workdir": str(work), **waits}
+            "average": result["average"], **({"workdir": str(workdir)} if workdir else {}), **waits}
 
 
 def _data_wait_at(config, summary: dict[str, Any], step_seconds: float | None,

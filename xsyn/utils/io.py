@@ -17,6 +17,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from xsyn.utils.errors import XsynError
@@ -74,6 +76,17 @@ def ensure_dir(folder: str | Path, *, option: str = "--output-dir") -> Path:
     except OSError as err:
         raise explain_write_error(err, folder, option, creating=True) from err
     return folder
+
+
+@contextmanager
+def work_folder(folder: str | Path | None, prefix: str, *, option: str = "--workdir") -> Iterator[Path]:
+    """`folder` (created, and kept), or with None a new temporary folder removed when the block ends, however
+    it ends (a benchmark's runs, checkpoints and caches: hundreds of MB each time)."""
+    if folder is not None:
+        yield ensure_dir(folder, option=option)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as temporary:
+        yield Path(temporary)
 
 
 def _umask() -> int:
