@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import XsynCommand, main
+from xsyn.cli.main import COUNT, FOLDER, XsynCommand, main
 from xsyn.cli.main import table_options as _options
 from xsyn.experiments.plan import DEVICES
 from xsyn.experiments.status import SHORT_LIST
@@ -28,7 +28,7 @@ def _load(source: str, data_dir: str | None = None, model: str | None = None, ma
     return experiment
 
 
-COUNT, GB, FOLDER = click.IntRange(min=1), click.FloatRange(min=0, min_open=True), click.Path(file_okay=False)
+GB = click.FloatRange(min=0, min_open=True)
 
 
 def experiment_options(fn):

@@ -81,6 +81,9 @@ class XsynCommand(click.Command):
             raise click.UsageError(str(err), ctx) from None
 
 
+COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # table_options' common types
+
+
 def table_options(*specs: tuple) -> Callable:
     """Options from (flag, name, type, default, help) rows; `bool`: a flag; `[type]`: repeatable (metavar: default)."""
     def apply(fn):
@@ -95,9 +98,8 @@ def table_options(*specs: tuple) -> Callable:
 
 
 class WithVariantOptions(XsynCommand):
-    """A command that also takes the options the registered variants declare (`SyntaxVariant.options`, or with
-    `declared=pretraining_option_settings` the pre-trained variant's), read when its command line is parsed or its
-    help shown (as `RegistryChoice`): another package's variant brings its own."""
+    """A command that also takes the options the registered variants declare (`declared`: `SyntaxVariant.options`, or
+    the pre-trained variant's), read when its command line is parsed or its help shown (as `RegistryChoice`)."""
 
     def __init__(self, *args, declared: Callable[[], dict] = option_settings, **kwargs):
         super().__init__(*args, **kwargs)
@@ -122,7 +124,6 @@ class XsynGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         from xsyn.cli.pretrain import pretrain_command  # (the registry is read for no other command's name)
-
         return super().get_command(ctx, cmd_name) or (pretrain_command if cmd_name == pretraining_command() else None)
 
     def invoke(self, ctx: click.Context):

@@ -6,18 +6,12 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import WithVariantOptions, table_options
+from xsyn.cli.main import COUNT, FOLDER, WithVariantOptions, table_options
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import pretraining_option_settings
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process
-
-COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False, path_type=Path)
-
-
-def _list(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
 @click.command(cls=WithVariantOptions, declared=pretraining_option_settings)  # `main` names it
@@ -42,8 +36,7 @@ def _list(value: str | None) -> list[str] | None:
     ("--max-steps", None, int, None, "Stop after this many optimiser steps (overrides --epochs)."),
     ("--batch-size", None, int, None, "Sentences per optimiser step, over all processes and accumulation steps (the "
      "global batch) [default: 32]."),
-    ("--grad-accum", None, int, None, "Micro-batches per optimiser step (each split over the processes) "
-     "[default: 1]."),
+    ("--grad-accum", None, int, None, "Micro-batches per optimiser step (each split over the processes) [default: 1]."),
     ("--learning-rate", None, float, None, "Peak learning rate: linear warmup over the first --warmup-steps, then "
      "linear decay to 0 [default: the --recipe's, 1e-3 for paper]."),
     ("--warmup-steps", None, click.IntRange(min=0), None, "Steps over which the learning rate warms up from 0 "
@@ -73,8 +66,7 @@ def _list(value: str | None) -> list[str] | None:
     ("--overwrite-output-dir", None, bool, None, "Start afresh in an --output-dir that holds files (the run files "
      "in it are deleted first)."),
     ("--quiet", None, bool, None, "No progress bar."))
-def pretrain_command(config_file: Path | None, sets: tuple[str, ...], recipe: str, resume: bool,
-                     overwrite_output_dir: bool, quiet: bool, **flags) -> None:
+def pretrain_command(config_file, sets, recipe, resume, overwrite_output_dir, quiet, **flags) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it.
 
     \b
@@ -84,8 +76,8 @@ def pretrain_command(config_file: Path | None, sets: tuple[str, ...], recipe: st
     """
     from xsyn.run.pretrain import pretrain_settings, pretrain_syntax, probe_text
 
-    for name in ("treebanks", "eval_treebanks", "objectives"):
-        flags[name] = _list(flags[name])
+    for name in ("treebanks", "eval_treebanks", "objectives"):  # comma-separated
+        flags[name] = [v.strip() for v in flags[name].split(",") if v.strip()] if flags[name] else None
     settings = pretrain_settings(recipe, config_file, sets, **flags)
     folder = RunFolder(settings.output_dir)
     try:
