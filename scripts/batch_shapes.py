@@ -6,7 +6,7 @@ as training data (no training file is available), mBERT's vocabulary, batch 32, 
 
 Per task and batching (`default`: xsyn's settings; `random`: random batches padded to their longest row, as
 before issue 44) and per epoch: the padded share of the tokens computed and the distinct (B, T) of the training
-batches (`FinetuneTask.batch_figures`, what `train_results.json` records); and per language of the task's dev
+batches (`TrainingBatches.figures`, what `train_results.json` records); and per language of the task's dev
 files, the evaluation's (batch 64; `prediction_figures`, what `results.json` records). Targets: training padded
 share <= 12% and <= 10 distinct shapes an epoch on both tasks, evaluation <= 12 distinct shapes per language.
 No model runs: the rows are featurised (the `chain` parser) and batched as a run would batch them.
@@ -32,7 +32,7 @@ def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[s
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.run.settings import resolve
     from xsyn.run.task_data import load_task_data, make_parser
-    from xsyn.run.train import FinetuneTask, resolve_tokenizer
+    from xsyn.run.train import TrainingBatches, resolve_tokenizer
 
     data = work / task
     data.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[s
     out: dict = {"rows": len(train.rows()), "languages": langs, "batchings": {}}
     for name, settings in BATCHINGS.items():
         run = replace(config, **settings)
-        batcher = FinetuneTask(run, None, None, None, tokenizer, names, train, train)  # batching only: no model
+        batcher = TrainingBatches(run, train.rows())
         evaluation = {}
         for lang in langs:
             dev, _ = load_task_data(card, run, tokenizer, "validation", {s: lang for s in card.segments}, names=names,
@@ -59,7 +59,7 @@ def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[s
             evaluation[lang] = prediction_figures(dev.rows(), run.eval_batch_size, 1, **padding(run))
         out["batchings"][name] = {
             "ladder": list(batcher.pad_to.ladder), "multiple": batcher.pad_to.multiple,
-            "epochs": [batcher.batch_figures(batcher.batches_of_epoch(epoch)) for epoch in range(epochs)],
+            "epochs": [batcher.figures(batcher.of_epoch(epoch)) for epoch in range(epochs)],
             "evaluation": evaluation}
     return out
 

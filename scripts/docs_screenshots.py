@@ -28,13 +28,13 @@ def main() -> None:
     if browser is None:
         sys.exit("no Chromium found: apt-get install chromium")
     sys.path.insert(0, str(REPO / "tests"))
-    from test_report_html import _runs
+    from test_report_html import example_runs
 
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        runs, baselines = _runs(root / "runs")
+        runs, baselines = example_runs(root / "runs")
         (root / "las.txt").write_text("en 0.90\nde 0.85\nfr 0.83\nja 0.70\n", encoding="utf-8")
         report = root / "report"
         subprocess.run(["xsyn", "report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],

@@ -61,7 +61,7 @@ def main() -> None:
             output_dir=str(args.output_dir / f"delta{delta}"), model="tiny", tokenizer=str(args.tokenizer),
             gat_delta=delta, gat_attention=args.gat_attention, max_train_examples=args.train_sentences,
             max_eval_examples=args.max_eval_sentences, max_steps=args.steps, learning_rate=args.learning_rate,
-            gat=gat, seed=args.seed, log_every=100)
+            model_settings=gat, seed=args.seed, log_every=100)
         started = time.perf_counter()
         summary = run_pretraining(settings)
         metrics = summary["probe_metrics"]

@@ -77,18 +77,18 @@ def test_the_defaults_group_by_length_and_pad_to_multiples_of_8_while_saved_conf
 
 
 def test_a_run_records_the_figures_of_the_batches_it_took_cut_into_micro_batches():
-    from xsyn.run.train import FinetuneTask
+    from xsyn.run.train import TrainingBatches
     from xsyn.training.loop import epoch_batches, planned_batches
 
     lengths = [5, 30, 12, 9, 22, 17, 3]
     rows = [{"input_ids": np.ones(n)} for n in lengths]
-    task = SimpleNamespace(rows=rows, n_rows=7, lengths=lengths, pad_to=PaddedLength(8),
-                           config=SimpleNamespace(batch_size=4, seed=2, grad_accum=2, group_by_length=True))
-    task.batches_of_epoch = lambda epoch: FinetuneTask.batches_of_epoch(task, epoch)
+    task = TrainingBatches(SimpleNamespace(batch_size=4, seed=2, grad_accum=2, group_by_length=True,
+                                           pad_to_multiple_of=8, max_batch_lengths=None), rows)
+    assert task.pad_to == PaddedLength(8)
     batches = epoch_batches(7, 4, 2, 0, lengths) + epoch_batches(7, 4, 2, 1, lengths)[:1]  # 3 steps
     micros = [batch[i:i + 2] for batch in batches for i in range(0, len(batch), 2)]
     padded = [len(m) * -(-max(lengths[i] for i in m) // 8) * 8 for m in micros]
-    figures = FinetuneTask.batch_figures(task, planned_batches(3, task.batches_of_epoch))
+    figures = task.figures(planned_batches(3, task.of_epoch))
     assert figures["real_tokens"] == 98 + sum(lengths[i] for i in batches[2])  # an epoch (98), then one batch
     assert figures["padded_tokens"] == sum(padded)
     assert figures["distinct_shapes"] == len({(len(m), -(-max(lengths[i] for i in m) // 8) * 8) for m in micros})
@@ -145,7 +145,10 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     xsyn = shutil.which("xsyn", path=str(Path(sys.executable).parent))
     assert xsyn, "the xsyn console script is not installed next to this Python"
     vocab = write_vocab(tmp_path / "vocab.txt")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
+    temp = tmp_path / "tmp"  # the bench's own work folder goes here, and must be gone at the end (runs: 0.5 GB each)
+    temp.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true",
+           "TMPDIR": str(temp)}
     out = subprocess.run([xsyn, "bench", "loop", "--task", "synth", "--model", "tiny", "--set", f"tokenizer={vocab}",
                           "--steps", "2", "--set", "batch_size=8", "--set", "train_lang=svo", "--set", "warmup_steps=0",
                           "--set", "max_train_examples=40", "--set", "max_eval_examples=24", "--json"],
@@ -153,6 +156,7 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert list(result["batchings"]) == ["default", "random"] and result["steps"] == 2
+    assert "workdir" not in result and not list(temp.glob("xsyn-bench-loop-*"))
     default, random = result["batchings"]["default"], result["batchings"]["random"]
     assert default["settings"] == {"group_by_length": True, "pad_to_multiple_of": 8, "max_batch_lengths": 8}
     assert random["settings"] == {"group_by_length": False, "pad_to_multiple_of": 1, "max_batch_lengths": None}

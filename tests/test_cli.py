@@ -116,7 +116,9 @@ def test_status_lines_are_logged_on_stderr_and_v_q_set_how_many(tmp_path):
 def every_command(group=main, path=()):
     import click
 
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # a command the registry names (pretrain-gat) too
+        command = group.get_command(ctx, name)
         if isinstance(command, click.Group):
             yield from every_command(command, (*path, name))
         else:
@@ -127,7 +129,8 @@ def test_every_option_of_every_command_has_help_and_help_names_only_the_product(
     import click
 
     missing = [f"{' '.join(path)} {param.opts[0]}" for path, command in every_command()
-               for param in command.params if isinstance(param, click.Option) and not param.help and not param.hidden]
+               for param in command.get_params(click.Context(command))  # with the variants' options
+               if isinstance(param, click.Option) and not param.help and not param.hidden]
     assert missing == []
     for path, _ in every_command():
         text = CliRunner().invoke(main, [*path, "--help"]).output.lower()
@@ -289,7 +292,7 @@ def test_bench_eval_prints_the_data_wait_measured_and_at_the_simulated_step(monk
     monkeypatch.setattr(bench_cli, "run_eval_bench", fake_bench)
     res = CliRunner().invoke(main, ["bench", "eval", "--step-ms", "5"])
     assert res.exit_code == 0, res.output
-    assert seen == {"step_seconds": 0.005, "simulated_batches": 200}
+    assert seen == {"step_seconds": 0.005, "simulated_batches": 200, "workdir": None}
     assert "training time waiting for data:       0.40% (step 200.0 ms without it)" in res.output
     assert "at a 5.0 ms step, waiting for data: 3.50% (collating in the loop)" in res.output
 
@@ -305,11 +308,13 @@ def _commands(group, path=()):
     """Every command of the click tree by its full name ('experiment run'), with its option names."""
     import click
 
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # a command the registry names (pretrain-gat) too
+        command = group.get_command(ctx, name)
         if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
-        else:
-            yield " ".join((*path, name)), {opt for param in command.params for opt in param.opts}
+        else:  # get_params: with the options the variants declare
+            yield " ".join((*path, name)), {opt for param in command.get_params(ctx) for opt in param.opts}
 
 
 def test_each_shared_option_is_on_exactly_the_commands_the_readme_lists():

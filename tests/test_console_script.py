@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from console import REPO, run_xsyn
-from test_report_html import _runs
+from test_report_html import example_runs
 
 from xsyn.report import uriel
 
@@ -38,7 +38,7 @@ def test_report_analyses_from_the_console_script_with_a_lang2vec_script_ahead_on
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "lang2vec.py").write_text("import pkg_resources_is_gone_from_setuptools  # as lang2vec's bin/ script\n")
-    runs, baselines = _runs(tmp_path / "runs")
+    runs, baselines = example_runs(tmp_path / "runs")
     las = tmp_path / "las.txt"
     las.write_text("en 0.90\nde 0.85\nfr 0.83\nja 0.70\n", encoding="utf-8")
     out = tmp_path / "report"

@@ -26,10 +26,10 @@ def test_join_takes_each_segment_from_its_language_and_drops_label_disagreements
     assert [s.text for s in joined.segments] == ["a-1-en", "a-2-de"] and joined.langs == ["en", "de"]
     assert report.label_mismatches == 1  # b: 0 in English, 1 in German
     assert report.unmatched == {"en": 1, "de": 1}  # c, d
-    from xsyn.run.evaluation import _dropped
+    from xsyn.run.evaluation import dropped_by_reason
 
     # what results.json counts as not scored, per reason: b and c without a counterpart, d's labels disagree
-    assert _dropped({"load": report.as_dict()}) == {"no_counterpart": 2, "labels_disagree": 1}
+    assert dropped_by_reason({"load": report.as_dict()}) == {"no_counterpart": 2, "labels_disagree": 1}
 
 
 def test_join_refuses_files_that_share_no_id():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -269,11 +270,11 @@ def test_a_last_batch_smaller_than_the_processes_is_the_same_rows_with_a_stand_i
     on the SQuAD 2.0 fixture). Now a process without a row computes a stand-in at weight 0."""
     from types import SimpleNamespace
 
-    from xsyn.run.train import FinetuneTask
+    from xsyn.run.train import TrainingBatches
 
-    two = SimpleNamespace(n_rows=5, config=SimpleNamespace(batch_size=4, seed=1, group_by_length=True),
-                          lengths=[7, 3, 9, 4, 5], accelerator=_FakeProcess(2, 0))  # grouped, as by default
-    batches = FinetuneTask.batches_of_epoch(two, 0)
+    config = SimpleNamespace(batch_size=4, seed=1, group_by_length=True, pad_to_multiple_of=8, max_batch_lengths=8)
+    rows = [{"input_ids": np.ones(n)} for n in (7, 3, 9, 4, 5)]
+    batches = TrainingBatches(config, rows).of_epoch(0)  # grouped, as by default
     assert [len(b) for b in batches] == [4, 1] and sorted(sum(batches, [])) == list(range(5))
 
     def update(processes: int, index: int) -> tuple[torch.Tensor, float]:  # the weights' SGD step (lr 1) and loss

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from xsyn.experiments.demo import DEMO_OUTPUTS, PLAN_FILE, DemoOutputExistsError, _claim, run_demo
+from xsyn.experiments.demo import DEMO_OUTPUTS, PLAN_FILE, DemoOutputExistsError, claim_demo_folder, run_demo
 
 PLAN = {"seed": 1, "max_steps": None, "settings": {}}
 
@@ -31,11 +31,11 @@ def test_the_same_options_continue_and_say_where_the_runs_stand(tmp_path, caplog
     (tmp_path / "runs" / "none-seed1" / "train_results.json").write_text("{}")
     saved_state(tmp_path / "runs" / "gat-seed1", 300)
     with caplog.at_level(logging.WARNING, logger="xsyn"):
-        _claim(tmp_path, PLAN, overwrite=False)
+        claim_demo_folder(tmp_path, PLAN, overwrite=False)
     assert f"continuing the demo in {tmp_path} (none trained, gat saved at step 300)" in caplog.text
     assert (tmp_path / "runs" / "gat-seed1" / "state").is_dir()
     with pytest.raises(DemoOutputExistsError, match="other options"):
-        _claim(tmp_path, {**PLAN, "max_steps": 30}, overwrite=False)
+        claim_demo_folder(tmp_path, {**PLAN, "max_steps": 30}, overwrite=False)
 
 
 def test_overwrite_removes_only_the_earlier_demos_files_and_says_what_saved_training_it_deletes(tmp_path, caplog):
@@ -44,10 +44,10 @@ def test_overwrite_removes_only_the_earlier_demos_files_and_says_what_saved_trai
     saved_state(tmp_path / "runs" / "gat-seed1", 700)
     (tmp_path / "notes.txt").write_text("mine")
     with caplog.at_level(logging.WARNING, logger="xsyn"):
-        _claim(tmp_path, PLAN, overwrite=True)
+        claim_demo_folder(tmp_path, PLAN, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
     assert (f"--overwrite-output-dir: deleting the earlier demo in {tmp_path} (gat saved at step 700), which a "
             "rerun without it would have continued") in caplog.text
     caplog.clear()
-    _claim(tmp_path, PLAN, overwrite=False)  # an emptied (or fresh) folder is accepted, silently
+    claim_demo_folder(tmp_path, PLAN, overwrite=False)  # an emptied (or fresh) folder is accepted, silently
     assert caplog.text == ""

@@ -317,7 +317,7 @@ def test_synth_recipe_survives_a_kill_and_a_failing_cell_and_reports_every_syste
     status = CliRunner().invoke(main, ["experiment", "status", "synth", *common])
     assert re.search(r"sla-max_steps=1-seed1\s+failed\s+.*holds a run with other settings "
                      r"\(learning_rate: 0.5 there, 0.0003 now\)", status.output), status.output
-    for variant in ("none", "gat", "wla", "sdoi", "sep"):
+    for variant in set(VARIANTS) - {"sla"}:  # the others, each a cell of the synth recipe
         assert re.search(fr"{variant}-max_steps=1-seed1\s+done", status.output)
     assert "Traceback" in (broken / "error.txt").read_text() and not list(runs.rglob(LOCK_FILE))
     report = CliRunner().invoke(main, ["experiment", "report", "synth", *common, "--resamples", "20"])
@@ -543,3 +543,14 @@ def test_report_html_is_one_page_with_the_papers_rows_and_each_tasks_report_unde
     assert task.startswith('\n<h2 id="xsyn-report">xsyn report</h2>') and '<h3 id="pawsx-test-accuracy">' in task
     assert task.count('<img src="data:image/png;base64,') == (tmp_path / "report" / "pawsx" / "report.md").read_text(
         ).count("![")
+
+
+def test_a_folder_given_for_the_experiment_file_is_named_as_one(tmp_path):
+    """`xsyn experiment status runs/` (the output folder, not its file) said "no such file" of a folder that exists."""
+    (tmp_path / "paws.toml").write_text("")
+    res = CliRunner().invoke(main, ["experiment", "status", str(tmp_path)])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert (f"{tmp_path}: a folder, not an experiment file: give its .toml file (this folder holds paws.toml)"
+            in res.output)
+    with pytest.raises(ExperimentError, match="no such file, and no bundled recipe of that name"):
+        load_experiment(tmp_path / "missing.toml")

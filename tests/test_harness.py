@@ -457,12 +457,11 @@ def test_demo_runs_every_stage_continues_after_ctrl_c_and_writes_the_report(tmp_
 def test_cged_predictions_are_written_in_the_nlptea_scorers_input_format(tmp_path):
     from xsyn.data.cards import load_card
     from xsyn.data.example import Example
-    from xsyn.run.evaluation import _write_examples
 
+    card = load_card("cged")
     examples = [Example(id="A1", segments=[]), Example(id="B2", segments=[])]
-    result = {"predictions": [{(8, 8, "R"), (2, 3, "S")}, set()], "references": [{(2, 3, "S")}, set()]}
-    _write_examples(tmp_path, load_card("cged"), "test", "zh", examples, result)
-    written = (tmp_path / "predictions" / "cged" / "test-zh.txt").read_text(encoding="utf-8")
+    card.task_kind.write_predictions(tmp_path / "test-zh", examples, [{(8, 8, "R"), (2, 3, "S")}, set()], card.metric)
+    written = (tmp_path / "test-zh.txt").read_text(encoding="utf-8")
     assert written == "A1, 2, 3, S\nA1, 8, 8, R\nB2, correct\n"
 
 

@@ -95,12 +95,13 @@ def test_only_a_constant_prediction_scores_zero_however_small_the_variation():
 
 
 def test_the_bootstrap_sd_of_pearson_is_the_sd_of_scipys_pearson_over_the_same_resamples():
-    from xsyn.metrics.bootstrap import _CHUNK, _resample_counts, bootstrap_sd
+    from xsyn.metrics.bootstrap import RESAMPLE_CHUNK, bootstrap_sd, resample_counts
     predicted, gold = _sts_like(1e-6, 2.7, n=300)
     metric = get_metric("correlation")
-    rng = np.random.default_rng(0)  # bootstrap_sd's seed 0 draws these resamples, _CHUNK at a time
-    counts = np.concatenate([_resample_counts(rng, len(gold), _CHUNK) for _ in range(2)]).astype(int)
+    rng = np.random.default_rng(0)  # bootstrap_sd's seed 0 draws these resamples, RESAMPLE_CHUNK at a time
+    counts = np.concatenate([resample_counts(rng, len(gold), RESAMPLE_CHUNK) for _ in range(2)]).astype(int)
     by_scipy = [100 * stats.pearsonr(np.repeat(predicted, row), np.repeat(gold, row))[0] for row in counts]
     assert np.std(by_scipy, ddof=1) > 1.0
     table = metric.count_table(list(predicted), list(gold))
-    assert bootstrap_sd(metric, table, resamples=2 * _CHUNK) == pytest.approx(np.std(by_scipy, ddof=1), rel=1e-9)
+    sd = bootstrap_sd(metric, table, resamples=2 * RESAMPLE_CHUNK)
+    assert sd == pytest.approx(np.std(by_scipy, ddof=1), rel=1e-9)

@@ -17,14 +17,14 @@ from xsyn.models.encoders import family_classes
 from xsyn.models.factory import build_model, load_model
 from xsyn.models.families import FAMILIES, family_of, resolve
 from xsyn.models.presets import load_tokenizer
-from xsyn.models.variants import get_variant
+from xsyn.models.variants import VARIANTS, get_variant
 from xsyn.models.variants.gat.layers import gat_encode
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.wordpiece import WordpieceAligner
 from xsyn.utils.errors import InputError
 
-SYNTAX_VARIANTS = ("gat", "sla", "wla", "sdoi", "sep")
+SYNTAX_VARIANTS = tuple(v for v in VARIANTS if not get_variant(v).is_baseline)  # every built-in one but plain BERT
 HEADS = (None, "sequence", "token", "qa")
 SMALL = {"gat_layers": 2, "gat_heads": 2, "gat_head_size": 8, "probe_rank": 8}
 XLMR = family_of("xlm-roberta")
@@ -85,7 +85,7 @@ def test_pretrained_tensors_are_lifted_exactly_and_only_syntax_parameters_are_ne
     saved = load_file(xlmr_checkpoint / "model.safetensors")
     encoder = {name: tensor for name, tensor in saved.items() if name.startswith("roberta.")}
     assert encoder
-    for variant in ("none", *SYNTAX_VARIANTS):
+    for variant in VARIANTS:
         model = build_model(str(xlmr_checkpoint), variant, "sequence", num_labels=2, **SMALL)
         ours = model.state_dict()
         assert all(torch.equal(ours[name], tensor) for name, tensor in encoder.items()), variant

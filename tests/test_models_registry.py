@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import xsyn
 from xsyn.models import variants
 from xsyn.models.heads import HEAD_CLASSES
 from xsyn.models.variants import get_variant, register_variant, variant_names
-from xsyn.models.variants.base import LossTerm, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import LossTerm, Pretraining, SyntaxConfigError, SyntaxVariant
+from xsyn.utils.schema import setting, strict
 
 # -- a variant defined here, in the test file alone ----------------------------------------------------
 
@@ -127,6 +129,54 @@ def test_a_pretrained_option_for_a_variant_without_a_module_names_the_registered
             finetune_settings(task="synth", variant="toy", model="tiny", parser="chain", freeze_pretrained=True)
     finally:
         variants.VARIANT_REGISTRY.remove("toy_module")
+
+
+@strict
+@dataclass
+class ToySettings:
+    toy_depth: int = setting(2, help="the toy's depth")
+
+
+class ToyPretrained(ToyWithModule):
+    name = "toyp"
+    settings = ToySettings
+    pretraining = Pretraining({"toy_depth": "how deep the toy pre-trains"})
+
+
+def test_the_pretraining_command_and_its_options_are_the_declaring_variants(monkeypatch):
+    from click.testing import CliRunner
+
+    from xsyn.cli import main
+
+    shown = " ".join(CliRunner().invoke(main, ["pretrain-gat", "--help"]).output.split())
+    assert "--gat-delta INTEGER GAT attention reaches tree distance <= delta" in shown  # gat's `pretraining`
+    assert "--gat-attention TEXT dot: the paper's eq. 2" in shown and "--toy-depth" not in shown
+    register_variant("toyp", ToyPretrained())
+    monkeypatch.setattr(get_variant("gat"), "pretraining", None)  # the toy is now the variant xsyn pre-trains
+    try:
+        listed = CliRunner().invoke(main, ["--help"]).output
+        assert "pretrain-toyp" in listed and "pretrain-gat" not in listed
+        shown = " ".join(CliRunner().invoke(main, ["pretrain-toyp", "--help"]).output.split())
+        assert "Usage: main pretrain-toyp" in shown and "--toy-depth INTEGER how deep the toy pre-trains" in shown
+        assert "--gat-delta" not in shown
+        assert CliRunner().invoke(main, ["pretrain-gat", "--help"]).exit_code == 2  # no such command now
+    finally:
+        variants.VARIANT_REGISTRY.remove("toyp")
+
+
+def test_the_pretrained_variants_options_and_the_recipes_are_pretraining_settings():
+    """`xsyn.pretraining` trains the declaring variant's module: each option it declares, and each recipe's value,
+    is a `PretrainSettings` field, and a recipe's model settings are the variant's or BERT's."""
+    from dataclasses import fields
+
+    from xsyn.pretraining.recipes import MODEL_SETTINGS, RECIPES
+    from xsyn.pretraining.trainer import PretrainSettings
+
+    variant = variants.pretraining_variant()
+    own = {f.name for f in fields(PretrainSettings)}
+    assert variant.name == "gat" and set(variant.pretraining.options) <= own and MODEL_SETTINGS in own
+    for recipe in RECIPES.values():
+        assert set(recipe) <= own and set(recipe[MODEL_SETTINGS]) <= set(variant.setting_names())
 
 
 def test_the_command_line_and_the_cards_read_the_registry_without_importing_torch():

@@ -28,7 +28,7 @@ LOSS = {"en": 0, "de": 20, "fr": 24, "ja": 40}  # examples fewer right than in E
 GAT_GAIN = {"en": 0, "de": 2, "fr": 6, "ja": 10}  # ... of which gat gets these right (gains vary for the analyses)
 
 
-def _runs(root):
+def example_runs(root):
     """Two seeds of gat and of a none baseline on en, de, fr and ja (per-example files: bootstrap marks), with
     language pairs (heatmaps) and, for gat seed 1, real training curves."""
     runs, baselines = [], []
@@ -53,7 +53,7 @@ def _runs(root):
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("html")
-    runs, baselines = _runs(root / "runs")
+    runs, baselines = example_runs(root / "runs")
     args = ["report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],
             "--resamples", "50", "--analysis", "family,typology", "--permutations", "100", "--html",
             "--output-dir", str(root / "out")]

@@ -4,10 +4,12 @@ the result fingerprint (an edited task card never reuses `partial/` results of t
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from xsyn.cli.run import _echo_scores
+from xsyn.cli import main
 from xsyn.data.cards import load_card, parse_card
-from xsyn.run.evaluation import _fingerprint, _nothing_predicted, check_transferable
+from xsyn.metrics import get_metric
+from xsyn.run.evaluation import check_transferable, result_fingerprint
 from xsyn.run.settings import RunConfig
 from xsyn.utils.errors import InputError
 
@@ -22,44 +24,48 @@ def test_a_model_for_mlqa_may_be_scored_on_xquad_but_not_on_another_kind_or_labe
 
 
 def test_a_model_that_predicts_no_error_anywhere_is_recognised():
-    cged, fce = load_card("cged"), load_card("fce")
-    assert _nothing_predicted(cged, {"predictions": [set(), frozenset(), set()], "metric_options": {}}) == (
+    cged, fce = (get_metric(load_card(name).metric) for name in ("cged", "fce"))  # as the evaluation asks them
+    assert cged.nothing_predicted([set(), frozenset(), set()]) == (
         "no error in any sentence (every sentence predicted correct)")
-    assert _nothing_predicted(cged, {"predictions": [set(), {(1, 2, "R")}], "metric_options": {}}) is None
-    assert _nothing_predicted(cged, {"predictions": [], "metric_options": {}}) is None
-    assert _nothing_predicted(fce, {"predictions": [["c", "c"], ["c"]], "metric_options": {}}) == (
-        "no token flagged as an error ('i') in any sentence")
+    assert cged.nothing_predicted([set(), {(1, 2, "R")}]) is None
+    assert cged.nothing_predicted([]) is None
+    assert fce.nothing_predicted([["c", "c"], ["c"]]) == "no token flagged as an error ('i') in any sentence"
 
 
 def summary(**fields):
     return {"task": "chnsenticorp", "split": "test", "primary": "accuracy", "per_language": {"zh": 91.25},
-            "average": 91.25, "bootstrap_sd": {"zh": 1.3}, **fields}
+            "average": 91.25, "bootstrap_sd": {"zh": 1.3}, "missing_languages": [], "output_dir": "eval", **fields}
 
 
-def test_evaluate_prints_the_metric_and_its_bootstrap_sd_and_says_why_validation(capsys):
-    _echo_scores(summary(), split_chosen=False)
-    out = capsys.readouterr()
-    assert "zh\taccuracy 91.25 ± 1.30" in out.out.splitlines() and "note:" not in out.out
-    _echo_scores(summary(split="validation"), split_chosen=False)
-    assert "note: scoring the validation split: chnsenticorp's test split is missing or has no labels" \
-        in capsys.readouterr().out
-    _echo_scores(summary(split="validation"), split_chosen=True)  # asked for: nothing to explain
-    assert "note:" not in capsys.readouterr().out
+def evaluate(monkeypatch, tmp_path, summary: dict, *options: str):
+    """`xsyn evaluate` as users run it, printing what an evaluation that returned `summary` says."""
+    monkeypatch.setattr("xsyn.run.evaluation.evaluate_run", lambda *args, **kwargs: summary)
+    result = CliRunner().invoke(main, ["evaluate", "--model-dir", str(tmp_path), "--quiet", *options])
+    assert result.exit_code == 0, result.output
+    return result
 
 
-def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(capsys):
+def test_evaluate_prints_the_metric_and_its_bootstrap_sd_and_says_why_validation(monkeypatch, tmp_path):
+    out = evaluate(monkeypatch, tmp_path, summary()).stdout
+    assert "zh\taccuracy 91.25 ± 1.30" in out.splitlines() and "note:" not in out
+    assert ("note: scoring the validation split: chnsenticorp's test split is missing or has no labels"
+            in evaluate(monkeypatch, tmp_path, summary(split="validation")).stdout)
+    chosen = evaluate(monkeypatch, tmp_path, summary(split="validation"), "--split", "validation")
+    assert "note:" not in chosen.stdout  # asked for: nothing to explain
+
+
+def test_evaluate_warns_beside_the_scores_of_a_model_that_predicts_nothing(monkeypatch, tmp_path):
     nothing = {"zh": "no error in any sentence (every sentence predicted correct)"}
-    _echo_scores(summary(task="cged", primary="position_f1", predicted_nothing=nothing), split_chosen=True)
-    assert ("warning: zh: the model predicted no error in any sentence (every sentence predicted correct)"
-            in capsys.readouterr().err)
+    said = evaluate(monkeypatch, tmp_path, summary(task="cged", primary="position_f1", predicted_nothing=nothing))
+    assert "warning: zh: the model predicted no error in any sentence (every sentence predicted correct)" in said.stderr
 
 
-def test_languages_and_pairs_where_the_model_said_the_same_are_one_warning(capsys):
+def test_languages_and_pairs_where_the_model_said_the_same_are_one_warning(monkeypatch, tmp_path):
     """A generalized evaluation of a model that says '0' everywhere in Japanese printed a warning per pair."""
     same = "the same prediction, '0', for every example"
     nothing = {"ja": same, "ja-de": same, "de-ja": "the same prediction, '1', for every example", "zh-ja": same}
-    _echo_scores(summary(task="pawsx", predicted_nothing=nothing), split_chosen=True)
-    assert capsys.readouterr().err.splitlines() == [
+    said = evaluate(monkeypatch, tmp_path, summary(task="pawsx", predicted_nothing=nothing))
+    assert said.stderr.splitlines() == [
         f"warning: ja, ja-de, zh-ja: the model predicted {same}; scores that count correct silence or the majority "
         "label can be high for that reason alone",
         "warning: de-ja: the model predicted the same prediction, '1', for every example; scores that count correct "
@@ -114,7 +120,7 @@ TOY = {"name": "toy", "version": 1, "kind": "single-classification", "languages"
 
 def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
     def fingerprint(card):
-        return _fingerprint(Path("/no/checkpoint"), RunConfig(task="toy"), card, "test", _Parser(), None)
+        return result_fingerprint(Path("/no/checkpoint"), RunConfig(task="toy"), card, "test", _Parser(), None)
 
     base = fingerprint(parse_card(TOY, "toy.toml"))
     assert fingerprint(parse_card(TOY, "elsewhere/toy.toml")) == base  # where the card lies is not its content
@@ -126,13 +132,13 @@ def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
 def test_dropped_examples_are_counted_per_reason_and_said_one_line_each():
     """Pairs joined by id lose ids without a counterpart and pairs whose labels disagree: counted apart (in
     results.json) and said once per reason with where it hit most, not as one long line of every pair."""
-    from xsyn.run.evaluation import _dropped
+    from xsyn.run.evaluation import dropped_by_reason
     from xsyn.run.evaluation_text import dropped_lines
 
     joined = {"load": {"unmatched": {"en": 30, "de": 10}, "label_mismatches": 3, "loads": [{"skipped": []}]}}
-    assert _dropped(joined) == {"no_counterpart": 40, "labels_disagree": 3}
-    assert _dropped({"load": {"skipped": [1, 2]}}) == {"skipped_rows": 2}
-    assert _dropped({"load": {}}) == {}
+    assert dropped_by_reason(joined) == {"no_counterpart": 40, "labels_disagree": 3}
+    assert dropped_by_reason({"load": {"skipped": [1, 2]}}) == {"skipped_rows": 2}
+    assert dropped_by_reason({"load": {}}) == {}
     summary = {"n_examples": {"en": 100, "de": 100, "en-de": 57, "de-en": 90},
                "dropped": {"en": 0, "de": 0, "en-de": 43, "de-en": 10},
                "dropped_by_reason": {"en-de": {"no_counterpart": 40, "labels_disagree": 3},

@@ -315,16 +315,16 @@ def test_a_max_length_beyond_the_models_positions_is_refused(tmp_path, shared_da
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], {"gat_delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "gat": {}}),
-    (["--recipe", "strong"], {"gat_delta": 1, "gat_attention": "additive", "learning_rate": 3e-4, "gat": {
+    ([], {"gat_delta": 4, "gat_attention": "dot", "learning_rate": 1e-3, "model_settings": {}}),
+    (["--recipe", "strong"], {"gat_delta": 1, "gat_attention": "additive", "learning_rate": 3e-4, "model_settings": {
         "gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
         "gat_position_embeddings": True, "gat_layers": 6, "probe_rank": 256}}),
     (["--recipe", "strong", "--gat-delta", "2", "--learning-rate", "1e-4", "--set", "gat_layers=4"],
-     {"gat_delta": 2, "gat_attention": "additive", "learning_rate": 1e-4, "gat": {
+     {"gat_delta": 2, "gat_attention": "additive", "learning_rate": 1e-4, "model_settings": {
          "gat_residual": True, "gat_deprel_embeddings": True, "gat_edge_direction": True,
          "gat_position_embeddings": True, "gat_layers": 4, "probe_rank": 256}}),
     (["--recipe", "paper", "--gat-attention", "additive"], {"gat_delta": 4, "gat_attention": "additive",
-                                                           "learning_rate": 1e-3, "gat": {}}),
+                                                           "learning_rate": 1e-3, "model_settings": {}}),
 ])
 def test_recipes_set_the_gat_and_explicit_flags_win(tmp_path, monkeypatch, args, expected):
     import xsyn.pretraining.trainer as trainer
@@ -340,7 +340,8 @@ def test_recipes_set_the_gat_and_explicit_flags_win(tmp_path, monkeypatch, args,
     assert {key: getattr(settings, key) for key in expected} == expected
 
 
-def test_a_config_file_wins_over_the_recipe_and_options_win_over_both(tmp_path, monkeypatch):
+@pytest.mark.parametrize("table", ["model_settings", "gat"])  # gat: the table's name in files before its rename
+def test_a_config_file_wins_over_the_recipe_and_options_win_over_both(tmp_path, monkeypatch, table):
     import xsyn.pretraining.trainer as trainer
 
     seen = []
@@ -348,13 +349,14 @@ def test_a_config_file_wins_over_the_recipe_and_options_win_over_both(tmp_path, 
                         lambda settings, **options: seen.append(settings) or {"probe_metrics": {}, "evaluation": []})
     monkeypatch.setattr("xsyn.run.preflight.preflight_pretraining", lambda settings: None)  # offline: no mBERT
     config = tmp_path / "pretrain.toml"
-    config.write_text('gat_delta = 3\nlearning_rate = 5e-4\n[gat]\ngat_layers = 2\n', encoding="utf-8")
+    config.write_text(f'gat_delta = 3\nlearning_rate = 5e-4\n[{table}]\ngat_layers = 2\n', encoding="utf-8")
     code, output = pretrain(["--recipe", "strong", "--config", str(config), "--learning-rate", "2e-4",
                              "--treebanks", "en", "--treebank-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")])
     assert code == 0, output
     settings = seen[0]
     assert (settings.gat_delta, settings.gat_attention, settings.learning_rate) == (3, "additive", 2e-4)
-    assert settings.gat["gat_layers"] == 2 and settings.gat["probe_rank"] == 256  # file over recipe, per key
+    model = settings.model_settings
+    assert model["gat_layers"] == 2 and model["probe_rank"] == 256  # file over recipe, per key
 
 
 def test_recipe_values_are_listed_in_the_help():

@@ -58,12 +58,18 @@ def test_the_best_checkpoint_has_a_card_saying_what_it_is_and_how_it_was_made(ru
     assert str(run.parent) not in (run / "best" / "README.md").read_text()  # no local folder named
 
 
-def test_local_paths_in_the_card_are_reduced_to_their_last_part():
-    from xsyn.run.publish import _portable
+def test_local_paths_in_the_card_are_reduced_to_their_last_part(tmp_path):
+    from xsyn.run.publish import build_model_card
 
-    assert _portable("/home/me/data/pawsx") == "pawsx" and _portable("bert-base-multilingual-cased") == \
-        "bert-base-multilingual-cased"
-    assert _portable("runs/x") == "runs/x" and _portable(3e-5) == 3e-5  # relative paths and values stay
+    run, checkpoint = tmp_path / "run", tmp_path / "run" / "best"
+    checkpoint.mkdir(parents=True)
+    settings = {"task": "pawsx", "variant": "none", "model": "/home/me/models/mbert", "data_dir": "/home/me/data/pawsx",
+                "hyperparameter_source": "runs/x", "learning_rate": 3e-5, "seed": 1}
+    (run / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    text = build_model_card(checkpoint, run).text
+    assert "/home/me" not in text and "# PAWS-X: mbert with the `none` syntax variant" in text
+    assert "| base model | `mbert` |" in text and "local files (`pawsx`)" in text
+    assert "| hyperparameters from | runs/x |" in text and "| learning_rate | 3e-05 |" in text  # relative paths stay
 
 
 def test_evaluate_adds_its_table_to_the_card(run):

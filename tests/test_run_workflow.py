@@ -87,7 +87,7 @@ def test_pretrain_settings_merge_recipe_file_keywords_then_sets(tmp_path):
     assert settings.gat_attention == "additive"  # the recipe's, where nothing else gives it
     assert settings.gat_delta == 2  # the file's over the recipe's 1
     assert settings.learning_rate == 1e-4  # a keyword setting over the file's
-    assert settings.gat["gat_layers"] == 4  # --set over the file's gat table
+    assert settings.model_settings["gat_layers"] == 4  # --set over the file's gat table
     assert settings.treebank_dir == str(tmp_path) and settings.output_dir == str(tmp_path / "gat")
     with pytest.raises(OptionError, match=r"Missing option\(s\) --treebank-dir, --output-dir"):
         pretrain_settings(treebanks=["en"])
@@ -103,7 +103,7 @@ def test_pretrain_sets_take_pretraining_settings_and_refuse_what_it_would_drop(t
     settings = pretrain_settings("paper", sets=["learning_rate=0.5", "objectives=structural,seprem",
                                                 "seprem_max_distance=6", "gat_layers=3"], **given)
     assert settings.learning_rate == 0.5 and settings.objectives == ["structural", "seprem"]
-    assert settings.seprem_max_distance == 6 and settings.gat["gat_layers"] == 3
+    assert settings.seprem_max_distance == 6 and settings.model_settings["gat_layers"] == 3
     with pytest.raises(ConfigError, match=r"^--set: parser: a setting of fine-tuning runs \(`xsyn finetune --set`\), "
                                           r"which pre-training does not have: drop it"):
         pretrain_settings("paper", sets=["parser=chain"], **given)

@@ -62,7 +62,7 @@ def test_a_saved_resolution_is_a_run_of_auto_and_of_itself_only():
 def test_the_plan_prices_auto_cells_at_their_devices_precision():
     from xsyn.benchmarks.model import ENCODER_SHAPES
     from xsyn.experiments.bench_figures import StepBench, bench_dtype
-    from xsyn.experiments.plan import _step_seconds
+    from xsyn.experiments.plan import bench_step_seconds
     from xsyn.run.settings import RunConfig
 
     config = RunConfig(task="synth", model="bert-base-multilingual-cased", batch_size=32, max_length=128)
@@ -71,27 +71,27 @@ def test_the_plan_prices_auto_cells_at_their_devices_precision():
             "bfloat16": {"none": {"step_seconds": 0.022, "tokens_per_second": 186_170}}}
     shape = ENCODER_SHAPES["mbert"].config  # the bench's shape and tokens (32 x 128) are the cell's
     bench = StepBench(None, "NVIDIA H200", "", rows, shape)
-    assert _step_seconds(bench, config, "none").value == pytest.approx(0.022)
+    assert bench_step_seconds(bench, config, "none").value == pytest.approx(0.022)
     cpu = StepBench(None, "cpu", "", rows, shape)
-    assert _step_seconds(cpu, config, "none").value == pytest.approx(0.058)
+    assert bench_step_seconds(cpu, config, "none").value == pytest.approx(0.058)
     assert bench_dtype("auto", "h100") == "bfloat16" and bench_dtype("no", "NVIDIA H100 80GB HBM3") == "float32"
 
 
 def test_a_resumed_run_keeps_the_precision_its_start_resolved_auto_to(tmp_path, gpu, monkeypatch):
     from xsyn.run.settings import RunConfig
-    from xsyn.run.train import _with_precision
+    from xsyn.run.train import with_run_precision
     from xsyn.training.folder import RunFolder
 
     folder = RunFolder(tmp_path)
     config = RunConfig(task="synth")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert _with_precision(config, folder, resume=False).mixed_precision == "no"
+    assert with_run_precision(config, folder, resume=False).mixed_precision == "no"
     folder.config.write_text(json.dumps({"mixed_precision": "bf16"}))  # started on a GPU
-    assert _with_precision(config, folder, resume=True).mixed_precision == "bf16"  # continued on the CPU
-    assert _with_precision(config, folder, resume=False).mixed_precision == "no"  # a fresh start resolves anew
+    assert with_run_precision(config, folder, resume=True).mixed_precision == "bf16"  # continued on the CPU
+    assert with_run_precision(config, folder, resume=False).mixed_precision == "no"  # a fresh start resolves anew
     gpu(9)
-    assert _with_precision(config, folder, resume=False).mixed_precision == "bf16"
-    assert _with_precision(RunConfig(task="synth", mixed_precision="no"), folder, True).mixed_precision == "no"
+    assert with_run_precision(config, folder, resume=False).mixed_precision == "bf16"
+    assert with_run_precision(RunConfig(task="synth", mixed_precision="no"), folder, True).mixed_precision == "no"
 
 
 def test_an_experiment_cell_set_to_auto_is_the_run_that_recorded_what_auto_became(tmp_path):

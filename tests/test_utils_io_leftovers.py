@@ -10,18 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import cpu_process_env
 from test_report import write_run
 
 from xsyn.utils import io
 
 XSYN = Path(sys.executable).with_name("xsyn")  # the installed console script
-
-
-@pytest.fixture
-def unswept(monkeypatch):
-    monkeypatch.setattr(io, "_swept", set())
 
 
 def dead_pid() -> int:
@@ -35,8 +29,8 @@ def age(path: Path, seconds: float) -> Path:
     return path
 
 
-def test_a_dead_writers_temp_goes_and_live_or_recent_others_stay(tmp_path, unswept):
-    host, other = io._host(), "0123abcd" if io._host() != "0123abcd" else "4567cdef"
+def test_a_dead_writers_temp_goes_and_live_or_recent_others_stay(tmp_path):  # a fresh folder: unswept
+    host, other = io.host_tag(), "0123abcd" if io.host_tag() != "0123abcd" else "4567cdef"
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         names = {"dead": f".report.json.{dead_pid()}-{host}.k2j4h5g6.tmp",
@@ -65,8 +59,8 @@ def test_a_dead_writers_temp_goes_and_live_or_recent_others_stay(tmp_path, unswe
         sleeper.wait()
 
 
-def test_each_folder_is_cleared_once_a_process_on_its_first_write(tmp_path, unswept):
-    leftover = tmp_path / f".a.json.{dead_pid()}-{io._host()}.abcdefgh.tmp"
+def test_each_folder_is_cleared_once_a_process_on_its_first_write(tmp_path):  # a fresh folder: unswept
+    leftover = tmp_path / f".a.json.{dead_pid()}-{io.host_tag()}.abcdefgh.tmp"
     leftover.write_text("{")
     io.atomic_write_text(tmp_path / "b.json", "{}")
     assert not leftover.exists() and (tmp_path / "b.json").read_text() == "{}"

@@ -13,7 +13,7 @@ import pytest
 
 import xsyn
 from xsyn.data.cards import list_tasks, load_card
-from xsyn.syntax.treebanks import TreebankError, _read_table, load_registry
+from xsyn.syntax.treebanks import TreebankError, load_registry, read_treebank_table
 from xsyn.utils.shipped import TASKS, TREEBANKS, shipped_folder
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -33,9 +33,9 @@ def test_a_language_in_two_treebank_files_is_refused(tmp_path):
     extra = tmp_path / "more.toml"
     extra.write_text('[en]\nlanguage = "English"\n[[en.treebanks]]\nname = "UD_English-GUM"\ncode = "en_gum"\n'
                      'splits = ["train"]\nlicence = "CC BY-SA 4.0"\n', encoding="utf-8")
-    assert _read_table(extra, {})["en"][0].code == "en_gum"
+    assert read_treebank_table(extra, {})["en"][0].code == "en_gum"
     with pytest.raises(TreebankError, match=r"treebanks/more.toml: language 'en' is already defined"):
-        _read_table(extra, load_registry())
+        read_treebank_table(extra, load_registry())
 
 
 @pytest.mark.slow

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,17 +27,18 @@ from typing import Any
 from xsyn.models.defaults import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
 from xsyn.utils.errors import OptionError
+from xsyn.utils.io import work_folder
 from xsyn.utils.schema import did_you_mean
 
 
-def simulated_data_wait(rows: Sequence[Any], plan: Sequence[Sequence[int]], collate: Callable,
-                        step_seconds: float) -> float:
+def simulated_data_wait(plan: Sequence[Sequence[int]], collate: Callable, step_seconds: float) -> float:
     """The share of loop time spent collating batches when each step takes `step_seconds` of device time
-    (the host sleeps that long, as it waits on a GPU step) and the loop collates each batch itself."""
+    (the host sleeps that long, as it waits on a GPU step) and the loop collates each batch (its row
+    indices) itself."""
     start, wait = time.perf_counter(), 0.0
     for indices in plan:
         fetched = time.perf_counter()
-        collate([rows[i] for i in indices])
+        collate(indices)
         wait += time.perf_counter() - fetched
         time.sleep(step_seconds)
     return wait / (time.perf_counter() - start)
@@ -58,23 +58,23 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
     if unknown:  # found now, not after the training it would follow
         raise OptionError(f"--langs: task {card.name!r} has no language {', '.join(unknown)} (it has "
                           f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
-    work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-eval-"))
-    if task == "synth" and tokenizer is None:
-        from xsyn.data.synth import write_vocab
+    with work_folder(workdir, "xsyn-bench-eval-") as work:  # without a workdir: removed at the end
+        if task == "synth" and tokenizer is None:
+            from xsyn.data.synth import write_vocab
 
-        tokenizer = str(write_vocab(work / "vocab.txt"))
-    train_lang = card.train_languages[0]
-    config = resolve(task, DEFAULT_VARIANT, card, {}, {
-        "model": model, "tokenizer": tokenizer, "train_lang": train_lang, "output_dir": str(work / "run"),
-        "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
-        "eval_every": train_steps, "seed": 1})
-    summary = finetune(config, progress=False)
-    waits = _data_wait_at(config, card, summary, step_seconds, simulated_batches)
-    langs = langs or list(card.languages)
-    evaluate_run(work / "run", split="test", langs=langs, output_dir=work / "warm", progress=False)
-    shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
-    result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
-                          output_dir=work / "measured", progress=False)
+            tokenizer = str(write_vocab(work / "vocab.txt"))
+        train_lang = card.train_languages[0]
+        config = resolve(task, DEFAULT_VARIANT, card, {}, {
+            "model": model, "tokenizer": tokenizer, "train_lang": train_lang, "output_dir": str(work / "run"),
+            "cache_dir": str(work / "cache"), "data_dir": data_dir, "parser": parser, "max_steps": train_steps,
+            "eval_every": train_steps, "seed": 1})
+        summary = finetune(config, progress=False)
+        waits = _data_wait_at(config, summary, step_seconds, simulated_batches)
+        langs = langs or list(card.languages)
+        evaluate_run(work / "run", split="test", langs=langs, output_dir=work / "warm", progress=False)
+        shutil.rmtree(work / "cache" / "features")  # keep the parses, rebuild every feature
+        result = evaluate_run(work / "run", split="test", langs=langs, generalized=True,
+                              output_dir=work / "measured", progress=False)
     seconds = {key: (spent, result["n_examples"][key]) for key, spent in result["seconds"].items()}
     lang_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" not in k)
     pair_cost = statistics.median(s / n for k, (s, n) in seconds.items() if "-" in k)
@@ -83,30 +83,29 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
             "seconds_per_example_language": lang_cost, "seconds_per_example_pair": pair_cost,
             "generalized_pair_cost_ratio": pair_cost / lang_cost,
             "data_wait_fraction": summary["data_wait_fraction"], "train_steps": summary["steps"],
-            "average": result["average"], "workdir": str(work), **waits}
+            "average": result["average"], **({"workdir": str(workdir)} if workdir else {}), **waits}
 
 
-def _data_wait_at(config, card, summary: dict[str, Any], step_seconds: float | None,
+def _data_wait_at(config, summary: dict[str, Any], step_seconds: float | None,
                   simulated_batches: int) -> dict[str, Any]:
-    """Collation per batch, and the data-wait share at a given (or the measured) step."""
-    from xsyn.run.inference import make_collate
-    from xsyn.run.task_data import load_task_data
-    from xsyn.run.train import resolve_tokenizer
-    from xsyn.training.loop import epoch_batches
+    """Collation per batch, and the data-wait share at a given (or the measured) step: the run's own batches
+    (its first epoch's, cut into micro-batches), collated as its loop collates them (its padding, its
+    variant's tree fields only)."""
+    from xsyn.benchmarks.loop import bench_task, load_bench_data
+    from xsyn.run.train import FinetuneTask
+    from xsyn.training.loop import micro_batches
 
-    tokenizer = resolve_tokenizer(config)
-    train, _ = load_task_data(card, config, tokenizer, "train", {name: config.train_lang for name in card.segments},
-                              limit=config.max_train_examples)  # features and parses come from the run's caches
-    rows = train.rows()
-    collate = make_collate(tokenizer.pad_token_id or 0)
-    plan = epoch_batches(len(rows), config.batch_size // config.grad_accum, config.seed, 0)[:simulated_batches]
+    # features and parses come from the run's caches
+    task = bench_task(config, load_bench_data(config), FinetuneTask)
+    plan = [micro for batch in task.batches_of_epoch(0)
+            for micro in micro_batches(batch, config.grad_accum, 1)][:simulated_batches]
     collate_seconds = []
     for indices in plan:
         started = time.perf_counter()
-        collate([rows[i] for i in indices])
+        task.collate(indices)
         collate_seconds.append(time.perf_counter() - started)
     compute = summary["train_seconds"] * (1 - summary["data_wait_fraction"]) / max(summary["steps"], 1)
     step = compute if step_seconds is None else step_seconds
     return {"collate_seconds_per_batch": statistics.median(collate_seconds), "step_seconds_compute": compute,
             "simulated_step_seconds": step, "simulated_batches": len(plan),
-            "data_wait_fraction_inline": simulated_data_wait(rows, plan, collate, step)}
+            "data_wait_fraction_inline": simulated_data_wait(plan, task.collate, step)}

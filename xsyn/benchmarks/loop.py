@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -32,6 +31,7 @@ from typing import Any
 
 from xsyn.models.variants import baseline_name
 from xsyn.run.train import FinetuneTask
+from xsyn.utils.io import work_folder
 
 # name -> the settings it changes; "default": the run's own (defaults, card, --set), "random": as before issue 44
 BATCHINGS: dict[str, dict[str, Any]] = {
@@ -69,28 +69,29 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
                    batchings: Sequence[str] = ("default", "random"), sets: Sequence[str] = (), seed: int = 1,
                    workdir: str | Path | None = None) -> dict[str, Any]:
     """Time the loop and the bare step of each batching on the task's training rows (see the module docstring);
-    `sets` are `--set KEY=VALUE` settings of the run."""
+    `sets` are `--set KEY=VALUE` settings of the run. The runs and caches go to `workdir`, kept; without it to a
+    temporary folder, removed at the end."""
     from xsyn.run.workflow import finetune_settings
     from xsyn.utils.errors import OptionError
 
     unknown = [name for name in batchings if name not in BATCHINGS]
     if unknown or not batchings:
         raise OptionError(f"--batching {','.join(unknown) or '(none)'}: choose among {', '.join(BATCHINGS)}")
-    work = Path(workdir or tempfile.mkdtemp(prefix="xsyn-bench-loop-"))
     sets = list(sets)  # `variant=NAME` among them chooses the variant, as `variant` does
     variant = next((s.partition("=")[2] for s in sets if s.startswith("variant=")), variant)
     sets = [s for s in sets if not s.startswith("variant=")]
-    config, _ = finetune_settings(task, variant or baseline_name(), sets=sets, model=model, tokenizer=tokenizer,
-                                  data_dir=data_dir, parser=parser, max_steps=steps + 1, eval_every=steps + 1,
-                                  seed=seed, batch_size=batch_size, max_length=max_length,
-                                  cache_dir=str(work / "cache"))
-    config = replace(config, log_every=1)
-    data = _load(config)
-    schemes = {name: _scheme(replace(config, **BATCHINGS[name], output_dir=str(work / name)), data)
-               for name in batchings}
+    with work_folder(workdir, "xsyn-bench-loop-") as work:
+        config, _ = finetune_settings(task, variant or baseline_name(), sets=sets, model=model, tokenizer=tokenizer,
+                                      data_dir=data_dir, parser=parser, max_steps=steps + 1, eval_every=steps + 1,
+                                      seed=seed, batch_size=batch_size, max_length=max_length,
+                                      cache_dir=str(work / "cache"))
+        config = replace(config, log_every=1)
+        data = load_bench_data(config)
+        schemes = {name: _scheme(replace(config, **BATCHINGS[name], output_dir=str(work / name)), data)
+                   for name in batchings}
     result = {"task": config.card.name, "model": model, "variant": config.variant, "steps": steps,
               "batch_size": config.batch_size, "max_length": config.max_length, "seed": seed,
-              "threads": _threads(), "batchings": schemes, "workdir": str(work)}
+              "threads": _threads(), "batchings": schemes, **({"workdir": str(workdir)} if workdir else {})}
     if {"default", "random"} <= set(schemes):
         result["default_over_random"] = {clock: schemes["default"]["loop"][clock] / schemes["random"]["loop"][clock]
                                          for clock in ("examples_per_second", "examples_per_cpu_second",
@@ -104,7 +105,7 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def _load(config) -> dict[str, Any]:
+def load_bench_data(config) -> dict[str, Any]:
     """The task's training rows (and the dev rows, for the evaluation's shapes), featurised once for every scheme."""
     from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
     from xsyn.run.train import resolve_tokenizer
@@ -123,11 +124,11 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.training.loop import planned_batches
 
-    task = _task(config, data)
+    task = bench_task(config, data)
     plan = list(planned_batches(config.max_steps, task.batches_of_epoch))
     loop = _loop(config, task, plan)
     plan = plan[:-1]  # the timed steps (the last one ran untimed)
-    bare = _bare(config, _task(config, data), plan)
+    bare = _bare(config, bench_task(config, data), plan)
     shapes_of = [(len(batch), record["length"]) for batch, record in zip(plan, loop.pop("records"))]
     loop["first_shape_seconds"] = first_shape_costs(shapes_of, loop["step_seconds"])
     bare["first_shape_seconds"] = first_shape_costs(shapes_of, bare["step_seconds"])
@@ -138,8 +139,9 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
             "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config))}
 
 
-def _task(config, data: dict[str, Any]) -> _TimedTask:
-    """The fine-tuning task on a fresh model (the same weights for every scheme: built from the run's seed)."""
+def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTask) -> FinetuneTask:
+    """The fine-tuning task (a `kind`) on a fresh model (the same weights for every scheme: built from the
+    run's seed), batching and collating as `xsyn finetune` does with these settings."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
@@ -150,7 +152,7 @@ def _task(config, data: dict[str, Any]) -> _TimedTask:
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
-    return _TimedTask(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
+    return kind(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
                       data["train"], data["dev"])
 
 

@@ -84,6 +84,11 @@ def bench_model(variants: str | None, layers: int | None, hidden: int | None, he
                else model_text(figures, figures.get("layers"), figures.get("hidden"), seq_len, dtype, compile_mode))
 
 
+workdir_option = click.option("--workdir", type=click.Path(file_okay=False), default=None,
+                              help="Keep the runs, checkpoints and caches in this folder [default: a temporary "
+                                   "one, removed at the end].")
+
+
 @bench.command(name="eval")
 @click.option("--task", default="synth", show_default=True, help="The task card to train and evaluate.")
 @click.option("--model", default=TINY, show_default=True, help="The model to fine-tune.")
@@ -98,13 +103,14 @@ def bench_model(variants: str | None, layers: int | None, hidden: int | None, he
                    "step measured here, less its data wait].")
 @click.option("--simulated-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Training batches the simulation draws (the first of the run's first epoch).")
+@workdir_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches,
+def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches, workdir,
                as_json) -> None:
     """Per-pair cost of generalized evaluation; training's data-wait share (measured, and simulated at a step time)."""
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
                             train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
-                            simulated_batches=simulated_batches)
+                            simulated_batches=simulated_batches, workdir=workdir)
     click.echo(json.dumps(result) if as_json else eval_text(result))
 
 
@@ -146,9 +152,11 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
 @click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")
 @click.option("--batching", default="default,random", show_default=True, help="default; random: unsorted, unrounded.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A run setting (data_dir, variant, ...).")
+@workdir_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_loop(task, model, steps, batching, sets, as_json) -> None:
+def bench_loop(task, model, steps, batching, sets, workdir, as_json) -> None:
     """The real training loop against the bare step on the same batches, per batching (`xsyn.benchmarks.loop`)."""
     from xsyn.benchmarks.loop import run_loop_bench
 
-    click.echo(loop_output(run_loop_bench(task, model, steps=steps, batchings=batching.split(","), sets=sets), as_json))
+    click.echo(loop_output(run_loop_bench(task, model, steps=steps, batchings=batching.split(","), sets=sets,
+                                            workdir=workdir), as_json))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from xsyn.cli.main import XsynCommand, main
+from xsyn.cli.main import COUNT, FOLDER, XsynCommand, main
+from xsyn.cli.main import table_options as _options
 from xsyn.experiments.plan import DEVICES
 from xsyn.experiments.status import SHORT_LIST
 
@@ -28,20 +28,7 @@ def _load(source: str, data_dir: str | None = None, model: str | None = None, ma
     return experiment
 
 
-def _options(*specs: tuple) -> Callable:
-    """Options from (flag, name, type, default, help) rows; `bool`: a flag; `[type]`: repeatable (metavar: default)."""
-    def apply(fn):
-        for flag, name, kind, default, text in reversed(specs):
-            flags = (flag, name) if name else (flag,)
-            many = {"multiple": True, "metavar": default} if isinstance(kind, list) else {}
-            fn = (click.option(*flags, is_flag=True, help=text) if kind is bool else click.option(
-                *flags, type=kind[0] if many else kind, default=None if many else default, help=text,
-                show_default=default is not None and not many, **many))(fn)
-        return fn
-    return apply
-
-
-COUNT, GB, FOLDER = click.IntRange(min=1), click.FloatRange(min=0, min_open=True), click.Path(file_okay=False)
+GB = click.FloatRange(min=0, min_open=True)
 
 
 def experiment_options(fn):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 import click
 
 from xsyn import __version__
+from xsyn.models.variants import option_settings, pretraining_command
 from xsyn.utils.errors import OptionError, XsynError
 from xsyn.utils.progress import quiet_library_bars_off_terminal
 
@@ -80,17 +81,35 @@ class XsynCommand(click.Command):
             raise click.UsageError(str(err), ctx) from None
 
 
+COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # table_options' common types
+
+
+def table_options(*specs: tuple) -> Callable:
+    """Options from (flag, name, type, default, help) rows; `bool`: a flag; `[type]`: repeatable (metavar: default)."""
+    def apply(fn):
+        for flag, name, kind, default, text in reversed(specs):
+            flags = (flag, name) if name else (flag,)
+            many = {"multiple": True, "metavar": default} if isinstance(kind, list) else {}
+            fn = (click.option(*flags, is_flag=True, help=text) if kind is bool else click.option(
+                *flags, type=kind[0] if many else kind, default=None if many else default, help=text,
+                show_default=default is not None and not many, **many))(fn)
+        return fn
+    return apply
+
+
 class WithVariantOptions(XsynCommand):
-    """A command that also takes the options the registered variants declare (`SyntaxVariant.options`), read when its
-    command line is parsed or its help shown (as `RegistryChoice`): another package's variant brings its own."""
+    """A command that also takes the options the registered variants declare (`declared`: `SyntaxVariant.options`, or
+    the pre-trained variant's), read when its command line is parsed or its help shown (as `RegistryChoice`)."""
+
+    def __init__(self, *args, declared: Callable[[], dict] = option_settings, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.declared = declared  # lists them: {setting: (its SettingField, the option's help)}
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        from xsyn.models.variants import option_settings
-
         types = {bool: click.BOOL, int: click.INT, float: click.FLOAT, float | int: click.FLOAT}  # by type hint
-        own = ctx.meta.setdefault("xsyn.variant_options", [  # one object each per invocation, as click expects
+        own = ctx.meta.setdefault(f"xsyn.variant_options.{self.name}", [  # one object each per invocation (click's)
             click.Option([f"--{name.replace('_', '-')}"], help=help, type=types.get(setting.hint, click.STRING))
-            for name, (setting, help) in option_settings().items()])
+            for name, (setting, help) in self.declared().items()])
         params = super().get_params(ctx)  # click puts --help last: the variants' options go before it
         return params[:-1] + own + params[-1:] if self.get_help_option(ctx) else params + own
 
@@ -98,7 +117,14 @@ class WithVariantOptions(XsynCommand):
 class XsynGroup(click.Group):
     """Every command's error in what the user gave (`XsynError`: a setting, file, folder, model, data; a
     failed write such as a full disk) ends in its message, which names the cause and the fix; any other
-    exception is a bug and keeps its traceback."""
+    exception is a bug and keeps its traceback. The pre-training command is named by the registry when asked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), pretraining_command()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from xsyn.cli.pretrain import pretrain_command  # (the registry is read for no other command's name)
+        return super().get_command(ctx, cmd_name) or (pretrain_command if cmd_name == pretraining_command() else None)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -13,7 +13,7 @@ from xsyn.cli.main import RegistryChoice, WithVariantOptions, main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
 from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
-from xsyn.models.variants import variant_names
+from xsyn.models.variants import DEFAULT_VARIANT, variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
@@ -77,7 +77,7 @@ def data_options(fn):
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=RegistryChoice(variant_names), default=None,
-              help="The model variant (see docs/variants.md) [default: the --config file's, else gat].")
+              help=f"The model variant (see docs/variants.md) [default: the --config file's, else {DEFAULT_VARIANT}].")
 @click.option("--model", default=None, help=f"Hub name, local checkpoint folder, or `{TINY}` "
               f"[default: {DEFAULT_MODEL}].")
 @click.option("--tokenizer", default=None, help="vocab.txt or tokenizer folder (default: the model's; "
@@ -194,12 +194,9 @@ def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoR
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
-    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text
+    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text, split_lines
 
-    if not split_chosen and summary["split"] != "test":
-        click.echo(f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has "
-                   "no labels (pass --split to choose)")
-    click.echo(scores_text(summary))
+    click.echo("\n".join([*split_lines(summary, split_chosen), scores_text(summary)]))
     for line in nothing_predicted_lines(summary):
         click.echo(line, err=True)
 

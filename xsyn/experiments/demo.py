@@ -51,7 +51,7 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
 
     out = Path(output_dir)
     plan = {"seed": seed, "max_steps": max_steps, "settings": dict(settings or {})}
-    _claim(out, plan, overwrite)
+    claim_demo_folder(out, plan, overwrite)
     preflight_output(out, "--output-dir")  # before the benchmark is generated; each run checks its own disk
     atomic_write_json(out / PLAN_FILE, plan)
     started = time.perf_counter()
@@ -111,7 +111,7 @@ def _report(out: Path, evaluations: dict[str, Path], seed: int, started: float) 
             "report": str(out / "report" / "report.md"), "files": [str(p) for p in written]}
 
 
-def _claim(out: Path, plan: dict[str, Any], overwrite: bool) -> None:
+def claim_demo_folder(out: Path, plan: dict[str, Any], overwrite: bool) -> None:
     """Continue an earlier demo of the same options (said); refuse one of other options, or remove its files
     when `overwrite` (saying which saved training that deletes)."""
     earlier = [name for name in DEMO_OUTPUTS if (out / name).exists()]

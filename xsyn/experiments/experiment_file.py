@@ -326,6 +326,11 @@ def find_experiment_file(source: str | Path) -> Path:
     if bundled.is_file():
         return Path(str(bundled))
     names = recipe_names()
+    if path.is_dir():  # e.g. the experiment's output folder given for its file
+        tomls = sorted(p.name for p in path.glob("*.toml"))
+        raise ExperimentError(f"{source}: a folder, not an experiment file: give its .toml file"
+                              + (f" (this folder holds {', '.join(tomls[:5])})" if tomls else "")
+                              + f" or a bundled recipe ({', '.join(names)})")
     close = difflib.get_close_matches(str(source), names, n=1)
     raise ExperimentError(f"{source}: no such file, and no bundled recipe of that name"
                           + (f" (did you mean {close[0]}?)" if close else "")

@@ -189,7 +189,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         examples = counter.training_examples(experiment, members[0], config)
         steps = _steps(config, examples)
         _refuse_untrainable(experiment, members[0], config, steps)
-        step_seconds = _step_seconds(bench, config, members[0].variant)
+        step_seconds = bench_step_seconds(bench, config, members[0].variant)
         vocab = tokenizer_vocab_size(experiment, config)
         row = SystemPlan(cells[0].task, cells[0].model, label, [c.name for c in members], examples, steps,
                          step_seconds, combine(_product(steps, step_seconds, 1 / 3600), steps, step_seconds),
@@ -348,7 +348,7 @@ def _folders(folders: list[str]) -> str:
     return ", ".join(folders)
 
 
-def _step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
+def bench_step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
     """The bench's step time for the cell's precision (`auto` as it resolves on the bench's device) and variant,
     scaled to its model and tokens per step."""
     if bench is None:

@@ -38,7 +38,7 @@ class PretrainState:
 def pretrain_settings(experiment: Experiment, model: str):
     """The pre-training's settings for `model`: its recipe, the table's values, then the experiment's own
     (the model, the folder, and with --data-dir its udpos folder as the treebanks' home)."""
-    from xsyn.pretraining.recipes import RECIPES
+    from xsyn.pretraining.recipes import RECIPES, current_names
     from xsyn.pretraining.trainer import PretrainSettings
 
     table = experiment.pretrain
@@ -48,8 +48,8 @@ def pretrain_settings(experiment: Experiment, model: str):
         raise ExperimentError(where, "pretrain.recipe", f"{recipe_name!r} is not one of {', '.join(sorted(RECIPES))}"
                               + did_you_mean(recipe_name, RECIPES))
     values: dict[str, Any] = dict(RECIPES[recipe_name])
-    values.update(check_values(PretrainSettings, {key: value for key, value in table.items() if key not in ENGINE_KEYS},
-                               where, "pretrain", required=False, error=ExperimentError))
+    own = current_names({key: value for key, value in table.items() if key not in ENGINE_KEYS}, f"{where}: pretrain")
+    values.update(check_values(PretrainSettings, own, where, "pretrain", required=False, error=ExperimentError))
     if experiment.overrides.data_dir:
         values["treebank_dir"] = str(Path(experiment.overrides.data_dir) / "udpos")
     values["treebank_dir"] = str(Path(values.get("treebank_dir", "ud")).absolute())

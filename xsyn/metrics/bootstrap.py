@@ -16,7 +16,7 @@ import numpy as np
 from xsyn.metrics.base import CountTable, Metric
 
 DEFAULT_RESAMPLES = 1000
-_CHUNK = 100  # resamples whose weights are held in memory at once
+RESAMPLE_CHUNK = 100  # resamples whose weights are held in memory at once
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,9 @@ def paired_bootstrap(metric: Metric, system: Sequence[CountTable], baseline: Seq
     full = np.ones((1, n))
     observed = float(_group_delta(metric, system, baseline, full)[0])
     against = 0
-    for start in range(0, resamples, _CHUNK):
-        size = min(_CHUNK, resamples - start)
-        weights = _resample_counts(rng, n, size)
+    for start in range(0, resamples, RESAMPLE_CHUNK):
+        size = min(RESAMPLE_CHUNK, resamples - start)
+        weights = resample_counts(rng, n, size)
         deltas = _group_delta(metric, system, baseline, weights)
         against += int(np.count_nonzero(deltas <= 0 if observed > 0 else deltas >= 0))
     p_value = 1.0 if observed == 0 else against / resamples
@@ -54,12 +54,12 @@ def bootstrap_sd(metric: Metric, table: CountTable, resamples: int = DEFAULT_RES
     """Sample standard deviation of the primary score over resamples of the examples (with replacement):
     the uncertainty one run's score carries from the choice of test examples."""
     rng = np.random.default_rng(seed)
-    scores = [metric.primary_scores(table, _resample_counts(rng, len(table), min(_CHUNK, resamples - start)))
-              for start in range(0, resamples, _CHUNK)]
+    scores = [metric.primary_scores(table, resample_counts(rng, len(table), min(RESAMPLE_CHUNK, resamples - start)))
+              for start in range(0, resamples, RESAMPLE_CHUNK)]
     return float(np.std(np.concatenate(scores), ddof=1))
 
 
-def _resample_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+def resample_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """How often each of n examples is drawn in each of `size` resamples of n draws with replacement."""
     draws = rng.integers(0, n, size=(size, n)) + np.arange(size)[:, None] * n
     return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)

@@ -31,8 +31,8 @@ from torch import nn
 
 from xsyn import provenance
 from xsyn.models.defaults import TINY
-from xsyn.models.variants.gat import GAT_ATTENTIONS, gat_output_size
 from xsyn.models.variants.gat import VARIANT as GAT
+from xsyn.models.variants.gat import GatSettings, gat_output_size
 from xsyn.models.variants.gat.layers import gat_encode, save_gat, syntax_probe
 from xsyn.models.variants.sep.distance import SepDistanceHead, corrupt_mask, select_pairs
 from xsyn.pretraining.probe import ProbeEvaluator
@@ -44,13 +44,13 @@ from xsyn.training.folder import RunFolder
 from xsyn.training.log import read_step_log, untimed
 from xsyn.training.loop import epoch_batches
 from xsyn.training.processes import wait_for_everyone
-from xsyn.training.settings import LoopSettings, count, loop_default, with_warmup
+from xsyn.training.settings import LoopSettings, loop_default, with_warmup
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import WordpieceAligner, WordpieceTree
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import atomic_write_text
-from xsyn.utils.schema import one_of, strict, validated_field
+from xsyn.utils.schema import one_of, same_rule, strict, validated_field
 
 OBJECTIVES = ("structural", "seprem")
 
@@ -73,13 +73,13 @@ class PretrainSettings(LoopSettings):
     treebank_dir: str
     output_dir: str
     eval_treebanks: list[str] | None = None  # default: the training treebanks; ["all"]: every language
-    gat_delta: int = count(4, "GAT attention reaches tree distance <= delta")
-    gat_attention: str = validated_field(one_of(GAT_ATTENTIONS), default="dot")
+    gat_delta: int = same_rule(GatSettings, "gat_delta", 4)  # the variant's settings that a recipe sets
+    gat_attention: str = same_rule(GatSettings, "gat_attention", "dot")
     dropout: bool = False  # the config's dropout in the GAT while pre-training (off: exact regression targets)
     objectives: list[str] = validated_field([_objectives, one_of(OBJECTIVES)], default_factory=lambda: ["structural"])
     train_split: str = "train"
     seprem_max_distance: int = 8
-    gat: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
+    model_settings: dict[str, Any] = field(default_factory=dict)  # further GAT settings (XsynBertConfig fields)
     # the loop's settings whose default differs from fine-tuning's
     epochs: float = loop_default("epochs", 1.0)
     learning_rate: float = loop_default("learning_rate", 1e-3)
@@ -202,7 +202,7 @@ def build_encoder(settings: PretrainSettings):
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
     encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
-                          gat_attention=settings.gat_attention, **settings.gat)
+                          gat_attention=settings.gat_attention, **settings.model_settings)
     return encoder, tokenizer
 
 

@@ -243,7 +243,7 @@ class _Evaluation:
         parser = make_parser(config)
         return cls(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress, accelerator,
                    tokenizer, model, parser,
-                   _fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
+                   result_fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
                    progress_bar(steps, 0, accelerator.is_main_process and progress, f"{config.card.name} {split}"),
                    {})
 
@@ -309,7 +309,7 @@ class _Evaluation:
                   "bootstrap_sd": _bootstrap_sd(card, result, key),
                   "predicted_nothing": _nothing_predicted(card, result),
                   "scores": result["scores"], "n_examples": len(data.examples),
-                  "dropped_by_reason": (dropped := _dropped(data.report)), "dropped": sum(dropped.values()),
+                  "dropped_by_reason": (dropped := dropped_by_reason(data.report)), "dropped": sum(dropped.values()),
                   "truncated": data.report["features"]["truncated_inputs"],
                   "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started,
@@ -361,7 +361,7 @@ def _kept_result(saved: Path, fingerprint: str) -> dict[str, Any] | None:
     return cached if cached.get("fingerprint") == fingerprint else None
 
 
-def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parser: Parser,
+def result_fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parser: Parser,
                  max_examples: int | None) -> str:
     """What decides a language's result: the weights, the task card (version and content: an edited card's
     data sources, labels or metric), the data settings (the parser's version and settings too: a changed
@@ -378,7 +378,7 @@ def _fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str
 
 
 # Why an example of the sources is not scored: results.json's `dropped_by_reason` keys, and what each means
-def _dropped(report: dict[str, Any]) -> dict[str, int]:
+def dropped_by_reason(report: dict[str, Any]) -> dict[str, int]:
     """Examples of the sources that are not scored, per reason (only those that occur): for a language pair
     joined by id, ids with no counterpart in the other language and pairs whose labels disagree; skipped rows
     (train and dev only)."""

@@ -32,6 +32,14 @@ def _where(counts: dict[str, int], totals: dict[str, int], summary: dict[str, An
             f"{counts[worst]} of {totals[worst]}")
 
 
+def split_lines(summary: dict[str, Any], split_chosen: bool) -> list[str]:
+    """Why a split other than test was scored, where the user did not choose it."""
+    if split_chosen or summary["split"] == "test":
+        return []
+    return [f"note: scoring the {summary['split']} split: {summary['task']}'s test split is missing or has no labels "
+            "(pass --split to choose)"]
+
+
 def scores_text(summary: dict[str, Any]) -> str:
     """An evaluation's scores as text: each language's with the metric's name and its bootstrap sd, then the
     average."""

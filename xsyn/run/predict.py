@@ -1,7 +1,7 @@
 """Raw text in, predictions out: `xsyn predict`, and `predict()` for notebooks.
 
     from xsyn.run.predict import predict
-    predict("runs/pawsx/gat-seed1", [{"sentence1": "Der Hund bellt.", "sentence2": "Ein Hund bellt."}],
+    predict("runs/pawsx/sla-seed1", [{"sentence1": "Der Hund bellt.", "sentence2": "Ein Hund bellt."}],
             lang="de", parser="stanza")
     # [{"line": 1, "lang": "de", "segment_langs": {"sentence1": "de", "sentence2": "de"},
     #   "label": "paraphrase", "probabilities": {"not paraphrase": ..., "paraphrase": ...}}]

@@ -292,7 +292,7 @@ def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int
 
 
 def preflight_pretraining(settings) -> None:
-    """`pretrain-gat`'s settings hold together, its treebanks' training files are there, its model and tokenizer
+    """A pre-training's settings hold together, its treebanks' training files are there, its model and tokenizer
     load and its output folder is writable, before the treebanks are read (the cheapest checks first)."""
     from xsyn.syntax.treebanks import locate
     from xsyn.utils.network import offline_unless_reachable

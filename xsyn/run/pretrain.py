@@ -1,33 +1,33 @@
-"""A GAT pre-training from the settings a researcher gives: what `xsyn pretrain-gat` does, callable from
-Python with the same behaviour.
+"""A pre-training of a variant's syntax module from the settings a researcher gives: what `xsyn pretrain-<variant>`
+does (the variant that declares `pretraining`: `xsyn.models.variants.pretraining_variant`), callable from Python
+with the same behaviour.
 
-    from xsyn.run.pretrain import pretrain_gat, pretrain_settings
+    from xsyn.run.pretrain import pretrain_settings, pretrain_syntax
 
-    settings = pretrain_settings("strong", treebanks=["en"], treebank_dir="ud", output_dir="runs/gat")
-    summary = pretrain_gat(settings)  # summary["probe_metrics"]["en_ewt"]["uuas"]
+    settings = pretrain_settings("strong", treebanks=["en"], treebank_dir="ud", output_dir="runs/pretrained")
+    summary = pretrain_syntax(settings)  # summary["probe_metrics"]["en_ewt"]["uuas"]
 
 Settings are merged in one order: the recipe (`xsyn.pretraining.recipes`), then a settings file (TOML or
 JSON; an earlier run's pretrain_config.json), then the keyword settings, then `sets` (`KEY=VALUE`: pre-training
-settings, and model settings of the GAT; another variant's settings and fine-tuning's are refused).
+settings, and model settings of the pre-trained variant; another variant's settings and fine-tuning's are refused).
 
-The output directory is a GAT checkpoint (`gat.safetensors` + `gat_config.json`, which the gat variant's
-`load_pretrained` hook, and so `xsyn finetune --pretrained-syntax DIR`, reads), with `probe_metrics.json`
+The output directory holds the pre-trained module (the variant's `pretrained_files`, which its `load_pretrained`
+hook, and so `xsyn finetune --pretrained-syntax DIR`, reads), with `probe_metrics.json`
 ({lang: {uuas, dist_spearman, root_acc, norm_spearman, n_sentences}}, shown by `xsyn report`) and
 `pretrain_config.json` (settings, seed, versions, data counts, loss curve). With `--model tiny` the
-GAT only makes sense over the random embeddings it was trained with, so the tiny encoder and its
+module only makes sense over the random embeddings it was trained with, so the tiny encoder and its
 tokenizer are saved as well (`model/`): fine-tune from that directory.
 """
 
 from __future__ import annotations
 
-import logging
 import typing
 from pathlib import Path
 from typing import Any
 
 from xsyn.models.defaults import DEFAULT_MODEL, TINY
-from xsyn.models.variants.gat import VARIANT as GAT
-from xsyn.pretraining.recipes import RECIPES, RENAMED
+from xsyn.models.variants import pretraining_command, pretraining_variant
+from xsyn.pretraining.recipes import MODEL_SETTINGS, RECIPES, current_names
 from xsyn.pretraining.trainer import PretrainSettings
 from xsyn.run.setting_table import other_variants_settings
 from xsyn.run.settings import (
@@ -43,7 +43,6 @@ from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
 from xsyn.utils.schema import check_value, check_values, construct, did_you_mean
 
-RECIPE_KEYS = ("gat_delta", "gat_attention", "learning_rate")  # a recipe's settings beside its `gat` table
 REQUIRED = ("treebanks", "treebank_dir", "output_dir")
 
 
@@ -52,13 +51,14 @@ def pretrain_settings(recipe: str = "paper", config_file: str | Path | None = No
     """The pre-training's settings (see the module docstring); `flags` are `PretrainSettings` fields
     (None: not given; paths may be `Path`s)."""
     chosen = RECIPES[recipe]
-    values = {name: chosen[name] for name in RECIPE_KEYS}
+    values = {name: value for name, value in chosen.items() if name != MODEL_SETTINGS}
     file_values = read_pretrain_config(config_file) if config_file else {}
-    set_values, set_gat = pretrain_sets(sets)
-    gat = {**chosen["gat"], **file_values.pop("gat", {}), **set_gat}
-    for name, takers in other_variants_settings(GAT.name, gat).items():
-        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of {GAT.name}, the syntax module "
-                          "pretrain-gat trains, which would ignore it: drop it")
+    set_values, set_model = pretrain_sets(sets)
+    model = {**chosen[MODEL_SETTINGS], **file_values.pop(MODEL_SETTINGS, {}), **set_model}
+    variant = pretraining_variant().name
+    for name, takers in other_variants_settings(variant, model).items():
+        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of {variant}, the syntax module "
+                          f"{pretraining_command()} trains, which would ignore it: drop it")
     values.update(file_values)
     values.update(check_flags(PretrainSettings, {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()
                                                  if v is not None}))
@@ -68,33 +68,35 @@ def pretrain_settings(recipe: str = "paper", config_file: str | Path | None = No
         raise OptionError(f"Missing option(s) {', '.join(missing)} (or a --config file that names them).")
     if values.get("model", DEFAULT_MODEL) == TINY and not values.get("tokenizer"):
         raise OptionError(f"--model {TINY} needs --tokenizer (a vocab.txt or tokenizer directory)")
-    return construct(PretrainSettings, {**values, "gat": gat}, "settings", error=ConfigError)
+    return construct(PretrainSettings, {**values, MODEL_SETTINGS: model}, "settings", error=ConfigError)
 
 
 def pretrain_sets(pairs: tuple[str, ...] | list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`--set KEY=VALUE` pairs, each checked: pre-training's own settings (`PretrainSettings` fields, as the options
-    give them), and the GAT's model settings. A fine-tuning setting that pre-training does not have is refused."""
+    give them), and model settings. A fine-tuning setting that pre-training does not have is refused."""
     hints = typing.get_type_hints(PretrainSettings)
     lists = [name for name, hint in hints.items() if typing.get_origin(hint) is list or list in typing.get_args(hint)]
     values: dict[str, Any] = {}
-    gat: dict[str, Any] = {}
+    model: dict[str, Any] = {}
+    command = pretraining_command()
     for pair in pairs:
         key, value = setting_pair(pair, lists)
-        if key in hints and key != "gat":
+        if key in hints and key != MODEL_SETTINGS:
             values[key] = check_value(PretrainSettings, key, hints[key], value, "--set", key, error=ConfigError)
         elif key in FIELD_NAMES:  # a fine-tuning run's
             raise ConfigError("--set", key, "a setting of fine-tuning runs (`xsyn finetune --set`), which pre-training "
-                              "does not have: drop it (`xsyn pretrain-gat --help` lists pre-training's settings)")
+                              f"does not have: drop it (`xsyn {command} --help` lists pre-training's settings)")
         elif key not in model_setting_names():
             raise ConfigError("--set", key, "neither a pre-training setting nor a model setting" + did_you_mean(
-                key, {*hints, *model_setting_names()} - {"gat"}) + " (`xsyn settings` lists the model settings)")
+                key, {*hints, *model_setting_names()} - {MODEL_SETTINGS})
+                              + " (`xsyn settings` lists the model settings)")
         else:
-            gat.update(check_model_settings({key: value}, "--set", ""))
-    return values, gat
+            model.update(check_model_settings({key: value}, "--set", ""))
+    return values, model
 
 
-def pretrain_gat(settings: PretrainSettings, resume: bool = False, overwrite: bool = False, progress: bool = False,
-                 continue_with: str = "resume=True") -> dict:
+def pretrain_syntax(settings: PretrainSettings, resume: bool = False, overwrite: bool = False,
+                    progress: bool = False, continue_with: str = "resume=True") -> dict:
     """Claim the output folder (`RunFolder.claim`: the rules of a fine-tuning run), check what the run
     needs before any work, then pre-train and probe; returns the run summary (`pretrain_config.json`)."""
     from xsyn.pretraining.trainer import run_pretraining
@@ -106,7 +108,7 @@ def pretrain_gat(settings: PretrainSettings, resume: bool = False, overwrite: bo
 
 
 def probe_text(summary: dict) -> str:
-    """The probes' scores on each evaluation treebank, a line each (from `pretrain_gat`'s summary)."""
+    """The probes' scores on each evaluation treebank, a line each (from `pretrain_syntax`'s summary)."""
     return "\n".join(f"{data['lang']:>3} {data['treebank']:<22} {data['split']:<5} UUAS {row['uuas']:.3f}  "
                      f"DSpr {row['dist_spearman']:.3f}  root {row['root_acc']:.3f}  NSpr {row['norm_spearman']:.3f}  "
                      f"({row['n_sentences']} sentences, {data['too_long_not_scored']} too long)"
@@ -115,18 +117,15 @@ def probe_text(summary: dict) -> str:
 
 def read_pretrain_config(path: str | Path) -> dict:
     """Settings from a TOML or JSON file: `PretrainSettings` fields at the top, or under `settings` (as in
-    a run's pretrain_config.json), each checked against its field; `gat` holds model settings. A run folder
+    a run's pretrain_config.json), each checked against its field; MODEL_SETTINGS holds model settings. A run folder
     saved before the settings took finetune's names is read under the new names."""
     data = read_settings_file(path)
     data = data.get("settings", data) if isinstance(data.get("settings"), dict) else data
-    for old, new in RENAMED.items():
-        if old in data:
-            logging.getLogger("xsyn.cli").warning(f"{path}: setting {old} is now {new}")
-            data[new] = data.pop(old)
+    data = current_names(data, str(path))
     if "warmup" in data:
         raise ConfigError(path, "warmup", "a fraction of the steps is now warmup_steps (a number of steps); write "
                           "warmup_steps = N instead")
     values = check_values(PretrainSettings, data, str(path), required=False, error=ConfigError)
-    if "gat" in values:
-        values["gat"] = check_model_settings(values["gat"], str(path), "gat")
+    if MODEL_SETTINGS in values:
+        values[MODEL_SETTINGS] = check_model_settings(values[MODEL_SETTINGS], str(path), MODEL_SETTINGS)
     return values

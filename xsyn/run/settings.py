@@ -243,7 +243,7 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """`--set key=value` pairs, checked: values are JSON when they parse as JSON, else strings.
 
     A key that is not a RunConfig field is a model setting (an XsynBertConfig field), e.g.
-    `--set gat_delta=2` or `--set sla_punct_visible=true`. A list setting also takes a comma list
+    `--set sla_distance=2` or `--set sla_punct_visible=true`. A list setting also takes a comma list
     or one string: `--set syntax_layers=0,1`, `--set trackers=wandb` (`syntax_layers=2` is a count:
     the first two layers, as in the cards).
     """
@@ -382,7 +382,7 @@ def pretrained_settings(variant: str, directory: str | Path) -> dict[str, Any]:
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
             *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
-    syntax module (`pretrained_syntax`, e.g. a pre-trained GAT), a config file (read by `read_config_file`, so checked),
+    syntax module (`pretrained_syntax`), a config file (read by `read_config_file`, so checked),
     flags (each checked here).
 
     The variant is `variant`, else the config file's, else `DEFAULT_VARIANT`; the source language is the card's

@@ -6,7 +6,7 @@ with AdamW, a linear schedule with warmup, gradient accumulation and clipping, u
 `eval_every` optimiser steps, and keeps the best checkpoint. Everything a run writes lives in its
 output folder, laid out by `xsyn.training.folder.RunFolder`.
 
-The loop is `xsyn.training.driver.train`, which GAT pre-training runs too; fine-tuning is the
+The loop is `xsyn.training.driver.train`, which pre-training runs too; fine-tuning is the
 `FinetuneTask` it is given (the task's data, model, losses and dev evaluation). A step's batch,
 shares and random draws are fixed functions of the seed, so one process and N processes, or one
 micro-batch and several, train the same run. `--resume` continues from `state/` and ends with
@@ -21,7 +21,7 @@ import logging
 import os
 import secrets
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,27 @@ def resolve_tokenizer(config: RunConfig):
     return run_tokenizer(config.model, config.tokenizer)
 
 
+class TrainingBatches:
+    """A run's training batches: each epoch a fixed function of (seed, epoch), length-grouped with
+    `group_by_length`, each padded to `pad_to` (at most `max_batch_lengths` lengths, fitted to the rows)."""
+
+    def __init__(self, config: RunConfig, rows: Sequence[dict[str, Any]]):
+        self.config, self.rows = config, rows
+        self.lengths = [max(sequence_lengths(row)) for row in rows]
+        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
+
+    def of_epoch(self, epoch: int) -> list[list[int]]:
+        return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
+                             self.lengths if self.config.group_by_length else None)
+
+    def figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
+        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
+        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
+        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
+        return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
+                             self.pad_to)
+
+
 class FinetuneTask:
     """Fine-tuning as the loop sees it: the task's training rows in seeded batches, the head's
     losses, the dev evaluation, and the best checkpoint kept in `best/`."""
@@ -77,21 +98,15 @@ class FinetuneTask:
         self.description = f"{config.task} {config.variant}"
         self.hint = _numeric_hint(config)
         self.count_items = labelled_pieces(self.rows, config.card.task_kind.piece_label_columns)
-        self.lengths = [max(sequence_lengths(row)) for row in self.rows]
-        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
-        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.pad_to, with_labels=True)
+        self.batching = TrainingBatches(config, self.rows)
+        self._collate = batch_collate(model, tokenizer.pad_token_id or 0, self.batching.pad_to, with_labels=True)
         self._compiled: tuple[Any, Any] | None = None  # (model, its compiled training forward)
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
-        return epoch_batches(self.n_rows, self.config.batch_size, self.config.seed, epoch,
-                             self.lengths if self.config.group_by_length else None)
+        return self.batching.of_epoch(epoch)
 
     def batch_figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
-        """The real and padded tokens and the distinct shapes of these global batches, each cut into its
-        micro-batches as one process computes them (a function of the plan: the same on N processes)."""
-        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
-        return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
-                             self.pad_to)
+        return self.batching.figures(batches)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
@@ -141,7 +156,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
-    config = _with_precision(config, folder, resume)
+    config = with_run_precision(config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     main = accelerator.is_main_process
@@ -204,7 +219,7 @@ def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
             f"{RunFolder(folder).best.name}/: the best checkpoint)"]
 
 
-def _with_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
+def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
     """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
     config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
     continues: one run, one arithmetic."""

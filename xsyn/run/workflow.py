@@ -3,7 +3,7 @@ does, callable from Python with the same behaviour.
 
     from xsyn.run.workflow import finetune_settings, finetune_evaluate_push
 
-    config, resume = finetune_settings(task="pawsx", variant="gat", seed=1, sets=["gat_delta=2"])
+    config, resume = finetune_settings(task="pawsx", variant="sla", seed=1, sets=["sla_distance=2"])
     outcome = finetune_evaluate_push(config, resume=resume, eval_langs=[])  # [] : every language of the task
     outcome["summary"]["best"], outcome["evaluation"]["per_language"]
 

@@ -72,11 +72,11 @@ def load_registry() -> dict[str, tuple[Treebank, ...]]:
     """Language code -> its treebanks, the paper's first, then the accepted alternates."""
     registry: dict[str, tuple[Treebank, ...]] = {}
     for path in shipped_files(TREEBANKS):
-        registry.update(_read_table(path, registry))
+        registry.update(read_treebank_table(path, registry))
     return registry
 
 
-def _read_table(path: Path, known: dict[str, tuple[Treebank, ...]]) -> dict[str, tuple[Treebank, ...]]:
+def read_treebank_table(path: Path, known: dict[str, tuple[Treebank, ...]]) -> dict[str, tuple[Treebank, ...]]:
     """One treebank table file; a language that another file already defines is an error."""
     registry = {}
     for lang, entry in tomllib.loads(path.read_text("utf-8")).items():

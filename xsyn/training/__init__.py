@@ -1,5 +1,5 @@
-"""The training-loop toolkit shared by fine-tuning (`xsyn.run.train`) and GAT pre-training
-(`xsyn.pretraining.trainer`): the learning-rate schedule, global batches split over processes and
+"""The training-loop toolkit shared by fine-tuning (`xsyn.run.train`) and a syntax module's
+pre-training (`xsyn.pretraining.trainer`): the learning-rate schedule, global batches split over processes and
 accumulation steps, the optimiser step with clipping and the non-finite guard, step records, the
 progress bar, and resumable checkpoints.
 

@@ -1,5 +1,5 @@
-"""The one training loop: fine-tuning (`xsyn.run.train`) and GAT pre-training
-(`xsyn.pretraining.trainer`) are two `TrainingTask`s it runs; their objectives differ, their loop
+"""The one training loop: fine-tuning (`xsyn.run.train`) and a syntax module's
+pre-training (`xsyn.pretraining.trainer`) are two `TrainingTask`s it runs; their objectives differ, their loop
 does not.
 
     state = train(settings, task, accelerator, RunFolder(out), resume=..., progress=...)
@@ -38,7 +38,7 @@ Batch = dict[str, torch.Tensor]
 
 
 class TrainingTask(Protocol):
-    """What differs between fine-tuning and GAT pre-training.
+    """What differs between fine-tuning and pre-training.
 
     `model` is the module to train (the loop prepares it for Accelerate and puts the prepared one
     back); `n_rows` the training inputs; `hint` the settings a non-finite loss most likely comes from.

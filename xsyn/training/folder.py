@@ -14,10 +14,9 @@ A fine-tuning run (`xsyn finetune`):
     train_results.json       the summary, written last: the run is finished
     eval-<split>/            `xsyn evaluate`: results.json, and partial/ (one file per finished language)
 
-A pre-training of a variant's syntax module (`xsyn pretrain-gat`) shares config-free parts of it (state/,
-train_log.jsonl, the curves) and adds the module's files (`SyntaxVariant.pretrained_files`: gat's
-`gat.safetensors` + `gat_config.json`), `probe_metrics.json`, `pretrain_config.json` and, for the tiny
-model, `model/`.
+A pre-training of a variant's syntax module (`xsyn pretrain-<variant>`) shares config-free parts of it (state/,
+train_log.jsonl, the curves) and adds the module's files (`SyntaxVariant.pretrained_files`),
+`probe_metrics.json`, `pretrain_config.json` and, for the tiny model, `model/`.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 RESULTS_FILE = "results.json"  # an evaluation's results, in eval-<split>/ (or any folder `xsyn report` reads)
-PROBE_FILE = "probe_metrics.json"  # a pre-trained GAT's probe scores
+PROBE_FILE = "probe_metrics.json"  # a pre-trained syntax module's probe scores
 TASK_FILE = "xsyn_task.json"  # beside a checkpoint's weights: what a model needs to be evaluated
 TRAINER_STATE = "trainer_state.json"  # in a saved state: where the loop stood
 STAGED = ".tmp"  # a folder being written beside its final name (`replace_dir` swaps it in)
@@ -71,7 +70,7 @@ class RunFolder:
         object.__setattr__(self, "path", Path(path))
 
     def claim(self, resume: bool, overwrite: bool, continue_with: str) -> None:
-        """The rules for a run to start or continue here, one set for `finetune` and `pretrain-gat`:
+        """The rules for a run to start or continue here, one set for fine-tuning and pre-training:
         `resume` continues whatever the folder holds; a fresh run needs an empty folder, and with `overwrite`
         the run files in it are deleted first. Otherwise it is refused, naming what is there and the three
         ways on (`continue_with`: the command that continues it). Judged under the writer lock: a run that
@@ -205,7 +204,7 @@ class RunFolder:
 
     @property
     def tiny_model(self) -> Path:
-        """A tiny-model pre-training's own encoder and tokenizer (its GAT reads their random embeddings)."""
+        """A tiny-model pre-training's own encoder and tokenizer (its syntax module reads their random embeddings)."""
         return self.path / "model"
 
     # -- what the folder holds ------------------------------------------------------------------------

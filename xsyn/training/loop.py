@@ -89,7 +89,7 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int,
                   lengths: Sequence[int] | None = None) -> list[list[int]]:
     """The global batches of one epoch: a permutation fixed by (seed, epoch), cut into batches.
 
-    With `lengths` (fine-tuning's `group_by_length`; GAT pre-training always), each window of
+    With `lengths` (fine-tuning's `group_by_length`; pre-training always), each window of
     `LENGTH_WINDOW` batches of the permutation is sorted longest first before it is cut: a batch holds
     rows of similar length and pads less, while the order stays random between windows and a fixed
     function of (seed, epoch) (so resume works).

@@ -3,12 +3,12 @@
 Its defaults are fine-tuning's; a schema that extends it changes a default with `loop_default`, never a rule.
 (No `from __future__ import annotations`: `@strict` checks the real annotations' types on assignment.)"""
 
-from dataclasses import Field, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED
 from xsyn.training.checkpoint import check_checkpointing_steps, total_steps
-from xsyn.utils.schema import at_least, finite_above_zero, setting, strict
+from xsyn.utils.schema import at_least, finite_above_zero, same_rule, setting, strict
 
 WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is None
 
@@ -51,8 +51,7 @@ class LoopSettings:
 def loop_default(name: str, default: Any) -> Any:
     """`LoopSettings`' field `name` with another default, its rule unchanged (declared in a schema that extends it,
     under the same annotation)."""
-    declared: Field = LoopSettings.__dataclass_fields__[name]
-    return field(default=default, metadata=declared.metadata, kw_only=True)
+    return same_rule(LoopSettings, name, default)
 
 
 S = TypeVar("S", bound=LoopSettings)

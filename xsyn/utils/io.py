@@ -17,6 +17,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from xsyn.utils.errors import XsynError
@@ -74,6 +76,17 @@ def ensure_dir(folder: str | Path, *, option: str = "--output-dir") -> Path:
     except OSError as err:
         raise explain_write_error(err, folder, option, creating=True) from err
     return folder
+
+
+@contextmanager
+def work_folder(folder: str | Path | None, prefix: str, *, option: str = "--workdir") -> Iterator[Path]:
+    """`folder` (created, and kept), or with None a new temporary folder removed when the block ends, however
+    it ends (a benchmark's runs, checkpoints and caches: hundreds of MB each time)."""
+    if folder is not None:
+        yield ensure_dir(folder, option=option)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as temporary:
+        yield Path(temporary)
 
 
 def _umask() -> int:
@@ -177,7 +190,7 @@ def check_writable(folder: str | Path, option: str) -> Path:
     folder = ensure_dir(folder, option=option)
     try:
         clear_leftover_temps(folder)
-        handle, probe = tempfile.mkstemp(prefix=f".xsyn-preflight.{os.getpid()}-{_host()}.", dir=folder)
+        handle, probe = tempfile.mkstemp(prefix=f".xsyn-preflight.{os.getpid()}-{host_tag()}.", dir=folder)
         os.close(handle)
         os.unlink(probe)
     except OSError as err:
@@ -185,14 +198,14 @@ def check_writable(folder: str | Path, option: str) -> Path:
     return folder
 
 
-def _host() -> str:
+def host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:8]  # short, and no dots to parse
 
 
 def temp_prefix(target: str) -> str:
     """The start of the name of a temp file (or staging folder, ending `.tmp` too) that becomes `target`:
     hidden, and naming its writer, so `clear_leftover_temps` can tell a dead writer's from a live one's."""
-    return f".{target}.{os.getpid()}-{_host()}."
+    return f".{target}.{os.getpid()}-{host_tag()}."
 
 
 def clear_leftover_temps(folder: str | Path) -> int:
@@ -227,7 +240,7 @@ def clear_leftover_temps(folder: str | Path) -> int:
 
 def _abandoned(entry: os.DirEntry, match: re.Match) -> bool:
     pid, host = match["pid"] or match["probe_pid"], match["host"] or match["probe_host"]
-    if pid is not None and host == _host():
+    if pid is not None and host == host_tag():
         return not _alive(int(pid))
     try:
         return time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS

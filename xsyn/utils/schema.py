@@ -66,6 +66,13 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, check: Callable[[A
     return validated_field(check, default=default, default_factory=default_factory, metadata=metadata)
 
 
+def same_rule(owner: type, name: str, default: Any) -> Any:
+    """Field `name` of the schema `owner`, its rule and help unchanged, with another default: the same setting in
+    another schema (declared there under the same annotation)."""
+    declared = owner.__dataclass_fields__[name]
+    return dataclasses.field(default=default, metadata=declared.metadata, kw_only=True)
+
+
 def help_text(owner: type, name: str) -> str:
     """The help `setting(...)` gave field `name` of the schema `owner` ("" for a field declared without)."""
     found = {f.name: f for f in dataclasses.fields(owner)}.get(name)

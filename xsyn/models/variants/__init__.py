@@ -136,8 +136,33 @@ def check_pretrained(name: str, option: str) -> None:
 def option_settings() -> dict[str, tuple[SettingField, str]]:
     """The settings that registered variants give a command-line option of their own (`SyntaxVariant.options`):
     name -> (the setting, the option's help)."""
+    return _with_fields({name: help for variant in all_variants() for name, help in variant.options.items()})
+
+
+def pretraining_variant() -> SyntaxVariant:
+    """The variant whose syntax module xsyn pre-trains (`xsyn.pretraining`): the first registered one that declares
+    `pretraining`."""
+    found = next((variant for variant in all_variants() if variant.pretraining is not None), None)
+    if found is None:
+        raise SyntaxConfigError("no registered variant declares a syntax module to pre-train (`SyntaxVariant."
+                                "pretraining`)")
+    return found
+
+
+def pretraining_command() -> str:
+    """The command that pre-trains (`pretrain-<variant>`)."""
+    return f"pretrain-{pretraining_variant().name}"
+
+
+def pretraining_option_settings() -> dict[str, tuple[SettingField, str]]:
+    """The settings with a command-line option of their own in pre-training (`Pretraining.options`): name -> (the
+    setting, the option's help)."""
+    return _with_fields(pretraining_variant().pretraining.options)
+
+
+def _with_fields(options: dict[str, str]) -> dict[str, tuple[SettingField, str]]:
     table = setting_fields()
-    return {name: (table[name], help) for variant in all_variants() for name, help in variant.options.items()}
+    return {name: (table[name], help) for name, help in options.items()}
 
 
 def model_settings() -> dict[str, tuple[Any, Any]]:

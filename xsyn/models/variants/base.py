@@ -42,6 +42,16 @@ class LossTerm:
     weight: str
 
 
+@dataclass(frozen=True)
+class Pretraining:
+    """A syntax module xsyn pre-trains on treebanks' gold trees (`xsyn pretrain-<variant>`, `xsyn.run.pretrain`)
+    before fine-tuning reads it (`SyntaxVariant.load_pretrained`). `options`: the variant's settings that
+    pre-training's settings hold beside its own (a recipe sets them: `xsyn.pretraining.recipes`), each with a
+    command-line option of its own (`--gat-delta` for `gat_delta`), and the option's help."""
+
+    options: dict[str, str]
+
+
 @dataclass
 class SyntaxBatch:
     """The batch fields a variant's hooks may read (the collated batch of `xsyn.trees.batch`)."""
@@ -94,6 +104,7 @@ class SyntaxVariant:
     - `is_baseline`: plain BERT, the model the others are compared with (its card section takes no
       model settings);
     - `pretrained_files`: the files of its pre-trained syntax module, if it has one (what a run folder holds);
+    - `pretraining`: how xsyn pre-trains that module (`Pretraining`), if it does;
     - `options`: settings with a command-line option of their own (`{"gat_delta": help}` gives `finetune
       --gat-delta`, a shortcut of `--set gat_delta=...`, which wins over it), each with the option's help;
     - `layers_module`: where its torch modules are, if not `layers` beside the module declaring its class.
@@ -110,6 +121,7 @@ class SyntaxVariant:
     reads_word_embeddings: bool = False
     tree_fields: tuple[str, ...] | None = None
     pretrained_files: tuple[str, ...] = ()
+    pretraining: Pretraining | None = None
     options: dict[str, str] = {}
     layers_module: str | None = None
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import LossTerm, SyntaxBatch, SyntaxVariant
+from xsyn.models.variants.base import LossTerm, Pretraining, SyntaxBatch, SyntaxVariant
 from xsyn.utils.schema import Invalid, at_least, one_of, setting, strict
 
 if TYPE_CHECKING:
@@ -106,6 +106,10 @@ class Gat(SyntaxVariant):
     reads_word_embeddings = True
     tree_fields = ("tree_parent", "tree_upos", "tree_deprel")
     pretrained_files = (GAT_CONFIG, GAT_WEIGHTS)
+    pretraining = Pretraining({  # xsyn pretrain-gat (xsyn.pretraining)
+        "gat_delta": "GAT attention reaches tree distance <= delta [default: the --recipe's, 4 for paper].",
+        "gat_attention": "dot: the paper's eq. 2; additive: the released code's Velickovic-style GAT [default: the "
+                         "--recipe's, dot for paper]."})
     options = {"gat_delta": "GAT attention reaches tree distance <= delta (as pretrain-gat's; the same as --set "
                             "gat_delta) [default: the card's].",
                "gat_attention": "dot: the paper's eq. 2; additive: the released code's (the same as --set "
