@@ -179,7 +179,7 @@ def covered_by_run_blocks() -> set[str]:
 
 
 def test_every_command_is_run_from_the_console_script():
-    from test_console_script import RUN_HERE
+    from test_cli_console_script import RUN_HERE
 
     ctx = click.Context(main)
     everything = set()

@@ -151,7 +151,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(vocab, cache, tmp_pa
 
 @pytest.mark.slow
 def test_evaluation_over_two_processes_gives_every_prediction_once(run, tmp_path, xsyn_on_cpu):
-    # (training on two processes: tests/test_distributed.py)
+    # (training on two processes: tests/test_training_distributed.py)
     for processes in (1, 2):
         xsyn_on_cpu(["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--quiet", "--output-dir",
                      str(tmp_path / f"e{processes}")], processes)
