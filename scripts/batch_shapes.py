@@ -21,13 +21,13 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BATCHINGS = {"default": {}, "random": {"group_by_length": False, "pad_to_multiple_of": 1, "max_batch_lengths": None}}
 TARGETS = {"padded_share": 0.12, "training_shapes": 10, "evaluation_shapes": 12}
 
 
 def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[str] | None) -> dict:
     from dataclasses import replace
 
+    from xsyn.benchmarks.loop import BATCHINGS  # the same two schemes `xsyn bench loop` times
     from xsyn.data.cards import load_card
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.run.settings import resolve
