@@ -211,7 +211,7 @@ XLMR_TOKENIZER = REPO / "tests" / "fixtures" / "xlmr_tokenizer"
 def xlmr_tokenizer():
     """An XLM-R-style SentencePiece tokenizer (Unigram, 3,000 pieces, NFKC, `▁` word starts,
     `<s> A </s></s> B </s>`) trained on shared text by scripts/make_xlmr_tokenizer.py."""
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
 
     return load_tokenizer(XLMR_TOKENIZER)
 

@@ -100,7 +100,7 @@ def test_card_text_adds_splits_labels_and_hyperparameters_only_for_one_card():
 
 
 def test_settings_text_aligns_its_columns_and_shows_the_card_only_where_it_gives_a_value():
-    from xsyn.run.setting_table import settings_text
+    from xsyn.run.settings_table import settings_text
 
     table = {"seed": {"type": "int", "default": 42, "card": None, "help": "the seed"},
              "learning_rate": {"type": "float", "default": None, "card": 2e-05, "help": "peak rate"},

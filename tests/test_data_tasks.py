@@ -131,7 +131,7 @@ def test_a_capped_run_of_each_new_task_trains_on_its_fixtures_evaluates_and_pred
 def test_a_multiple_choice_input_cuts_the_passage_only_and_keeps_every_option_whole(tmp_path):
     from xsyn.data.features import option_sequences, prepare_features
     from xsyn.data.loading import load_examples
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
     from xsyn.syntax.parse import parse_segments
     from xsyn.syntax.parsing import build_parser
 

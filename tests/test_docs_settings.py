@@ -12,7 +12,7 @@ from huggingface_hub.errors import StrictDataclassFieldValidationError
 
 from xsyn.cli import main
 from xsyn.models.variants import VARIANTS, get_variant
-from xsyn.run.setting_table import setting_table, settings_markdown
+from xsyn.run.settings_table import setting_table, settings_markdown
 from xsyn.utils.schema import at_least, help_text, setting, strict
 
 PAGE = REPO / "docs" / "settings.md"

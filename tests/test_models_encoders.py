@@ -16,7 +16,7 @@ from test_models_variants import switch_off
 from xsyn.models.encoders import family_classes
 from xsyn.models.factory import build_model, load_model
 from xsyn.models.families import FAMILIES, family_of, resolve
-from xsyn.models.presets import load_tokenizer
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.models.variants import VARIANTS, get_variant
 from xsyn.models.variants.gat.layers import gat_encode
 from xsyn.syntax.conllu import read_conllu

@@ -12,7 +12,8 @@ import torch
 
 from xsyn.benchmarks.model import synthetic_batch
 from xsyn.models.factory import build_model, load_model
-from xsyn.models.presets import TINY_SHAPE, load_tokenizer
+from xsyn.models.names import TINY_SHAPE
+from xsyn.models.tokenizers import load_tokenizer
 
 SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
          "gat_layers": 2, "gat_heads": 2, "gat_head_size": 8, "probe_rank": 8}

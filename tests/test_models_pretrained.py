@@ -13,7 +13,7 @@ import torch
 from transformers import BertModel
 
 from xsyn.models.factory import build_model
-from xsyn.models.presets import load_tokenizer
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.models.variants import VARIANTS
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees

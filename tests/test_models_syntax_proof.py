@@ -27,7 +27,7 @@ import torch
 from scipy.stats import spearmanr
 
 from xsyn.models.factory import build_model
-from xsyn.models.presets import load_tokenizer
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.models.variants.gat.layers import syntax_probe
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees

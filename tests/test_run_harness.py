@@ -25,7 +25,7 @@ from xsyn import provenance
 from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
-from xsyn.models.defaults import DEFAULT_SEED
+from xsyn.models.names import DEFAULT_SEED
 from xsyn.models.variants.gat.layers import save_gat
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
@@ -162,9 +162,9 @@ def test_evaluation_over_two_processes_gives_every_prediction_once(run, tmp_path
 
 def test_evaluate_shows_its_progress_per_language_and_per_pair(run, tmp_path, monkeypatch):
     """Off a terminal (here), progress is plain lines, no bar redrawn with carriage returns into a log."""
-    import xsyn.training.loop
+    import xsyn.utils.progress
 
-    monkeypatch.setattr(xsyn.training.loop, "EVALUATION_LINE_SECONDS", 0.0)  # a line at every language and pair
+    monkeypatch.setattr(xsyn.utils.progress, "EVALUATION_LINE_SECONDS", 0.0)  # a line at every language and pair
     res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo,sov", "--generalized",
                                     "--output-dir", str(tmp_path / "e")])
     assert res.exit_code == 0, res.output
@@ -326,7 +326,7 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_pat
 
 def test_a_pretrained_gat_gives_its_shape_and_freezing_keeps_it(vocab, cache, tmp_path):
     from xsyn.models.factory import build_model
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
 
     pretrained = build_model("tiny", "gat", None, tokenizer=load_tokenizer(vocab), gat_layers=2, gat_residual=True,
                              gat_position_embeddings=True)

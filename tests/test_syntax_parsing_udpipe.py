@@ -81,7 +81,7 @@ def test_a_folder_holds_one_model_per_language_named_by_code_or_as_released(udpi
 
 def test_a_folder_without_a_languages_model_is_named_by_the_preflight(udpipe_model, tmp_path):
     """`finetune --parser udpipe:FOLDER --eval-langs de` with no German model trained first, then failed."""
-    from xsyn.run.preflight import check_parser
+    from xsyn.run.checks import check_parser
     from xsyn.run.settings import RunConfig
 
     folder = tmp_path / "models"

@@ -23,7 +23,7 @@ def vocab(tmp_path_factory) -> Path:
 def checkpoint(vocab, tmp_path_factory) -> Path:
     """What `xsyn finetune` saves as best/: a tiny synth classifier, its tokenizer and xsyn_task.json."""
     from xsyn.models.factory import build_model
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
 
     folder = tmp_path_factory.mktemp("run") / "best"
     tokenizer = load_tokenizer(str(vocab))
@@ -38,7 +38,8 @@ def plain_bert(vocab, tmp_path_factory) -> Path:
     """A plain BERT checkpoint folder, as downloaded or saved by transformers."""
     from transformers import BertModel
 
-    from xsyn.models.presets import load_tokenizer, tiny_config
+    from xsyn.models.presets import tiny_config
+    from xsyn.models.tokenizers import load_tokenizer
 
     folder = tmp_path_factory.mktemp("bert")
     tokenizer = load_tokenizer(str(vocab))

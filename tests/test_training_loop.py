@@ -25,7 +25,7 @@ from conftest import cpu_process_env
 from safetensors.torch import load_file, save_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.names import IGNORE_INDEX
 from xsyn.models.variants import variant_names
 from xsyn.training.loop import LinearSchedule, Stepper, labelled_pieces
 

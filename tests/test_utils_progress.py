@@ -61,7 +61,7 @@ def test_a_rate_under_one_a_second_is_shown_as_seconds_per_unit():
 
 def test_evaluations_progress_off_a_terminal_is_lines_with_its_total_set_on_the_way(capsys):
     """evaluate drew a tqdm bar into log files (a carriage return per redraw)."""
-    from xsyn.training.loop import progress_bar
+    from xsyn.utils.progress import progress_bar
 
     bar = progress_bar(4, 0, True, "synth test")
     bar.interval = 0.0

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from xsyn.models.defaults import TINY
+from xsyn.models.names import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder

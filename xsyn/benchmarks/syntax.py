@@ -62,7 +62,7 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
 
     at_least(1, batch_size=batch_size, repeats=repeats)
     if isinstance(tokenizer, (str, Path)):
-        from xsyn.models.presets import load_tokenizer
+        from xsyn.models.tokenizers import load_tokenizer
 
         tokenizer = load_tokenizer(str(tokenizer))
     records = list(read_conllu(conllu_path))

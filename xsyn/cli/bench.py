@@ -12,7 +12,7 @@ from xsyn.benchmarks.options import DEFAULT_SHAPE
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.main import bench
 from xsyn.cli.syntax import ParserChoiceType, parser_option
-from xsyn.models.defaults import COMPILE_MODES, TINY
+from xsyn.models.names import COMPILE_MODES, TINY
 
 
 @bench.command(name="syntax")

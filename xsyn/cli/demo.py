@@ -7,7 +7,7 @@ import shlex
 import click
 
 from xsyn.cli.main import main
-from xsyn.models.defaults import DEFAULT_SEED
+from xsyn.models.names import DEFAULT_SEED
 
 
 @main.command()

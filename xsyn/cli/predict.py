@@ -38,9 +38,9 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
     Parses the input (through the parse cache), runs the model in length-bucketed batches and
     writes one JSON object per input row, in input order.
     """
+    from xsyn.run.checks import preflight_output
     from xsyn.run.predict import predict as run_predict
     from xsyn.run.predict import report_text, write_predictions
-    from xsyn.run.preflight import preflight_output
 
     if quiet:
         quiet_libraries()

@@ -8,7 +8,7 @@ import click
 
 from xsyn.cli.main import COUNT, FOLDER, WithVariantOptions, table_options
 from xsyn.cli.run import CHECKPOINTING_STEPS, interrupted
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.names import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import pretraining_option_settings
 from xsyn.pretraining.recipes import RECIPES, recipes_help
 from xsyn.training.folder import RunFolder, is_main_process

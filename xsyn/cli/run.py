@@ -12,7 +12,7 @@ import click
 from xsyn.cli.main import RegistryChoice, WithVariantOptions, main
 from xsyn.cli.syntax import parser_options
 from xsyn.data.cards import list_tasks
-from xsyn.models.defaults import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
+from xsyn.models.names import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process

@@ -24,7 +24,7 @@ def settings_command(task: str | None, variant: str, as_json: bool, markdown: bo
     Run settings come first, then the model settings of the variant's syntax path.
     """
     from xsyn.data.cards import load_card
-    from xsyn.run.setting_table import settings_markdown, settings_text, settings_with_card
+    from xsyn.run.settings_table import settings_markdown, settings_text, settings_with_card
 
     card = load_card(task) if task else None
     table, source, given = settings_with_card(variant, card)

@@ -49,7 +49,7 @@ import numpy as np
 from xsyn.data.cards import TaskCard
 from xsyn.data.example import Example
 from xsyn.data.kinds import KINDS, TaskKind, WindowGold, label_columns, piece_label_columns
-from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.names import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
 from xsyn.trees.padding import PaddedLength

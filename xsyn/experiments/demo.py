@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xsyn.models.defaults import DEFAULT_SEED
+from xsyn.models.names import DEFAULT_SEED
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
@@ -47,7 +47,7 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
     A Ctrl-C reaches the caller with `run_dir` set to the run it stopped.
     """
     from xsyn.data.synth import write_vocab
-    from xsyn.run.preflight import preflight_output
+    from xsyn.run.checks import preflight_output
 
     out = Path(output_dir)
     plan = {"seed": seed, "max_steps": max_steps, "settings": dict(settings or {})}
@@ -73,7 +73,7 @@ def demo_text(summary: dict[str, Any]) -> str:
 
 def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, Any], progress: bool) -> Path:
     from xsyn.data.cards import load_card
-    from xsyn.models.defaults import TINY
+    from xsyn.models.names import TINY
     from xsyn.run.evaluation import evaluate_run
     from xsyn.run.settings import resolve
     from xsyn.run.train import finetune

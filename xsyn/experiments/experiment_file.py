@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
-from xsyn.models.defaults import TINY
+from xsyn.models.names import TINY
 from xsyn.models.variants import variant_names
 from xsyn.models.variants.gat import GAT_CONFIG
 from xsyn.run.paths import absolute_paths

@@ -27,7 +27,7 @@ def model_shape(model: str) -> dict[str, Any] | None:
     """A model's config: a published checkpoint xsyn knows, the `tiny` preset, a local folder's config.json,
     or the hub cache's copy; None where none is on this machine."""
     from xsyn.benchmarks.model import ENCODER_SHAPES
-    from xsyn.models.defaults import MODEL_CONFIG, TINY, TINY_SHAPE
+    from xsyn.models.names import MODEL_CONFIG, TINY, TINY_SHAPE
 
     known = {TINY: TINY_SHAPE, **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()}}
     if model in known:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.experiment_file import Cell, Experiment
-from xsyn.models.defaults import MODEL_CONFIG
+from xsyn.models.names import MODEL_CONFIG
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
 
@@ -127,7 +127,7 @@ def _save(experiment: Experiment, manifest: dict[str, Any]) -> None:
 def _fetch_model(model: str, echo: Callable[[str], None]) -> dict[str, Any]:
     """A hub model's weights, configuration and tokenizer files into the hub cache (a local folder and the tiny
     preset need nothing)."""
-    from xsyn.models.defaults import TINY
+    from xsyn.models.names import TINY
 
     if model == TINY or Path(model).is_dir():
         return {"ready": True, "where": "built here" if model == TINY else str(Path(model).absolute())}
@@ -161,7 +161,7 @@ def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, p
     """Read, parse and featurise every split and language a unit's cells read, as the cells' own training and
     evaluation read them; the counts."""
     from xsyn.experiments.cells import ensure_synth_vocab
-    from xsyn.run.preflight import check_model
+    from xsyn.run.checks import check_model
     from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
 
     config = experiment.config(unit.cells[0], check_model=False)
@@ -204,7 +204,7 @@ def _evaluated(card, evaluation) -> list[dict[str, str]]:
 def missing_for_offline(experiment: Experiment, cells: list[Cell] | None = None) -> list[str]:
     """What the cells (default: all) would have to download or parse: a parser's missing model files, a data
     unit `prepare` has not made ready, a model whose files are not in the hub cache. Empty: they can run offline."""
-    from xsyn.models.defaults import TINY
+    from xsyn.models.names import TINY
 
     cells = experiment.cells if cells is None else cells
     chosen = {cell.name for cell in cells}

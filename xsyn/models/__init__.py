@@ -32,7 +32,7 @@ import importlib
 _EXPORTS = {
     "build_model": "factory", "load_model": "factory", "label_settings": "factory",
     "register_auto_classes": "auto",
-    "load_tokenizer": "presets", "TINY": "defaults",
+    "load_tokenizer": "tokenizers", "TINY": "names",
     "XsynBertConfig": "configuration", "SyntaxConfigError": "configuration", "VARIANTS": "variants",
     "get_variant": "variants", "register_variant": "variants", "SyntaxVariant": "variants.base",
     "XsynBertModel": "modeling",

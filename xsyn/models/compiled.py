@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from xsyn.models.defaults import COMPILE_MODES
+from xsyn.models.names import COMPILE_MODES
 
 
 def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:

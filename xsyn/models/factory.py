@@ -17,15 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+import torch
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from xsyn.models.auto import register_auto_classes
 from xsyn.models.configuration import XsynBertConfig
-from xsyn.models.defaults import TINY
 from xsyn.models.encoders import FamilyClasses, all_classes, classes_for
 from xsyn.models.families import FAMILIES
 from xsyn.models.heads import HEAD_CLASSES
-from xsyn.models.presets import load_tokenizer, tiny_config
+from xsyn.models.names import TINY
+from xsyn.models.presets import tiny_config
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.utils.errors import InputError, MissingInputError, XsynError, first_line
 
 log = logging.getLogger(__name__)
@@ -215,3 +217,11 @@ def checkpoint_config(model: str) -> PretrainedConfig:
                                 f"Cause: {first_line(err)}") from err
     classes_for(config.model_type, model)  # a family xsyn lifts, else an error naming them
     return config
+
+
+def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> int:
+    """The encoder's parameters, counted on a model built on the meta device (no memory, no weights read)."""
+    config = tiny_config(tokenizer, tiny_family) if model == TINY else checkpoint_config(model)
+    with torch.device("meta"):
+        encoder = AutoModel.from_config(config)
+    return sum(p.numel() for p in encoder.parameters())

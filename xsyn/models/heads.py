@@ -38,9 +38,9 @@ from torch.nn import functional as F
 from transformers.utils import ModelOutput
 
 from xsyn.models.configuration import XsynBertConfig
-from xsyn.models.defaults import IGNORE_INDEX
 from xsyn.models.families import resolve
 from xsyn.models.modeling import SyntaxLosses, XsynBertModel, XsynBertPreTrainedModel, XsynModelOutput
+from xsyn.models.names import IGNORE_INDEX
 from xsyn.utils.registry import Registry
 
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from xsyn import provenance
-from xsyn.models.defaults import TINY
+from xsyn.models.names import TINY
 from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.models.variants.gat import GatSettings, gat_output_size
 from xsyn.models.variants.gat.layers import gat_encode, save_gat, syntax_probe
@@ -198,7 +198,7 @@ class GatPretrainer(nn.Module):
 def build_encoder(settings: PretrainSettings):
     """The `gat` variant of the chosen BERT (no head), and its tokenizer."""
     from xsyn.models.factory import build_model
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
     encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,

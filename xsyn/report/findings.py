@@ -134,7 +134,7 @@ class _Gains:
 
 def _alike_points(points: list[Point], system: System, baseline: System) -> dict[str, list[str]]:
     """Each point fed by a run that predicted the same for every example there, naming the run."""
-    from xsyn.report.alike import AlikeRuns
+    from xsyn.report.constant_predictions import AlikeRuns
 
     alike, found = AlikeRuns([system, baseline]), {}
     for point in points:

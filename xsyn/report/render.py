@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
-from xsyn.report.alike import AlikeRuns, pair_key
+from xsyn.report.constant_predictions import AlikeRuns, pair_key
 from xsyn.report.format import (
     BOOTSTRAP_MARK,
     SEED_TEST_MARK,

@@ -36,19 +36,20 @@ from typing import Any
 from xsyn import provenance
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError
+from xsyn.run.checks import preflight_evaluate
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
 from xsyn.run.paths import relative_paths_of_saved_run
-from xsyn.run.preflight import default_split, evaluation_scope, preflight_evaluate
 from xsyn.run.publish import write_model_card
+from xsyn.run.scope import default_split, evaluation_scope
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
-from xsyn.training.loop import progress_bar
 from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.utils.progress import progress_bar
 from xsyn.utils.schema import construct
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ class _Evaluation:
         from accelerate import Accelerator
 
         from xsyn.models.factory import load_model
-        from xsyn.models.presets import load_tokenizer
+        from xsyn.models.tokenizers import load_tokenizer
         from xsyn.training.precision import run_precision
 
         accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))

@@ -312,7 +312,7 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
 
     from xsyn.data.features import prepare_features
     from xsyn.models.factory import load_model
-    from xsyn.models.presets import load_tokenizer
+    from xsyn.models.tokenizers import load_tokenizer
     from xsyn.run.inference import model_outputs, padding
     from xsyn.run.task_data import cache_root, feature_rows
     from xsyn.training.precision import run_precision

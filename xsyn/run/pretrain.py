@@ -25,17 +25,17 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from xsyn.models.defaults import DEFAULT_MODEL, TINY
+from xsyn.models.names import DEFAULT_MODEL, TINY
 from xsyn.models.variants import pretraining_command, pretraining_variant
 from xsyn.pretraining.recipes import MODEL_SETTINGS, RECIPES, current_names
 from xsyn.pretraining.trainer import PretrainSettings
-from xsyn.run.setting_table import other_variants_settings
 from xsyn.run.settings import (
     FIELD_NAMES,
     ConfigError,
     check_flags,
     check_model_settings,
     model_setting_names,
+    other_variants_settings,
     read_settings_file,
     setting_pair,
 )
@@ -100,7 +100,7 @@ def pretrain_syntax(settings: PretrainSettings, resume: bool = False, overwrite:
     """Claim the output folder (`RunFolder.claim`: the rules of a fine-tuning run), check what the run
     needs before any work, then pre-train and probe; returns the run summary (`pretrain_config.json`)."""
     from xsyn.pretraining.trainer import run_pretraining
-    from xsyn.run.preflight import preflight_pretraining
+    from xsyn.run.checks import preflight_pretraining
 
     RunFolder(settings.output_dir).claim(resume, overwrite, continue_with)
     preflight_pretraining(settings)

@@ -21,8 +21,8 @@ from typing import Any
 
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.defaults import TINY
 from xsyn.models.families import XSYN_BERT, family_of
+from xsyn.models.names import TINY
 from xsyn.models.variants import baseline_name, get_variant
 from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError

@@ -8,17 +8,18 @@ fields where it is read, so a mistake names its file or option and key, even whe
 
 import json
 import logging
+import math
 import tomllib
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.defaults import COMPILE_MODES, TINY
 from xsyn.models.families import FAMILIES
+from xsyn.models.names import COMPILE_MODES, TINY
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
     check_pretrained,
@@ -32,7 +33,7 @@ from xsyn.run.paths import absolute_paths
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
-from xsyn.utils.errors import MissingInputError
+from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import (
     SchemaError,
@@ -379,6 +380,24 @@ def pretrained_settings(variant: str, directory: str | Path) -> dict[str, Any]:
         raise ConfigError(f"--pretrained-syntax {err}") from None
 
 
+def check_variant_settings(variant: str, names: Iterable[str]) -> None:
+    """A model setting given for one run (--set, a variant's option) that only other variants take would be saved in
+    its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
+    apply to the cells of every variant, so its cells are not checked.)"""
+    for name, takers in other_variants_settings(variant, names).items():
+        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
+                          f"model would ignore it: drop it, or choose --variant {takers[0]}")
+
+
+def other_variants_settings(variant: str, names: Iterable[str]) -> dict[str, list[str]]:
+    """The model settings among `names` that `variant` does not take but other variants do, with those variants
+    (BERT's own settings, which every variant takes, are none of them)."""
+    own = get_variant(variant).setting_names()
+    takers = {name: [v for v in variant_names() if name in get_variant(v).setting_names()] for name in names
+              if name not in own}
+    return {name: variants for name, variants in takers.items() if variants}
+
+
 def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
             *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
@@ -456,8 +475,6 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_pa
                               "tasks without one (they hold that share of the training data out)")
     model = model_config(config) if check_model else None
     if model is not None:
-        from xsyn.run.preflight import check_lengths
-
         check_lengths(config, model)
 
 
@@ -468,7 +485,7 @@ def model_config(config: RunConfig) -> Any:
     from huggingface_hub.errors import StrictDataclassError
 
     from xsyn.models.factory import first_layers
-    from xsyn.models.presets import TINY_SHAPE
+    from xsyn.models.names import TINY_SHAPE
 
     XsynBertConfig = _model_config_class()
     if config.model == TINY:
@@ -494,3 +511,42 @@ def model_config(config: RunConfig) -> Any:
         raise ConfigError(f"model settings for {config.model}: {err}") from None
     except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
         raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
+
+
+def check_lengths(config: RunConfig, model) -> None:
+    """--max-length, and the batch length --pad-to-multiple-of pads it up to, within the positions of the model
+    (`model`: its configuration, `settings.model_config`): beyond them the first forward pass fails."""
+    positions, where = input_positions(config, model)
+    if config.max_length > positions:
+        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
+                          f"{config.model} has ({where}): choose --max-length {positions} or less")
+    multiple = config.pad_to_multiple_of
+    padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
+    if padded > positions:
+        fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
+        raise ConfigError(f"--pad-to-multiple-of {multiple}: a batch of --max-length {config.max_length} pieces is "
+                          f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
+                          f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
+                          f"{positions} such as {math.gcd(positions, 64)}")
+
+
+def input_positions(config: RunConfig, model) -> tuple[int, str]:
+    """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
+    less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
+    from xsyn.models.families import family_of
+    from xsyn.models.names import TINY
+
+    positions, where = model.max_position_embeddings, "max_position_embeddings"
+    if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
+        return positions, where
+    from transformers import AutoConfig
+
+    base = AutoConfig.from_pretrained(config.model)
+    try:
+        padded_positions = family_of(base.model_type).padded_positions
+    except InputError:  # not a family xsyn lifts: loading the model says so
+        return positions, where
+    if not padded_positions:
+        return positions, where
+    offset = (base.pad_token_id or 0) + 1
+    return positions - offset, f"max_position_embeddings {positions}, less {offset}: its positions start after padding"

@@ -29,8 +29,9 @@ import torch
 
 from xsyn import provenance
 from xsyn.data.features import sequence_lengths
+from xsyn.models.tokenizers import model_tokenizer
+from xsyn.run.checks import preflight_finetune
 from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
-from xsyn.run.preflight import preflight_finetune, run_tokenizer
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
@@ -61,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_tokenizer(config: RunConfig):
-    return run_tokenizer(config.model, config.tokenizer)
+    return model_tokenizer(config.model, config.tokenizer)
 
 
 class TrainingBatches:

@@ -34,8 +34,7 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
     from xsyn.data.cards import load_card
     from xsyn.models.variants import check_pretrained
-    from xsyn.run.setting_table import check_variant_settings
-    from xsyn.run.settings import parse_overrides, read_config_file, resolve
+    from xsyn.run.settings import check_variant_settings, parse_overrides, read_config_file, resolve
 
     if resume_dir:
         config_file = _resumed_config(str(resume_dir), flags, config_file)
@@ -66,7 +65,7 @@ def _without_other_variants(file_values: dict[str, Any], variant: str | None, co
                             ) -> dict[str, Any]:
     """A settings file of another variant's run (a saved config.json) given with --variant brings that variant's
     model settings along: those `variant` does not take are dropped, with a note (BERT's own are kept)."""
-    from xsyn.run.setting_table import other_variants_settings
+    from xsyn.run.settings import other_variants_settings
 
     saved = file_values.get("variant")
     model = file_values.get(MODEL_SETTINGS, {})
@@ -111,8 +110,8 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
+    from xsyn.run.checks import check_evaluation_after_training
     from xsyn.run.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.run.preflight import check_evaluation_after_training
     from xsyn.run.publish import check_hub_push, push_checkpoint
     from xsyn.run.train import finetune
 

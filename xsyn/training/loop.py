@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.names import IGNORE_INDEX
 from xsyn.utils.errors import XsynError
 
 
@@ -319,15 +319,3 @@ class StepProgress:
 
     def close(self) -> None:
         self.counter.close()
-
-
-EVALUATION_LINE_SECONDS = 30.0  # off a terminal, evaluation's progress line comes at most this often
-
-
-def progress_bar(total: int, initial: int, enabled: bool, description: str):
-    """Evaluation's count of languages and pairs: a bar on a terminal, elsewhere a plain line at most every
-    30 s (a bar's redraws would be carriage-return lines in a log file)."""
-    from xsyn.utils.progress import Progress
-
-    return Progress(total, description, "evaluations", enabled=enabled, interval=EVALUATION_LINE_SECONDS,
-                    initial=initial)  # an evaluation: a language or a pair

@@ -6,7 +6,7 @@ Its defaults are fine-tuning's; a schema that extends it changes a default with 
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from xsyn.models.defaults import DEFAULT_MODEL, DEFAULT_SEED
+from xsyn.models.names import DEFAULT_MODEL, DEFAULT_SEED
 from xsyn.training.checkpoint import check_checkpointing_steps, total_steps
 from xsyn.utils.schema import at_least, finite_above_zero, same_rule, setting, strict
 

@@ -168,6 +168,16 @@ class Progress:
         self._lines += 1
 
 
+EVALUATION_LINE_SECONDS = 30.0  # off a terminal, evaluation's progress line comes at most this often
+
+
+def progress_bar(total: int, initial: int, enabled: bool, description: str):
+    """Evaluation's count of languages and pairs: a bar on a terminal, elsewhere a plain line at most every
+    30 s (a bar's redraws would be carriage-return lines in a log file)."""
+    return Progress(total, description, "evaluations", enabled=enabled, interval=EVALUATION_LINE_SECONDS,
+                    initial=initial)  # an evaluation: a language or a pair
+
+
 def quiet_libraries() -> None:
     """No progress bars from datasets and transformers (xsyn's own are switched off separately)."""
     import datasets

@@ -10,7 +10,7 @@ from xsyn.data.example import Example
 from xsyn.data.kinds.base import Gold, TaskKind, WindowGold
 from xsyn.data.prediction_files import write_tags
 from xsyn.data.rows import GoldRow, tags_per_token, token_segment
-from xsyn.models.defaults import IGNORE_INDEX
+from xsyn.models.names import IGNORE_INDEX
 
 if TYPE_CHECKING:
     import numpy as np

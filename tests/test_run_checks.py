@@ -99,12 +99,13 @@ def test_an_output_folder_under_a_file_is_refused_naming_the_file(vocab, tmp_pat
 def test_a_disk_without_room_for_a_checkpoint_is_refused_with_the_bytes(vocab, tmp_path, monkeypatch):
     from transformers import BertModel
 
-    from xsyn.models.presets import load_tokenizer, tiny_config
+    from xsyn.models.presets import tiny_config
+    from xsyn.models.tokenizers import load_tokenizer
 
     tiny = BertModel(tiny_config(load_tokenizer(vocab)))
     needed = 28 * sum(p.numel() for p in tiny.parameters())  # best/ 4 + state/ 12 + state.tmp/ 12 bytes each
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr("xsyn.run.preflight.shutil.disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
+    monkeypatch.setattr("xsyn.run.checks.shutil.disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
     data = write_pawsx(tmp_path / "data")
     out = tmp_path / "run"
     res = CliRunner().invoke(main, finetune_args(vocab, data, tmp_path / "cache", out))
@@ -199,10 +200,10 @@ def test_a_demo_folder_that_cannot_be_written_is_refused_before_the_benchmark_is
 def test_a_stanza_parser_without_its_models_is_found_first_naming_the_other_parsers(vocab, tmp_path, monkeypatch):
     """The default Stanza parser without its models failed only after the data was loaded and parsed, and
     named no other parser."""
-    import xsyn.run.preflight
+    import xsyn.run.checks
 
-    monkeypatch.setattr(xsyn.run.preflight, "check_model", lambda *a: pytest.fail("the model was looked up first"))
-    monkeypatch.setattr(xsyn.run.preflight, "check_data", lambda *a: pytest.fail("the data was looked at first"))
+    monkeypatch.setattr(xsyn.run.checks, "check_model", lambda *a: pytest.fail("the model was looked up first"))
+    monkeypatch.setattr(xsyn.run.checks, "check_data", lambda *a: pytest.fail("the data was looked at first"))
     args = finetune_args(vocab, write_pawsx(tmp_path / "data"), tmp_path / "cache", tmp_path / "run",
                          "--parser", "stanza", "--parser-model-dir", str(tmp_path / "no-stanza"))
     res = CliRunner().invoke(main, args)  # offline (HF_HUB_OFFLINE=1): nothing can be downloaded
@@ -259,7 +260,7 @@ def test_a_tokenizer_that_does_not_fit_the_model_is_named_with_both_before_any_d
         assert res.exit_code == 1 and message in res.output and "leave out --tokenizer" in res.output, res.output
         assert not out.exists() and not cache.exists()  # nothing parsed or featurised first
     padded = _bert_checkpoint(tmp_path / "padded", vocab_size=100, pad_token_id=1)
-    from xsyn.run.preflight import check_model
+    from xsyn.run.checks import check_model
     from xsyn.utils.errors import InputError
 
     with pytest.raises(InputError, match=rf"the tokenizer {vocab} pads with id 0, the model .*config.json with id 1"):

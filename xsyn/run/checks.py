@@ -1,4 +1,4 @@
-"""Preflight: every input a command needs, checked before its first expensive step.
+"""Every check of a run's inputs, made before its first expensive step.
 
 Featurising, parsing and loading weights take seconds to minutes; a model that cannot be loaded
 offline, a missing language file, an output folder that cannot be written or a disk too small for a
@@ -13,47 +13,42 @@ from the same shared checks:
     check_free_space   the folder's disk holds a checkpoint (estimated from the parameter count)
 
 Each raises the `XsynError` the later step would have raised, naming the model, file or folder and the fix.
-What an evaluation scores (`default_split`, `evaluation_scope`) is decided here too, so that `finetune
---eval-langs` checks it before training (`check_evaluation_after_training`).
+(The settings' own checks against the model's configuration, `--max-length` within its positions, are made
+when the settings are resolved: `xsyn.run.settings.check_lengths`.)
 """
 
 from __future__ import annotations
 
 import errno
-import math
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from xsyn.data.cards import TaskCard
-from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
-from xsyn.run.settings import ConfigError, RunConfig
-from xsyn.utils.errors import InputError, MissingInputError
+from xsyn.models.factory import checkpoint_config, parameter_count
+from xsyn.models.families import family_of, tokenizer_family
+from xsyn.models.names import MODEL_CONFIG, TINY
+from xsyn.models.tokenizers import model_tokenizer
+from xsyn.run.scope import default_split, evaluation_languages, held_out_split
+from xsyn.run.settings import RunConfig
+from xsyn.run.task_data import cache_root, make_parser
+from xsyn.syntax.treebanks import locate
+from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
+from xsyn.utils.network import offline_unless_reachable
 
 # What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
 # state/ (the float32 weights and AdamW's two moments: 12), and state.tmp/ beside state/ while it replaces it (12).
 CHECKPOINT_BYTES_PER_PARAMETER = 28
 
 
-def run_tokenizer(model: str, tokenizer: str | None = None):
-    """A run's tokenizer: `tokenizer` if given, else the model's (for `tiny`: mBERT's)."""
-    from xsyn.models.defaults import DEFAULT_MODEL, TINY
-    from xsyn.models.presets import load_tokenizer
-
-    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model))
-
-
 def check_model(model: str, tokenizer: str | None):
     """The run's tokenizer (returned, for the run to use), and the model's configuration read: an offline
     hub name, a folder without config.json, a family xsyn does not lift or a tokenizer that does not fit
     the model fails here, in seconds."""
-    from xsyn.models.defaults import TINY
-    from xsyn.models.factory import checkpoint_config
-
-    loaded = run_tokenizer(model, tokenizer)
+    loaded = model_tokenizer(model, tokenizer)
     if model != TINY:
         check_tokenizer_fits(loaded, tokenizer or model, checkpoint_config(model), model)
     return loaded
@@ -62,9 +57,6 @@ def check_model(model: str, tokenizer: str | None):
 def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> None:
     """An `InputError` naming both where the tokenizer cannot feed the model: another family, ids past the
     model's vocabulary (its embedding lookup would fail mid-run), or another padding id."""
-    from xsyn.models.defaults import MODEL_CONFIG
-    from xsyn.models.families import family_of, tokenizer_family
-
     model_file = Path(model) / MODEL_CONFIG if Path(model).is_dir() else model
     fix = "leave out --tokenizer (the model's own is used), or give the model's own tokenizer"
     own, theirs = family_of(config.model_type, model), tokenizer_family(tokenizer)
@@ -81,66 +73,9 @@ def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> 
                          f"{model_file} with id {padding} (pad_token_id): they do not fit; {fix}")
 
 
-def check_lengths(config: RunConfig, model) -> None:
-    """--max-length, and the batch length --pad-to-multiple-of pads it up to, within the positions of the model
-    (`model`: its configuration, `settings.model_config`): beyond them the first forward pass fails."""
-    positions, where = input_positions(config, model)
-    if config.max_length > positions:
-        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
-                          f"{config.model} has ({where}): choose --max-length {positions} or less")
-    multiple = config.pad_to_multiple_of
-    padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
-    if padded > positions:
-        fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
-        raise ConfigError(f"--pad-to-multiple-of {multiple}: a batch of --max-length {config.max_length} pieces is "
-                          f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
-                          f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
-                          f"{positions} such as {math.gcd(positions, 64)}")
-
-
-def input_positions(config: RunConfig, model) -> tuple[int, str]:
-    """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
-    less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
-    from xsyn.models.defaults import TINY
-    from xsyn.models.families import family_of
-
-    positions, where = model.max_position_embeddings, "max_position_embeddings"
-    if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
-        return positions, where
-    from transformers import AutoConfig
-
-    base = AutoConfig.from_pretrained(config.model)
-    try:
-        padded_positions = family_of(base.model_type).padded_positions
-    except InputError:  # not a family xsyn lifts: loading the model says so
-        return positions, where
-    if not padded_positions:
-        return positions, where
-    offset = (base.pad_token_id or 0) + 1
-    return positions - offset, f"max_position_embeddings {positions}, less {offset}: its positions start after padding"
-
-
-def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> int:
-    """The encoder's parameters, counted on a model built on the meta device (no memory, no weights read)."""
-    import torch
-    from transformers import AutoModel
-
-    from xsyn.models.defaults import TINY
-    from xsyn.models.factory import checkpoint_config
-    from xsyn.models.presets import tiny_config
-
-    config = tiny_config(tokenizer, tiny_family) if model == TINY else checkpoint_config(model)
-    with torch.device("meta"):
-        encoder = AutoModel.from_config(config)
-    return sum(p.numel() for p in encoder.parameters())
-
-
 def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
     """The run's parser can parse `langs`: a parser that needs models checks they are there (or can be
     downloaded), before the data is read and parsed. Whether the network is there is decided here, once."""
-    from xsyn.run.task_data import make_parser
-    from xsyn.utils.network import offline_unless_reachable
-
     online = not offline_unless_reachable()
     check = getattr(make_parser(config), "check_models", None)  # (a parser without models has nothing to check)
     if check is not None:
@@ -172,8 +107,6 @@ def check_data(card: TaskCard, split: str, combinations: Sequence[Mapping[str, s
 
 def preflight_finetune(config: RunConfig):
     """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
-    from xsyn.run.task_data import cache_root
-
     check_parser(config, [config.train_lang])  # first: no network decided once, and the parser's models
     tokenizer = check_model(config.model, config.tokenizer)
     card = config.card
@@ -219,55 +152,6 @@ def check_evaluation_data(card: TaskCard, config: RunConfig, split: str, langs: 
                                 f"languages and pairs); {fix}. The first:\n{missing[0][1]}")
 
 
-# -- what an evaluation scores: its split, its languages, and for a task without a dev set of its own the run's
-# held-out share of the training data; checked before a model is loaded, and for `finetune --eval-langs/--do-eval`
-# before it trains.
-
-def default_split(card: TaskCard) -> str:
-    """`test`, unless the card's test split is missing or unlabelled (then `validation`)."""
-    return "test" if "test" in card.splits and "test" not in card.unlabelled_splits else "validation"
-
-
-def evaluation_scope(run_dir: str | Path, config: RunConfig, split: str, langs: Sequence[str] | None
-                     ) -> tuple[DevHoldout | None, list[str]]:
-    """The validation hold-out (of a task without a dev set of its own: the ids its run held out, in the
-    training language only; else None) and the languages to evaluate, each checked against the card."""
-    card = config.card
-    langs = _languages(config, split, langs)
-    if not _held_out(card, split):
-        return None, langs
-    from xsyn.run.task_data import dev_holdout
-    from xsyn.training.folder import RunFolder
-
-    report = RunFolder(run_dir).data_report
-    holdout = dev_holdout(card, config, report)
-    if holdout.ids is None:
-        raise MissingInputError(f"{report} records no validation hold-out: task {card.name!r} has no dev set of "
-                                "its own, and its validation split is the share of the training data a run held "
-                                "out; evaluate a run folder that has one")
-    return holdout, langs
-
-
-def _held_out(card: TaskCard, split: str) -> bool:
-    """Whether `split` is the share of the training data a run holds out (a task without a dev set of its own)."""
-    return split == "validation" and "validation" not in card.splits and card.dev_fraction is not None
-
-
-def _languages(config: RunConfig, split: str, langs: Sequence[str] | None) -> list[str]:
-    """The languages to evaluate (default: the task's), each checked against the card and the split."""
-    card = config.card
-    if _held_out(card, split):
-        if langs and list(langs) != [config.train_lang]:
-            raise InputError(f"the held-out validation split of task {card.name!r} is in the training language "
-                             f"only; pass --langs {config.train_lang}")
-        return [config.train_lang]
-    card.check_split(split)
-    langs = list(langs or card.languages)
-    for lang in langs:
-        card.check_lang(lang)
-    return langs
-
-
 def check_evaluation_after_training(config: RunConfig, langs: Sequence[str] | None) -> None:
     """What `finetune --eval-langs/--do-eval` will evaluate after training, checked before it trains: the
     languages are the task's, and each has data (and parser models) in the split it scores; a misspelt
@@ -275,8 +159,8 @@ def check_evaluation_after_training(config: RunConfig, langs: Sequence[str] | No
     by the training itself.)"""
     card = config.card
     split = default_split(card)
-    langs = _languages(config, split, langs)
-    if not _held_out(card, split):
+    langs = evaluation_languages(config, split, langs)
+    if not held_out_split(card, split):
         check_evaluation_data(card, config, split, langs, False, (
             "--eval-langs and --do-eval score this split after training: choose languages that have data, or leave "
             "the option out and score the best checkpoint with `xsyn evaluate` (its --split, --skip-missing)"))
@@ -294,9 +178,6 @@ def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int
 def preflight_pretraining(settings) -> None:
     """A pre-training's settings hold together, its treebanks' training files are there, its model and tokenizer
     load and its output folder is writable, before the treebanks are read (the cheapest checks first)."""
-    from xsyn.syntax.treebanks import locate
-    from xsyn.utils.network import offline_unless_reachable
-
     offline_unless_reachable()  # decided before the model and tokenizer are looked up on the hub
     for spec in settings.treebanks:
         locate(spec, settings.treebank_dir).path(settings.train_split)

@@ -1,17 +1,16 @@
 """What `xsyn settings` lists: every key `--set` (and a --config file) takes for a variant's run, with its type,
-its default and, given a task card, the card's value; and the check that a run is given no other variant's."""
+its default and, given a task card, the card's value."""
 
 from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
 from xsyn.data.cards import TaskCard
-from xsyn.models.variants import VARIANTS, get_variant, setting_fields, variant_names
-from xsyn.run.settings import DERIVED_FIELDS, MODEL_SETTINGS, ConfigError, RunConfig, card_defaults
+from xsyn.models.variants import VARIANTS, get_variant, setting_fields
+from xsyn.run.settings import DERIVED_FIELDS, MODEL_SETTINGS, RunConfig, card_defaults
 from xsyn.utils.schema import describe, help_text
 
 
@@ -31,24 +30,6 @@ def setting_table(variant: str) -> dict[str, dict[str, Any]]:
             table[name] = {"type": describe(declared.hint), "default": declared.default,
                            "help": help_text(declared.owner, name)}
     return table
-
-
-def check_variant_settings(variant: str, names: Iterable[str]) -> None:
-    """A model setting given for one run (--set, a variant's option) that only other variants take would be saved in
-    its config and ignored by its model: refused, naming the variants that take it. (An experiment's settings
-    apply to the cells of every variant, so its cells are not checked.)"""
-    for name, takers in other_variants_settings(variant, names).items():
-        raise ConfigError(f"{name} is a setting of {', '.join(takers)}, not of variant {variant!r}, whose "
-                          f"model would ignore it: drop it, or choose --variant {takers[0]}")
-
-
-def other_variants_settings(variant: str, names: Iterable[str]) -> dict[str, list[str]]:
-    """The model settings among `names` that `variant` does not take but other variants do, with those variants
-    (BERT's own settings, which every variant takes, are none of them)."""
-    own = get_variant(variant).setting_names()
-    takers = {name: [v for v in variant_names() if name in get_variant(v).setting_names()] for name in names
-              if name not in own}
-    return {name: variants for name, variants in takers.items() if variants}
 
 
 def settings_with_card(variant: str, card: TaskCard | None = None
