@@ -10,12 +10,11 @@ import click
 from xsyn.benchmarks.harness import run_eval_bench
 from xsyn.benchmarks.options import DEFAULT_SHAPE
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
-from xsyn.cli.main import bench
-from xsyn.cli.syntax import ParserChoiceType, parser_option
+from xsyn.cli.options import ParserChoiceType, XsynCommand, parser_option
 from xsyn.models.names import COMPILE_MODES, TINY
 
 
-@bench.command(name="syntax")
+@click.command(name="syntax", cls=XsynCommand)
 @click.option("--conllu", "conllu_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="Treebank file to run on (the docs' figure: UD_English-EWT dev).")
 @click.option("--tokenizer", required=True, help="A vocab.txt, tokenizer folder or hub name (docs: mBERT's).")
@@ -33,7 +32,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
     click.echo(json.dumps(result) if as_json else syntax_text(result))
 
 
-@bench.command(name="model")
+@click.command(name="model", cls=XsynCommand)
 @click.option("--variants", default=None, help="Comma-separated variants to time; the baseline (`none`) is always "
               "included [default: every registered variant].")
 @click.option("--layers", type=int, help=f"Encoder layers of the random model [default: {DEFAULT_SHAPE['layers']}].")
@@ -89,7 +88,7 @@ workdir_option = click.option("--workdir", type=click.Path(file_okay=False), def
                                    "one, removed at the end].")
 
 
-@bench.command(name="eval")
+@click.command(name="eval", cls=XsynCommand)
 @click.option("--task", default="synth", show_default=True, help="The task card to train and evaluate.")
 @click.option("--model", default=TINY, show_default=True, help="The model to fine-tune.")
 @click.option("--tokenizer", default=None, help="Needed for tiny on a real task (e.g. mBERT's vocab.txt).")
@@ -114,7 +113,7 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
     click.echo(json.dumps(result) if as_json else eval_text(result))
 
 
-@bench.command(name="parse")
+@click.command(name="parse", cls=XsynCommand)
 @click.option("--parser", "parser_name", type=ParserChoiceType(), required=True,
               help="The parser to time (the docs' figure: udpipe:MODEL with a model from scripts/train_udpipe.py).")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
@@ -146,7 +145,7 @@ def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | No
     click.echo(json.dumps(result) if as_json else parse_text(result))
 
 
-@bench.command(name="loop")
+@click.command(name="loop", cls=XsynCommand)
 @click.option("--task", required=True, help="The task card whose training rows are batched.")
 @click.option("--model", required=True, help="The model to train (hub name, checkpoint folder or tiny).")
 @click.option("--steps", type=click.IntRange(min=2), default=40, show_default=True, help="Optimiser steps timed.")

@@ -6,11 +6,11 @@ import shlex
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.options import XsynCommand, interrupted
 from xsyn.models.names import DEFAULT_SEED
 
 
-@main.command()
+@click.command(cls=XsynCommand)
 @click.option("--output-dir", type=click.Path(file_okay=False), default="xsyn-demo", show_default=True,
               help="Where the benchmark, the two runs and the report go.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seeds both runs.")
@@ -28,7 +28,6 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
     """Generate the synthetic typology benchmark, train none and gat, evaluate, report.
 
     Interrupted (Ctrl-C), the same command continues it from the runs' saved states."""
-    from xsyn.cli.run import interrupted
     from xsyn.experiments.demo import demo_text, run_demo
     from xsyn.run.settings import parse_overrides
     from xsyn.training.folder import RunFolder

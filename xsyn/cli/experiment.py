@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from xsyn.cli.main import COUNT, FOLDER, XsynCommand, main
-from xsyn.cli.main import table_options as _options
+from xsyn.cli.options import COUNT, FOLDER, XsynCommand, options
 from xsyn.experiments.plan import DEVICES
 from xsyn.experiments.status import SHORT_LIST
 
@@ -33,13 +33,18 @@ GB = click.FloatRange(min=0, min_open=True)
 
 def experiment_options(fn):
     """What selects an experiment's cells: `status` and `report` take them too, to find the same folders."""
-    return click.argument("source", metavar="FILE|RECIPE")(_options(
-        ("--output-dir", None, FOLDER, None, "The cells' run folders [default: runs_dir, or experiments/<name>]."),
-        ("--model", None, None, None, "Run every cell on this model instead of the file's models."),
-        ("--max-steps", None, COUNT, None, "Cap every cell's training at N optimiser steps (recorded in each cell's "
-         "config and folder name, and shown in the report)."),
-        ("--data-dir", None, FOLDER, None, "A folder with one folder per task (DATA_DIR/<task>), as $XSYN_DATA_DIR."),
-        ("--set", "sets", [None], "KEY=VALUE", "A setting for every cell, as `xsyn finetune --set` (repeatable)."))(fn))
+    return options(
+        click.argument("source", metavar="FILE|RECIPE"),
+        click.option("--output-dir", type=FOLDER, help="The cells' run folders [default: runs_dir, or "
+                                                       "experiments/<name>]."),
+        click.option("--model", help="Run every cell on this model instead of the file's models."),
+        click.option("--max-steps", type=COUNT, help="Cap every cell's training at N optimiser steps (recorded in "
+                                                     "each cell's config and folder name, and shown in the report)."),
+        click.option("--data-dir", type=FOLDER, help="A folder with one folder per task (DATA_DIR/<task>), as "
+                                                     "$XSYN_DATA_DIR."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="A setting for every cell, as `xsyn "
+                                                                               "finetune --set` (repeatable)."),
+    )(fn)
 
 
 class _ExperimentGroup(click.Group):
@@ -56,7 +61,7 @@ class _ExperimentGroup(click.Group):
             self.help = template
 
 
-@main.group(cls=_ExperimentGroup)
+@click.group(cls=_ExperimentGroup)
 def experiment() -> None:
     """A paper's table in one command: a grid of runs from a TOML file, resumable, with one report.
 
@@ -73,38 +78,54 @@ def experiment() -> None:
 experiment.command_class = XsynCommand  # as every xsyn command: -v/-q after its name too
 
 
-CACHE_DIR = ("--cache-dir", None, FOLDER, None, "xsyn's cache folder for every cell: parses/ and features/ "
-             "(default: $XSYN_CACHE or ~/.cache/xsyn); as --set cache_dir=DIR.")
+cache_dir_option = click.option("--cache-dir", type=FOLDER, help="xsyn's cache folder for every cell: parses/ and "
+                                                                 "features/ (default: $XSYN_CACHE or ~/.cache/xsyn); "
+                                                                 "as --set cache_dir=DIR.")
 
 
-def _prepare_job(prefix: str = "") -> list[tuple]:
-    """`experiment prepare` as one SLURM CPU job (`prepare --launcher slurm`; `run --prepare`: prefixed)."""
-    rows = [("partition", None, None, "partition"), ("cpus", COUNT, 8, "cores (its parse workers)"),
-            ("time", COUNT, 6 * 60, "time limit, in minutes"), ("mem-gb", GB, None, "memory")]
-    return [(f"--{prefix}{flag}", (prefix + flag).replace("-", "_"), kind, default, f"slurm: the CPU job's {what}.")
-            for flag, kind, default, what in rows]
+def prepare_job_options(prefix: str = "") -> Callable:
+    """`experiment prepare` as one SLURM CPU job (`prepare --launcher slurm`; `run --prepare`: `prefix` prepare-)."""
+    return options(
+        click.option(f"--{prefix}partition", help="slurm: the CPU job's partition."),
+        click.option(f"--{prefix}cpus", type=COUNT, default=8, show_default=True,
+                     help="slurm: the CPU job's cores (its parse workers)."),
+        click.option(f"--{prefix}time", type=COUNT, default=6 * 60, show_default=True,
+                     help="slurm: the CPU job's time limit, in minutes."),
+        click.option(f"--{prefix}mem-gb", type=GB, help="slurm: the CPU job's memory."),
+    )
 
 
 @experiment.command(name="run")
 @experiment_options
-@_options(
-    ("--launcher", None, click.Choice(LAUNCHERS), "local", "local: on this machine; slurm: a job array (submitit)."),
-    ("--gpus", None, click.IntRange(min=0), None, "local: GPUs to use at once [default: every visible GPU]."),
-    ("--cell", "cell_patterns", [None], "PATTERN", "Only the cells whose names match (a glob: 'pawsx/*-seed1')."),
-    ("--gpus-per-node", None, click.IntRange(min=0), 1, "slurm: GPUs per cell; over 1: `accelerate launch`."),
-    ("--time", "time_min", COUNT, 24 * 60, "slurm: time limit per cell, in minutes."),
-    ("--partition", None, None, None, "slurm: the partition."), ("--cpus-per-task", None, COUNT, None, "slurm: cores."),
-    ("--array-parallelism", None, COUNT, None, "slurm: cells of the array that may run at once."),
-    ("--mem-gb", None, GB, None, "slurm: memory per cell."), ("--account", None, None, None, "slurm: the account."),
-    ("--qos", None, None, None, "slurm: the QOS."), ("--constraint", None, None, None, "slurm: a node feature."),
-    ("--wait", None, bool, None, "Wait for the cells other processes run (local) or the jobs (slurm); say each."),
-    ("--progress", None, bool, None, "local: progress bars for each cell's training and evaluation."), CACHE_DIR,
-    ("--offline", None, bool, None, "Cells that neither download nor parse: every input ready (`experiment "
-     "prepare`), checked first. After a complete prepare, cells run offline anyway."),
-    ("--cells-per-gpu", None, COUNT, 1, "Cells at once per GPU, a process each (CUDA MPS where installed), as many "
-     "as its memory holds by the plan's estimate; one out of memory is retried alone."),
-    ("--prepare", "prepare_first", bool, None, "`experiment prepare` first (slurm: a CPU job the array waits for)."),
-    *_prepare_job("prepare-"))
+@click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
+              help="local: on this machine; slurm: a job array (submitit).")
+@click.option("--gpus", type=click.IntRange(min=0), help="local: GPUs to use at once [default: every visible GPU].")
+@click.option("--cell", "cell_patterns", multiple=True, metavar="PATTERN",
+              help="Only the cells whose names match (a glob: 'pawsx/*-seed1').")
+@click.option("--gpus-per-node", type=click.IntRange(min=0), default=1, show_default=True,
+              help="slurm: GPUs per cell; over 1: `accelerate launch`.")
+@click.option("--time", "time_min", type=COUNT, default=24 * 60, show_default=True,
+              help="slurm: time limit per cell, in minutes.")
+@click.option("--partition", help="slurm: the partition.")
+@click.option("--cpus-per-task", type=COUNT, help="slurm: cores.")
+@click.option("--array-parallelism", type=COUNT, help="slurm: cells of the array that may run at once.")
+@click.option("--mem-gb", type=GB, help="slurm: memory per cell.")
+@click.option("--account", help="slurm: the account.")
+@click.option("--qos", help="slurm: the QOS.")
+@click.option("--constraint", help="slurm: a node feature.")
+@click.option("--wait", is_flag=True,
+              help="Wait for the cells other processes run (local) or the jobs (slurm); say each.")
+@click.option("--progress", is_flag=True, help="local: progress bars for each cell's training and evaluation.")
+@cache_dir_option
+@click.option("--offline", is_flag=True,
+              help="Cells that neither download nor parse: every input ready (`experiment prepare`), checked first. "
+                   "After a complete prepare, cells run offline anyway.")
+@click.option("--cells-per-gpu", type=COUNT, default=1, show_default=True,
+              help="Cells at once per GPU, a process each (CUDA MPS where installed), as many as its memory holds by "
+                   "the plan's estimate; one out of memory is retried alone.")
+@click.option("--prepare", "prepare_first", is_flag=True,
+              help="`experiment prepare` first (slurm: a CPU job the array waits for).")
+@prepare_job_options("prepare-")
 def run_command(source, output_dir, model, max_steps, data_dir, sets, cell_patterns, cache_dir, **options) -> None:
     """Run every cell that is not finished: a killed cell resumes from its state, a failed one is kept
     (its error in its folder, shown by `status`) and does not stop the others."""
@@ -116,10 +137,13 @@ def run_command(source, output_dir, model, max_steps, data_dir, sets, cell_patte
 
 @experiment.command(name="prepare")
 @experiment_options
-@_options(CACHE_DIR, ("--workers", None, COUNT, None, "Parse worker processes [default: this machine's cores]."),
-          ("--progress", None, bool, None, "Parse progress bars."), ("--account", None, None, None, "slurm: account."),
-          ("--launcher", None, click.Choice(LAUNCHERS), "local", "local: here; slurm: as one CPU job (submitit)."),
-          *_prepare_job(""))
+@cache_dir_option
+@click.option("--workers", type=COUNT, help="Parse worker processes [default: this machine's cores].")
+@click.option("--progress", is_flag=True, help="Parse progress bars.")
+@click.option("--account", help="slurm: account.")
+@click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
+              help="local: here; slurm: as one CPU job (submitit).")
+@prepare_job_options()
 def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_dir, workers, progress, launcher,
                     **job) -> None:
     """Make ready, where the network is, all the cells read: models, data, parses, features (resumable); then
@@ -132,10 +156,11 @@ def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_
 
 @experiment.command(name="status")
 @experiment_options
-@_options(("--cells", "every_cell", bool, None, f"List every cell [default: every cell up to {SHORT_LIST}, else the "
-                                               "running and failed ones]."),
-          ("--device", None, click.Choice(DEVICES), None, "The device of the plan the progress is shown against "
-           "(`xsyn experiment plan`) [default: this machine's: its GPU, else cpu]."))
+@click.option("--cells", "every_cell", is_flag=True,
+              help=f"List every cell [default: every cell up to {SHORT_LIST}, else the running and failed ones].")
+@click.option("--device", type=click.Choice(DEVICES),
+              help="The device of the plan the progress is shown against (`xsyn experiment plan`) [default: this "
+                   "machine's: its GPU, else cpu].")
 def status_command(source, output_dir, model, max_steps, data_dir, sets, every_cell, device) -> None:
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
@@ -149,13 +174,14 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
 
 @experiment.command(name="plan")
 @experiment_options
-@_options(("--device", None, click.Choice(DEVICES), "h200", "The device the cells will train on: its step times "
-           "come from the benchmarks measured on it."),
-          ("--bench", "bench_paths", [click.Path(exists=True, path_type=Path)], "PATH", "A benchmark JSON file or a "
-           "folder of them (repeatable) [default: the repository's benchmarks/]."),
-          ("--examples", "given", [None], "TASK=N", "Training examples of a task whose data is not here (repeatable)."),
-          ("--parse-workers", None, COUNT, None, "Parse worker processes [default: this machine's cores]."),
-          ("--json", "as_json", bool, None, "Print the plan as one JSON object."))
+@click.option("--device", type=click.Choice(DEVICES), default="h200", show_default=True,
+              help="The device the cells will train on: its step times come from the benchmarks measured on it.")
+@click.option("--bench", "bench_paths", type=click.Path(exists=True, path_type=Path), multiple=True, metavar="PATH",
+              help="A benchmark JSON file or a folder of them (repeatable) [default: the repository's benchmarks/].")
+@click.option("--examples", "given", multiple=True, metavar="TASK=N",
+              help="Training examples of a task whose data is not here (repeatable).")
+@click.option("--parse-workers", type=COUNT, help="Parse worker processes [default: this machine's cores].")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, bench_paths, given, parse_workers,
                  as_json) -> None:
     """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
@@ -174,11 +200,13 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
 
 @experiment.command(name="report")
 @experiment_options
-@_options(("--report-dir", None, click.Path(file_okay=False, path_type=Path), None, "Where index.md and the task "
-           "reports go [default: <runs dir>/report]."),
-          ("--resamples", None, COUNT, 1000, "Bootstrap resamples per language or pair."),
-          ("--html", None, bool, None, "Also write index.html: the index (with the paper's numbers) and every task's "
-           "report in one self-contained page (figures inline, sortable tables, no network needed)."))
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where index.md and the task reports go [default: <runs dir>/report].")
+@click.option("--resamples", type=COUNT, default=1000, show_default=True,
+              help="Bootstrap resamples per language or pair.")
+@click.option("--html", is_flag=True,
+              help="Also write index.html: the index (with the paper's numbers) and every task's report in one "
+                   "self-contained page (figures inline, sortable tables, no network needed).")
 def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import main
-from xsyn.cli.syntax import parser_options, parser_settings
+from xsyn.cli.options import XsynCommand, parser_options, parser_settings
 from xsyn.utils.progress import quiet_libraries
 
 
-@main.command()
+@click.command(cls=XsynCommand)
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
 @click.option("--input", "input_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,

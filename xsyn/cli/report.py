@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.options import XsynCommand
 from xsyn.report.aggregate import (
     DEFAULT_ALPHA,
     DEFAULT_BOOTSTRAP_SEED,
@@ -24,7 +24,7 @@ from xsyn.report.findings import (
 from xsyn.report.render import write_report
 
 
-@main.command(name="report")
+@click.command(name="report", cls=XsynCommand)
 @click.argument("run_dirs", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--baseline", "baseline_dirs", multiple=True,

@@ -5,75 +5,26 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
-from xsyn.cli.main import RegistryChoice, WithVariantOptions, main
-from xsyn.cli.syntax import parser_options
-from xsyn.data.cards import list_tasks
+from xsyn.cli.options import (
+    CHECKPOINTING_STEPS,
+    RegistryChoice,
+    TaskChoice,
+    WithVariantOptions,
+    XsynCommand,
+    data_options,
+    interrupted,
+)
 from xsyn.models.names import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
-from xsyn.utils.schema import did_you_mean
 
 
-class TaskChoice(click.ParamType):
-    """A shipped task card's name (see `xsyn tasks`) or a card file of one's own (`PATH.toml`)."""
-
-    name = "TASK|PATH.toml"
-
-    def convert(self, value, param, ctx):
-        if str(value).endswith(".toml") or value in list_tasks():
-            return value
-        self.fail(f"{value!r} is neither a task ({', '.join(list_tasks())}) nor a card file (PATH.toml)"
-                  f"{did_you_mean(value, list_tasks())}", param, ctx)
-
-    def shell_complete(self, ctx, param, incomplete):
-        return [click.shell_completion.CompletionItem(name) for name in list_tasks() if name.startswith(incomplete)]
-
-
-class _CheckpointingSteps(click.ParamType):
-    """`N` (optimiser steps, >= 1) or `epoch`."""
-
-    name = "N|epoch"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int) or value == "epoch":
-            return value
-        try:
-            steps = int(value)
-        except ValueError:
-            steps = 0
-        if steps < 1:
-            self.fail(f"{value!r}: give a number of optimiser steps (>= 1) or 'epoch'", param, ctx)
-        return steps
-
-
-CHECKPOINTING_STEPS = _CheckpointingSteps()
-
-
-def data_options(fn):
-    for option in reversed([
-        click.option("--data-dir", type=click.Path(file_okay=False), help="Folder with the task's files "
-                     "(default: $XSYN_DATA_DIR/<task> or ~/.cache/xsyn/data/<task>; else the hub)."),
-        click.option("--parse-workers", type=click.IntRange(min=1), help="Processes that parse side by side "
-                     "[default: the cores; 1 for chain and for Stanza on a GPU]."),
-        click.option("--cache-dir", type=click.Path(file_okay=False), help="xsyn's cache folder: parses/ and "
-                     "features/ (default: $XSYN_CACHE or ~/.cache/xsyn)."),
-        click.option("--num-proc", type=int, help="Processes for feature preparation (datasets.map)."),
-        click.option("--skip-bad-rows", is_flag=True, default=None,
-                     help="Skip (and count) unreadable training and validation rows instead of stopping at the first "
-                     "(test rows are never skipped)."),
-        parser_options(default_note="finetune: stanza; evaluate: the run's parser"),
-    ]):
-        fn = option(fn)
-    return fn
-
-
-@main.command(cls=WithVariantOptions)
+@click.command(cls=WithVariantOptions)
 @click.option("--task", type=TaskChoice(), default=None,
               help="A task card name (see `xsyn tasks`) or a card file PATH.toml [default: the --config file's].")
 @click.option("--variant", type=RegistryChoice(variant_names), default=None,
@@ -185,13 +136,6 @@ def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
     return [] if langs == ["all"] else langs
 
 
-def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
-    """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
-    click.echo(f"\ninterrupted: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
-               f"  {command}", err=True)
-    raise SystemExit(130)
-
-
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
     from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text, split_lines
@@ -201,7 +145,7 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
         click.echo(line, err=True)
 
 
-@main.command()
+@click.command(cls=XsynCommand)
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A finetune output folder (or a checkpoint folder inside it).")
 @click.option("--task", type=TaskChoice(), default=None,

@@ -6,12 +6,11 @@ import json
 
 import click
 
-from xsyn.cli.main import RegistryChoice, main
-from xsyn.cli.run import TaskChoice
+from xsyn.cli.options import RegistryChoice, TaskChoice, XsynCommand
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
 
 
-@main.command(name="settings")
+@click.command(name="settings", cls=XsynCommand)
 @click.option("--task", type=TaskChoice(), default=None,
               help="Also show this task card's value of each setting (its papers' hyperparameters).")
 @click.option("--variant", type=RegistryChoice(variant_names), default=DEFAULT_VARIANT, show_default=True,

@@ -1,77 +1,18 @@
-"""`xsyn parse`, `xsyn parser-quality`, and the parser options every command that parses shares.
-
-The options are made from the parser registry (`xsyn.syntax.parsing.registry`): `--parser` with the
-registered parsers' help, and one flag per parser option, defined once for every command.
-"""
+"""`xsyn parse` and `xsyn parser-quality` (the parser options every command that parses shares: `cli/options.py`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from xsyn.cli.main import main
-from xsyn.syntax.parsing.registry import (
-    PARSER_OPTIONS,
-    ParserChoiceError,
-    ParserOption,
-    parsers_help,
-    resolve_parser_choice,
-)
+from xsyn.cli.options import XsynCommand, parser_options, parser_settings
+from xsyn.syntax.parsing.registry import resolve_parser_choice
 
 
-class ParserChoiceType(click.ParamType):
-    """A parser choice (`stanza`, `udpipe:MODEL`, ...), checked against the registry."""
-
-    name = "PARSER"
-
-    def convert(self, value, param, ctx):
-        try:
-            resolve_parser_choice(value)
-        except ParserChoiceError as err:
-            self.fail(str(err), param, ctx)
-        return value
-
-
-def parser_option(default: str | None = None, purpose: str = "The parser", default_note: str = "") -> Callable:
-    """`--parser`, with the registered parsers in its help."""
-    shown = f" [default: {default}]" if default else (f" [default: {default_note}]" if default_note else "")
-    return click.option("--parser", type=ParserChoiceType(), default=default,
-                        help=f"{purpose}: {parsers_help()}.{shown}")
-
-
-def _flag(option: ParserOption) -> Callable:
-    if option.folder:
-        kind: Any = click.Path(file_okay=False)
-    elif option.choices:
-        kind = click.Choice(option.choices)
-    elif option.minimum is not None:
-        kind = click.IntRange(min=option.minimum)
-    else:
-        kind = option.type
-    shown = f" [default: {option.default}]" if option.default is not None else ""
-    return click.option(option.flag, option.setting, type=kind, default=None, help=option.help + shown)
-
-
-def parser_options(default: str | None = None, purpose: str = "The parser", default_note: str = "") -> Callable:
-    """`--parser` and every parser option's flag (unset: None, so a run's saved settings or the
-    option's default apply)."""
-    def add(command: Callable) -> Callable:
-        for decorate in reversed([parser_option(default, purpose, default_note), *map(_flag, PARSER_OPTIONS)]):
-            command = decorate(command)
-        return command
-    return add
-
-
-def parser_settings(flags: dict[str, Any]) -> dict[str, Any]:
-    """The parser options' values, taken out of a command's keyword arguments."""
-    return {option.setting: flags.pop(option.setting) for option in PARSER_OPTIONS}
-
-
-@main.command(name="parse")
+@click.command(name="parse", cls=XsynCommand)
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               required=True, help="File to parse or convert.")
 @click.option("--format", "fmt", type=click.Choice(["conllu", "text", "tokens"]), required=True,
@@ -110,7 +51,7 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
     click.echo(parsed.text())
 
 
-@main.command(name="parser-quality")
+@click.command(name="parser-quality", cls=XsynCommand)
 @parser_options(default="stanza", purpose="The parser to score")
 @click.option("--treebanks", required=True,
               help="Comma-separated languages or treebank names (en,de,UD_Arabic-PUD).")

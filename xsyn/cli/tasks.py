@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from xsyn.cli.main import main
+from xsyn.cli.options import XsynCommand
 
 
-@main.command(name="tasks")
+@click.command(name="tasks", cls=XsynCommand)
 @click.argument("name", required=False)
 @click.option("--markdown", is_flag=True, help="Print all tasks as one Markdown table.")
 def tasks_command(name: str | None, markdown: bool) -> None:
