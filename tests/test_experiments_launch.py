@@ -23,7 +23,7 @@ from xsyn.cli import main
 from xsyn.experiments import cells, locks
 from xsyn.experiments.cells import cell_state
 from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment, recipe_names
-from xsyn.experiments.launch import record_run
+from xsyn.experiments.last_run import record_run
 from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, lock_holder, process_start_time
 from xsyn.experiments.papers import load_paper
 from xsyn.models.variants import VARIANTS
@@ -182,9 +182,9 @@ def test_a_live_owner_elsewhere_is_shown_with_its_heartbeat_and_never_overtaken(
 def test_run_wait_blocks_until_the_owner_is_done_and_fails_only_for_a_failed_cell(tmp_path, monkeypatch):
     import threading
 
-    from xsyn.experiments import launch
+    from xsyn.experiments import launch, local
 
-    monkeypatch.setattr(launch, "WAIT_POLL_S", 0.1)
+    monkeypatch.setattr(local, "WAIT_POLL_S", 0.1)
     experiment = load_experiment(write(tmp_path / "grid.toml", GRID_FILE), Overrides(runs_dir=str(tmp_path / "r")))
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     path = _lock_of(experiment, pid=sleeper.pid, host=socket.gethostname(),
@@ -376,7 +376,7 @@ def test_slurm_submission_is_one_array_with_the_options_asked_for(tmp_path, monk
 
 @pytest.mark.slow
 def test_submitit_local_executor_runs_the_cells_of_the_synth_recipe(tmp_path):
-    from xsyn.experiments.launch import ClusterOptions, submit
+    from xsyn.experiments.slurm import ClusterOptions, submit
 
     experiment = load_experiment("synth", Overrides(runs_dir=str(tmp_path / "runs"), max_steps=1,
                                                     settings={"max_train_examples": 32, "max_eval_examples": 32}))
@@ -394,7 +394,7 @@ def test_submitit_local_executor_runs_the_cells_of_the_synth_recipe(tmp_path):
 @pytest.mark.slow
 def test_local_launcher_runs_one_worker_per_gpu(tmp_path):
     """Two GPU names on a CPU machine: each worker process is told its own device and runs its cell."""
-    from xsyn.experiments.launch import run_local
+    from xsyn.experiments.local import run_local
 
     experiment = load_experiment("synth", Overrides(runs_dir=str(tmp_path / "runs"), max_steps=1,
                                                     settings={"max_train_examples": 32, "max_eval_examples": 32}))

@@ -243,7 +243,7 @@ def test_a_bad_pretrain_table_is_refused_before_anything_runs(tmp_path, table, m
 def test_a_missing_parser_model_lists_the_cells_and_run_refuses_to_start(tmp_path):
     """A recipe names a UDPipe folder the user must supply: status still lists every cell; run says what is
     missing before anything runs."""
-    from xsyn.experiments.launch import run_local
+    from xsyn.experiments.local import run_local
 
     text = SEARCH_FILE.replace('parser = "chain"', f'parser = "udpipe:{tmp_path / "no-models"}"')
     experiment = _experiment(tmp_path, text)

@@ -33,9 +33,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xsyn.models.names import ENCODER_SHAPES
 from xsyn.models.variants import baseline_name, variant_names
 from xsyn.utils.errors import OptionError
 
@@ -83,28 +83,6 @@ PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H20
 HALF_DTYPES = ("bfloat16", "float16")
 PLAIN = "plain_"  # + family name: the row of transformers' own model of the family
 PLAIN_BERT = PLAIN + "bert"
-
-
-@dataclass(frozen=True)
-class EncoderShape:
-    """A named encoder shape of `--encoders`: its family (`xsyn.models.families`) and its config at that size."""
-
-    family: str
-    config: dict[str, Any]
-    checkpoint: str = ""  # the hub checkpoint of this shape
-
-
-_BASE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}
-_XLMR = {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1,
-         "layer_norm_eps": 1e-5}
-# The published checkpoints' configs (config.json of bert-base-multilingual-cased, xlm-roberta-base/-large)
-ENCODER_SHAPES = {
-    "mbert": EncoderShape("bert", {**_BASE, "vocab_size": 119547, "max_position_embeddings": 512,
-                                   "type_vocab_size": 2}, "bert-base-multilingual-cased"),
-    "xlmr-base": EncoderShape("xlm-roberta", {**_BASE, **_XLMR}, "xlm-roberta-base"),
-    "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
-                                               "intermediate_size": 4096, **_XLMR}, "xlm-roberta-large"),
-}
 
 
 def peak_tflops(device: str, dtype: str) -> float | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.cli.options import COUNT, FOLDER, XsynCommand, options
+from xsyn.experiments.last_run import load_with_overrides
 from xsyn.experiments.plan import DEVICES
 from xsyn.experiments.status import SHORT_LIST
 
@@ -17,10 +18,8 @@ LAUNCHERS = ("local", "slurm")
 def _load(source: str, data_dir: str | None = None, model: str | None = None, max_steps: int | None = None,
           output_dir: str | None = None, sets: tuple[str, ...] = (), as_last_run: bool = False,
           cache_dir: str | None = None):
-    """The experiment with the command line's overrides (`experiments.launch.load_with_overrides`; `cache_dir` as
+    """The experiment with the command line's overrides (`experiments.last_run.load_with_overrides`; `cache_dir` as
     `--set cache_dir=DIR`), saying so where the last run's recorded settings chose its cells."""
-    from xsyn.experiments.launch import load_with_overrides
-
     sets = (*sets, *([f"cache_dir={cache_dir}"] if cache_dir else []))
     experiment, recorded = load_with_overrides(source, data_dir, model, max_steps, output_dir, sets, as_last_run)
     if recorded:
@@ -148,7 +147,7 @@ def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_
                     **job) -> None:
     """Make ready, where the network is, all the cells read: models, data, parses, features (resumable); then
     say what is ready and what is not, with the fix. `xsyn experiment run --offline` then needs neither."""
-    from xsyn.experiments.prepare import prepare_here_or_on_slurm
+    from xsyn.experiments.launch import prepare_here_or_on_slurm
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
     prepare_here_or_on_slurm(spec, workers, progress, job if launcher == "slurm" else None, click.echo)

@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
-from xsyn.experiments.locks import LOCK_FILE, LOCK_TTL_S, CellBusy, acquire_lock, format_age, lock_holder
+from xsyn.experiments.locks import (
+    LOCK_FILE,
+    LOCK_TTL_S,
+    CellBusy,
+    acquire_lock,
+    clear_stale_lock,
+    format_age,
+    lock_holder,
+)
 from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
 from xsyn.syntax.parse import NO_PARSE_ENV, segments_parsed
@@ -123,6 +131,20 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         detail = "; ".join(filter(None, [detail, f"submitted as {job.get('cluster')} job {job.get('job_id')} "
                                                  f"at {job.get('submitted')}"]))
     return CellState(cell, TODO, detail, missing_data(experiment.cards[cell.task], config.data_dir))
+
+
+def cell_states(experiment: Experiment, cells: list[Cell] | None = None) -> list[CellState]:
+    """The state of each cell (default: all), in the experiment's order; the locks of processes that are gone
+    are removed on the way."""
+    chosen = experiment.cells if cells is None else cells
+    for cell in chosen:
+        clear_stale_lock(experiment.cell_dir(cell))
+    return [cell_state(experiment, cell) for cell in chosen]
+
+
+def pending(experiment: Experiment, cells: list[Cell] | None = None) -> list[Cell]:
+    """The cells (default: all) that are neither done nor held by a live process, in the experiment's order."""
+    return [state.cell for state in cell_states(experiment, cells) if state.state not in (DONE, RUNNING)]
 
 
 def missing_data(card, data_dir: str | None) -> str:

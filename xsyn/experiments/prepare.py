@@ -278,25 +278,3 @@ def decide_offline(experiment: Experiment, cells: list[Cell], asked: bool, echo:
     echo(f"{PREPARED_FILE} does not cover every input; the cells will download or parse these themselves:\n{listed}\n"
          f"(`{prepare_command(experiment)}` makes them)")
     return False
-
-
-def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progress: bool,
-                             job: dict[str, Any] | None = None, echo: Callable[[str], None] = print) -> None:
-    """`xsyn experiment prepare`: here, ending with the manifest's lines (`NotReady` where an input is not
-    ready), or with `job` (`launch.PrepareJob`'s fields) as one SLURM CPU job."""
-    from xsyn.utils.progress import quiet_libraries
-
-    if not progress:
-        quiet_libraries()
-    if job is not None:
-        from xsyn.experiments.launch import PrepareJob, submit_prepare
-
-        submitted = submit_prepare(experiment, PrepareJob(**{**job, "cpus": workers or job.get("cpus", 8)}))
-        echo(f"submitted `experiment prepare` as SLURM job {submitted.job_id} (its manifest: "
-             f"{experiment.runs_dir / PREPARED_FILE})")
-        return
-    manifest = prepare(experiment, workers, echo=echo, progress=progress)
-    for line in manifest_lines({**manifest, "path": str(experiment.runs_dir / PREPARED_FILE)}):
-        echo(line)
-    if any(not record.get("ready") for part in ("units", "models") for record in manifest[part].values()):
-        raise NotReady("not every input is ready (listed above, with the fix for each)")

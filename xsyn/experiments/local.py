@@ -1,7 +1,9 @@
-"""Cells as worker processes on this machine's devices: several at once per GPU (`--cells-per-gpu N`), offline.
+"""Running an experiment's cells on this machine (`run_local`): with no GPU or one, one cell after another in this
+process; with several, or several cells per GPU (`--cells-per-gpu N`), or offline, each cell a worker process
+(`python -m xsyn.experiments.worker`) that sees only its GPU (CUDA_VISIBLE_DEVICES).
 
 A grid of short fine-tunes leaves most of a GPU idle (one eager mBERT step keeps an H200 busy about 10 ms of
-22), so N cells may share one GPU, each in its own process (`python -m xsyn.experiments.worker`):
+22), so N cells may share one GPU, each in its own process:
 
 - **Memory first.** Before packing, the plan's estimate of a cell's device memory at its peak
   (`xsyn.experiments.plan_sizes.device_memory`: weights, gradients, AdamW's moments, the benchmark's
@@ -19,6 +21,9 @@ A grid of short fine-tunes leaves most of a GPU idle (one eager mBERT step keeps
 
 Each worker gets the environment its cell needs: CUDA_VISIBLE_DEVICES (its GPU), and for an offline cell
 the hub's offline switches and `XSYN_NO_PARSE=1` (it may neither download nor parse).
+
+Every cell runs `run_cell`, so a finished cell is skipped, a killed one resumes, and a failed one is kept in its
+folder without stopping the others.
 """
 
 from __future__ import annotations
@@ -26,19 +31,148 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xsyn.experiments.cells import ERROR_FILE, FAILED, LOG_FILE, CellState, cell_state
+import torch
+
+from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
+from xsyn.experiments.cells import (
+    DONE,
+    ERROR_FILE,
+    FAILED,
+    LOG_FILE,
+    RUNNING,
+    CellState,
+    cell_state,
+    cell_states,
+    run_cell,
+)
 from xsyn.experiments.experiment_file import Cell, Experiment
+from xsyn.experiments.plan import device_memory, local_device, tokenizer_vocab_size
+from xsyn.experiments.prepare import OFFLINE_ENV
 from xsyn.experiments.worker import EXIT_BUSY
+from xsyn.syntax.parse import NO_PARSE_ENV
 
 CPU = ""  # the device name of a worker that sees no GPU
 POLL_S = 1.0
 OUT_OF_MEMORY = ("OutOfMemoryError", "CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 MPS_DEFAULT_PIPE = Path("/tmp/nvidia-mps")
+WAIT_POLL_S = 30.0  # how often `experiment run --wait` looks at the cells other processes hold
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    named = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return named[:count] if named else [str(i) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """How `run_local` runs its cells: `cells_per_gpu` at once per GPU (each a process), `offline` (a process
+    each, with no network and no parsing), `device_bytes` (a GPU's memory, for the packing check; default: the
+    first visible GPU's)."""
+
+    cells_per_gpu: int = 1
+    offline: bool = False
+    device_bytes: float | None = None
+
+
+def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None = None,
+              echo: Callable[[str], None] = print, progress: bool = False,
+              options: LocalOptions = LocalOptions()) -> list[CellState]:
+    """Every pending cell (of `cells`, default all); with two or more GPUs, several cells per GPU or offline,
+    as worker processes (`xsyn.experiments.packing`), else one after another in this process."""
+    experiment.require_inputs()
+    chosen = experiment.cells if cells is None else cells
+    states = cell_states(experiment, chosen)  # once: each state resolves the cell's settings and reads its folder
+    cells = [state.cell for state in states if state.state not in (DONE, RUNNING)]
+    busy = [state for state in states if state.state == RUNNING]
+    echo(f"{len(cells)} of {len(chosen)} cells to run" + (f" on GPUs {','.join(gpus)}" if len(gpus) > 1
+                                                                      else ""))
+    for state in busy:
+        echo(f"{state.cell.name}: held by another process, not run here ({state.detail})")
+    if len(gpus) > 1 or options.cells_per_gpu > 1 or options.offline:
+        return busy + _run_in_workers(experiment, cells, gpus, options, echo)
+    outcomes = list(busy)
+    for number, cell in enumerate(cells, start=1):
+        echo(f"[{number}/{len(cells)}] {cell.name}")
+        outcome = run_cell(experiment, cell, progress=progress)
+        echo(f"[{number}/{len(cells)}] {cell.name}: {outcome.state}" + (f": {outcome.detail}"
+                                                                        if outcome.state == FAILED else ""))
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _run_in_workers(experiment: Experiment, cells: list[Cell], gpus: list[str], options: LocalOptions,
+                    echo: Callable[[str], None]) -> list[CellState]:
+    """The cells as worker processes: packed by memory, offline if asked, under CUDA MPS where it helps."""
+    per_device, why = cells_that_fit(options.cells_per_gpu, cell_device_bytes(experiment, cells),
+                                     options.device_bytes or gpu_memory_bytes(gpus))
+    if why:
+        echo(why)
+    env = {**OFFLINE_ENV, NO_PARSE_ENV: "1"} if options.offline else {}
+    mps = start_mps(experiment.runs_dir, echo) if per_device > 1 and gpus else None
+    try:
+        return run_packed(experiment, cells, gpus or [CPU], per_device, {**env, **(mps.env if mps else {})}, echo)
+    finally:
+        stop_mps(mps)
+
+
+def cell_device_bytes(experiment: Experiment, cells: list[Cell]) -> float | None:
+    """The largest device memory the plan estimates for one of the cells at its peak, on this machine's GPU
+    (None: no estimate, e.g. no benchmark for the device)."""
+    device = local_device()
+    bench = next((b for b in read_benchmarks(default_bench_paths()).steps if device in b.device.lower()), None)
+    figures = []
+    for cell in cells:
+        config = experiment.config(cell, check_model=False, check_paths=False)
+        figures.append(device_memory(bench, config, cell.variant, tokenizer_vocab_size(experiment, config)).value)
+    return None if not figures or None in figures else max(figures)
+
+
+def gpu_memory_bytes(gpus: list[str]) -> float | None:
+    """The memory of the first GPU this process sees (None without one)."""
+    if not gpus or not torch.cuda.is_available():
+        return None
+    return float(torch.cuda.get_device_properties(0).total_memory)
+
+
+def wait_for_held(experiment: Experiment, held: list[CellState], echo: Callable[[str], None] = print,
+                  progress: bool = False, poll_s: float | None = None) -> list[CellState]:
+    """Block until every cell another live process holds is done or failed; each outcome as it comes. A cell
+    whose owner stopped before finishing it (its lock gone stale) is run here, resuming from its state."""
+    waiting = {state.cell.name: state.cell for state in held}
+    outcomes: list[CellState] = []
+    while waiting:
+        time.sleep(WAIT_POLL_S if poll_s is None else poll_s)
+        for name, cell in list(waiting.items()):
+            outcome = cell_state(experiment, cell)
+            if outcome.state == RUNNING:
+                continue
+            del waiting[name]
+            if outcome.state not in (DONE, FAILED):
+                echo(f"{name}: its owner stopped before finishing it; running it here")
+                outcome = run_cell(experiment, cell, progress=progress)
+            echo(f"{name}: {outcome.state}" + (f": {outcome.detail}" if outcome.state == FAILED else ""))
+            outcomes.append(outcome)
+    return outcomes
+
+
+def worker_process(experiment: Experiment, cell: Cell, env: dict[str, str]) -> subprocess.Popen:
+    folder = experiment.cell_dir(cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = (folder / "cell.log").open("w", encoding="utf-8")
+    command = [sys.executable, "-m", "xsyn.experiments.worker", experiment.source, cell.name,
+               "--overrides", experiment.overrides.to_json()]
+    with log:
+        return subprocess.Popen(command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+
+# --------------------------------------------------------------------------- cells as worker processes
 
 
 def cells_that_fit(asked: int, cell_bytes: float | None, device_bytes: float | None) -> tuple[int, str]:
@@ -79,8 +213,6 @@ def run_packed(experiment: Experiment, cells: list[Cell], devices: list[str], pe
                ) -> list[CellState]:
     """Run `cells` as worker processes, up to `per_device` at once on each device (`CPU`: none visible); each
     outcome as it comes, in the order they end."""
-    from xsyn.experiments.launch import worker_process
-
     start = start or worker_process
     waiting, retry_alone = list(cells), set()
     slots = [_Slot(device) for device in devices]
@@ -141,7 +273,6 @@ def _collect(experiment: Experiment, slot: _Slot, waiting: list[Cell], retry_alo
         echo(f"{cell.name}: {outcome.state}" + (f": {outcome.detail}" if outcome.state == FAILED else ""))
         outcomes.append(outcome)
     return outcomes
-
 
 # --------------------------------------------------------------------------- CUDA MPS
 

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from conftest import fake_slurm
 
 from xsyn.cli import main
-from xsyn.experiments import launch, packing
+from xsyn.experiments import local
 from xsyn.experiments.bench_figures import StepBench
 from xsyn.experiments.cells import DONE, FAILED, CellState
 from xsyn.experiments.experiment_file import Overrides, load_experiment
-from xsyn.experiments.plan_sizes import CUDA_CONTEXT_BYTES, TRAINING_BYTES_PER_PARAMETER, device_memory
+from xsyn.experiments.plan import CUDA_CONTEXT_BYTES, TRAINING_BYTES_PER_PARAMETER, device_memory
 
 WORKER = """
 import json, os, sys, time
@@ -60,8 +60,8 @@ def _fake_workers(tmp_path, monkeypatch, oom: set[str]):
         failed = (experiment.cell_dir(cell) / "error.txt").is_file()
         return CellState(cell, FAILED if failed else DONE, "out of memory" if failed else "")
 
-    monkeypatch.setattr(packing, "cell_state", state)
-    monkeypatch.setattr(packing, "POLL_S", 0.05)
+    monkeypatch.setattr(local, "cell_state", state)
+    monkeypatch.setattr(local, "POLL_S", 0.05)
     return start
 
 
@@ -83,7 +83,7 @@ def test_packed_cells_run_n_at_once_per_device_and_one_out_of_memory_is_retried_
     cells = synth.cells[:6]
     start = _fake_workers(tmp_path, monkeypatch, oom={cells[1].name})
     said: list[str] = []
-    outcomes = packing.run_packed(synth, cells, ["0", "1"], 2, {"HF_HUB_OFFLINE": "1"}, said.append, start)
+    outcomes = local.run_packed(synth, cells, ["0", "1"], 2, {"HF_HUB_OFFLINE": "1"}, said.append, start)
     assert sorted((o.cell.name, o.state) for o in outcomes) == sorted((c.name, DONE) for c in cells)
     runs = {cell.name: _runs(synth, cell) for cell in cells}
     assert all(r["offline"] == "1" for cell_runs in runs.values() for r in cell_runs)
@@ -103,8 +103,8 @@ def test_packed_cells_run_n_at_once_per_device_and_one_out_of_memory_is_retried_
     (4, 20e9, 10e9, (1, "1 cells per GPU, not 4: a cell needs about 20 GB at its peak, the device has 10 GB")),
     (1, 20e9, 10e9, (1, ""))])
 def test_the_device_memory_bounds_the_cells_per_gpu(asked, cell, device, expected):
-    assert packing.cells_that_fit(asked, cell, device) == expected
-    count, why = packing.cells_that_fit(3, None, 10e9)
+    assert local.cells_that_fit(asked, cell, device) == expected
+    count, why = local.cells_that_fit(3, None, 10e9)
     assert count == 3 and "no estimate of a cell's device memory" in why
 
 
@@ -115,11 +115,11 @@ def test_run_local_packs_by_the_plans_estimate_against_a_fake_device(synth, monk
         seen.update(devices=devices, per_device=per_device, env=env)
         return []
 
-    monkeypatch.setattr(packing, "run_packed", fake_run_packed)
-    monkeypatch.setattr(launch, "cell_device_bytes", lambda experiment, cells: 3e9)
+    monkeypatch.setattr(local, "run_packed", fake_run_packed)
+    monkeypatch.setattr(local, "cell_device_bytes", lambda experiment, cells: 3e9)
     said: list[str] = []
-    launch.run_local(synth, ["0", "1"], synth.cells[:4], echo=said.append,
-                     options=launch.LocalOptions(cells_per_gpu=4, offline=True, device_bytes=10e9))
+    local.run_local(synth, ["0", "1"], synth.cells[:4], echo=said.append,
+                     options=local.LocalOptions(cells_per_gpu=4, offline=True, device_bytes=10e9))
     assert (seen["devices"], seen["per_device"]) == (["0", "1"], 3)
     assert seen["env"]["HF_HUB_OFFLINE"] == "1" and seen["env"]["XSYN_NO_PARSE"] == "1"
     assert any(line.startswith("3 cells per GPU, not 4") for line in said)
@@ -127,7 +127,7 @@ def test_run_local_packs_by_the_plans_estimate_against_a_fake_device(synth, monk
 
 def test_a_cells_device_memory_is_its_models_state_and_the_measured_activations_scaled():
     from xsyn.benchmarks.model import ENCODER_SHAPES
-    from xsyn.experiments.plan_sizes import parameter_count
+    from xsyn.experiments.plan import parameter_count
 
     shape = ENCODER_SHAPES["mbert"].config
     peak = 5e9
