@@ -18,6 +18,7 @@ transformers, as docs/finetune.md shows.
 
 from __future__ import annotations
 
+import platform
 import sys
 
 __version__ = "0.1.0"
@@ -28,8 +29,6 @@ _WATCHED = ("transformers", "xsyn")  # packages whose imports the registration m
 
 def versions() -> dict[str, str]:
     """The versions a result depends on, saved with every run's results."""
-    import platform
-
     import accelerate
     import torch
     import transformers

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import torch
+
 from xsyn.utils.errors import InputError, OptionError
 
 
 def check_device(device: str) -> str:
     """`cpu`, `cuda` or `cuda:N`, checked against the machine (a clear error, not a CUDA traceback)."""
-    import torch
-
     backend, _, index = device.partition(":")
     if backend == "cpu" and not index:
         return device

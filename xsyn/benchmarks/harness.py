@@ -24,8 +24,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.cards import load_card
+from xsyn.data.synth import write_vocab
 from xsyn.models.names import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
+from xsyn.run.settings import resolve
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder
 from xsyn.utils.schema import did_you_mean
@@ -48,9 +51,7 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
                    langs: list[str] | None = None, data_dir: str | None = None, parser: str = "chain",
                    train_steps: int = 60, workdir: str | Path | None = None, step_seconds: float | None = None,
                    simulated_batches: int = 200) -> dict[str, Any]:
-    from xsyn.data.cards import load_card
     from xsyn.run.evaluation import evaluate_run
-    from xsyn.run.settings import resolve
     from xsyn.run.train import finetune
 
     card = load_card(task)
@@ -60,7 +61,6 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
                           f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
     with work_folder(workdir, "xsyn-bench-eval-") as work:  # without a workdir: removed at the end
         if task == "synth" and tokenizer is None:
-            from xsyn.data.synth import write_vocab
 
             tokenizer = str(write_vocab(work / "vocab.txt"))
         train_lang = card.train_languages[0]

@@ -29,8 +29,21 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+
 from xsyn.models.variants import baseline_name
-from xsyn.run.train import FinetuneTask
+from xsyn.run.inference import padding, prediction_figures
+from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
+from xsyn.run.train import FinetuneTask, build_run_model, resolve_tokenizer
+from xsyn.run.workflow import finetune_settings
+from xsyn.training.driver import train
+from xsyn.training.folder import RunFolder
+from xsyn.training.log import read_step_log
+from xsyn.training.loop import make_optimizer, micro_batches, planned_batches, to_device
+from xsyn.training.precision import run_precision
+from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder
 
 # name -> the settings it changes; "default": the run's own (defaults, card, --set), "random": as before issue 44
@@ -47,8 +60,6 @@ class _TimedTask(FinetuneTask):
     step_calls: set[int]
 
     def start(self, plan: Sequence[list[int]]) -> None:
-        from xsyn.training.loop import micro_batches
-
         self.calls, self.stamps = 0, []
         sizes = [len(micro_batches(batch, self.config.grad_accum, 1)) for batch in plan]
         self.step_calls = set(accumulate(sizes[:-1], initial=0))
@@ -71,9 +82,6 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
     """Time the loop and the bare step of each batching on the task's training rows (see the module docstring);
     `sets` are `--set KEY=VALUE` settings of the run. The runs and caches go to `workdir`, kept; without it to a
     temporary folder, removed at the end."""
-    from xsyn.run.workflow import finetune_settings
-    from xsyn.utils.errors import OptionError
-
     unknown = [name for name in batchings if name not in BATCHINGS]
     if unknown or not batchings:
         raise OptionError(f"--batching {','.join(unknown) or '(none)'}: choose among {', '.join(BATCHINGS)}")
@@ -100,16 +108,11 @@ def run_loop_bench(task: str, model: str, *, variant: str | None = None, tokeniz
 
 
 def _threads() -> int:
-    import torch
-
     return torch.get_num_threads()
 
 
 def load_bench_data(config) -> dict[str, Any]:
     """The task's training rows (and the dev rows, for the evaluation's shapes), featurised once for every scheme."""
-    from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
-    from xsyn.run.train import resolve_tokenizer
-
     tokenizer, card, parser = resolve_tokenizer(config), config.card, make_parser(config)
     langs, holdout = {name: config.train_lang for name in card.segments}, dev_holdout(card, config, None)
     train, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
@@ -121,9 +124,6 @@ def load_bench_data(config) -> dict[str, Any]:
 
 def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     """One batching's loop and bare step, and its batches' figures."""
-    from xsyn.run.inference import padding, prediction_figures
-    from xsyn.training.loop import planned_batches
-
     task = bench_task(config, data)
     plan = list(planned_batches(config.max_steps, task.batches_of_epoch))
     loop = _loop(config, task, plan)
@@ -142,13 +142,6 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
 def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTask) -> FinetuneTask:
     """The fine-tuning task (a `kind`) on a fresh model (the same weights for every scheme: built from the
     run's seed), batching and collating as `xsyn finetune` does with these settings."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
-    from xsyn.run.train import build_run_model
-    from xsyn.training.folder import RunFolder
-    from xsyn.training.precision import run_precision
-
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
@@ -158,10 +151,6 @@ def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTa
 
 def _loop(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
     """The real loop over `plan`: the wall and CPU seconds of each step but the last, and their log records."""
-    from xsyn.training.driver import train
-    from xsyn.training.folder import RunFolder
-    from xsyn.training.log import read_step_log
-
     folder = RunFolder(config.output_dir)
     task.start(plan)
     train(config, task, task.accelerator, folder, show_progress=False)
@@ -172,10 +161,6 @@ def _loop(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
 
 def _bare(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
     """Forward, backward and optimizer step over `plan`'s batches, collated and on the device beforehand."""
-    import torch
-
-    from xsyn.training.loop import make_optimizer, micro_batches, to_device
-
     accelerator = task.accelerator
     task.model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, config.learning_rate,
                                                                            config.weight_decay, accelerator.device))

@@ -30,13 +30,18 @@ bf16/fp16 peak of the GPU's data sheet where `PEAK_TFLOPS` knows its name.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from xsyn.benchmarks import options
+from xsyn.models.families import family_of, resolve
 from xsyn.models.names import ENCODER_SHAPES
 from xsyn.models.variants import baseline_name, variant_names
+from xsyn.syntax.vocab import UPOS_SPECIAL_ID, UPOS_VOCAB_SIZE
 from xsyn.utils.errors import OptionError
 
 # The clocks the step timings read (module attributes, so a test can inject clocks and check the figures'
@@ -53,7 +58,6 @@ def synthetic_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int) -
     import numpy as np
     import torch
 
-    from xsyn.syntax.vocab import UPOS_SPECIAL_ID, UPOS_VOCAB_SIZE
     from xsyn.trees.batch import collate_trees
     from xsyn.trees.wordpiece import ROOT
 
@@ -116,7 +120,6 @@ def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert
     import torch
 
     from xsyn.models.encoders import family_classes
-    from xsyn.models.families import family_of, resolve
 
     encoder = family_of(family)
     torch.manual_seed(seed)
@@ -147,8 +150,6 @@ def model_batch(variant: str, batch: dict) -> dict:
 
 
 def _autocast(device: str, dtype: str):
-    import contextlib
-
     import torch
 
     if dtype == "float32":
@@ -217,8 +218,6 @@ def step_flops(model, batch: dict, dtype: str = "float32") -> int:
 def step_ops(model, batch: dict, dtype: str = "float32") -> dict[str, int]:
     """The ATen ops one step dispatches, by op, views left out (they launch no kernel): a proxy, on any
     device, for the kernels an eager GPU step launches, on whose issue a small step waits."""
-    from collections import Counter
-
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class OpCounter(TorchDispatchMode):
@@ -368,7 +367,6 @@ def run_model_bench(variants: Sequence[str] | None = None, layers: int | None = 
     (`options.DEFAULT_SHAPE`); every option is checked first (`xsyn.benchmarks.options`). Returns the settings it
     ran at (device, dtype, batch_size, seq_len, repeats, peak_tflops, and the shape: layers, hidden) and `rows`
     ({row: `measure`'s figures}) or `encoders` ({name: {"rows", "embedding"}})."""
-    from xsyn.benchmarks import options
     from xsyn.benchmarks.device import check_device
 
     baseline, registered = baseline_name(), variant_names()

@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from huggingface_hub.errors import StrictDataclassError
+
+from xsyn.models.families import family_of
 from xsyn.utils.errors import OptionError
+from xsyn.utils.schema import SchemaError
 
 DEFAULT_SHAPE = {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 2000}  # bert-base, a small vocabulary
 FIRST_WORD_ID = 5  # the synthetic batch draws its word-piece ids from 5 up (below: the special tokens)
@@ -61,11 +65,7 @@ def check_path(ops_only: bool, *, repeats: int | None, peak: float | None, compi
 def check_variant_shapes(variants: Sequence[str], shapes: Sequence[tuple[str, dict[str, Any]]]) -> None:
     """Every variant's model at every shape (family, config fields) is one its config accepts (the variants' own
     rules: a syntax head count within the heads, ...), found before any model is built."""
-    from huggingface_hub.errors import StrictDataclassError
-
     from xsyn.models.encoders import family_classes
-    from xsyn.models.families import family_of
-    from xsyn.utils.schema import SchemaError
 
     for family, shape in shapes:
         config_class = family_classes(family_of(family)).config

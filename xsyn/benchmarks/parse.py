@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from xsyn.syntax.cache import ParseCache, cache_key
-from xsyn.syntax.parse import MIN_CHUNK, parse_segments
-from xsyn.syntax.parsing import Parser
+from xsyn.syntax.parse import MIN_CHUNK, default_workers, parse_segments
+from xsyn.syntax.parsing import Parser, build_parser
 from xsyn.syntax.segment import Segment
 from xsyn.utils.errors import InputError, OptionError
 
@@ -147,9 +147,6 @@ def run_parse_bench(parser_name: str, input_path: str | Path, lang: str = "en", 
     the cores] against the machine's ceiling, and the parse cache's rates at `cache_entries` entries.
     Returns {"parser", "sentences", "cores", "load_average_before"/"_after", "repeats", "parse" (one row
     per worker count), "machine_ceiling", "cache"}."""
-    from xsyn.syntax.parse import default_workers
-    from xsyn.syntax.parsing import build_parser
-
     counts = list(workers) if workers is not None else sorted({1, 2, default_workers()})
     if not counts or min(counts) < 1:
         raise OptionError(f"--workers {','.join(map(str, counts))}: worker counts are 1 or more")

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from xsyn.benchmarks.options import at_least
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.syntax.conllu import read_conllu
 from xsyn.trees.batch import collate_trees
 from xsyn.trees.tensors import TreeTensors, cpu_kernel_built
@@ -58,11 +60,8 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
                      device: str = "cpu") -> dict[str, Any]:
     """Measure the figures; `tokenizer` is a tokenizer object or a spec for `load_tokenizer`; the tree tensors
     are built on `device`."""
-    from xsyn.benchmarks.options import at_least
-
     at_least(1, batch_size=batch_size, repeats=repeats)
     if isinstance(tokenizer, (str, Path)):
-        from xsyn.models.tokenizers import load_tokenizer
 
         tokenizer = load_tokenizer(str(tokenizer))
     records = list(read_conllu(conllu_path))

@@ -3,7 +3,11 @@ the bench returns; `--json` prints the figures themselves)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from xsyn.benchmarks.model import ENCODER_SHAPES
+from xsyn.models.variants import baseline_name
 
 
 def _kernel_note(result: dict) -> str:
@@ -33,8 +37,6 @@ def syntax_text(result: dict[str, Any]) -> str:
 def rows_text(results: dict[str, dict], peak: float | None) -> str:
     """`measure`'s rows, one line each (with the compiling step's seconds and recompiles where compiled), and
     how MFU was reckoned."""
-    from xsyn.models.variants import baseline_name
-
     lines = [f"{'row':<18} {'ms/step':>9} {'median':>9} {'time x':>7} {'peak MB':>9} {'memory x':>9} {'grads MB':>9} "
              f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ops x':>6} {'syntax params':>14}"
              + (f" {'cpu x':>6}" if "cpu_time_ratio" in results[baseline_name()] else "")
@@ -57,8 +59,6 @@ def rows_text(results: dict[str, dict], peak: float | None) -> str:
 
 def ops_text(results: dict[str, dict]) -> str:
     """`count_ops`' rows: each variant's ops per step, their ratio to the baseline's and the ops it adds most."""
-    from xsyn.models.variants import baseline_name
-
     lines = [f"{'variant':<10} {'ops/step':>9} {'x ' + baseline_name():>7}  most added over {baseline_name()}"]
     base = results[baseline_name()]["ops"]
     for variant, r in results.items():
@@ -135,8 +135,6 @@ def model_text(figures: dict[str, Any], layers: int, hidden: int, seq_len: int, 
                compile_mode: str | None) -> str:
     """`run_model_bench`'s figures: the op counts (`--count-ops`); else the rows of the one shape, or of each
     encoder and what its embedding matrix costs."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES
-
     if "ops" in figures:
         return (f"ATen ops (views aside) of one eager forward + backward, {layers} layers, hidden {hidden}, batch "
                 f"{figures['batch_size']} x {seq_len} pieces, {figures['device']} {figures['dtype']}\n"
@@ -155,8 +153,6 @@ def model_text(figures: dict[str, Any], layers: int, hidden: int, seq_len: int, 
 
 def loop_output(result: dict[str, Any], as_json: bool) -> str:
     """What `xsyn bench loop` prints: the figures as one JSON object, or as `loop_text`."""
-    import json
-
     return json.dumps(result) if as_json else loop_text(result)
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.harness import run_eval_bench
+from xsyn.benchmarks.model import run_model_bench
 from xsyn.benchmarks.options import DEFAULT_SHAPE
+from xsyn.benchmarks.parse import run_parse_bench
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.options import ParserChoiceType, XsynCommand, parser_option
 from xsyn.models.names import COMPILE_MODES, TINY
@@ -73,8 +75,6 @@ def bench_model(variants: str | None, layers: int | None, hidden: int | None, he
                 compile_mode: str | None, count_ops: bool, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
-    from xsyn.benchmarks.model import run_model_bench
-
     figures = run_model_bench(variants.split(",") if variants is not None else None, layers, hidden, heads, seq_len,
                               batch_size, vocab_size, repeats, seed, device, dtype, peak_tflops,
                               plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
@@ -134,8 +134,6 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
     """Sentences/s of parsing at 1, 2 and N workers against what N processes get; the parse cache's rates."""
-    from xsyn.benchmarks.parse import run_parse_bench
-
     try:
         counts = [int(w) for w in workers.split(",")] if workers else None
     except ValueError:

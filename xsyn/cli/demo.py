@@ -8,6 +8,9 @@ import click
 
 from xsyn.cli.options import XsynCommand, interrupted
 from xsyn.models.names import DEFAULT_SEED
+from xsyn.run.settings import parse_overrides
+from xsyn.training.folder import RunFolder
+from xsyn.utils.progress import quiet_libraries
 
 
 @click.command(cls=XsynCommand)
@@ -29,11 +32,8 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
 
     Interrupted (Ctrl-C), the same command continues it from the runs' saved states."""
     from xsyn.experiments.demo import demo_text, run_demo
-    from xsyn.run.settings import parse_overrides
-    from xsyn.training.folder import RunFolder
 
     if quiet:
-        from xsyn.utils.progress import quiet_libraries
 
         quiet_libraries()
     settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from xsyn.cli.options import COUNT, FOLDER, XsynCommand, options
+from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
+from xsyn.experiments.experiment_file import recipe_names
 from xsyn.experiments.last_run import load_with_overrides
-from xsyn.experiments.plan import DEVICES
-from xsyn.experiments.status import SHORT_LIST
+from xsyn.experiments.plan import DEVICES, given_examples, make_plan, plan_json, plan_lines
+from xsyn.experiments.report import write_experiment_report
+from xsyn.experiments.status import SHORT_LIST, status_lines
+from xsyn.report import BootstrapSettings
 
 LAUNCHERS = ("local", "slurm")
 
@@ -50,8 +55,6 @@ class _ExperimentGroup(click.Group):
     """Its help names the bundled recipes as the package holds them, read only when the help is shown."""
 
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from xsyn.experiments.experiment_file import recipe_names
-
         template = self.help
         self.help = template.replace("{recipes}", ", ".join(recipe_names()))
         try:
@@ -164,8 +167,6 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
     """The cells by state per task (done / running / failed / to do), a failure's last line, what is missing
     (once per task), the paper's published averages beside ours so far; then the plan's total, the hours the
     finished cells took, and the hours left at their pace."""
-    from xsyn.experiments.status import status_lines
-
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     for line in status_lines(spec, device, every_cell):
         click.echo(line)
@@ -186,11 +187,6 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
     """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
     per cell, hours per cell and in all, parse time per language, and checkpoint disk; each figure marked
     measured, extrapolated, counted, given or unknown."""
-    import json
-
-    from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
-    from xsyn.experiments.plan import given_examples, make_plan, plan_json, plan_lines
-
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
     examples = given_examples(given, spec.tasks)
     plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
@@ -209,9 +205,6 @@ def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, b
 def report_command(source, output_dir, model, max_steps, data_dir, sets, report_dir, resamples, html) -> None:
     """The combined report of the finished cells: per task, tables, deltas with significance, pair
     matrices, heatmaps and the transfer gap, with the paper's published scores beside ours."""
-    from xsyn.experiments.report import write_experiment_report
-    from xsyn.report import BootstrapSettings
-
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, as_last_run=True)
     target = report_dir or spec.runs_dir / "report"
     index = write_experiment_report(spec, target, BootstrapSettings(resamples=resamples), html=html)

@@ -19,6 +19,7 @@ from xsyn.cli.options import (
 )
 from xsyn.models.names import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
+from xsyn.run.evaluation_text import after_scores_lines, nothing_predicted_lines, scores_text, split_lines
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
@@ -138,8 +139,6 @@ def _eval_langs(eval_langs: str | None, do_eval: bool) -> list[str] | None:
 
 def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
-    from xsyn.run.evaluation_text import nothing_predicted_lines, scores_text, split_lines
-
     click.echo("\n".join([*split_lines(summary, split_chosen), scores_text(summary)]))
     for line in nothing_predicted_lines(summary):
         click.echo(line, err=True)
@@ -168,7 +167,6 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
     from xsyn.run.evaluation import evaluate_run
-    from xsyn.run.evaluation_text import after_scores_lines
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()

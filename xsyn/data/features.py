@@ -44,7 +44,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import datasets
 import numpy as np
+import pyarrow as pa
+import torch
 
 from xsyn.data.cards import TaskCard
 from xsyn.data.example import Example
@@ -129,8 +132,6 @@ def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max
     `doc_stride` and (QA) `max_query_length` default to the card's hyperparameter when every
     variant agrees, else half a window and the whole question.
     """
-    import datasets
-
     start = time.perf_counter()
     if max_query_length is not None and max_query_length < 1:
         raise ValueError(f"max_query_length={max_query_length}: keep at least one question piece")
@@ -225,8 +226,6 @@ def _cache_files(cache_file: Path) -> list[Path]:
 
 def _readable(path: Path) -> bool:
     """Whether an Arrow stream file (what `map` writes) reads to its end."""
-    import pyarrow as pa
-
     try:
         with pa.memory_map(str(path)) as source:
             pa.ipc.open_stream(source).read_all()
@@ -434,8 +433,6 @@ def collate_features(features: Sequence[Mapping[str, Any]], pad_token_id: int = 
                      ) -> dict[str, Any]:
     """A training/eval batch: `xsyn.trees.batch.collate_trees` plus the label columns (per-piece ones
     padded with IGNORE_INDEX) and the row indices (`example_index`, and `feature_index` where rows carry it)."""
-    import torch
-
     choices = "choice_lengths" in features[0]
     batch = collate_trees(option_sequences(features) if choices else features, pad_token_id, tree_fields,
                           pad_to=pad_to)

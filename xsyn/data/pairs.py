@@ -27,6 +27,17 @@ from xsyn.data.loading import LoadReport, load_examples, load_segments, resolve_
 from xsyn.utils.errors import InputError
 
 
+def pair_axes(card: TaskCard) -> tuple[str, str]:
+    """(row segment, column segment) of the language-pair matrix: the order the benchmark's own
+    cross-language files name them (MLQA: context, question), else the segment order."""
+    for source in card.local:
+        if source.cross_language(card.segments):
+            path = source.paths[0]
+            named = sorted(card.segments, key=lambda s: path.index("{" + s + "}"))
+            return named[0], named[1]
+    return card.segments[0], card.segments[1]
+
+
 @dataclass
 class PairReport:
     task: str

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import xsyn
+from xsyn.benchmarks.model import ENCODER_SHAPES
 from xsyn.experiments.experiment_file import ExperimentError
+from xsyn.run.paths import absolute_paths
+from xsyn.syntax.parsing.base import ParserChoiceError
+from xsyn.syntax.parsing.registry import resolve_parser_choice
+from xsyn.training.precision import resolve_precision
 
 MEASURED, EXTRAPOLATED, COUNTED, GIVEN, UNKNOWN = "measured", "extrapolated", "counted", "given", "unknown"
 PRECISION_DTYPES = {"no": "float32", "bf16": "bfloat16", "fp16": "float16"}  # mixed_precision -> bench dtype
@@ -22,8 +28,6 @@ BF16_DEVICES = ("h100", "h200")  # GPUs with native bfloat16: where `mixed_preci
 def bench_dtype(mixed_precision: str, device: str) -> str:
     """The bench rows (dtype) of a cell's `mixed_precision` on `device` (a plan's device, or the name a benchmark
     gives it): `auto` as it resolves there (`xsyn.training.precision`)."""
-    from xsyn.training.precision import resolve_precision
-
     gpu = any(name in device.lower() for name in BF16_DEVICES)
     return PRECISION_DTYPES[resolve_precision(mixed_precision, bf16_gpu=gpu)]
 
@@ -131,8 +135,6 @@ def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
 
 def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
     """The step times of `scripts/gpu_benchmarks.py` output (`steps.bench_model`), at the shape it benchmarks."""
-    from xsyn.benchmarks.model import ENCODER_SHAPES
-
     rows = (data.get("steps") or {}).get("bench_model") or {}
     environment = data.get("environment") or {}
     if rows.get("status") != "ok" or data.get("quick") is not False:
@@ -158,8 +160,6 @@ def _positive(file: Path, row: str, value: float) -> None:
 
 def default_bench_paths() -> list[Path]:
     """The repository's `benchmarks/` folder (beside the package in a source checkout), else ./benchmarks."""
-    import xsyn
-
     beside = Path(xsyn.__file__).resolve().parents[1] / "benchmarks"
     return [beside if beside.is_dir() else Path("benchmarks")]
 
@@ -167,16 +167,11 @@ def default_bench_paths() -> list[Path]:
 def parse_rate(parser: str, parses: list[ParseBench], workers: int) -> Figure:
     """Sentences/s of `parser` with `workers` processes: the bench's rate for that parser (or one of its kind)
     at that worker count, or its per-worker rate at the most workers measured times `workers`."""
-    from xsyn.syntax.parsing.base import ParserChoiceError
-    from xsyn.syntax.parsing.registry import resolve_parser_choice
-
     def kind(choice: str) -> str | None:
         try:
             return resolve_parser_choice(choice).name
         except ParserChoiceError:
             return None
-
-    from xsyn.run.paths import absolute_paths
 
     def place(choice: str) -> str:  # a run's parser path is stored absolute; a bench file's as it was typed
         return absolute_paths({"parser": choice})["parser"]

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xsyn.data.loading import default_data_dir
+from xsyn.data.synth import write_vocab
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
 from xsyn.experiments.locks import (
     LOCK_FILE,
@@ -150,8 +152,6 @@ def pending(experiment: Experiment, cells: list[Cell] | None = None) -> list[Cel
 def missing_data(card, data_dir: str | None) -> str:
     """What to do when a cell's task reads only files xsyn cannot download (no hub copy: MTOP, MultiATIS++)
     and its data folder is not there; empty otherwise."""
-    from xsyn.data.loading import default_data_dir
-
     if card.hub or not all(source.paths for source in card.local):  # downloadable, or generated (synth)
         return ""
     folder = Path(data_dir) if data_dir else default_data_dir(card)
@@ -242,7 +242,6 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
 def ensure_synth_vocab(experiment: Experiment, config) -> None:
     """The synthetic benchmark's vocabulary file, written where the cells' tiny model reads it."""
     if config.tokenizer == str(experiment.runs_dir / SYNTH_VOCAB) and not Path(config.tokenizer).is_file():
-        from xsyn.data.synth import write_vocab
 
         write_vocab(config.tokenizer)
 

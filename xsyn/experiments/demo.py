@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xsyn.models.names import DEFAULT_SEED
+from xsyn.data.cards import load_card
+from xsyn.data.synth import write_vocab
+from xsyn.models.names import DEFAULT_SEED, TINY
+from xsyn.report import build_report, write_report
+from xsyn.run.checks import preflight_output
+from xsyn.run.evaluation import evaluate_run
+from xsyn.run.settings import resolve
+from xsyn.run.train import finetune
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
@@ -46,9 +53,6 @@ def run_demo(output_dir: str | Path = "xsyn-demo", seed: int = DEFAULT_SEED, pro
     so). `settings` override the card's (e.g. {"learning_rate": 2e-4}), as `--set` does on `xsyn finetune`.
     A Ctrl-C reaches the caller with `run_dir` set to the run it stopped.
     """
-    from xsyn.data.synth import write_vocab
-    from xsyn.run.checks import preflight_output
-
     out = Path(output_dir)
     plan = {"seed": seed, "max_steps": max_steps, "settings": dict(settings or {})}
     claim_demo_folder(out, plan, overwrite)
@@ -72,12 +76,6 @@ def demo_text(summary: dict[str, Any]) -> str:
 
 
 def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, Any], progress: bool) -> Path:
-    from xsyn.data.cards import load_card
-    from xsyn.models.names import TINY
-    from xsyn.run.evaluation import evaluate_run
-    from xsyn.run.settings import resolve
-    from xsyn.run.train import finetune
-
     card = load_card("synth")
     run_dir = out / "runs" / f"{variant}-seed{plan['seed']}"
     config = resolve("synth", variant, card, {}, {
@@ -100,8 +98,6 @@ def _train_and_evaluate(out: Path, variant: str, vocab: Path, plan: dict[str, An
 
 
 def _report(out: Path, evaluations: dict[str, Path], seed: int, started: float) -> dict[str, Any]:
-    from xsyn.report import build_report, write_report
-
     report = build_report([evaluations["gat"]], [evaluations["none"]])
     written = write_report(report, out / "report")
     results = {v: json.loads(eval_results(p).read_text(encoding="utf-8")) for v, p in evaluations.items()}

@@ -29,12 +29,17 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
+import subprocess
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import try_to_load_from_cache
+
+from xsyn.data.loading import default_data_dir, load_examples
 from xsyn.data.synth import vocabulary
 from xsyn.experiments.bench_figures import (
     COUNTED,
@@ -53,6 +58,11 @@ from xsyn.experiments.bench_figures import (
 )
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
 from xsyn.models.names import ENCODER_SHAPES, MODEL_CONFIG, TINY, TINY_SHAPE
+from xsyn.syntax.parse import default_workers
+from xsyn.syntax.parsing.base import ParserChoiceError
+from xsyn.syntax.parsing.registry import resolve_parser_choice
+from xsyn.training.checkpoint import total_steps
+from xsyn.utils.errors import XsynError
 
 DEVICES = ("h100", "h200", "cpu")  # a device is matched in a benchmark's `environment` ("NVIDIA H200", "cpu")
 
@@ -119,9 +129,6 @@ class Plan:
 def local_device() -> str:
     """This machine's device as the plan names it: its first GPU (`h100`, `h200`, else the GPU's own name) as
     nvidia-smi names it (no model library is loaded for it), or `cpu`."""
-    import shutil
-    import subprocess
-
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return "cpu"
@@ -158,8 +165,6 @@ def make_plan(experiment: Experiment, device: str, benchmarks: Benchmarks, given
               parse_workers: int | None = None) -> Plan:
     """The cost of every cell of `experiment` on `device` (one of `DEVICES`), from `benchmarks`; `given`:
     training examples per task where its data is not on this machine."""
-    from xsyn.syntax.parse import default_workers
-
     bench = next((b for b in benchmarks.steps if device in b.device.lower()), None)
     plan = Plan(experiment.title, device, bench, parse_workers or default_workers(), [], {})
     if bench is None:
@@ -229,9 +234,6 @@ def _refuse_untrainable(experiment: Experiment, cell: Cell, config, steps: Figur
 
 def _serves_data_trees(choice: str) -> bool:
     """Whether the parser a choice names serves the data's own trees (`gold`): it parses nothing."""
-    from xsyn.syntax.parsing.base import ParserChoiceError
-    from xsyn.syntax.parsing.registry import resolve_parser_choice
-
     try:
         return bool(getattr(resolve_parser_choice(choice).entry.load(), "data_trees", False))
     except (ParserChoiceError, ImportError):
@@ -244,8 +246,6 @@ def _product(*parts) -> float | None:
 
 
 def _steps(config, examples: Figure) -> Figure:
-    from xsyn.training.checkpoint import total_steps
-
     if config.max_steps:
         return Figure(config.max_steps, GIVEN, "max_steps")
     if examples.value is None:
@@ -265,9 +265,6 @@ class _ExampleCounter:
         self.unsized: dict[str, list[str]] = {}  # task -> "split lang" neither here nor published
 
     def count(self, card, lang: str, split: str, data_dir: str | None) -> Figure:
-        from xsyn.data.loading import default_data_dir, load_examples
-        from xsyn.utils.errors import XsynError
-
         key = (card.name, lang, split, data_dir)
         if key not in self.counts:
             try:
@@ -511,7 +508,6 @@ def model_shape(model: str) -> dict[str, Any] | None:
         return known[model]
     file: Path | str | None = Path(model) / MODEL_CONFIG
     if not Path(file).is_file():
-        from huggingface_hub import try_to_load_from_cache
 
         file = try_to_load_from_cache(model, MODEL_CONFIG)
     if isinstance(file, (str, Path)) and Path(file).is_file():

@@ -29,8 +29,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from xsyn.experiments.experiment_file import Cell, Experiment
-from xsyn.models.names import MODEL_CONFIG
+from huggingface_hub import HfApi, snapshot_download, try_to_load_from_cache
+
+from xsyn.data.pairs import pair_axes
+from xsyn.experiments.cells import ensure_synth_vocab
+from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
+from xsyn.models.names import MODEL_CONFIG, TINY
+from xsyn.run.checks import check_model
+from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
 
@@ -127,15 +133,12 @@ def _save(experiment: Experiment, manifest: dict[str, Any]) -> None:
 def _fetch_model(model: str, echo: Callable[[str], None]) -> dict[str, Any]:
     """A hub model's weights, configuration and tokenizer files into the hub cache (a local folder and the tiny
     preset need nothing)."""
-    from xsyn.models.names import TINY
-
     if model == TINY or Path(model).is_dir():
         return {"ready": True, "where": "built here" if model == TINY else str(Path(model).absolute())}
     if model_cached(model):
         return {"ready": True, "where": "hub cache"}
     echo(f"downloading {model} (weights, configuration, tokenizer) into the hub cache")
     try:
-        from huggingface_hub import HfApi, snapshot_download
 
         files = HfApi().list_repo_files(model)
         skip = ["*.h5", "*.msgpack", "*.onnx", "*.ot", "*.tflite", "onnx/*", "coreml/*", "flax_model*", "tf_model*"]
@@ -149,8 +152,6 @@ def _fetch_model(model: str, echo: Callable[[str], None]) -> dict[str, Any]:
 
 def model_cached(model: str) -> bool:
     """Whether a hub model's configuration and weights are in the hub cache (no network asked)."""
-    from huggingface_hub import try_to_load_from_cache
-
     def cached(name: str) -> bool:
         return isinstance(try_to_load_from_cache(model, name), str)
 
@@ -160,10 +161,6 @@ def model_cached(model: str) -> bool:
 def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, progress: bool) -> dict[str, Any]:
     """Read, parse and featurise every split and language a unit's cells read, as the cells' own training and
     evaluation read them; the counts."""
-    from xsyn.experiments.cells import ensure_synth_vocab
-    from xsyn.run.checks import check_model
-    from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
-
     config = experiment.config(unit.cells[0], check_model=False)
     if workers:
         config = replace(config, parse_workers=workers)
@@ -192,7 +189,6 @@ def _evaluated(card, evaluation) -> list[dict[str, str]]:
     langs = [{segment: lang for segment in card.segments} for lang in evaluation.langs]
     if not evaluation.generalized or len(card.segments) < 2:
         return langs
-    from xsyn.run.evaluation import pair_axes
 
     row, col = pair_axes(card)
     return langs + [{row: a, col: b} for a in evaluation.langs for b in evaluation.langs if a != b]
@@ -204,8 +200,6 @@ def _evaluated(card, evaluation) -> list[dict[str, str]]:
 def missing_for_offline(experiment: Experiment, cells: list[Cell] | None = None) -> list[str]:
     """What the cells (default: all) would have to download or parse: a parser's missing model files, a data
     unit `prepare` has not made ready, a model whose files are not in the hub cache. Empty: they can run offline."""
-    from xsyn.models.names import TINY
-
     cells = experiment.cells if cells is None else cells
     chosen = {cell.name for cell in cells}
     missing = [f"{message} ({len(names)} cells)" for message, names in experiment.missing_inputs.items()
@@ -245,8 +239,6 @@ def manifest_lines(manifest: dict[str, Any]) -> list[str]:
 
 def prepare_job(source: str, overrides_json: str, workers: int | None) -> dict[str, Any]:
     """What a `prepare` cluster job runs (submitit imports it by name on the node)."""
-    from xsyn.experiments.experiment_file import Overrides, load_experiment
-
     experiment = load_experiment(source, Overrides.from_json(overrides_json))
     manifest = prepare(experiment, workers)
     failed = [u for u in manifest["units"].values() if not u.get("ready")]

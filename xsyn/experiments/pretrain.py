@@ -19,6 +19,7 @@ from typing import Any
 from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
 from xsyn.models.variants.gat import GAT_CONFIG
+from xsyn.pretraining.recipes import RECIPES, current_names
 from xsyn.training.folder import RunFolder
 from xsyn.utils.schema import check_values, construct, did_you_mean
 
@@ -38,7 +39,6 @@ class PretrainState:
 def pretrain_settings(experiment: Experiment, model: str):
     """The pre-training's settings for `model`: its recipe, the table's values, then the experiment's own
     (the model, the folder, and with --data-dir its udpos folder as the treebanks' home)."""
-    from xsyn.pretraining.recipes import RECIPES, current_names
     from xsyn.pretraining.trainer import PretrainSettings
 
     table = experiment.pretrain

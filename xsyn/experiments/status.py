@@ -20,6 +20,8 @@ from xsyn.experiments.experiment_file import Cell, Experiment
 from xsyn.experiments.plan import Plan, human_hours, local_device, make_plan
 from xsyn.experiments.pretrain import pretrain_states
 from xsyn.experiments.report import PaperStatus, paper_status
+from xsyn.training.folder import RunFolder
+from xsyn.utils.io import saved_json_object
 
 SHORT_LIST = 30  # status lists every cell of an experiment this small; of a larger one, those running or failed
 
@@ -98,9 +100,6 @@ class Progress:
 def progress(experiment: Experiment, plan: Plan, done: Sequence[Cell]) -> Progress:
     """How far the cells are, and the hours left: the plan's hours of the cells not done, scaled by how the
     finished cells' real training time compares with their planned time (their mean where the plan has none)."""
-    from xsyn.training.folder import RunFolder
-    from xsyn.utils.io import saved_json_object
-
     spent = {}
     for cell in done:
         seconds = (saved_json_object(RunFolder(experiment.cell_dir(cell)).train_results) or {}).get("train_seconds")

@@ -15,6 +15,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.stats import rankdata
+
 MIN_POINTS = 3
 _TIE = 1e-12  # a permuted |rho| this close to the observed one counts as reaching it (float noise)
 
@@ -34,9 +37,6 @@ class Correlation:
 
 def spearman_permutation(x: Sequence[float], y: Sequence[float], permutations: int, seed: int) -> Correlation:
     """Spearman's rho of `x` and `y` and its two-sided permutation p-value."""
-    import numpy as np
-    from scipy.stats import rankdata
-
     if len(x) != len(y):
         raise ValueError(f"x has {len(x)} values and y {len(y)}; a correlation needs them in pairs")
     n = len(x)

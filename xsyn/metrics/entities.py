@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 from xsyn.metrics.base import Metric, percent, precision_recall_f1
@@ -31,7 +32,6 @@ def entity_spans(tags: Sequence[str], mode: str = "default") -> set[tuple[str, i
     check_tags(tags, mode)
     if mode == "default":
         # seqeval.metrics pulls in scikit-learn (seconds): load it on first use, not on import
-        from seqeval.metrics.sequence_labeling import get_entities
 
         return {(kind, start, end + 1) for kind, start, end in get_entities(list(tags))}
     found = Entities([list(tags)], IOB2).entities[0]

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scipy.stats import t
+
 PAIRED = "paired"
 WELCH = "welch"
 KIND_NAMES = {PAIRED: "paired t-test by seed", WELCH: "Welch's t-test"}
@@ -114,6 +116,4 @@ def _ratio(difference: float, error: float) -> float | None:
 
 
 def _two_sided_p(statistic: float, df: float) -> float:
-    from scipy.stats import t
-
     return 0.0 if math.isinf(statistic) else float(min(1.0, 2.0 * t.sf(abs(statistic), df)))

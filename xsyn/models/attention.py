@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.nn.attention import SDPBackend
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention, eager_attention_forward
 
@@ -201,6 +201,5 @@ def attention_backends(device: torch.device):
     prediction; the GAT alone: `syntax_probe`)."""
     if torch.device(device).type != "cuda":
         return contextlib.nullcontext()
-    from torch.nn.attention import sdpa_kernel
 
     return sdpa_kernel(list(SDPA_BACKENDS), set_priority=True)

@@ -9,6 +9,18 @@ transformers: load it with `xsyn.models.load_model`.
 
 from __future__ import annotations
 
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMultipleChoice,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from xsyn.models.encoders import family_classes
+from xsyn.models.families import FAMILIES
+
 _state = {"registered": False}
 
 
@@ -18,17 +30,6 @@ def register_auto_classes() -> None:
         return
     _state["registered"] = True
     try:
-        from transformers import (
-            AutoConfig,
-            AutoModel,
-            AutoModelForMultipleChoice,
-            AutoModelForQuestionAnswering,
-            AutoModelForSequenceClassification,
-            AutoModelForTokenClassification,
-        )
-
-        from xsyn.models.encoders import family_classes
-        from xsyn.models.families import FAMILIES
 
         autos = {None: AutoModel, "sequence": AutoModelForSequenceClassification,
                  "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering,

@@ -10,6 +10,8 @@ so a run can report its recompiles.
 from __future__ import annotations
 
 import torch
+import torch._inductor.config
+from torch._dynamo.utils import counters
 
 from xsyn.models.names import COMPILE_MODES
 
@@ -23,7 +25,6 @@ def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
     if mode not in COMPILE_MODES:
         raise ValueError(f"torch_compile={mode!r}; choose one of {', '.join(COMPILE_MODES)}")
     if next(model.parameters()).device.type == "cpu":
-        import torch._inductor.config
 
         torch._inductor.config.fallback_random = True
     return torch.compile(model, mode=mode)
@@ -31,6 +32,4 @@ def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
 
 def compiled_graphs() -> int:
     """The graphs torch.compile has compiled in this process so far (first compiles and recompiles)."""
-    from torch._dynamo.utils import counters
-
     return int(counters["stats"]["unique_graphs"])

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import try_to_load_from_cache
+from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from xsyn.models.auto import register_auto_classes
 from xsyn.models.configuration import XsynBertConfig
@@ -120,8 +123,6 @@ def load_model(directory: str | Path) -> PreTrainedModel:
 
 def _from_pretrained(model_class: type[PreTrainedModel], source: str | Path, fix: str, **kwargs) -> PreTrainedModel:
     """`model_class.from_pretrained(source)`; a damaged weights file is named, with `fix`, not a traceback."""
-    from safetensors import SafetensorError
-
     try:
         with _quiet_loading():
             model, info = model_class.from_pretrained(source, output_loading_info=True, **kwargs)
@@ -141,8 +142,6 @@ def _from_pretrained(model_class: type[PreTrainedModel], source: str | Path, fix
 def _quiet_loading():
     """transformers' weight-loading bar and its key-by-key report table (dozens of lines per model) held
     back; `_report_loading` says what matters in one line."""
-    from transformers.utils import logging as hf_logging
-
     # The report's logger; and tensor parallelism's, which a quiet modeling_utils wakes: transformers then
     # checks the (unused) tensor-parallel plan and lists every layer it would not shard.
     loggers = [logging.getLogger("transformers.modeling_utils"),
@@ -175,9 +174,6 @@ def _report_loading(name: str, source: str | Path, info: dict) -> None:
 
 def _damaged_weights(source: str | Path) -> str:
     """The weights file of a local or downloaded checkpoint that does not open, else its folder."""
-    from huggingface_hub import try_to_load_from_cache
-    from safetensors import SafetensorError, safe_open
-
     folder = Path(source)
     if not folder.is_dir():
         cached = try_to_load_from_cache(str(source), "model.safetensors")

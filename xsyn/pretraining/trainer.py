@@ -27,10 +27,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
 from torch import nn
 
 from xsyn import provenance
+from xsyn.models.factory import build_model
 from xsyn.models.names import TINY
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.models.variants.gat import VARIANT as GAT
 from xsyn.models.variants.gat import GatSettings, gat_output_size
 from xsyn.models.variants.gat.layers import gat_encode, save_gat, syntax_probe
@@ -197,9 +201,6 @@ class GatPretrainer(nn.Module):
 
 def build_encoder(settings: PretrainSettings):
     """The `gat` variant of the chosen BERT (no head), and its tokenizer."""
-    from xsyn.models.factory import build_model
-    from xsyn.models.tokenizers import load_tokenizer
-
     tokenizer = load_tokenizer(settings.tokenizer or (None if settings.model == TINY else settings.model))
     encoder = build_model(settings.model, GAT.name, None, tokenizer=tokenizer, gat_delta=settings.gat_delta,
                           gat_attention=settings.gat_attention, **settings.model_settings)
@@ -276,8 +277,6 @@ def run_pretraining(settings: PretrainSettings, progress: bool = False, resume: 
 
 
 def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
     accelerator = Accelerator()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xsyn.metrics import get_metric, primary_name
 from xsyn.report.runs import RESULTS_FILE, Key, ProbeRun, ReportError, Run, find_runs, read_per_example
 
 DEFAULT_RESAMPLES = 1000
@@ -129,8 +130,6 @@ def build_report(run_dirs: Sequence[Path], baseline_dirs: Sequence[Path] = (),
 
 def _experiment(key: tuple[str, str, str], runs: list[Run], baseline_runs: list[Run],
                 bootstrap: BootstrapSettings, run_keys: list, baseline_keys: list) -> Experiment:
-    from xsyn.metrics import primary_name
-
     task, split, metric = key
     try:
         primary = primary_name(metric)
@@ -346,7 +345,7 @@ def _gap_of(system: System, languages: list[str]) -> float | None:
 def _delta(system: System, baseline: System, key: Key, metric: str, bootstrap: BootstrapSettings,
            notes: list[str]) -> Delta:
     """Difference of seed means; p from the paired bootstrap over the examples all runs share."""
-    from xsyn.metrics import MetricInputError, get_metric
+    from xsyn.metrics.base import MetricInputError  # (numpy)
     from xsyn.metrics.bootstrap import paired_bootstrap
     from xsyn.metrics.seeds import seed_ttest
 

@@ -23,13 +23,20 @@ that cannot be placed (URIEL lacks it, no LAS given) is named in `left_out`, nev
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from xsyn.data.cards import load_card
 from xsyn.report.aggregate import Comparison, Experiment, Report, Stat, System, by_seed
+from xsyn.report.constant_predictions import AlikeRuns
 from xsyn.report.runs import ReportError
+from xsyn.utils.errors import XsynError
+from xsyn.utils.schema import did_you_mean
 
 if TYPE_CHECKING:  # xsyn.metrics loads numpy: `xsyn report --help` must not
     from xsyn.metrics.correlation import Correlation
@@ -92,9 +99,6 @@ class _Gains:
 
     def unknown_to_uriel(self, name: str, x_label: str | None) -> list[Analysis]:
         """The analysis of a task whose card says its languages are artificial: no points, the reason."""
-        from xsyn.data.cards import load_card
-        from xsyn.utils.errors import XsynError
-
         try:
             artificial = load_card(self.experiment.task).artificial_languages
         except XsynError:  # a card the report cannot find: its languages are taken as real ones
@@ -134,8 +138,6 @@ class _Gains:
 
 def _alike_points(points: list[Point], system: System, baseline: System) -> dict[str, list[str]]:
     """Each point fed by a run that predicted the same for every example there, naming the run."""
-    from xsyn.report.constant_predictions import AlikeRuns
-
     alike, found = AlikeRuns([system, baseline]), {}
     for point in points:
         row, _, col = point.label.partition("-")
@@ -180,10 +182,6 @@ def _names(experiments: Sequence[Experiment]) -> str:
 def _check_parser_languages(report: Report, settings: AnalysisSettings) -> None:
     """The LAS file's languages against the runs': none in common is an error, each one no run has a warning
     (a misspelt code would otherwise leave its language out with no word of why)."""
-    import logging
-
-    from xsyn.utils.schema import did_you_mean
-
     scores = settings.parser_scores or {}
     where = getattr(scores, "where", {})
     known = sorted({lang for experiment in report.experiments for system in (*experiment.systems, experiment.baseline)
@@ -382,8 +380,6 @@ def read_parser_scores(path) -> ParserScores:
     {lang: LAS}, or a text file of `lang LAS` lines (comma, tab or space; `#` comments, a header line
     allowed). A bad entry (not a number, out of 0-100, a language twice, shares mixed with percentages) or a file
     without any is an error naming the file and line or key."""
-    from pathlib import Path
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -405,8 +401,6 @@ def read_parser_scores(path) -> ParserScores:
 
 def _json_scores(path, text: str) -> ParserScores:
     """{lang: {"las": ...}} (parser-quality's output) or {lang: LAS}."""
-    import json
-
     try:
         pairs = json.loads(text, object_pairs_hook=lambda pairs: pairs)  # a key given twice is seen
     except json.JSONDecodeError as err:

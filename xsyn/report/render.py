@@ -9,8 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xsyn import __version__
+from xsyn.data.cards import load_card
+from xsyn.data.pairs import pair_axes
 from xsyn.report.aggregate import BootstrapSettings, Comparison, Delta, Experiment, Report, Stat, System
 from xsyn.report.constant_predictions import AlikeRuns, pair_key
+from xsyn.report.findings_render import analyses_markdown
 from xsyn.report.format import (
     BOOTSTRAP_MARK,
     SEED_TEST_MARK,
@@ -32,6 +36,8 @@ from xsyn.report.format import (
     signed,
     slug,
 )
+from xsyn.report.html import Part, html_page
+from xsyn.report.latex import latex_tables
 from xsyn.report.runs import ProbeRun
 from xsyn.utils import plots
 from xsyn.utils.errors import XsynError
@@ -60,7 +66,6 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
     if report.analyses:
-        from xsyn.report.findings_render import analyses_markdown
 
         sections.append(analyses_markdown(report.analyses, put))
     markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
@@ -68,11 +73,9 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
-        from xsyn.report.latex import latex_tables
 
         put("report.tex", latex_tables(report))
     if html:
-        from xsyn.report.html import Part, html_page
 
         put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
@@ -176,7 +179,6 @@ def _one_seed_lines(experiment: Experiment, settings: BootstrapSettings) -> list
 def chance_level(experiment: Experiment) -> float | None:
     """The score of guessing uniformly among the card's labels, for accuracy-scored tasks with a fixed
     label set; None where no such number exists (spans, tags, regression)."""
-    from xsyn.data.cards import load_card
     from xsyn.metrics.accuracy import Accuracy
 
     try:
@@ -244,8 +246,6 @@ def pair_axis_names(experiment: Experiment) -> tuple[str, str]:
         axes = system.runs[0].results.get("pair_axes")
         if isinstance(axes, list) and len(axes) == 2:
             return str(axes[0]), str(axes[1])
-    from xsyn.data.cards import load_card
-    from xsyn.run.evaluation import pair_axes
 
     try:
         return pair_axes(load_card(experiment.task))
@@ -399,8 +399,6 @@ def _matrix_csv(rows: list[str], cols: list[str], matrix: list[list[float]]) -> 
 
 
 def _report_json(report: Report) -> dict:
-    from xsyn import __version__
-
     return {
         "xsyn_version": __version__,
         "bootstrap": {"test": "one-sided paired bootstrap: p is the share of resamples of the shared "

@@ -22,7 +22,10 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cache
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
+
+import numpy as np
 
 from xsyn.utils.errors import XsynError
 
@@ -66,8 +69,6 @@ class Uriel:
 @cache
 def load_uriel() -> Uriel:
     """Read the lang2vec data files once per process."""
-    import numpy as np
-
     data = _data_files()
     try:
         codes = json.loads(data[CODES_FILE].read_text(encoding="utf-8"))
@@ -86,8 +87,6 @@ def load_uriel() -> Uriel:
 
 def _data_files() -> dict[str, Path]:
     """lang2vec's three data files by name, located through the distribution's RECORD (never by import)."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
     try:
         installed = distribution("lang2vec")
     except PackageNotFoundError:

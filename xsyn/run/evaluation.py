@@ -33,9 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelerate import Accelerator
+
 from xsyn import provenance
-from xsyn.data.cards import TaskCard
+from xsyn.data.cards import TaskCard, load_card
 from xsyn.data.loading import DataNotFoundError
+from xsyn.data.pairs import pair_axes
+from xsyn.metrics import get_metric, primary_name
+from xsyn.metrics.bootstrap import bootstrap_sd
+from xsyn.models.factory import load_model
+from xsyn.models.tokenizers import load_tokenizer
 from xsyn.run.checks import preflight_evaluate
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
@@ -46,9 +53,11 @@ from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, load_task_data, make_parser
 from xsyn.syntax.parsing import Parser
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
+from xsyn.training.precision import run_precision
 from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, XsynError, first_line
 from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.utils.plots import heatmap_png
 from xsyn.utils.progress import progress_bar
 from xsyn.utils.schema import construct
 
@@ -119,17 +128,6 @@ def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) 
     return construct(RunConfig, values, str(config_file), error=ConfigError)
 
 
-def pair_axes(card: TaskCard) -> tuple[str, str]:
-    """(row segment, column segment) of the language-pair matrix: the order the benchmark's own
-    cross-language files name them (MLQA: context, question), else the segment order."""
-    for source in card.local:
-        if source.cross_language(card.segments):
-            path = source.paths[0]
-            named = sorted(card.segments, key=lambda s: path.index("{" + s + "}"))
-            return named[0], named[1]
-    return card.segments[0], card.segments[1]
-
-
 def check_transferable(trained: TaskCard, target: TaskCard) -> None:
     """A model fine-tuned on `trained` can be scored on `target` when the task is the same kind (the same
     head and decoding) and, for label and tag kinds, every gold label of `target` is one the model
@@ -147,9 +145,6 @@ def check_transferable(trained: TaskCard, target: TaskCard) -> None:
 
 def _bootstrap_sd(card: TaskCard, result: dict[str, Any], key: str) -> float | None:
     """The sd of the primary score over resamples of the examples: the ± one run's number carries."""
-    from xsyn.metrics import get_metric
-    from xsyn.metrics.bootstrap import bootstrap_sd
-
     if not result["predictions"]:
         return None
     metric = get_metric(card.metric, **result["metric_options"])
@@ -160,8 +155,6 @@ def _bootstrap_sd(card: TaskCard, result: dict[str, Any], key: str) -> float | N
 def _nothing_predicted(card: TaskCard, result: dict[str, Any]) -> str | None:
     """What the predictions say where they all say nothing (no error, entity, answer; one label for all), in
     the metric's words: scores that reward correct silence (CGED's detection accuracy) then look good."""
-    from xsyn.metrics import get_metric
-
     return get_metric(card.metric, **result["metric_options"]).nothing_predicted(result["predictions"])
 
 
@@ -178,7 +171,6 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         checkpoint = locate_checkpoint(checkpoint)
     other_task = task is not None and task != checkpoint.task
     if other_task:
-        from xsyn.data.cards import load_card
 
         check_transferable(load_card(checkpoint.task), load_card(task))
     config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
@@ -232,12 +224,6 @@ class _Evaluation:
     def start(cls, checkpoint: Checkpoint, config: RunConfig, split: str, out: Path, holdout: Any,
               max_examples: int | None, skip_missing: bool, progress: bool, steps: int) -> _Evaluation:
         """Load the model and tokenizer (under Accelerate) and the parser; the bar counts `steps`."""
-        from accelerate import Accelerator
-
-        from xsyn.models.factory import load_model
-        from xsyn.models.tokenizers import load_tokenizer
-        from xsyn.training.precision import run_precision
-
         accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
         tokenizer = load_tokenizer(checkpoint.path)
         model = accelerator.prepare(load_model(checkpoint.path))
@@ -415,8 +401,6 @@ def _copy_examples(out: Path, split: str, lang: str, key: str) -> None:
 def _summary(config: RunConfig, card: TaskCard, split: str, langs: list[str], results: dict[str, Any],
              pairs: dict[str, dict[str, float]], missing: list[str], run_dir: Path, checkpoint: Path
              ) -> dict[str, Any]:
-    from xsyn.metrics import primary_name
-
     per_language = {lang: results[lang]["primary"] for lang in langs if lang in results}
     summary = {
         "task": card.name, "card": card.stamp, "variant": config.variant, "model": config.model, "seed": config.seed,
@@ -471,7 +455,6 @@ def _write_tables(out: Path, card: TaskCard, summary: dict[str, Any], pairs: dic
     atomic_write_text(out / "per_language.csv", buf.getvalue())
     if not pairs:
         return
-    from xsyn.utils.plots import heatmap_png
 
     langs = list(pairs)
     row_seg, col_seg = summary["pair_axes"]

@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from accelerate.utils import extract_model_from_parallel
 
 from xsyn.data.decode import decode, metric_options, references
 from xsyn.data.features import INDEX_COLUMNS, collate_features, sequence_lengths
 from xsyn.data.kinds import label_columns, output_keys
 from xsyn.metrics import compute, primary_score
 from xsyn.trees.padding import PaddedLength, batch_figures
+from xsyn.utils.progress import Progress
 
 
 class IndexedRows(torch.utils.data.Dataset):
@@ -61,8 +63,6 @@ def batch_collate(model, pad_token_id: int, pad_to: PaddedLength | None = None, 
                   keep: Collection[str] = ()):
     """The collate function of `model`'s batches (an `XsynBertPreTrainedModel`, possibly wrapped by Accelerate):
     its variant's tree fields, its inputs (with the labels, for training) and the `keep` columns, nothing else."""
-    from accelerate.utils import extract_model_from_parallel
-
     fields = extract_model_from_parallel(model).batch_tree_fields()
     collate = make_collate(pad_token_id, pad_to, fields)
     return lambda rows: model_inputs(collate(rows), with_labels, keep)
@@ -106,8 +106,6 @@ def model_outputs(model, rows: Sequence[dict[str, np.ndarray]], accelerator, bat
                   max_batch_lengths: int | None = None) -> dict[str, list[np.ndarray]]:
     """Per feature, the model's output arrays (`logits`, `start_logits`, ...), in row order.
     `progress` shows a bar over the batches (on the main process); the batches are `prediction_batches`'."""
-    from xsyn.utils.progress import Progress
-
     batches, pad_to = prediction_batches(rows, batch_size, accelerator.num_processes, pad_to_multiple_of,
                                          max_batch_lengths)
     loader = torch.utils.data.DataLoader(IndexedRows(rows), batch_sampler=batches,

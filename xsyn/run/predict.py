@@ -32,13 +32,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelerate import Accelerator
+
 from xsyn.data.cards import TaskCard
 from xsyn.data.decode import DecodeInput, DecodeReport, example_windows
 from xsyn.data.example import Example
+from xsyn.data.features import prepare_features
+from xsyn.models.factory import load_model
+from xsyn.models.tokenizers import load_tokenizer
+from xsyn.run.evaluation import locate_checkpoint, run_config
+from xsyn.run.inference import model_outputs, padding
 from xsyn.run.settings import RunConfig
+from xsyn.run.task_data import cache_root, feature_rows, make_parser, parse_workers
+from xsyn.syntax.cache import ParseCache
+from xsyn.syntax.parse import parse_segments
 from xsyn.syntax.segment import Segment
+from xsyn.training.precision import run_precision
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import not_utf8_at
+from xsyn.utils.io import atomic_write_text, not_utf8_at
+from xsyn.utils.progress import library_bars
 
 log = logging.getLogger(__name__)
 TOKENIZATIONS = ("parser", "whitespace")
@@ -278,8 +290,6 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
     `overrides` other run settings (`parser_model_dir`, `cache_dir`, `max_length`, ...). `report`,
     when given, is filled with what parsing and featurising did.
     """
-    from xsyn.run.evaluation import locate_checkpoint, run_config
-
     checkpoint = locate_checkpoint(model_dir)
     config = run_config(checkpoint, {**(overrides or {}), "parser": parser, "eval_batch_size": batch_size})
     card = config.card
@@ -308,16 +318,6 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
 def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple[list[dict[str, Any]], Any]:
     """Featurise the parsed examples, run the model over them and decode its outputs into predictions (one per
     example, in order); returns them with the featurising report."""
-    from accelerate import Accelerator
-
-    from xsyn.data.features import prepare_features
-    from xsyn.models.factory import load_model
-    from xsyn.models.tokenizers import load_tokenizer
-    from xsyn.run.inference import model_outputs, padding
-    from xsyn.run.task_data import cache_root, feature_rows
-    from xsyn.training.precision import run_precision
-    from xsyn.utils.progress import library_bars
-
     card, examples = config.card, prepared.examples
     tokenizer = load_tokenizer(checkpoint.path)
     with library_bars(progress):
@@ -361,10 +361,6 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
     """A function that parses examples' segments through the parse cache (`raw_only`: only those
     given as raw text), one language at a time, so that a language the parser cannot parse is named
     with the first line that has it."""
-    from xsyn.run.task_data import cache_root, make_parser, parse_workers
-    from xsyn.syntax.cache import ParseCache
-    from xsyn.syntax.parse import parse_segments
-
     parser = make_parser(config)
     cache = ParseCache(cache_root(config) / "parses")
     total: dict[str, Any] = {}
@@ -392,8 +388,6 @@ def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], d
 
 def write_predictions(predictions: list[dict[str, Any]], path: str | Path) -> None:
     """JSON Lines, written atomically."""
-    from xsyn.utils.io import atomic_write_text
-
     atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions), option="--output")
 
 

@@ -28,7 +28,8 @@ from typing import Any
 from xsyn.models.names import DEFAULT_MODEL, TINY
 from xsyn.models.variants import pretraining_command, pretraining_variant
 from xsyn.pretraining.recipes import MODEL_SETTINGS, RECIPES, current_names
-from xsyn.pretraining.trainer import PretrainSettings
+from xsyn.pretraining.trainer import PretrainSettings, run_pretraining
+from xsyn.run.checks import preflight_pretraining
 from xsyn.run.settings import (
     FIELD_NAMES,
     ConfigError,
@@ -99,9 +100,6 @@ def pretrain_syntax(settings: PretrainSettings, resume: bool = False, overwrite:
                     progress: bool = False, continue_with: str = "resume=True") -> dict:
     """Claim the output folder (`RunFolder.claim`: the rules of a fine-tuning run), check what the run
     needs before any work, then pre-train and probe; returns the run summary (`pretrain_config.json`)."""
-    from xsyn.pretraining.trainer import run_pretraining
-    from xsyn.run.checks import preflight_pretraining
-
     RunFolder(settings.output_dir).claim(resume, overwrite, continue_with)
     preflight_pretraining(settings)
     return run_pretraining(settings, progress=progress, resume=resume)

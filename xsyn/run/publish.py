@@ -19,8 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData, constants, get_token
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+from transformers.utils import CONFIG_NAME
+
 from xsyn import __version__
 from xsyn.data.cards import TaskCard, load_card
+from xsyn.metrics import primary_name
 from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.names import TINY
 from xsyn.models.variants import baseline_name, get_variant
@@ -55,10 +61,7 @@ def _hub_id(model: str) -> str | None:
 
 def build_model_card(checkpoint: str | Path, run_dir: str | Path, extra_results: Sequence[str | Path] = ()):
     """The `huggingface_hub.ModelCard` of a checkpoint, from the files its run wrote."""
-    from huggingface_hub import EvalResult, ModelCard, ModelCardData
-
     checkpoint, run_dir = Path(checkpoint), Path(run_dir)
-    from transformers.utils import CONFIG_NAME
 
     folder = RunFolder(run_dir)
     task_info = saved_json_object(task_file(checkpoint)) or {}
@@ -143,8 +146,6 @@ def _training_section(card: TaskCard, run: dict[str, Any], task_info: dict[str, 
 
 
 def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any]]) -> str:
-    from xsyn.metrics import primary_name
-
     parts = ["## Results"]
     if dev:
         parts.append(f"Best dev score ({primary_name(dev['metric'])}, source language): **{dev['primary']:.2f}** "
@@ -204,18 +205,12 @@ class HubPushError(XsynError, ValueError):
 
 
 def _offline() -> bool:
-    from huggingface_hub import constants
-
     return constants.is_offline_mode() or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
 def check_hub_push(repo_id: str) -> str:
     """The token to push to `repo_id` with; raises `HubPushError` (before any training) when the
     name is invalid, the hub is switched off (HF_HUB_OFFLINE), no token is set, or the hub refuses it."""
-    from huggingface_hub import HfApi, get_token
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
     try:
         validate_repo_id(repo_id)
     except HFValidationError as err:
@@ -241,8 +236,6 @@ def check_hub_push(repo_id: str) -> str:
 def push_checkpoint(checkpoint: str | Path, repo_id: str, token: str | None = None) -> str:
     """Create the model repository if needed and upload the checkpoint folder (card included).
     Returns the repository's URL."""
-    from huggingface_hub import HfApi
-
     checkpoint = Path(checkpoint)
     if not (checkpoint / CARD_FILE).is_file():
         raise HubPushError(f"{checkpoint} has no {CARD_FILE}; write its card first (write_model_card)")

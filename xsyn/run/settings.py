@@ -17,9 +17,11 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.errors import StrictDataclassError
+
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.families import FAMILIES
-from xsyn.models.names import COMPILE_MODES, TINY
+from xsyn.models.families import FAMILIES, family_of
+from xsyn.models.names import COMPILE_MODES, TINY, TINY_SHAPE
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
     check_pretrained,
@@ -31,10 +33,12 @@ from xsyn.models.variants import (
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.run.paths import absolute_paths
 from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
 from xsyn.utils.errors import InputError, MissingInputError
-from xsyn.utils.io import not_utf8_at
+from xsyn.utils.io import atomic_write_text, not_utf8_at
+from xsyn.utils.network import offline_unless_reachable
 from xsyn.utils.schema import (
     SchemaError,
     at_least,
@@ -136,8 +140,6 @@ class RunConfig(LoopSettings):
         return asdict(self)
 
     def save(self, path: str | Path) -> None:
-        from xsyn.utils.io import atomic_write_text
-
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
@@ -450,7 +452,6 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.pretrained_syntax and config.model == TINY:
-        from xsyn.training.folder import RunFolder
 
         own = RunFolder(config.pretrained_syntax).tiny_model
         if own.is_dir():
@@ -482,10 +483,7 @@ def model_config(config: RunConfig) -> Any:
     """The run's model configuration (an XsynBertConfig: the checkpoint's architecture with the run's model
     settings), built to check it before any data is read; None where the checkpoint's config cannot be read
     here (a hub model not downloaded: loading it will say so)."""
-    from huggingface_hub.errors import StrictDataclassError
-
     from xsyn.models.factory import first_layers
-    from xsyn.models.names import TINY_SHAPE
 
     XsynBertConfig = _model_config_class()
     if config.model == TINY:
@@ -494,8 +492,6 @@ def model_config(config: RunConfig) -> Any:
         base = BertConfig(**TINY_SHAPE)
     else:
         from transformers import AutoConfig
-
-        from xsyn.utils.network import offline_unless_reachable
 
         if not Path(config.model).exists():  # a hub name: the first hub request of a run, so decided here
             offline_unless_reachable()
@@ -533,9 +529,6 @@ def check_lengths(config: RunConfig, model) -> None:
 def input_positions(config: RunConfig, model) -> tuple[int, str]:
     """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
     less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
-    from xsyn.models.families import family_of
-    from xsyn.models.names import TINY
-
     positions, where = model.max_position_embeddings, "max_position_embeddings"
     if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
         return positions, where

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 
 from xsyn.data.cards import TaskCard
 from xsyn.data.example import Example
+from xsyn.data.features import prepare_features
 from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import label_names, load_examples, tag_names
 from xsyn.data.pairs import load_pair_examples
@@ -148,9 +150,6 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
                             shared_cache(cache_root(config) / "parses"), rank=rank, world_size=world,
                             barrier=barrier, workers=parse_workers(config), progress=progress and rank == 0)
-    from contextlib import nullcontext
-
-    from xsyn.data.features import prepare_features
 
     with distributed.main_process_first() if distributed else nullcontext():  # others reuse its cache
         features, feature_report = prepare_features(

@@ -22,20 +22,26 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
 
 from xsyn import provenance
 from xsyn.data.features import sequence_lengths
+from xsyn.models.compiled import compile_model, compiled_graphs
+from xsyn.models.factory import build_model
 from xsyn.models.tokenizers import model_tokenizer
+from xsyn.models.variants import get_variant
 from xsyn.run.checks import preflight_finetune
 from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
 from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
-from xsyn.training.checkpoint import total_steps
+from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
 from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
@@ -47,6 +53,7 @@ from xsyn.training.loop import (
     parameters_finite,
     planned_batches,
 )
+from xsyn.training.precision import AUTO_RESOLUTIONS, run_precision
 from xsyn.training.processes import wait_for_everyone
 from xsyn.trees.padding import PaddedLength, batch_figures
 from xsyn.utils.io import (
@@ -57,6 +64,7 @@ from xsyn.utils.io import (
     replace_dir,
     saved_json_object,
 )
+from xsyn.utils.progress import duration
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +131,6 @@ class FinetuneTask:
         if not self.config.torch_compile:
             return self.model
         if self._compiled is None or self._compiled[0] is not self.model:
-            from xsyn.models.compiled import compile_model
 
             self._compiled = (self.model, compile_model(self.model, self.config.torch_compile))
         return self._compiled[1]
@@ -153,8 +160,6 @@ def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> 
 
 
 def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder: RunFolder) -> dict[str, Any]:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
 
     # -- setup -----------------------------------------------------------------------------------
     config = with_run_precision(config, folder, resume)
@@ -210,8 +215,6 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
 def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
     """What `xsyn finetune` prints when training ends: the run folder, and the few figures a person reads (the
     whole summary is `train_results.json` there)."""
-    from xsyn.utils.progress import duration
-
     best = summary.get("best_dev_score")
     found = (f"best dev {summary['metric']} {best:.2f} at step {summary['best_step']}" if best is not None
              else "no dev score (no evaluation ran)")
@@ -224,10 +227,6 @@ def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> Ru
     """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
     config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
     continues: one run, one arithmetic."""
-    from dataclasses import replace
-
-    from xsyn.training.precision import AUTO_RESOLUTIONS, run_precision
-
     saved = (saved_json_object(folder.config) or {}).get("mixed_precision") if resume else None
     chosen = saved if config.mixed_precision == "auto" and saved in AUTO_RESOLUTIONS else config.mixed_precision
     resolved = replace(config, mixed_precision=run_precision(chosen))
@@ -252,9 +251,6 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
 
 def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
     """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say."""
-    from xsyn.models.factory import build_model
-    from xsyn.models.variants import get_variant
-
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
                         tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
                         **config.model_settings)
@@ -271,7 +267,6 @@ def _compile_summary(config: RunConfig) -> dict[str, Any]:
     graph), for the run summary."""
     if not config.torch_compile:
         return {}
-    from xsyn.models.compiled import compiled_graphs
 
     return {"torch_compile": config.torch_compile, "compiled_graphs": compiled_graphs(),
             "recompiles": max(0, compiled_graphs() - 1)}
@@ -318,8 +313,6 @@ def _tracker_settings(trackers: list[str], folder: RunFolder, resume: bool) -> d
 
 def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConfig, names: LabelNames,
                state: TrainState, result: dict[str, Any]) -> None:
-    from xsyn.training.checkpoint import WRITE_ERRORS, first_line
-
     wait_for_everyone(accelerator)
     if not parameters_finite(model):  # the same weights on every process: all stop here together
         raise NonFiniteError(f"step {state.step}: the model's weights are no longer finite numbers, so it is not "

@@ -19,7 +19,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xsyn.run.settings import MODEL_SETTINGS, RunConfig
+from xsyn.data.cards import load_card
+from xsyn.models.variants import check_pretrained, option_settings
+from xsyn.run.checks import check_evaluation_after_training
+from xsyn.run.evaluation import evaluate_run, locate_checkpoint
+from xsyn.run.publish import check_hub_push, push_checkpoint
+from xsyn.run.settings import (
+    MODEL_SETTINGS,
+    RunConfig,
+    check_flags,
+    check_variant_settings,
+    other_variants_settings,
+    parse_overrides,
+    read_config_file,
+    resolve,
+)
+from xsyn.run.train import finetune
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.errors import OptionError
 
@@ -32,10 +47,6 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     """The run's resolved settings, and whether it continues a run. `resume_dir`: None (a fresh run), ""
     (continue the run in `output_dir`) or the folder of the run to continue, whose config.json then gives
     the settings unless `config_file` does. `flags` are `RunConfig` fields (None: not given)."""
-    from xsyn.data.cards import load_card
-    from xsyn.models.variants import check_pretrained
-    from xsyn.run.settings import check_variant_settings, parse_overrides, read_config_file, resolve
-
     if resume_dir:
         config_file = _resumed_config(str(resume_dir), flags, config_file)
     file_values = _without_other_variants(read_config_file(config_file), variant, config_file) if config_file else {}
@@ -65,8 +76,6 @@ def _without_other_variants(file_values: dict[str, Any], variant: str | None, co
                             ) -> dict[str, Any]:
     """A settings file of another variant's run (a saved config.json) given with --variant brings that variant's
     model settings along: those `variant` does not take are dropped, with a note (BERT's own are kept)."""
-    from xsyn.run.settings import other_variants_settings
-
     saved = file_values.get("variant")
     model = file_values.get(MODEL_SETTINGS, {})
     dropped = other_variants_settings(variant, model) if variant and saved not in (None, variant) else {}
@@ -80,9 +89,6 @@ def _without_other_variants(file_values: dict[str, Any], variant: str | None, co
 def _variant_options(flags: dict[str, Any]) -> dict[str, Any]:
     """The model settings given by the options the variants declare (`SyntaxVariant.options`; `--set` wins over
     them), taken out of `flags` and checked by their schemas, named as the option."""
-    from xsyn.models.variants import option_settings
-    from xsyn.run.settings import check_flags
-
     given = {name: (setting, flags.pop(name)) for name, (setting, _) in option_settings().items()
              if flags.get(name) is not None}
     return {name: check_flags(setting.owner, {name: value})[name] for name, (setting, value) in given.items()}
@@ -110,11 +116,6 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
-    from xsyn.run.checks import check_evaluation_after_training
-    from xsyn.run.evaluation import evaluate_run, locate_checkpoint
-    from xsyn.run.publish import check_hub_push, push_checkpoint
-    from xsyn.run.train import finetune
-
     if eval_langs is not None:  # a misspelt language or a missing test file named now, not after the training
         check_evaluation_after_training(config, eval_langs)
     folder = RunFolder(config.resolved_output_dir())

@@ -25,6 +25,8 @@ from xsyn.syntax.parsing.base import Parser
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import TreebankError, locate
 from xsyn.utils.errors import InputError
+from xsyn.utils.io import atomic_write_bytes, atomic_write_text, ensure_dir
+from xsyn.utils.plots import language_bars_png
 
 MAX_DESCRIBED = 10  # mismatched sentences described in full; all are counted
 
@@ -195,8 +197,6 @@ def read_probe_metrics(path: Path) -> dict[str, dict[str, float]]:
 
 def check_outputs(output: Path | None, plot_output: Path | None) -> None:
     """Before parsing: the folders of the scores and of the chart can be made (else an error naming them)."""
-    from xsyn.utils.io import ensure_dir
-
     if output is not None:
         ensure_dir(output.parent, option="--output")
     if plot_output is not None:
@@ -205,17 +205,12 @@ def check_outputs(output: Path | None, plot_output: Path | None) -> None:
 
 def write_scores(results: dict[str, dict], output: Path) -> None:
     """{lang: TreebankScore.as_dict()} as JSON (`xsyn parser-quality --output`)."""
-    from xsyn.utils.io import atomic_write_text
-
     atomic_write_text(output, json.dumps(results, indent=2, ensure_ascii=False) + "\n", option="--output")
 
 
 def write_scores_chart(results: dict[str, dict], probes: dict[str, dict[str, float]], parser_label: str,
                        plot_output: Path) -> None:
     """A PNG of UAS and LAS per language, with the probes' UUAS beside them where given."""
-    from xsyn.utils.io import atomic_write_bytes
-    from xsyn.utils.plots import language_bars_png
-
     series = {name: {lang: r[name.lower()] for lang, r in results.items()} for name in ("UAS", "LAS")}
     if probes:
         series["probe UUAS"] = {lang: m["uuas"] for lang, m in probes.items() if "uuas" in m}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from xsyn.syntax.vocab import base_deprel
 from xsyn.utils.errors import XsynError
+from xsyn.utils.io import atomic_write_text
 
 
 class TreeError(XsynError, ValueError):
@@ -227,8 +228,6 @@ def validate_heads(heads: Sequence[int], offset: int = 0) -> None:
 def write_jsonl(records: Iterable[SyntaxRecord], path: str | Path, *, option: str = "--output") -> int:
     """Write records atomically (a temp file renamed into place). Returns how many were written.
     `option` is the flag that chooses `path`, named when the write fails."""
-    from xsyn.utils.io import atomic_write_text
-
     lines = [json.dumps(r.to_dict(), ensure_ascii=False) for r in records]
     atomic_write_text(path, "".join(line + "\n" for line in lines), option=option)
     return len(lines)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any, TypeVar
 
+from safetensors import SafetensorError, safe_open
+
 from xsyn.training.folder import TRAINER_STATE, RunFolder, staged
 from xsyn.training.processes import wait_for_everyone
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import InputError, XsynError
 from xsyn.utils.io import OutputError, atomic_write_json, existing_dir, replace_dir
 
 State = TypeVar("State")
@@ -54,8 +57,6 @@ def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], ke
 
 def _write_errors() -> tuple[type[BaseException], ...]:
     """What a failed write raises: OSError; torch reports a full disk as RuntimeError, safetensors its own error."""
-    from safetensors import SafetensorError
-
     return OSError, RuntimeError, SafetensorError
 
 
@@ -93,10 +94,6 @@ def load_state(accelerator, state_dir: Path, state_type: type[State]) -> State |
 
 def _damaged_file(folder: Path) -> Path:
     """The first file of a saved state that does not load (the folder itself if all of them do)."""
-    import zipfile
-
-    from safetensors import safe_open
-
     for path in sorted(folder.iterdir()):
         try:
             if path.suffix == ".safetensors":
@@ -127,8 +124,6 @@ def checkpoint_interval(checkpointing_steps: int | str | None, steps_per_epoch: 
 
 def check_checkpointing_steps(value: int | str | None) -> None:
     """`checkpointing_steps` is a number of steps >= 1, `epoch`, or unset."""
-    from xsyn.utils.errors import InputError
-
     if value is None or value == "epoch" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return
     raise InputError(f"checkpointing_steps {value!r}: give a number of optimiser steps (>= 1) or 'epoch' "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -30,6 +31,9 @@ from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
 from xsyn.training.processes import wait_for_everyone
 from xsyn.training.settings import LoopSettings, with_warmup
+from xsyn.utils.errors import InputError
+from xsyn.utils.io import atomic_write_bytes
+from xsyn.utils.plots import training_curves_png
 
 logger = logging.getLogger(__name__)
 CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
@@ -91,8 +95,6 @@ def warn_fewer_processes(processes: int, environ: dict[str, str] | None = None) 
     """A launch that asked for more processes than run: a launcher's WORLD_SIZE above them, or the rendezvous
     address (MASTER_ADDR) a launcher sets for several processes where only this one runs, as `accelerate
     launch --cpu --num_processes 2` starts one. Warned once, by the main process: the run goes on, slower."""
-    import os
-
     env = os.environ if environ is None else environ
     asked = int(env.get("WORLD_SIZE", "0") or 0)
     if asked > processes or (not asked and processes == 1 and env.get("MASTER_ADDR")):
@@ -105,8 +107,6 @@ def warn_fewer_processes(processes: int, environ: dict[str, str] | None = None) 
 def check_micro_batches(settings: LoopSettings, processes: int) -> None:
     """Every process needs a row of every micro-batch to take the step with the others (checked by the
     tasks' setups before any data is read)."""
-    from xsyn.utils.errors import InputError
-
     micro = settings.batch_size // settings.grad_accum
     if micro < processes:
         raise InputError(f"--batch-size {settings.batch_size} over --grad-accum {settings.grad_accum} gives "
@@ -215,9 +215,6 @@ def _clear_unfinished(accelerator, folder: RunFolder) -> None:
 
 def write_curves(folder: RunFolder) -> None:
     """`training_curves.png` from the step log: the picture of the run so far, replaced atomically."""
-    from xsyn.utils.io import atomic_write_bytes
-    from xsyn.utils.plots import training_curves_png
-
     records = read_step_log(folder.train_log)
     if records:
         atomic_write_bytes(folder.curves, training_curves_png(records, title=folder.path.name))

@@ -21,8 +21,11 @@ train_log.jsonl, the curves) and adds the module's files (`SyntaxVariant.pretrai
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,8 +107,6 @@ class RunFolder:
         `--resume` into the same folder) is refused at once instead of mixing its files with the first's.
         An OS lock (flock) on `.writer.lock`: the OS drops it when its process dies, so it is never stale.
         Under a distributed launch only the main process (RANK 0) takes it: the other ranks write nothing."""
-        import fcntl
-
         if not is_main_process():
             yield
             return
@@ -232,8 +233,6 @@ class RunFolder:
 
     def clear(self) -> None:
         """Delete the run's files, so that a fresh run starts in an empty folder."""
-        import shutil
-
         for path in self.run_files():
             if path.is_dir():
                 shutil.rmtree(path)
@@ -247,8 +246,6 @@ class RunFolder:
 
     def saved_step(self) -> int | None:
         """The optimiser steps the saved state has done (None: no readable state)."""
-        import json
-
         found = existing_dir(self.state)
         try:
             return int(json.loads((found / TRAINER_STATE).read_text(encoding="utf-8"))["step"]) if found else None

@@ -27,6 +27,7 @@ passes no counter and takes exactly the row-weighted path.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,7 +39,9 @@ import numpy as np
 import torch
 
 from xsyn.models.names import IGNORE_INDEX
+from xsyn.trees.batch import length_sorted_windows
 from xsyn.utils.errors import XsynError
+from xsyn.utils.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,6 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, epoch: int,
     rows of similar length and pads less, while the order stays random between windows and a fixed
     function of (seed, epoch) (so resume works).
     """
-    from xsyn.trees.batch import length_sorted_windows
-
     order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed * 1000 + epoch)).tolist()
     if lengths is not None:
         order = length_sorted_windows(order, lengths, LENGTH_WINDOW * batch_size)
@@ -295,8 +296,6 @@ class StepProgress:
     LINE_SECONDS = 30.0
 
     def __init__(self, total: int, initial: int, enabled: bool, description: str):
-        from xsyn.utils.progress import Progress
-
         self.counter = Progress(total, description, "steps", enabled, interval=self.LINE_SECONDS, initial=initial,
                                 also="examples")
 
@@ -307,8 +306,6 @@ class StepProgress:
 
     def note(self, line: str) -> None:
         """A status line (a dev score), shown with -v."""
-        import logging
-
         logger = logging.getLogger("xsyn.training")
         if not logger.isEnabledFor(logging.INFO):
             return

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import (
@@ -180,7 +181,6 @@ class WordpieceAligner:
         self.max_length = max_length or min(tokenizer.model_max_length, 512)
         # A private copy of the Rust tokenizer without the padding and truncation a tokenizer.json
         # may carry (MiniLM's pads every input to 128): xsyn pads batches and windows inputs itself.
-        from tokenizers import Tokenizer
 
         serialised = tokenizer.backend_tokenizer.to_str()
         self.backend = Tokenizer.from_str(serialised)

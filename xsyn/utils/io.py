@@ -136,8 +136,6 @@ def write_error_of(err: BaseException) -> OSError | None:
 
 
 def atomic_write_json(path: str | Path, data) -> None:
-    import json
-
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
@@ -145,8 +143,6 @@ def replace_dir(staged: str | Path, final: str | Path, keep_old_as: str | Path |
     """Swap a fully written folder into place; the previous one is deleted, or kept as `keep_old_as`.
     A crash mid-swap leaves `final` or `final.old`, which `existing_dir` recovers; never a half-written
     `final`."""
-    import shutil
-
     staged, final = Path(staged), Path(final)
     old = final.with_name(final.name + ".old")
     shutil.rmtree(old, ignore_errors=True)

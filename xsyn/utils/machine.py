@@ -9,9 +9,12 @@ another order, and a GPU run depends on the GPU and its CUDA.
 
 from __future__ import annotations
 
+import platform
 import re
 from pathlib import Path
 from typing import Any
+
+import torch
 
 CPUINFO = Path("/proc/cpuinfo")
 # The instruction-set extensions that MKL, oneDNN and torch's own kernels dispatch on: vector widths and
@@ -25,8 +28,6 @@ LIBRARY_VERSION = {"mkl": re.compile(r"Math Kernel Library Version (.+?) for "),
 def cpu_platform() -> dict[str, Any]:
     """What CPU float results depend on besides the versions: the CPU model, its kernel-relevant flags,
     torch's CPU capability, the MKL and oneDNN builds torch carries, and the threads torch uses now."""
-    import torch
-
     return {**cpu_model(CPUINFO.read_text(encoding="utf-8", errors="replace") if CPUINFO.is_file() else ""),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             **kernel_libraries(torch.__config__.show()), "threads": torch.get_num_threads()}
@@ -35,8 +36,6 @@ def cpu_platform() -> dict[str, Any]:
 def cpu_model(cpuinfo: str) -> dict[str, str]:
     """The first processor's model (name, vendor, family/model/stepping) and kernel flags in `cpuinfo`
     (/proc/cpuinfo's text); where there is none (not Linux), what Python's `platform` knows."""
-    import platform
-
     fields: dict[str, str] = {}
     for line in cpuinfo.split("\n\n", 1)[0].splitlines():
         key, sep, value = line.partition(":")
@@ -58,8 +57,6 @@ def kernel_libraries(config: str) -> dict[str, str | None]:
 
 def gpus() -> list[str]:
     """The visible GPUs' names with torch's CUDA/HIP version; empty on a CPU-only machine."""
-    import torch
-
     if not torch.cuda.is_available():
         return []
     toolkit = torch.version.cuda or torch.version.hip

@@ -3,6 +3,7 @@ one score per option, softmax over the options; the label is the answer's letter
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from xsyn.data.example import Example
@@ -23,8 +24,6 @@ def _choice_example(row: GoldRow) -> Example:
 def _choice_reference(example: Example, metric: str) -> Any:
     """The answer, and for a score per subset (RACE-M, RACE-H) the subset: the id's leading word
     (RACE's files and hub ids are named middle*/high*)."""
-    import re
-
     subset = re.match(r"[^\W\d_]*", example.id).group(0)
     return (example.label, subset) if metric == "subset_accuracy" else example.label
 

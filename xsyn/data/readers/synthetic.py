@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from xsyn.data.example import Example
 from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest
+from xsyn.data.synth import generate_split
 
 # -- synthetic ------------------------------------------------------------------------------------
 
@@ -17,8 +18,6 @@ class SynthReader(Reader):
     needs_files = False
 
     def read(self, request: ReadRequest) -> Iterator[Example]:
-        from xsyn.data.synth import generate_split
-
         sizes = self.option(request, "sizes")
         if request.split not in sizes:
             raise DataFormatError(f"the synth layout states no size for split {request.split!r}; "

@@ -14,6 +14,7 @@ from typing import Any
 
 from xsyn.data.errors import CardError
 from xsyn.data.readers.base import DataFormatError, Reader, ReadRequest, Row, preview, read_text
+from xsyn.syntax.conllu import ConlluStats, conllu_sentences
 from xsyn.utils import json_fields
 
 # -- tsv ------------------------------------------------------------------------------------------
@@ -315,8 +316,6 @@ class ConlluReader(Reader):
     sentence's tree goes along as the row's `tree` (served by `--parser gold`, ignored by the others)."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
-        from xsyn.syntax.conllu import ConlluStats, conllu_sentences
-
         for path in request.files:
             stats = ConlluStats()
             text = read_text(path, request.notes)

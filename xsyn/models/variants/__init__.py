@@ -16,6 +16,7 @@ import functools
 import typing
 from typing import Any
 
+from xsyn.models.families import FAMILIES, resolve
 from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the run settings read it here
 from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
@@ -54,8 +55,6 @@ def _foreign_claims(variant: SyntaxVariant) -> str | None:
 
 def _owners() -> dict[str, str]:
     """Who declares each name a variant's settings or paper names may not take."""
-    from xsyn.models.families import FAMILIES, resolve
-
     owners: dict[str, str] = {}
     for family in FAMILIES.values():
         config = resolve(family.config)

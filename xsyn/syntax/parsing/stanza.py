@@ -11,6 +11,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import stanza
+import torch
+from stanza import Document
+
 from xsyn.syntax.conllu import locate_tokens
 from xsyn.syntax.parsing.base import ParserUnavailable, characters_as_tokens, joins_characters
 from xsyn.syntax.parsing.registry import STANZA_BATCH_DOCS
@@ -36,8 +40,6 @@ class StanzaParser:
     def __init__(self, processors: str = "tokenize,mwt,pos,lemma,depparse", package: str = "default",
                  model_dir: str | None = None, download: str = "reuse", device: str | None = None,
                  batch_docs: int = STANZA_BATCH_DOCS, pipeline_factory: Callable[[str, bool], Any] | None = None):
-        import stanza
-
         if download not in _DOWNLOAD:
             raise ValueError(f"download must be one of {sorted(_DOWNLOAD)}, got {download!r}")
         self.version = stanza.__version__
@@ -54,7 +56,6 @@ class StanzaParser:
         """1 on a GPU (parse workers would each load the models onto it), else no limit."""
         if self.device is not None:
             return None if self.device == "cpu" else 1
-        import torch
 
         return 1 if torch.cuda.is_available() else None
 
@@ -63,8 +64,6 @@ class StanzaParser:
         return {**self.__dict__, "_pipelines": {}}
 
     def _build_pipeline(self, lang: str, pretokenized: bool) -> Any:
-        import stanza
-
         processors = self.processors
         if pretokenized:
             processors = ",".join(p for p in processors.split(",") if p != "mwt")
@@ -80,8 +79,6 @@ class StanzaParser:
     def check_models(self, langs: Sequence[str], online: bool) -> None:
         """Before any data is read (the preflight): each language's models are in the model folder, or can be
         fetched (the download policy allows it and the network is there); else the error parsing would raise."""
-        import stanza
-
         if online and self.download != "none":
             return
         where = Path(self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR)
@@ -90,7 +87,6 @@ class StanzaParser:
             raise self._unavailable(missing, "--parser-download none" if online else "no network to download them")
 
     def _unavailable(self, langs: Sequence[str], cause: str) -> ParserUnavailable:
-        import stanza
 
         # the folder Stanza reads (its own default where --parser-model-dir is not given), named once, as it is
         where = self.model_dir or stanza.resources.common.DEFAULT_MODEL_DIR
@@ -111,8 +107,6 @@ class StanzaParser:
 
     def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
                     ) -> list[SyntaxRecord]:
-        from stanza import Document
-
         nlp = self._pipeline(lang, pretokenized=False)
         records = []
         for start in range(0, len(texts), self.batch_docs):
@@ -123,8 +117,6 @@ class StanzaParser:
 
     def parse_tokens(self, token_lists: Sequence[Sequence[str]], lang: str, *,
                      sent_ids: Sequence[str | None] | None = None) -> list[SyntaxRecord]:
-        from stanza import Document
-
         records: list[SyntaxRecord | None] = [None] * len(token_lists)
         joined = [k for k, tokens in enumerate(token_lists) if joins_characters(tokens, lang)]
         if joined:  # (a pipeline is loaded only where it has work)

@@ -28,12 +28,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ufal.udpipe as udpipe
+
 from xsyn.syntax.conllu import parse_conllu
 from xsyn.syntax.parsing.base import ParserUnavailable, joins_characters
 from xsyn.syntax.parsing.placement import place_sentences, source_checksum
 from xsyn.syntax.record import SyntaxRecord, TreeError
 from xsyn.syntax.treebanks import load_registry
 from xsyn.utils.errors import MissingInputError
+from xsyn.utils.io import atomic_write_bytes
 
 # A UDPipe 1 model file starts with its model type as a length-prefixed string; UDPipe 1 has one type.
 MODEL_HEADER = b"\x12morphodita_parsito"
@@ -89,8 +92,6 @@ class UDPipeParser:
     max_workers = None
 
     def __init__(self, model_path: str | Path):
-        import ufal.udpipe as udpipe
-
         self.path = Path(model_path)
         if self.path.is_file():
             self.models, self.checksum = [self.path], file_sha256(self.path)
@@ -115,8 +116,6 @@ class UDPipeParser:
         return {**self.__dict__, "_udpipe": None, "_loaded": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        import ufal.udpipe as udpipe
-
         self.__dict__.update(state, _udpipe=udpipe)
 
     def check_models(self, langs: Sequence[str], online: bool) -> None:
@@ -203,10 +202,6 @@ def train_model(treebank: str | Path, output: str | Path, sentences: int = 200, 
     """Train a UDPipe 1 tokenizer + tagger + parser on the first `sentences` of a CoNLL-U treebank with
     ufal.udpipe's own trainer (options in UDPipe's syntax), and write the model file atomically.
     Training is deterministic for given data and options."""
-    import ufal.udpipe as udpipe
-
-    from xsyn.utils.io import atomic_write_bytes
-
     conllu = udpipe.InputFormat.newConlluInputFormat()
     conllu.setText(Path(treebank).read_text(encoding="utf-8-sig"))
     data, error, sentence = udpipe.Sentences(), udpipe.ProcessingError(), udpipe.Sentence()
