@@ -1,7 +1,10 @@
 """Structure figures of the package: function lengths, module lengths, the command line's size.
 
     python scripts/structure_figures.py            # the figures, then the longest functions and modules
-    python scripts/structure_figures.py --check    # exit 1 where a target of issue 38 is missed
+    python scripts/structure_figures.py --check    # exit 1 where a function target is missed
+
+Module and cli/ sizes are printed as a signal for review, not checked (issue 55 retired their caps: a cap, not
+the idea, had come to decide where code went).
 
 A function's length is its lines from the `def` (decorators excluded) to its last line, as `ast` gives
 them, docstring and comments included: what a reader has to hold on screen. A nested function counts
@@ -17,13 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# The targets of issue 38.
+# The targets of issue 38 that stand: functions that fit on a screen.
 FUNCTION_MAX = 80
 LONG_FUNCTION = 60
 LONG_FUNCTIONS_MAX = 2
-MODULE_MAX = 500
 COMMAND_MAX = 40
-CLI_MAX = 1250
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,6 @@ def measure(package: Path) -> dict:
         "cli_lines": sum(n for m, n in modules.items() if m.startswith(cli)),
         "over_80": [f for f in funcs if f.lines > FUNCTION_MAX],
         "over_60": [f for f in funcs if f.lines > LONG_FUNCTION],
-        "modules_over_500": {m: n for m, n in modules.items() if n > MODULE_MAX},
         "commands_over_40": [f for f in commands if f.lines > COMMAND_MAX],
     }
 
@@ -88,12 +88,8 @@ def missed(figures: dict) -> list[str]:
         misses.append(f"{len(figures['over_80'])} function(s) over {FUNCTION_MAX} lines")
     if len(figures["over_60"]) > LONG_FUNCTIONS_MAX:
         misses.append(f"{len(figures['over_60'])} functions over {LONG_FUNCTION} lines (at most {LONG_FUNCTIONS_MAX})")
-    if figures["modules_over_500"]:
-        misses.append(f"{len(figures['modules_over_500'])} module(s) over {MODULE_MAX} lines")
     if figures["commands_over_40"]:
         misses.append(f"{len(figures['commands_over_40'])} command function(s) over {COMMAND_MAX} lines")
-    if figures["cli_lines"] > CLI_MAX:
-        misses.append(f"cli/ is {figures['cli_lines']} lines (at most {CLI_MAX})")
     return misses
 
 
@@ -106,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     figures = measure(args.package)
     print(f"functions over {FUNCTION_MAX} lines: {len(figures['over_80'])}")
     print(f"functions over {LONG_FUNCTION} lines: {len(figures['over_60'])}")
-    print(f"modules over {MODULE_MAX} lines: {len(figures['modules_over_500'])}")
     print(f"command functions over {COMMAND_MAX} lines: {len(figures['commands_over_40'])}")
     print(f"cli/ lines: {figures['cli_lines']}")
     print("longest functions:")

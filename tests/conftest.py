@@ -207,6 +207,31 @@ def small_tokenizer(tmp_path_factory):
 XLMR_TOKENIZER = REPO / "tests" / "fixtures" / "xlmr_tokenizer"
 
 
+@pytest.fixture(scope="module")
+def plain(small_tokenizer):
+    """A tiny random BertModel (`variant_models.SHAPE`): what a variant is lifted onto (`variant_models.lifted`)."""
+    import torch
+    from transformers import BertConfig, BertModel
+    from variant_models import SHAPE
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(small_tokenizer), **SHAPE)
+    return BertModel(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def batch(small_tokenizer):
+    """The variants' tree batch: a pair (13 pieces) and a padded single sentence: [CLS] der hund lau ##ft zum haus
+    [SEP]. (A test module with a `batch` of its own uses its own.)"""
+    from variant_models import CHASED, HUND
+
+    from xsyn.trees.batch import collate_trees
+    from xsyn.trees.wordpiece import WordpieceAligner
+
+    aligner = WordpieceAligner(small_tokenizer)
+    return collate_trees([aligner.encode([CHASED, HUND])[0], aligner.encode([HUND])[0]])
+
+
 @pytest.fixture(scope="session")
 def xlmr_tokenizer():
     """An XLM-R-style SentencePiece tokenizer (Unigram, 3,000 pieces, NFKC, `▁` word starts,

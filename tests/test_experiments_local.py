@@ -126,8 +126,8 @@ def test_run_local_packs_by_the_plans_estimate_against_a_fake_device(synth, monk
 
 
 def test_a_cells_device_memory_is_its_models_state_and_the_measured_activations_scaled():
-    from xsyn.benchmarks.model import ENCODER_SHAPES
     from xsyn.experiments.plan import parameter_count
+    from xsyn.models.names import ENCODER_SHAPES
 
     shape = ENCODER_SHAPES["mbert"].config
     peak = 5e9

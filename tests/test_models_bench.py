@@ -120,12 +120,13 @@ def test_peak_memory_grows_with_the_batch():
 
 def test_bench_model_measures_each_encoder_shape_with_its_own_plain_row_and_embedding_costs(monkeypatch):
     from xsyn.benchmarks import model as bench
+    from xsyn.models.names import EncoderShape
 
     tiny = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
     monkeypatch.setattr(bench, "ENCODER_SHAPES", {  # mBERT's and XLM-R's shapes, shrunk: a large vocabulary each
-        "mbert": bench.EncoderShape("bert", {**tiny, "vocab_size": 12000, "max_position_embeddings": 512,
+        "mbert": EncoderShape("bert", {**tiny, "vocab_size": 12000, "max_position_embeddings": 512,
                                              "type_vocab_size": 2}),
-        "xlmr-base": bench.EncoderShape("xlm-roberta", {**tiny, "vocab_size": 25000, "max_position_embeddings": 514,
+        "xlmr-base": EncoderShape("xlm-roberta", {**tiny, "vocab_size": 25000, "max_position_embeddings": 514,
                                                         "type_vocab_size": 1, "pad_token_id": 1})})
     result = CliRunner().invoke(main, ["bench", "model", "--encoders", "mbert,xlmr-base", "--variants", "none",
                                        "--seq-len", "16", "--batch-size", "2", "--repeats", "1", "--json"])

@@ -1,5 +1,7 @@
 """The structure figures of `scripts/structure_figures.py` (function lengths by `ast`, module lengths, the command
-line's size) are measured right, and the package keeps to the targets of issue 38."""
+line's size) are measured right, the package keeps to the function targets of issue 38, and its imports keep to the
+one boundary rule (pyproject.toml, above the light contract): imports at the module's top, except where a light
+module reaches a heavy library or module."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def test_lengths_run_from_the_def_to_the_last_line_and_commands_are_the_click_de
     assert found["cli_lines"] == COMMAND.count("\n")  # cli/__init__.py is empty
     assert found["modules"]["pkg/big.py"] == LONG.count("\n") + 420
     assert [f.where for f in found["over_80"]] == ["pkg/big.py:long"] and found["commands_over_40"] == []
-    assert figures.missed(found) == ["1 function(s) over 80 lines", "1 module(s) over 500 lines"]
+    assert figures.missed(found) == ["1 function(s) over 80 lines"]  # a module's size is no target (issue 55)
 
 
 def test_check_exits_1_where_a_target_is_missed(tmp_path, capsys):
@@ -71,13 +73,11 @@ def test_check_exits_1_where_a_target_is_missed(tmp_path, capsys):
 
 
 def test_the_package_keeps_to_the_structure_targets():
-    """No function over 80 lines and at most 2 over 60, no command function over 40 lines, no module over 500
-    lines and cli/ at most 1,250 lines (`python scripts/structure_figures.py` lists the longest)."""
+    """No function over 80 lines and at most 2 over 60, no command function over 40 lines (`python
+    scripts/structure_figures.py` lists the longest; module sizes are printed for review, not capped)."""
     found = figures.measure(ROOT / "xsyn")
     assert found["over_80"] == [] and len(found["over_60"]) <= figures.LONG_FUNCTIONS_MAX, found["over_60"]
     assert found["commands_over_40"] == []
-    assert found["modules_over_500"] == {}, f"over {figures.MODULE_MAX} lines: {found['modules_over_500']}"
-    assert found["cli_lines"] <= figures.CLI_MAX, found["cli_lines"]
 
 
 def test_no_module_of_the_package_imports_another_modules_private_name():
@@ -94,3 +94,99 @@ def test_no_module_of_the_package_imports_another_modules_private_name():
                               and not (ROOT / (node.module or "").replace(".", "/") / alias.name).with_suffix(".c")
                               .exists()]
     assert offenders == []
+
+
+def _light_contract() -> dict:
+    """The light/heavy contract of pyproject.toml: its light modules and the libraries they may not load."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return next(c for c in contracts["contracts"] if c["type"] == "module_level_forbidden")
+
+
+def _imports(module: str, path: Path) -> tuple[set[str], list[tuple[int, list[str]]]]:
+    """A module's imports that run when it is imported (their targets), and those inside its functions (line,
+    targets); imports under an `if` (TYPE_CHECKING, "if transformers is loaded already") are neither."""
+    import ast
+
+    top, inner = set(), []
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def targets(node) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        base = node.module or ""
+        if node.level:
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+        return [f"{base}.{alias.name}" for alias in node.names] + [base]
+
+    def walk(node, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and not in_function:
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                (inner.append((child.lineno, targets(child))) if in_function else top.update(targets(child)))
+            walk(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    walk(ast.parse(path.read_text(encoding="utf-8")), False)
+    return top, inner
+
+
+def test_a_function_imports_only_where_a_light_module_reaches_a_heavy_one():
+    """Every import inside a function is a light module (the contract's) importing a heavy library or a module
+    that loads one at its top; any other import belongs at its module's top (no deferral without a reason)."""
+    contract = _light_contract()
+    light, heavy_libraries = set(contract["source_modules"]), set(contract["forbidden_modules"])
+    modules = {}
+    for path in sorted((ROOT / "xsyn").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    found = {name: _imports(name, path) for name, path in modules.items()}
+
+    def owner(target: str) -> str:  # the module a target names (`xsyn.run.train.finetune` -> `xsyn.run.train`)
+        while target not in modules and "." in target:
+            target = target.rpartition(".")[0]
+        return target
+
+    heavy_modules: dict[str, bool] = {}
+
+    def heavy(target: str, seen: frozenset = frozenset()) -> bool:
+        if target.split(".")[0] in heavy_libraries:
+            return True
+        name = owner(target)
+        if name not in modules or name in seen:
+            return False
+        if name not in heavy_modules:
+            parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+            heavy_modules[name] = any(heavy(t, seen | {name}) for t in [*found[name][0], *parents])
+        return heavy_modules[name]
+
+    offenders = [f"{modules[name].relative_to(ROOT)}:{line} {' '.join(targets)}"
+                 for name, (_, inner) in found.items() for line, targets in inner
+                 if name not in light or not any(heavy(t) for t in targets)]
+    assert offenders == [], "imports to move to the module's top:\n" + "\n".join(offenders)
+
+
+def test_the_light_contract_lists_what_the_light_commands_load(tmp_path):
+    """pyproject's light modules are exactly the xsyn modules `xsyn --help`, `settings`, `experiment status` and
+    `experiment plan` load (measured in fresh interpreters), and those load none of the heavy libraries."""
+    import json
+    import os
+    import subprocess
+
+    contract = _light_contract()
+    script = ("import json, sys\nfrom click.testing import CliRunner\nfrom xsyn.cli import main\n"
+              "result = CliRunner().invoke(main, sys.argv[1:])\nassert result.exit_code == 0, result.output\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m == 'xsyn' or m.startswith('xsyn.'))))")
+    loaded = set()
+    for args in (["--help"], ["settings", "--task", "pawsx", "--variant", "gat"], ["experiment", "status", "synth"],
+                 ["experiment", "plan", "synth"]):
+        code = script + f"\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & "\
+                        f"set({contract['forbidden_modules']!r}))))"
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        modules, heavy = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
+        assert heavy == [], (args, heavy)
+        loaded |= set(modules)
+    assert sorted(loaded) == sorted(contract["source_modules"])

@@ -60,9 +60,9 @@ def test_a_saved_resolution_is_a_run_of_auto_and_of_itself_only():
 
 
 def test_the_plan_prices_auto_cells_at_their_devices_precision():
-    from xsyn.benchmarks.model import ENCODER_SHAPES
     from xsyn.experiments.bench_figures import StepBench, bench_dtype
     from xsyn.experiments.plan import bench_step_seconds
+    from xsyn.models.names import ENCODER_SHAPES
     from xsyn.run.settings import RunConfig
 
     config = RunConfig(task="synth", model="bert-base-multilingual-cased", batch_size=32, max_length=128)

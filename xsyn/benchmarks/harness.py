@@ -24,11 +24,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xsyn.benchmarks.loop import bench_task, load_bench_data
 from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.names import TINY
 from xsyn.models.variants import DEFAULT_VARIANT
+from xsyn.run.evaluation import evaluate_run
 from xsyn.run.settings import resolve
+from xsyn.run.train import FinetuneTask, finetune
+from xsyn.training.loop import micro_batches
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder
 from xsyn.utils.schema import did_you_mean
@@ -51,9 +55,6 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
                    langs: list[str] | None = None, data_dir: str | None = None, parser: str = "chain",
                    train_steps: int = 60, workdir: str | Path | None = None, step_seconds: float | None = None,
                    simulated_batches: int = 200) -> dict[str, Any]:
-    from xsyn.run.evaluation import evaluate_run
-    from xsyn.run.train import finetune
-
     card = load_card(task)
     unknown = [lang for lang in langs or () if lang not in card.languages]
     if unknown:  # found now, not after the training it would follow
@@ -61,7 +62,6 @@ def run_eval_bench(task: str = "synth", model: str = TINY, tokenizer: str | None
                           f"{', '.join(card.languages)}){did_you_mean(unknown[0], card.languages)}")
     with work_folder(workdir, "xsyn-bench-eval-") as work:  # without a workdir: removed at the end
         if task == "synth" and tokenizer is None:
-
             tokenizer = str(write_vocab(work / "vocab.txt"))
         train_lang = card.train_languages[0]
         config = resolve(task, DEFAULT_VARIANT, card, {}, {
@@ -91,10 +91,6 @@ def _data_wait_at(config, summary: dict[str, Any], step_seconds: float | None,
     """Collation per batch, and the data-wait share at a given (or the measured) step: the run's own batches
     (its first epoch's, cut into micro-batches), collated as its loop collates them (its padding, its
     variant's tree fields only)."""
-    from xsyn.benchmarks.loop import bench_task, load_bench_data
-    from xsyn.run.train import FinetuneTask
-    from xsyn.training.loop import micro_batches
-
     # features and parses come from the run's caches
     task = bench_task(config, load_bench_data(config), FinetuneTask)
     plan = [micro for batch in task.batches_of_epoch(0)

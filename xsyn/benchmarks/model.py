@@ -37,11 +37,24 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoModelForSequenceClassification
+
 from xsyn.benchmarks import options
+from xsyn.benchmarks.device import check_device
+from xsyn.models.compiled import compile_model, compiled_graphs
+from xsyn.models.encoders import family_classes
 from xsyn.models.families import family_of, resolve
 from xsyn.models.names import ENCODER_SHAPES
 from xsyn.models.variants import baseline_name, variant_names
+from xsyn.run.inference import model_inputs
 from xsyn.syntax.vocab import UPOS_SPECIAL_ID, UPOS_VOCAB_SIZE
+from xsyn.trees.batch import collate_trees
+from xsyn.trees.wordpiece import ROOT
 from xsyn.utils.errors import OptionError
 
 # The clocks the step timings read (module attributes, so a test can inject clocks and check the figures'
@@ -55,12 +68,6 @@ if TYPE_CHECKING:
 
 def synthetic_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
     """A collated batch of single-segment inputs over random trees (one word per piece)."""
-    import numpy as np
-    import torch
-
-    from xsyn.trees.batch import collate_trees
-    from xsyn.trees.wordpiece import ROOT
-
     rng = np.random.default_rng(seed)
     n = seq_len - 2  # pieces between [CLS] and [SEP]
     features = []
@@ -91,8 +98,6 @@ PLAIN_BERT = PLAIN + "bert"
 
 def peak_tflops(device: str, dtype: str) -> float | None:
     """The device's dense peak for `dtype` where known (bf16/fp16 on the GPUs of `PEAK_TFLOPS`), else None."""
-    import torch
-
     if not device.startswith("cuda") or dtype not in HALF_DTYPES:
         return None
     name = torch.cuda.get_device_name(torch.device(device))
@@ -117,16 +122,10 @@ def bert_step_flops(layers: int, hidden: int, intermediate: int, seq_len: int, b
 def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert"):
     """A sequence classifier of `variant` at `shape` on the `family`'s encoder, or for its plain row
     (`plain_bert`, `plain_xlm-roberta`) transformers' own model of the family."""
-    import torch
-
-    from xsyn.models.encoders import family_classes
-
     encoder = family_of(family)
     torch.manual_seed(seed)
     with torch.device(device):  # initialised where it runs: a GPU draws bert-base's weights in moments
         if variant == PLAIN + encoder.name:
-            from transformers import AutoModelForSequenceClassification
-
             return AutoModelForSequenceClassification.from_config(
                 resolve(encoder.config)(num_labels=2, **shape), attn_implementation="sdpa").train()
         classes = family_classes(encoder)
@@ -136,8 +135,6 @@ def build(variant: str, shape: dict, seed: int, device: str, family: str = "bert
 def step_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int, device: str) -> dict[str, torch.Tensor]:
     """`synthetic_batch` on `device`, as a training step hands a batch to the model (`model_inputs`: its inputs,
     and no attention mask where no row is padded)."""
-    from xsyn.run.inference import model_inputs
-
     batch = model_inputs(synthetic_batch(batch_size, seq_len, vocab_size, seed), with_labels=True)
     return {k: v.to(device) for k, v in batch.items()}
 
@@ -150,8 +147,6 @@ def model_batch(variant: str, batch: dict) -> dict:
 
 
 def _autocast(device: str, dtype: str):
-    import torch
-
     if dtype == "float32":
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=getattr(torch, dtype))
@@ -165,8 +160,6 @@ def train_step(model, batch: dict, dtype: str = "float32") -> None:
 
 
 def step_seconds(model, batch: dict, device: str, dtype: str = "float32") -> float:
-    import torch
-
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     start = wall_clock()
@@ -178,8 +171,6 @@ def step_seconds(model, batch: dict, device: str, dtype: str = "float32") -> flo
 
 def peak_bytes(model, batch: dict, device: str, dtype: str = "float32") -> int:
     """Peak bytes of the tensors allocated during one step (see the module docstring)."""
-    import torch
-
     model.zero_grad(set_to_none=True)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -188,7 +179,6 @@ def peak_bytes(model, batch: dict, device: str, dtype: str = "float32") -> int:
         train_step(model, batch, dtype)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before
-    from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         train_step(model, batch, dtype)
@@ -208,8 +198,6 @@ def gradient_bytes(model) -> int:
 
 def step_flops(model, batch: dict, dtype: str = "float32") -> int:
     """FLOPs of one step's matrix products and attention, counted from their shapes."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     with FlopCounterMode(display=False) as counter:
         train_step(model, batch, dtype)
     return counter.get_total_flops()
@@ -218,8 +206,6 @@ def step_flops(model, batch: dict, dtype: str = "float32") -> int:
 def step_ops(model, batch: dict, dtype: str = "float32") -> dict[str, int]:
     """The ATen ops one step dispatches, by op, views left out (they launch no kernel): a proxy, on any
     device, for the kernels an eager GPU step launches, on whose issue a small step waits."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     class OpCounter(TorchDispatchMode):
         def __init__(self):
             super().__init__()
@@ -260,8 +246,6 @@ def measure(variants: list[str], shape: dict, batch_size: int, seq_len: int, rep
     ops of an eager step, syntax parameters, ratios to the baseline (`none`). With `compile_mode` every row is
     timed compiled (`torch.compile` in that mode), with the seconds of its first (compiling) step and its
     compiled graphs (1 + recompiles: every variant's forward is one graph)."""
-    from xsyn.models.compiled import compile_model, compiled_graphs
-
     batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     rows = list(variants) + ([PLAIN + family] if plain_bert else [])
     models = {v: build(v, shape, seed, device, family) for v in rows}
@@ -315,8 +299,6 @@ def embedding_costs(shape: dict, family: str, batch_size: int, seq_len: int, rep
     with it trained and frozen (fastest of `repeats` interleaved rounds; peak step bytes, its gradient
     included), AdamW's update of all parameters (fastest of `repeats`) and its state (two float32 moments
     per parameter)."""
-    import torch
-
     model = build(baseline_name(), shape, seed, device, family)
     batch = step_batch(batch_size, seq_len, shape["vocab_size"], seed, device)
     embeddings = model.base_model.embeddings
@@ -367,8 +349,6 @@ def run_model_bench(variants: Sequence[str] | None = None, layers: int | None = 
     (`options.DEFAULT_SHAPE`); every option is checked first (`xsyn.benchmarks.options`). Returns the settings it
     ran at (device, dtype, batch_size, seq_len, repeats, peak_tflops, and the shape: layers, hidden) and `rows`
     ({row: `measure`'s figures}) or `encoders` ({name: {"rows", "embedding"}})."""
-    from xsyn.benchmarks.device import check_device
-
     baseline, registered = baseline_name(), variant_names()
     named = registered if variants is None else variants
     chosen = [baseline] + [v for v in dict.fromkeys(named) if v and v != baseline]

@@ -62,7 +62,6 @@ def run_syntax_bench(conllu_path: str | Path, tokenizer: Any, batch_size: int = 
     are built on `device`."""
     at_least(1, batch_size=batch_size, repeats=repeats)
     if isinstance(tokenizer, (str, Path)):
-
         tokenizer = load_tokenizer(str(tokenizer))
     records = list(read_conllu(conllu_path))
     aligner = WordpieceAligner(tokenizer, max_length=512)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from xsyn.benchmarks.model import ENCODER_SHAPES
+from xsyn.models.names import ENCODER_SHAPES
 from xsyn.models.variants import baseline_name
 
 

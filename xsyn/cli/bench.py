@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 
-from xsyn.benchmarks.harness import run_eval_bench
-from xsyn.benchmarks.model import run_model_bench
 from xsyn.benchmarks.options import DEFAULT_SHAPE
 from xsyn.benchmarks.parse import run_parse_bench
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
@@ -75,6 +73,8 @@ def bench_model(variants: str | None, layers: int | None, hidden: int | None, he
                 compile_mode: str | None, count_ops: bool, as_json: bool) -> None:
     """Time forward + backward of every syntax variant and of the plain model against `none`; peak memory,
     tokens per second and FLOP utilisation."""
+    from xsyn.benchmarks.model import run_model_bench
+
     figures = run_model_bench(variants.split(",") if variants is not None else None, layers, hidden, heads, seq_len,
                               batch_size, vocab_size, repeats, seed, device, dtype, peak_tflops,
                               plain_bert=not skip_plain_bert, compile_mode=compile_mode, ops_only=count_ops,
@@ -107,6 +107,8 @@ workdir_option = click.option("--workdir", type=click.Path(file_okay=False), def
 def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, step_ms, simulated_batches, workdir,
                as_json) -> None:
     """Per-pair cost of generalized evaluation; training's data-wait share (measured, and simulated at a step time)."""
+    from xsyn.benchmarks.harness import run_eval_bench
+
     result = run_eval_bench(task, model, tokenizer, langs.split(",") if langs else None, data_dir, parser,
                             train_steps, step_seconds=None if step_ms is None else step_ms / 1000,
                             simulated_batches=simulated_batches, workdir=workdir)

@@ -34,7 +34,6 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
     from xsyn.experiments.demo import demo_text, run_demo
 
     if quiet:
-
         quiet_libraries()
     settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}
     try:

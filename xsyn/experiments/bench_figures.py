@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import xsyn
-from xsyn.benchmarks.model import ENCODER_SHAPES
 from xsyn.experiments.experiment_file import ExperimentError
+from xsyn.models.names import ENCODER_SHAPES
 from xsyn.run.paths import absolute_paths
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice

@@ -242,7 +242,6 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
 def ensure_synth_vocab(experiment: Experiment, config) -> None:
     """The synthetic benchmark's vocabulary file, written where the cells' tiny model reads it."""
     if config.tokenizer == str(experiment.runs_dir / SYNTH_VOCAB) and not Path(config.tokenizer).is_file():
-
         write_vocab(config.tokenizer)
 
 

@@ -15,7 +15,7 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
     [search]                            # lists searched for EVERY variant, the best point chosen on dev
     [search.sla]                        # ... for one variant only, e.g. sla_threshold = [3, 4]
-    [pretrain]                          # pre-train the GAT on UD first (once per model): variants = ["gat"],
+    [pretrain]                          # pre-train a syntax module on UD first (once per model): variants = ["gat"],
                                         #   recipe, and `xsyn pretrain-gat` settings (treebanks, treebank_dir, ...)
     [evaluation]                        # split ("test" or a list), generalized, langs
     [task.pawsx]                        # per task: settings = {...}, data_dir, split, generalized, langs,
@@ -47,8 +47,7 @@ from typing import Any
 
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.names import TINY
-from xsyn.models.variants import variant_names
-from xsyn.models.variants.gat import GAT_CONFIG
+from xsyn.models.variants import pretraining_variant, variant_names
 from xsyn.run.paths import absolute_paths
 from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
 from xsyn.syntax.parsing.base import ParserChoiceError
@@ -58,7 +57,7 @@ from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, distinct, load
 
 RECIPE_PACKAGE = "xsyn.experiments"
 RECIPE_FOLDER = "recipes"
-PRETRAIN_FOLDER = "pretrain"  # under runs_dir: one GAT pre-training per model ([pretrain])
+PRETRAIN_FOLDER = "pretrain"  # under runs_dir: one pre-training per model ([pretrain])
 SYNTH_VOCAB = "synth-vocab.txt"  # the synthetic benchmark's own vocabulary, for `tiny` on `synth`
 
 
@@ -191,7 +190,7 @@ class Experiment:
     task_options: dict[str, TaskOptions]
     overrides: Overrides
     cards: dict[str, TaskCard]
-    pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the GAT pre-training before fine-tuning
+    pretrain: dict[str, Any] = field(default_factory=dict)  # [pretrain]: the pre-training before fine-tuning
     cell_needs: dict[str, str] = field(default_factory=dict)  # cell name -> the missing input it needs (found once)
     cells: list[Cell] = field(default_factory=list)
 
@@ -204,7 +203,15 @@ class Experiment:
         return grouped
 
     def pretrained_variants(self) -> list[str]:
-        return list(self.pretrain.get("variants", ["gat"])) if self.pretrain else []
+        """The variants whose cells start from the pre-trained syntax module ([pretrain]'s `variants`, by default
+        the one variant xsyn pre-trains: `pretraining_variant`)."""
+        return list(self.pretrain.get("variants", [pretraining_variant().name])) if self.pretrain else []
+
+    def pretrained(self, model: str) -> bool:
+        """Whether `model`'s pre-training is finished: its folder holds every file of the pre-trained module (the
+        pre-trained variant's `pretrained_files`, the last written last)."""
+        folder = self.pretrain_dir(model)
+        return all((folder / name).is_file() for name in pretraining_variant().pretrained_files)
 
     def pretrain_dir(self, model: str) -> Path:
         return self.runs_dir / PRETRAIN_FOLDER / slug(model)
@@ -286,9 +293,8 @@ class Experiment:
             flags["max_steps"] = self.overrides.max_steps
         if cell.task == "synth" and cell.model == TINY and "tokenizer" not in flags:
             flags["tokenizer"] = str(self.runs_dir / SYNTH_VOCAB)
-        pretrained = self.pretrain_dir(cell.model) / GAT_CONFIG
-        if cell.variant in self.pretrained_variants() and pretrained.is_file():
-            flags["pretrained_syntax"] = str(pretrained.parent)  # before the pre-training ran: listed without it
+        if cell.variant in self.pretrained_variants() and self.pretrained(cell.model):
+            flags["pretrained_syntax"] = str(self.pretrain_dir(cell.model))  # before it ran: listed without it
         return flags
 
     def require_inputs(self) -> None:
@@ -473,14 +479,16 @@ def _search(table: dict[str, Any], variants: list[str], variant_grid: dict[str, 
 
 
 def _pretrain(table: dict[str, Any], variants: list[str], where: str) -> dict[str, Any]:
-    """[pretrain]: which variants start from the pre-trained GAT, and the pre-training's settings (checked
-    by `xsyn.experiments.pretrain` against `xsyn pretrain-gat`'s, before any pre-training runs)."""
+    """[pretrain]: which variants start from the pre-trained syntax module, and the pre-training's settings (checked
+    by `xsyn.experiments.pretrain` against `xsyn pretrain-<variant>`'s, before any pre-training runs)."""
     if not table:
         return {}
-    own = table.get("variants", ["gat"])
+    pretrained = pretraining_variant().name  # the variant whose syntax module xsyn pre-trains
+    own = table.get("variants", [pretrained])
     if not isinstance(own, list) or not own or not set(own) <= set(variants):
         raise ExperimentError(where, "pretrain.variants", "expected a list of the file's variants that start from "
-                              f"the pre-trained GAT, e.g. variants = [\"gat\"] (the file's: {', '.join(variants)})")
+                              f"the pre-trained {pretrained} module, e.g. variants = [\"{pretrained}\"] (the file's: "
+                              f"{', '.join(variants)})")
     for key in ("model", "output_dir"):
         if key in table:
             raise ExperimentError(where, f"pretrain.{key}", "set per model by the experiment "

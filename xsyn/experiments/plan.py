@@ -508,7 +508,6 @@ def model_shape(model: str) -> dict[str, Any] | None:
         return known[model]
     file: Path | str | None = Path(model) / MODEL_CONFIG
     if not Path(file).is_file():
-
         file = try_to_load_from_cache(model, MODEL_CONFIG)
     if isinstance(file, (str, Path)) and Path(file).is_file():
         return json.loads(Path(file).read_text(encoding="utf-8"))

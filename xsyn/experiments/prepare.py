@@ -139,7 +139,6 @@ def _fetch_model(model: str, echo: Callable[[str], None]) -> dict[str, Any]:
         return {"ready": True, "where": "hub cache"}
     echo(f"downloading {model} (weights, configuration, tokenizer) into the hub cache")
     try:
-
         files = HfApi().list_repo_files(model)
         skip = ["*.h5", "*.msgpack", "*.onnx", "*.ot", "*.tflite", "onnx/*", "coreml/*", "flax_model*", "tf_model*"]
         if any(name.endswith(".safetensors") for name in files):

@@ -1,11 +1,13 @@
-"""The GAT pre-training an experiment runs before its fine-tunes (`[pretrain]`), as Ahmad et al. pre-train
-the GAT on UD treebanks and then fine-tune syntax-augmented mBERT from it.
+"""The pre-training of a syntax module an experiment runs before its fine-tunes (`[pretrain]`): the module of the
+variant that declares one (`SyntaxVariant.pretraining`; built in: gat, as Ahmad et al. pre-train the GAT on UD
+treebanks and then fine-tune syntax-augmented mBERT from it).
 
 One pre-training per model, in `<runs dir>/pretrain/<model>`, shared by every cell of the variants it
 names (all seeds, tasks and grid points: the paper pre-trains once). It runs under the same lock as a
 cell, so workers on several GPUs or cluster nodes never pre-train the same model twice: one runs it, the
 others wait for it (a lock's stale rule ends any wait on a dead owner), and a killed pre-training resumes
-from its saved state. Its settings are those of `xsyn pretrain-gat` (a recipe, then the table's values).
+from its saved state. Its settings are those of `xsyn pretrain-<variant>` (a recipe, then the table's
+values).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
-from xsyn.models.variants.gat import GAT_CONFIG
+from xsyn.models.variants import pretraining_variant
 from xsyn.pretraining.recipes import RECIPES, current_names
 from xsyn.training.folder import RunFolder
 from xsyn.utils.schema import check_values, construct, did_you_mean
@@ -57,26 +59,25 @@ def pretrain_settings(experiment: Experiment, model: str):
     return construct(PretrainSettings, values, where, "pretrain", error=ExperimentError)
 
 
-def pretrained(experiment: Experiment, model: str) -> bool:
-    return (experiment.pretrain_dir(model) / GAT_CONFIG).is_file()
-
-
 def ensure_pretrained(experiment: Experiment, model: str, progress: bool = False) -> Path:
-    """The model's pre-trained GAT folder, pre-training it first (or waiting for the worker that does)."""
+    """The model's pre-trained syntax module's folder, pre-training it first (or waiting for the worker that
+    does)."""
     folder = experiment.pretrain_dir(model)
-    while not pretrained(experiment, model):
+    while not experiment.pretrained(model):
         settings = pretrain_settings(experiment, model)  # checked before the lock and before any work
         try:
             lock = acquire_lock(folder)
         except CellBusy as busy:
-            log.info("the GAT pre-training for %s is running elsewhere (%s); waiting for it", model, busy)
+            log.info("the %s pre-training for %s is running elsewhere (%s); waiting for it", pretraining_variant().name,
+                     model, busy)
             time.sleep(WAIT_S)
             continue
         try:
-            if not pretrained(experiment, model):
+            if not experiment.pretrained(model):
                 from xsyn.pretraining.trainer import run_pretraining
 
-                log.info("pre-training the GAT for %s in %s before its fine-tunes", model, folder)
+                log.info("pre-training the %s syntax module for %s in %s before its fine-tunes",
+                         pretraining_variant().name, model, folder)
                 run_pretraining(settings, progress=progress, resume=RunFolder(folder).has_progress())
         finally:
             lock.release()
@@ -93,7 +94,7 @@ def pretrain_states(experiment: Experiment) -> list[PretrainState]:
     for model in models:
         folder = experiment.pretrain_dir(model)
         holder = lock_holder(folder / LOCK_FILE)
-        if pretrained(experiment, model):
+        if experiment.pretrained(model):
             states.append(PretrainState(model, folder, "done"))
         elif holder is not None and not holder.stale:
             states.append(PretrainState(model, folder, "running", f"locked by {holder.describe()}"))

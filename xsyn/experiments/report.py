@@ -84,7 +84,6 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
     atomic_write_text(index, markdown)
     atomic_write_json(output_dir / "index.json", _index_json(experiment, sections, counts, paper))
     if html:
-
         parts = [Part(markdown, output_dir)] + [
             Part((output_dir / s.folder / "report.md").read_text(encoding="utf-8"), output_dir / s.folder, demote=1,
                  source=f"{s.folder}/report.md") for s in sections if s.report]

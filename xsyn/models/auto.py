@@ -30,7 +30,6 @@ def register_auto_classes() -> None:
         return
     _state["registered"] = True
     try:
-
         autos = {None: AutoModel, "sequence": AutoModelForSequenceClassification,
                  "token": AutoModelForTokenClassification, "qa": AutoModelForQuestionAnswering,
                  "multiple_choice": AutoModelForMultipleChoice}

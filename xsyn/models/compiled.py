@@ -17,15 +17,11 @@ from xsyn.models.names import COMPILE_MODES
 
 
 def compile_model(model: torch.nn.Module, mode: str) -> torch.nn.Module:
-    """`model` compiled in `mode` (one of `COMPILE_MODES`), sharing its parameters; call it as the model.
-
-    On CPU the compiled code draws dropout's random numbers as eager torch does (inductor's
-    `fallback_random`), so that a compiled run reproduces the eager run's losses; on a GPU inductor's own
-    fused generator runs (seeded, faster, other numbers)."""
+    """`model` compiled in `mode` (one of `COMPILE_MODES`), sharing its parameters; call it as the model. On CPU
+    its dropout draws eager torch's random numbers; on a GPU, inductor's own (seeded, faster, other numbers)."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"torch_compile={mode!r}; choose one of {', '.join(COMPILE_MODES)}")
-    if next(model.parameters()).device.type == "cpu":
-
+    if next(model.parameters()).device.type == "cpu":  # so that a compiled run reproduces the eager run's losses
         torch._inductor.config.fallback_random = True
     return torch.compile(model, mode=mode)
 

@@ -66,17 +66,14 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     if report.probes:
         sections.append(_probe_markdown(report.probes, put))
     if report.analyses:
-
         sections.append(analyses_markdown(report.analyses, put))
     markdown = _header_markdown(report) + "\n\n".join(sections) + "\n"
     put("report.md", markdown)
     put("report.json", json.dumps(_json_ready(_report_json(report)), indent=2, ensure_ascii=False,
                                   allow_nan=False) + "\n")
     if latex:
-
         put("report.tex", latex_tables(report))
     if html:
-
         put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
 

@@ -171,7 +171,6 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
         checkpoint = locate_checkpoint(checkpoint)
     other_task = task is not None and task != checkpoint.task
     if other_task:
-
         check_transferable(load_card(checkpoint.task), load_card(task))
     config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
     card = config.card

@@ -452,7 +452,6 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
 def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
     """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
     if config.pretrained_syntax and config.model == TINY:
-
         own = RunFolder(config.pretrained_syntax).tiny_model
         if own.is_dir():
             raise ConfigError(f"--pretrained-syntax {config.pretrained_syntax} was pre-trained on its own random tiny "

@@ -131,7 +131,6 @@ class FinetuneTask:
         if not self.config.torch_compile:
             return self.model
         if self._compiled is None or self._compiled[0] is not self.model:
-
             self._compiled = (self.model, compile_model(self.model, self.config.torch_compile))
         return self._compiled[1]
 

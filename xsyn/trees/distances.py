@@ -66,19 +66,13 @@ def ancestors_of(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
     By doubling on the rows: while `jump` is every node's 2^k-th ancestor (roots and padding
     point to themselves) and the rows hold the ancestors at distances 0 .. 2^k - 1, or-ing in the
     row of `jump` adds those at 2^k .. 2^(k+1) - 1. After log2(N) + 1 steps every chain of parents
-    has reached its end; parents that never reach a root (a cycle) are refused.
-
-    On CPU the loop stops as soon as every `jump` is a root. Elsewhere it runs its fixed count
-    (further steps change nothing): asking the device whether to stop would wait for it at every
-    step, and the one check that needs the host (are the parents valid?) is made once, at the end.
-    Parents out of range are replaced by self-loops for the computation, so no index ever leaves
-    its row, and refused at that check: on CPU, or with `host_check`, a `ValueError` (which waits for
-    the device); otherwise a device-side assert, which keeps the model's step free of host waits (its
-    batches were checked where they were built, `xsyn.trees.batch.collate_trees`).
+    has reached its end; parents that never reach a root (a cycle) are refused: on CPU, or with
+    `host_check`, with a `ValueError`; otherwise with a device-side assert.
     """
     b, n = parent.shape
     in_range = (parent >= PAD) & (parent < n)
     flat = positions(b * n, parent.device).view(b, n)  # node i of sentence s is row s * n + i
+    # parents out of range become self-loops here, so no index leaves its row; they are refused at the check below
     jump = torch.where((parent >= 0) & in_range, parent + flat[:, :1], flat).view(-1)
     anc = eye(n, parent.device).expand(b, n, n).clone()
     rows = anc.view(b * n, n)
@@ -86,15 +80,18 @@ def ancestors_of(parent: torch.Tensor, host_check: bool = True) -> torch.Tensor:
     for _ in range(n.bit_length() + 1):  # 2^steps > n: every chain of parents has reached its end
         rows |= rows.index_select(0, jump)
         farther = jump.index_select(0, jump)
+        # on CPU, stop once every `jump` is a root; elsewhere run the fixed count (further steps change nothing):
+        # asking the device whether to stop would wait for it at every step
         if on_host and torch.equal(farther, jump):
             break
         jump = farther
     reaches_root = parent.view(-1).index_select(0, jump).view(b, n) == ROOT
     valid = torch.stack([in_range.all(), (reaches_root | (parent == PAD)).all()])
-    if not (on_host or host_check):
+    if not (on_host or host_check):  # a device-side assert keeps the model's step free of host waits (its batches
+        # were checked where they were built, `xsyn.trees.batch.collate_trees`)
         torch._assert_async(valid.all(), "tree_parent: a parent out of range or on a cycle. " + _PARENTS)
         return anc
-    valid = valid.tolist()  # the one wait
+    valid = valid.tolist()  # the one wait for the device, at the end
     if not valid[0]:
         raise ValueError(f"tree_parent holds a parent outside [{PAD}, {n}): " + _PARENTS)
     if not valid[1]:

