@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.options import DEFAULT_SHAPE
-from xsyn.benchmarks.parse import run_parse_bench
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
 from xsyn.cli.options import ParserChoiceType, XsynCommand, parser_option
 from xsyn.models.names import COMPILE_MODES, TINY
@@ -136,6 +135,8 @@ def bench_eval(task, model, tokenizer, langs, data_dir, parser, train_steps, ste
 def bench_parse(parser_name: str, input_path: Path, lang: str, workers: str | None, max_sentences: int | None,
                 cache_entries: int, cache_lookups: int, repeats: int, ceiling_loop: int, as_json: bool) -> None:
     """Sentences/s of parsing at 1, 2 and N workers against what N processes get; the parse cache's rates."""
+    from xsyn.benchmarks.parse import run_parse_bench
+
     try:
         counts = [int(w) for w in workers.split(",")] if workers else None
     except ValueError:

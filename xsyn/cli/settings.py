@@ -9,7 +9,6 @@ import click
 from xsyn.cli.options import RegistryChoice, TaskChoice, XsynCommand
 from xsyn.data.cards import load_card
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
-from xsyn.run.settings_table import settings_markdown, settings_text, settings_with_card
 
 
 @click.command(name="settings", cls=XsynCommand)
@@ -24,6 +23,8 @@ def settings_command(task: str | None, variant: str, as_json: bool, markdown: bo
 
     Run settings come first, then the model settings of the variant's syntax path.
     """
+    from xsyn.run.settings_table import settings_markdown, settings_text, settings_with_card
+
     card = load_card(task) if task else None
     table, source, given = settings_with_card(variant, card)
     shown = (settings_markdown().rstrip("\n") if markdown else json.dumps(table, default=str) if as_json

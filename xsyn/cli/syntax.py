@@ -9,10 +9,8 @@ from typing import Any
 import click
 
 from xsyn.cli.options import XsynCommand, parser_options, parser_settings
-from xsyn.syntax.inputs import parse_file
 from xsyn.syntax.parsing import build_parser
 from xsyn.syntax.parsing.registry import resolve_parser_choice
-from xsyn.syntax.quality import check_outputs, read_probe_metrics, score_parser, write_scores, write_scores_chart
 
 
 @click.command(name="parse", cls=XsynCommand)
@@ -42,6 +40,8 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
                   **flags: Any) -> None:
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
+    from xsyn.syntax.inputs import parse_file
+
     chosen = build_parser(parser, **parser_settings(flags)) if fmt != "conllu" else None
     parsed = parse_file(input_path, fmt, lang, output, chosen, cache_dir, import_as, skip_invalid, workers,
                         progress=not quiet)
@@ -77,6 +77,8 @@ def parser_quality_command(parser: str, treebanks: str, treebank_dir: Path, spli
                            limit: int | None, output: Path | None, probe_metrics: Path | None,
                            plot_output: Path | None, **flags: Any) -> None:
     """UAS and LAS of a parser against gold UD treebanks: how good the parses are that feed the model."""
+    from xsyn.syntax.quality import check_outputs, read_probe_metrics, score_parser, write_scores, write_scores_chart
+
     check_outputs(output, plot_output)  # before parsing: a folder that cannot be made is named now
     probes = read_probe_metrics(probe_metrics) if probe_metrics is not None else {}
     built = build_parser(parser, **parser_settings(flags))

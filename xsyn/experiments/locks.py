@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import temp_prefix
 
@@ -67,6 +65,8 @@ def format_age(seconds: float) -> str:
 
 def process_start_time(pid: int) -> float | None:
     """When process `pid` started (seconds since the epoch), or None when there is no such process."""
+    import psutil
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):

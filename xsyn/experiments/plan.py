@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import try_to_load_from_cache
-
 from xsyn.data.loading import default_data_dir, load_examples
 from xsyn.data.synth import vocabulary
 from xsyn.experiments.bench_figures import (
@@ -508,6 +506,8 @@ def model_shape(model: str) -> dict[str, Any] | None:
         return known[model]
     file: Path | str | None = Path(model) / MODEL_CONFIG
     if not Path(file).is_file():
+        from huggingface_hub.file_download import try_to_load_from_cache  # (the hub's download stack)
+
         file = try_to_load_from_cache(model, MODEL_CONFIG)
     if isinstance(file, (str, Path)) and Path(file).is_file():
         return json.loads(Path(file).read_text(encoding="utf-8"))

@@ -39,7 +39,6 @@ from xsyn.report.format import (
     seed_test_line,
     signed,
 )
-from xsyn.report.html import Part, write_html
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
@@ -84,6 +83,8 @@ def write_experiment_report(experiment: Experiment, output_dir: Path,
     atomic_write_text(index, markdown)
     atomic_write_json(output_dir / "index.json", _index_json(experiment, sections, counts, paper))
     if html:
+        from xsyn.report.html import Part, write_html  # (markdown-it)
+
         parts = [Part(markdown, output_dir)] + [
             Part((output_dir / s.folder / "report.md").read_text(encoding="utf-8"), output_dir / s.folder, demote=1,
                  source=f"{s.folder}/report.md") for s in sections if s.report]

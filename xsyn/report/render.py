@@ -36,7 +36,6 @@ from xsyn.report.format import (
     signed,
     slug,
 )
-from xsyn.report.html import Part, html_page
 from xsyn.report.latex import latex_tables
 from xsyn.report.runs import ProbeRun
 from xsyn.utils import plots
@@ -74,6 +73,8 @@ def write_report(report: Report, output_dir: Path, latex: bool = False, html: bo
     if latex:
         put("report.tex", latex_tables(report))
     if html:
+        from xsyn.report.html import Part, html_page  # (markdown-it)
+
         put("report.html", html_page([Part(markdown, output_dir)], "xsyn report"))  # its images are written
     return written
 

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from tqdm.auto import tqdm
-
 # The libraries' own switches for their tqdm bars: datasets' (`map`, featurisation) and the hub's, which
 # transformers follows ("Writing model shards", downloads). Read when each library is imported.
 LIBRARY_BAR_SWITCHES = ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
@@ -95,6 +93,8 @@ class Progress:
         self._bar = None
         self.enabled = enabled and total > 0
         if self.enabled and on_terminal(self._stream):
+            from tqdm.auto import tqdm
+
             self._bar = tqdm(total=total, initial=initial, desc=description, unit=f" {unit}", file=self._stream,
                              dynamic_ncols=True)
 
