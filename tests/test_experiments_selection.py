@@ -208,9 +208,10 @@ def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path
     assert settings.gat_delta == 4  # the paper recipe's, under the table's values
     runs = []
 
-    def fake_run(settings, progress=False, resume=False):  # writes what run_pretraining writes last
+    def fake_run(settings, progress=False, resume=False):  # writes the files a pre-trained GAT folder holds
         runs.append((settings.output_dir, resume))
         folder = Path(settings.output_dir)
+        (folder / "gat.safetensors").write_bytes(b"")
         (folder / "gat_config.json").write_text(json.dumps({"gat_layers": 2, "gat_heads": 2, "gat_head_size": 8,
                                                             "gat_delta": 4}))
 
@@ -221,6 +222,20 @@ def test_a_pretrain_table_pretrains_once_per_model_before_the_gat_cells(tmp_path
     assert experiment.config(gat).pretrained_syntax == settings.output_dir
     assert experiment.config(none).pretrained_syntax is None
     assert [s.state for s in pretrain.pretrain_states(experiment)] == ["done"]
+
+
+def test_a_pretraining_that_ends_without_its_files_is_an_error_not_a_loop(tmp_path, monkeypatch):
+    """ensure_pretrained runs the pre-training until the variant's `pretrained_files` are there: one that returns
+    without them (a bug, a crash swallowed) is refused, naming the missing files, instead of run again forever."""
+    from xsyn.experiments import pretrain
+
+    experiment = _experiment(tmp_path, PRETRAIN_FILE)
+    runs = []
+    monkeypatch.setattr("xsyn.pretraining.trainer.run_pretraining", lambda settings, **_: runs.append(1) or (
+        Path(settings.output_dir) / "gat_config.json").write_text("{}"))
+    with pytest.raises(ExperimentError, match="the pre-training ended without writing gat.safetensors; its "):
+        pretrain.ensure_pretrained(experiment, "tiny")
+    assert runs == [1]
 
 
 @pytest.mark.parametrize("table, message", [

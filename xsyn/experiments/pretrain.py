@@ -79,6 +79,10 @@ def ensure_pretrained(experiment: Experiment, model: str, progress: bool = False
                 log.info("pre-training the %s syntax module for %s in %s before its fine-tunes",
                          pretraining_variant().name, model, folder)
                 run_pretraining(settings, progress=progress, resume=RunFolder(folder).has_progress())
+                missing = [name for name in pretraining_variant().pretrained_files if not (folder / name).is_file()]
+                if missing:  # (else the loop would pre-train again and again)
+                    raise ExperimentError(f"{folder}: the pre-training ended without writing {', '.join(missing)}; "
+                                          "its train_log.jsonl and the output above say why")
         finally:
             lock.release()
     return folder
