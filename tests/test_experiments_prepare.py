@@ -83,7 +83,7 @@ def test_run_offline_with_a_missing_input_refuses_before_the_first_cell(tmp_path
 
 
 def test_a_killed_prepare_resumes_without_parsing_again_what_it_finished(tmp_path, monkeypatch):
-    from xsyn.run import task_data
+    from xsyn.experiments import prepare as preparing  # where prepare finds the run's parser
 
     grid = _grid(tmp_path, "chain", train_rows=100)  # 200 training sentences: 4 chunks of 64 at most
     experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
@@ -110,7 +110,7 @@ def test_a_killed_prepare_resumes_without_parsing_again_what_it_finished(tmp_pat
 
         return Counting()
 
-    monkeypatch.setattr(task_data, "make_parser", lambda config: counting_parser(config, kill_after=2))
+    monkeypatch.setattr(preparing, "make_parser", lambda config: counting_parser(config, kill_after=2))
     with pytest.raises(Killed):
         prepare(experiment, workers=1, echo=lambda line: None)
     first = [text for chunk in parsed for text in chunk]
@@ -118,7 +118,7 @@ def test_a_killed_prepare_resumes_without_parsing_again_what_it_finished(tmp_pat
     manifest = json.loads((tmp_path / "runs" / PREPARED_FILE).read_text(encoding="utf-8"))
     assert manifest["units"] == {}  # the unit was not finished: not claimed ready
     parsed.clear()
-    monkeypatch.setattr(task_data, "make_parser", lambda config: counting_parser(config))
+    monkeypatch.setattr(preparing, "make_parser", lambda config: counting_parser(config))
     manifest = prepare(experiment, workers=1, echo=lambda line: None)
     again = [text for chunk in parsed for text in chunk]
     assert not set(first) & set(again)  # nothing parsed twice

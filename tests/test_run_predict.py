@@ -275,7 +275,7 @@ def test_a_language_the_parser_lacks_is_named_with_its_first_line(pawsx_model, c
 
 
 def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache, monkeypatch):
-    import xsyn.run.task_data
+    import xsyn.run.predict
     from xsyn.syntax.parsing import ParserUnavailable
     from xsyn.syntax.parsing.chain import ChainParser
 
@@ -285,7 +285,7 @@ def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache,
                 raise ParserUnavailable(f"no model for {lang!r}")
             return super().parse_texts(texts, lang)
 
-    monkeypatch.setattr(xsyn.run.task_data, "make_parser", lambda config: EnglishOnly())
+    monkeypatch.setattr(xsyn.run.predict, "make_parser", lambda config: EnglishOnly())  # the run's parser
     rows = [{"sentence1": "A dog.", "sentence2": "A cat."}, {"sentence1": "A bird.", "sentence2": "A fish."},
             {"sentence1": "Un chien.", "sentence2": "Un chat.", "lang": "fr"}]
     with pytest.raises(PredictInputError, match=r"input: line 3: cannot parse language 'fr' .*no model for 'fr'"):

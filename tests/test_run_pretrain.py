@@ -327,12 +327,12 @@ def test_a_max_length_beyond_the_models_positions_is_refused(tmp_path, shared_da
                                                            "learning_rate": 1e-3, "model_settings": {}}),
 ])
 def test_recipes_set_the_gat_and_explicit_flags_win(tmp_path, monkeypatch, args, expected):
-    import xsyn.pretraining.trainer as trainer
+    import xsyn.run.pretrain as trainer  # where `pretrain-gat` finds run_pretraining
 
     seen = []
     monkeypatch.setattr(trainer, "run_pretraining",
                         lambda settings, **options: seen.append(settings) or {"probe_metrics": {}, "evaluation": []})
-    monkeypatch.setattr("xsyn.run.checks.preflight_pretraining", lambda settings: None)  # offline: no mBERT
+    monkeypatch.setattr("xsyn.run.pretrain.preflight_pretraining", lambda settings: None)  # offline: no mBERT
     code, output = pretrain(["--treebanks", "en", "--treebank-dir", str(tmp_path), "--output-dir",
                              str(tmp_path / "out"), *args])
     assert code == 0, output
@@ -342,12 +342,12 @@ def test_recipes_set_the_gat_and_explicit_flags_win(tmp_path, monkeypatch, args,
 
 @pytest.mark.parametrize("table", ["model_settings", "gat"])  # gat: the table's name in files before its rename
 def test_a_config_file_wins_over_the_recipe_and_options_win_over_both(tmp_path, monkeypatch, table):
-    import xsyn.pretraining.trainer as trainer
+    import xsyn.run.pretrain as trainer  # where `pretrain-gat` finds run_pretraining
 
     seen = []
     monkeypatch.setattr(trainer, "run_pretraining",
                         lambda settings, **options: seen.append(settings) or {"probe_metrics": {}, "evaluation": []})
-    monkeypatch.setattr("xsyn.run.checks.preflight_pretraining", lambda settings: None)  # offline: no mBERT
+    monkeypatch.setattr("xsyn.run.pretrain.preflight_pretraining", lambda settings: None)  # offline: no mBERT
     config = tmp_path / "pretrain.toml"
     config.write_text(f'gat_delta = 3\nlearning_rate = 5e-4\n[{table}]\ngat_layers = 2\n', encoding="utf-8")
     code, output = pretrain(["--recipe", "strong", "--config", str(config), "--learning-rate", "2e-4",

@@ -135,7 +135,7 @@ def test_push_to_hub_uploads_best_with_its_card_when_training_ends(tmp_path, mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr("xsyn.run.publish.HfApi", FakeApi)  # the hub client publishing uses
     res = finetune(tmp_path, tmp_path / "run", "--variant", "none", "--push-to-hub", "someone/xsyn-synth")
     assert res.exit_code == 0, res.output
     assert calls[0] == ("whoami", "hf_test_token") and calls[1] == ("create_repo", "someone/xsyn-synth",

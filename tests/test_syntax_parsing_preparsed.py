@@ -219,11 +219,12 @@ def test_parse_reads_a_conllu_parser_and_names_missing_segments(source, tmp_path
 
 
 def test_parse_hands_parser_device_to_the_parser(tmp_path, monkeypatch):
+    from xsyn.cli import syntax as parse_commands  # where `xsyn parse` finds build_parser
     from xsyn.syntax import parsing
 
     asked = []
     real_build_parser = parsing.build_parser
-    monkeypatch.setattr(parsing, "build_parser",
+    monkeypatch.setattr(parse_commands, "build_parser",
                         lambda choice, **kw: asked.append(kw["parser_device"]) or real_build_parser(choice))
     text = tmp_path / "in.txt"
     text.write_text("Dogs bark.\n", encoding="utf-8")
