@@ -94,3 +94,17 @@ def test_on_ewt_dev_spacy_attaches_far_better_than_the_chain(parser, shared_data
     chain_scores = attachment_scores(build_parser("chain").parse_tokens(words, "en"), gold)
     assert spacy_scores.words_f1 == 1.0
     assert spacy_scores.uas > chain_scores.uas + 0.2 and spacy_scores.las > 0.4
+
+
+def test_whitespace_words_are_the_space_separated_tokens_li_et_al_parse(parser):
+    """Li et al. (4.1; dataset.py: `spacy_parser.tokenizer = Tokenizer(vocab)`): one word per space-separated
+    token, so "don't" and "Smith." stay words; a parse of its own in the cache."""
+    whitespace = build_parser(f"spacy:{PIPELINE}", parser_words="whitespace")
+    text = "I  don't know M. Smith."
+    (record,) = whitespace.parse_texts([text], "en")
+    record.validate()
+    assert record.words == ["I", "don't", "know", "M.", "Smith."]
+    assert [text[s:e] for s, e in record.spans] == record.words and record.spans[1] == (3, 8)
+    (own,) = parser.parse_texts([text], "en")
+    assert own.words == ["I", "do", "n't", "know", "M.", "Smith", "."]
+    assert whitespace.cache_identity() == {**parser.cache_identity(), "words": "whitespace"}
