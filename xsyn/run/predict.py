@@ -316,6 +316,7 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
     from xsyn.run.inference import model_outputs, padding
     from xsyn.run.task_data import cache_root, feature_rows
     from xsyn.training.precision import run_precision
+    from xsyn.trees.conventions import InputConventions
     from xsyn.utils.progress import library_bars
 
     card, examples = config.card, prepared.examples
@@ -324,7 +325,8 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
         features, feature_report = prepare_features(
             card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
             max_query_length=config.max_query_length, labels=checkpoint.labels, tags=checkpoint.tags,
-            cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
+            cache_dir=cache_root(config) / "features", num_proc=config.num_proc,
+            conventions=InputConventions.of(config))
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
     model = accelerator.prepare(load_model(checkpoint.path))
     outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
