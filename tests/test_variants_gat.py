@@ -87,3 +87,14 @@ def test_reproduce_ahmad2021_runs_as_users_run_it(tmp_path, xsyn_on_cpu):
     assert (model["gat_attention"], model["bias_targets"], model["gat_weight_init"], model["gat_special_upos"]) == (
         "additive", "key,value", "xavier", "separate")
     assert "released code ahmad2021" in saved["hyperparameter_source"]
+    # a checkpoint copied out of its run still says how its inputs were built (evaluate and predict read it)
+    import shutil
+
+    from xsyn.run.evaluation import locate_checkpoint, run_config
+
+    task = json.loads((out / "best" / "xsyn_task.json").read_text(encoding="utf-8"))
+    assert task["input_conventions"] == {"sep_attachment": "segment_end", "tokenize_by": "words",
+                                         "truncation_tie": "last"}
+    copied = shutil.copytree(out / "best", tmp_path / "copied")
+    config = run_config(locate_checkpoint(copied), {"tokenizer": str(vocab)})
+    assert (config.tokenize_by, config.sep_attachment, config.truncation_tie) == ("words", "segment_end", "last")

@@ -58,14 +58,14 @@ class ReleasedCode:
     the paper's text (xsyn's defaults), the settings that give the code's behaviour. `inputs` are run settings
     (how the code's data path builds every input: `xsyn.trees.conventions`), taken by every variant of a run that
     reproduces this code, the baseline's included; `model` are this variant's own settings. A run's explicit
-    settings win over both; `docs/variants.md` ("paper, code and xsyn") gives each choice with its file."""
+    settings win over both; `docs/variants.md` ("paper, code and xsyn") gives each choice with its file, and what
+    no setting rebuilds (a test example the code drops, a parser it does not release)."""
 
     name: str  # the value of `reproduce` that selects it (the recipe's paper key)
     repository: str  # owner/name on GitHub
     commit: str  # the commit whose code the settings were checked against
     inputs: dict[str, Any]
     model: dict[str, Any]
-    remaining: tuple[str, ...] = ()  # what the settings do not rebuild, and why (the docs list it)
 
 
 @dataclass

@@ -111,12 +111,7 @@ SYNTAX_MBERT = ReleasedCode(
     name="ahmad2021", repository="wasiahmad/Syntax-MBERT", commit="1af0ef5",
     inputs={"tokenize_by": "words", "sep_attachment": "segment_end", "truncation_tie": "last"},
     model={"gat_attention": "additive", "bias_targets": "key,value", "gat_weight_init": "xavier",
-           "gat_special_upos": "separate"},
-    remaining=("its data code drops a NER or MTOP sentence over max_length, test sets included; xsyn cuts it into "
-               "windows (no test example is dropped)",
-               "its released data code cannot run its syntax path (utils_classify.py asserts before padding the "
-               "UPOS ids; utils_tag.py reads pos_tag_ids, which the features store as tag_ids): the papers' "
-               "numbers came from fixed copies that are not released"))
+           "gat_special_upos": "separate"})
 
 
 class Gat(SyntaxVariant):

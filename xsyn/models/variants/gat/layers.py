@@ -26,6 +26,11 @@ Structural probes (Hewitt and Manning 2019) read G: predicted squared distances
 ||theta1 (g_i - g_j)||^2 and squared norms ||theta2 g_i||^2, trained with L1 against tree distances
 (normalised by n^2) and depths (normalised by n), n counting `[CLS]` and `[SEP]`.
 
+Initial weights: BERT's N(0, initializer_range) for every GAT weight, or, with `gat_weight_init = "xavier"`,
+the released code's draws (each head's projection and score vectors from xavier_uniform with gain 1.414, the
+probes from U(-0.05, 0.05)); `gat_special_upos = "separate"` embeds [CLS] and [SEP] apart, as its UPOS ids
+do (`released_upos_ids`).
+
 `GatSyntaxEncoder`'s `state_dict` is the whole GAT checkpoint (embeddings of UPOS/relations,
 layers, LayerNorm, probes); the word embeddings are BERT's and are not part of it.
 """

@@ -73,12 +73,7 @@ SG_NET = ReleasedCode(
     name="sgnet", repository="cooelf/SG-Net", commit="3b23546",
     inputs={"tokenize_by": "words", "qa_context_first": True, "carry_cut_dependents": True},
     model={"sdoi_cls_visible": False, "sdoi_self": "heads", "sdoi_empty_rows": "all", "sdoi_aggregation": "softmax",
-           "sdoi_learn_alpha": True},
-    remaining=("its spans are subtree spans, which equal ancestor sets only on projective trees (HPSG's are); "
-               "xsyn's masks are true ancestors on any tree",
-               "its parses come from an unreleased HPSG-derived parser; xsyn parses with a UD parser",
-               "an all-zero row attends over the input padded to max_seq_length; xsyn pads a batch to its longest "
-               "input (pad_to_multiple_of), so those rows see the same real pieces but fewer padding positions"))
+           "sdoi_learn_alpha": True})
 
 
 class Sdoi(SyntaxVariant):

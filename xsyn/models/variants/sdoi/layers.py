@@ -10,6 +10,11 @@ output is aggregated with BERT's:
     H' = alpha H + (1 - alpha) H_sdoi,
 
 alpha = 0.5 by default, trained as an option. alpha = 1 gives BERT's output exactly.
+
+SG-Net's released code (`sdoi_aggregation = "softmax"`, and the mask settings of `SdoiSettings`) mixes
+H' = gamma (w0 H + w1 H_sdoi), (w0, w1) = softmax(w), and leaves rows with nothing to see all zero, which
+its additive -10000 turns into BERT's attention over the whole padded input: xsyn shifts those rows by the
+same -10000 (`CODE_MASK_VALUE`), so they round as the code's do.
 """
 
 from __future__ import annotations

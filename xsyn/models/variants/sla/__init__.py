@@ -43,11 +43,7 @@ class SlaSettings:
 SLA_CODE = ReleasedCode(
     name="li2021", repository="Neutralzz/syntax_aware_local_attention", commit="e1b9397",
     inputs={"parser_words": "whitespace", "truncation": "end", "punctuation": "ascii"},
-    model={"sla_punct_visible": True, "sla_across_sentences": False},
-    remaining=("of an input cut at max_length, its last kept word also sees what the cut word after it sees; "
-               "xsyn's has no word after it",
-               "it cuts a tagged sentence over max_length and scores what is left; xsyn cuts it into windows (no "
-               "test token is dropped)"))
+    model={"sla_punct_visible": True, "sla_across_sentences": False})
 
 
 class Sla(GatedLocalVariant):
