@@ -95,6 +95,7 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     """Make every input of the experiment's cells ready (see the module); each unit and model as it is done
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
+    experiment.require_parseable()  # a language no download makes parseable: named before anything is read
     units = data_units(experiment)
     manifest: dict[str, Any] = {"source": experiment.source, "command": prepare_command(experiment),
                                 "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {}}
