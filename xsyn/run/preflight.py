@@ -142,8 +142,10 @@ def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
     and parsed. Whether the network is there is decided here, once."""
     from xsyn.run.task_data import make_parser
     from xsyn.syntax.parsing.base import require_languages
+    from xsyn.utils.network import offline_unless_reachable
 
-    require_languages(make_parser(config), langs)
+    online = not offline_unless_reachable()  # (decided here for the model and data checks that follow too)
+    require_languages(make_parser(config), langs, online)
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:

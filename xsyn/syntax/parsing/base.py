@@ -94,13 +94,13 @@ def support_of(parser: Parser, langs: Sequence[str], online: bool | None = None)
     decided once per process, `xsyn.utils.network`). Reads no data and loads no model: what the preflight,
     and a table of a run's languages, ask."""
     langs = list(dict.fromkeys(langs))
+    check = getattr(parser, "language_support", None)
+    if check is None:  # (chain, conllu:PATH, gold: no models per language; they say what they miss when asked)
+        return [LanguageSupport(lang, Readiness.READY, "no models needed") for lang in langs]
     if online is None:
         from xsyn.utils.network import offline_unless_reachable
 
         online = not offline_unless_reachable()
-    check = getattr(parser, "language_support", None)
-    if check is None:  # (chain, conllu:PATH, gold: no models per language; they say what they miss when asked)
-        return [LanguageSupport(lang, Readiness.READY, "no models needed") for lang in langs]
     return check(langs, online)
 
 
