@@ -30,9 +30,11 @@ def hub(tmp_path, monkeypatch):
     root.mkdir()
     monkeypatch.chdir(root)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    shown = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     yield root
-    datasets.enable_progress_bars()
+    if shown:
+        datasets.enable_progress_bars()
 
 
 def ner_features(tags: list[str], pos: list[str] | None = None):

@@ -264,6 +264,7 @@ def test_xsyn_parse_names_the_language_before_reading_its_input(model_dir, tmp_p
 def test_an_experiment_with_languages_stanza_cannot_parse_is_refused_before_any_cell(model_dir, tmp_path):
     """`experiment prepare` and `run`: named from the index before anything is read, with the tasks needing them."""
     from xsyn.experiments.experiment_file import ExperimentError, Overrides, load_experiment
+    from xsyn.experiments.launch import RunChoices, run_experiment
     from xsyn.experiments.prepare import prepare
 
     grid = tmp_path / "grid.toml"
@@ -271,7 +272,8 @@ def test_an_experiment_with_languages_stanza_cannot_parse_is_refused_before_any_
                     f'parser = "stanza"\nparser_model_dir = "{model_dir}"\nparser_download = "none"\n'
                     '[task.panx]\nlangs = ["en", "sw", "my"]\n[task.xnli]\nlangs = ["en", "sw"]\n', encoding="utf-8")
     experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs")))
-    for start in (experiment.require_inputs, lambda: prepare(experiment, echo=lambda line: None)):
+    for start in (lambda: run_experiment(experiment, experiment.cells, RunChoices(), str(grid), echo=print),
+                  lambda: prepare(experiment, echo=lambda line: None)):
         with pytest.raises(ExperimentError) as err:
             start()
         lines = str(err.value).splitlines()

@@ -292,38 +292,11 @@ class Experiment:
         return flags
 
     def require_inputs(self) -> None:
-        """Refuse to run while a parser model the cells need is missing (listed, with the fix), or a cell's
-        parser has no models at all for a language it trains or evaluates on (`require_parseable`)."""
+        """Refuse to run while a parser model the cells need is missing (listed, with the fix)."""
         if self.missing_inputs:
             message, cells = next(iter(self.missing_inputs.items()))
             raise ExperimentError(f"{self.path}: {message} ({len(cells)} cells need it, e.g. {cells[0]}); "
                                   "or choose another parser for every cell with --set parser=...")
-        self.require_parseable()
-
-    def require_parseable(self) -> None:
-        """Refuse, before any cell reads data, the languages a cell's parser has no models for anywhere (Stanza
-        has none for sw, yo, my, ...): each named with the cells' tasks, and what works instead. Read from the
-        parsers' indexes, cheaply; models that are only not downloaded yet are each cell's own preflight's."""
-        from xsyn.run.task_data import make_parser
-        from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness, support_of
-        from xsyn.syntax.parsing.registry import PARSER_OPTIONS
-
-        groups: dict[tuple, tuple[RunConfig, dict[str, set[str]]]] = {}  # parser settings -> (a config, lang: tasks)
-        for cell in self.cells:
-            if cell.name in self.cell_needs:
-                continue
-            config = self.config(cell, check_model=False)
-            key = (config.parser, *(getattr(config, option.setting) for option in PARSER_OPTIONS))
-            _, tasks = groups.setdefault(key, (config, {}))
-            for lang in (config.train_lang, *self.evaluation_of(cell.task).langs):
-                tasks.setdefault(lang, set()).add(cell.task)
-        refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser}): {s.detail}"
-                   for config, tasks in groups.values() for s in support_of(make_parser(config), list(tasks))
-                   if s.readiness is Readiness.UNSUPPORTED]
-        if refused:
-            raise ExperimentError(f"{self.path}: {len(refused)} language(s) cannot be parsed:\n" + "\n".join(refused)
-                                  + f"\nNo download helps these languages: {OTHER_PARSE_SOURCES} (in this file: "
-                                  "the task's or [evaluation]'s langs; --set parser=... for every cell)")
 
 
 def _first_set(own: Any, shared: Any, default: Any) -> Any:
