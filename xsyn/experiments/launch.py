@@ -409,11 +409,12 @@ def run_experiment(experiment: Experiment, cells: list[Cell], choices: RunChoice
     """`xsyn experiment run`: record the command line's settings, then run the cells here (after `prepare` with
     `prepare_first`) or submit them to SLURM (after a `prepare` CPU job); offline where asked, or where a
     complete `prepare` made every input they read."""
-    from xsyn.experiments.prepare import decide_offline, manifest_lines, prepare
+    from xsyn.experiments.prepare import decide_offline, manifest_lines, prepare, require_parseable
     from xsyn.utils.progress import quiet_libraries
 
     if not choices.progress:
         quiet_libraries()
+    require_parseable(experiment)  # before anything: a language no download makes parseable
     record_run(experiment)
     if choices.launcher == "slurm":
         job = PrepareJob(choices.prepare_partition or choices.partition, choices.prepare_cpus, choices.prepare_time,

@@ -288,7 +288,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
                                 f"{', '.join(card.languages)}")
     rows, source = as_rows(inputs)
     examples = rows_to_examples(card, rows, lang or config.train_lang, source, checkpoint.labels)
-    parse = _parser(config, source)
+    parse = _parser(config, source, examples)
     prepared = _Prepared(examples)
     if card.task_kind.tagged:
         prepared.token_spans, prepared.texts = _tokenize(examples, parse, tokens)
@@ -359,15 +359,29 @@ def _named(prediction: dict[str, Any], names: Mapping[str, str]) -> dict[str, An
     return named
 
 
-def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], dict[str, Any]]:
+def _parser(config: RunConfig, source: str, examples: list[Example]
+            ) -> Callable[[list[Example], bool], dict[str, Any]]:
     """A function that parses examples' segments through the parse cache (`raw_only`: only those
     given as raw text), one language at a time, so that a language the parser cannot parse is named
-    with the first line that has it."""
+    with the first line that has it: before anything is parsed or the model loaded, the parser is
+    asked about every language of `examples` (a language it has no models for, or whose models are
+    not there)."""
     from xsyn.run.task_data import cache_root, make_parser, parse_workers
     from xsyn.syntax.cache import ParseCache
     from xsyn.syntax.parse import parse_segments
+    from xsyn.syntax.parsing.base import ParserUnavailable, require_languages
 
     parser = make_parser(config)
+    first = {}  # language -> the first line that has it
+    for example in examples:
+        for segment in example.segments:
+            first.setdefault(segment.lang, example.id)
+    try:
+        require_languages(parser, list(first))
+    except ParserUnavailable as err:
+        lang = err.support[0].lang
+        raise PredictInputError(f"{source}: line {first[lang]}: cannot parse language {lang!r} with parser "
+                                f"{config.parser!r}: {err}") from None
     cache = ParseCache(cache_root(config) / "parses")
     total: dict[str, Any] = {}
 

@@ -6,7 +6,8 @@ checkpoint must stop a command before that work, not after it. Each command has 
 function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
 from the same shared checks:
 
-    check_parser       the parser's models are there (or can be downloaded: the network is probed once)
+    check_parser       the parser parses every language, its models are there (or can be downloaded: the
+                       network is probed once)
     check_model        the model's config.json (no weights) and the tokenizer load
     check_data         every split x language (x language pair) to be read has local files or a hub source
     check_writable     the output folder can be created and a file written in it
@@ -136,15 +137,15 @@ def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> in
 
 
 def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
-    """The run's parser can parse `langs`: a parser that needs models checks they are there (or can be
-    downloaded), before the data is read and parsed. Whether the network is there is decided here, once."""
+    """The run's parser can parse `langs`: a parser that needs models finds them there (or can download them),
+    and a language it has no models for at all is named, with what works instead, before the data is read
+    and parsed. Whether the network is there is decided here, once."""
     from xsyn.run.task_data import make_parser
+    from xsyn.syntax.parsing.base import require_languages
     from xsyn.utils.network import offline_unless_reachable
 
-    online = not offline_unless_reachable()
-    check = getattr(make_parser(config), "check_models", None)  # (a parser without models has nothing to check)
-    if check is not None:
-        check(list(dict.fromkeys(langs)), online)
+    online = not offline_unless_reachable()  # (decided here for the model and data checks that follow too)
+    require_languages(make_parser(config), langs, online)
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:

@@ -51,7 +51,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from xsyn.syntax.parsing.base import ParserUnavailable, characters_as_tokens, joins_characters
+from xsyn.syntax.parsing.base import (
+    LanguageSupport,
+    ParserUnavailable,
+    Readiness,
+    characters_as_tokens,
+    joins_characters,
+)
 from xsyn.syntax.parsing.registry import STANZA_BATCH_DOCS
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import DEPRELS, base_deprel
@@ -124,11 +130,26 @@ class SpacyParser:
         identity = {"pipeline": self.pipeline, "labels": f"ud-{table}", "unspaced_characters": "joined"}
         return identity if self.words == "own" else {**identity, "words": self.words}
 
-    def _check_language(self, lang: str) -> None:
+    def language_support(self, langs: Sequence[str], online: bool) -> list[LanguageSupport]:
+        """The pipeline's own language (a multilingual `xx` pipeline: every one); another needs another pipeline."""
+        support = []
+        for lang in langs:
+            why = self._mismatch(lang)
+            support.append(LanguageSupport(lang, Readiness.READY, f"spaCy pipeline {self.pipeline}") if why is None
+                           else LanguageSupport(lang, Readiness.MISSING, why))
+        return support
+
+    def _mismatch(self, lang: str) -> str | None:
         base = lang.split("-")[0]
-        if self.nlp.lang not in (base, "xx"):
-            raise ParserUnavailable(f"spaCy pipeline {self.pipeline} parses {self.nlp.lang!r}, not {lang!r}; pass "
-                                    f"--parser spacy:PIPELINE with a pipeline for {base!r} (or a multilingual one)")
+        if self.nlp.lang in (base, "xx"):
+            return None
+        return (f"spaCy pipeline {self.pipeline} parses {self.nlp.lang!r}, not {lang!r}; pass --parser "
+                f"spacy:PIPELINE with a pipeline for {base!r} (or a multilingual one)")
+
+    def _check_language(self, lang: str) -> None:
+        why = self._mismatch(lang)
+        if why is not None:
+            raise ParserUnavailable(why)
 
     def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
                     ) -> list[SyntaxRecord]:
