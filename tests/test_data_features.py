@@ -263,3 +263,36 @@ def test_a_features_cache_folder_that_cannot_be_created_is_named(small_tokenizer
 def test_labels_are_required_for_labelled_kinds(small_tokenizer):
     with pytest.raises(ValueError, match="pass tags="):
         prepare_features(load_card("panx"), [], small_tokenizer, 16)
+
+
+def test_qa_context_first_puts_the_windowed_context_before_the_question_as_sg_net_does(small_tokenizer):
+    """SG-Net's run_squad2.py: [CLS] passage [SEP] question [SEP], the passage (type 0) windowed as before and
+    the answer found in it; the context keeps segment id 1 (the example's order), so decoding reads it."""
+    from xsyn.data.decode import example_windows
+    from xsyn.trees.conventions import InputConventions
+
+    first = InputConventions(qa_context_first=True)
+    features, report = prepare_features(load_card("xquad"), [qa_example(Answer("today", 25))], small_tokenizer, 12,
+                                        doc_stride=2, conventions=first)
+    w0, w1 = rows(features)
+    assert small_tokenizer.convert_ids_to_tokens(w0["input_ids"]) == [
+        "[CLS]", "the", "hearing", "is", "scheduled", "today", "[SEP]", "is", "the", "hearing", "today", "[SEP]"]
+    assert small_tokenizer.convert_ids_to_tokens(w1["input_ids"])[:6] == ["[CLS]", "is", "scheduled", "today", ".",
+                                                                          "[SEP]"]
+    assert list(w0["token_type_ids"]) == [0] * 7 + [1] * 5 and list(w0["tree_segment"][1:6]) == [1] * 5
+    assert (w0["window_start"], w0["window_end"], w1["window_start"], w1["window_end"]) == (0, 5, 2, 6)
+    assert (w0["start_positions"], w0["end_positions"], w1["start_positions"]) == (5, 5, 3)
+    (windows,) = example_windows(features, 1, last_segment=1)
+    assert [list(w.positions) for w in windows] == [[1, 2, 3, 4, 5], [1, 2, 3, 4]]
+    assert report.answers_outside_window == 0
+
+
+def test_default_conventions_keep_the_feature_cache_key_of_before():
+    """A run on the defaults names its features cache as before the conventions existed (its cache is kept)."""
+    from xsyn.data.features import FeatureSettings
+    from xsyn.trees.conventions import InputConventions
+
+    plain = FeatureSettings("classification", 128, None)
+    assert "conventions" not in plain.identity()
+    assert FeatureSettings("classification", 128, None, conventions=InputConventions(tokenize_by="words")
+                           ).identity()["conventions"] == {"tokenize_by": "words"}

@@ -27,10 +27,13 @@ def first_request(task, split, **langs):
     # XQuAD's hub copy calls its only split "validation"
     ("xquad", "test", {"lang": "el"}, "datasets.load_dataset('google/xtreme', 'XQuAD.el', split='validation')"),
     ("panx", "validation", {"lang": "sw"}, "datasets.load_dataset('google/xtreme', 'PAN-X.sw', split='validation')"),
-    ("conll_ner", "test", {"lang": "nl"}, "datasets.load_dataset('eriktks/conll2002', 'nl', split='test', "
-                                          "revision='refs/convert/parquet')"),
-    ("msra_ner", "test", {"lang": "zh"}, "datasets.load_dataset('levow/msra_ner', 'msra_ner', split='test', "
-                                         "revision='refs/convert/parquet')"),
+    # script repositories read from their parquet branch, one folder per config (tests/test_data_hub_layouts.py)
+    ("conll_ner", "test", {"lang": "nl"}, "datasets.load_dataset('eriktks/conll2002', split='test', "
+                                          "revision='refs/convert/parquet', data_dir='nl')"),
+    ("conll_ner", "train", {"lang": "en"}, "datasets.load_dataset('eriktks/conll2003', split='train', "
+                                           "revision='refs/convert/parquet', data_dir='conll2003')"),
+    ("msra_ner", "test", {"lang": "zh"}, "datasets.load_dataset('levow/msra_ner', split='test', "
+                                         "revision='refs/convert/parquet', data_dir='msra_ner')"),
     # XTREME names its UD-POS configs by the language's English name (the card's hub lang_codes)
     ("udpos", "test", {"lang": "zh"}, "datasets.load_dataset('google/xtreme', 'udpos.Chinese', split='test')"),
     ("race", "test", {"lang": "en"}, "datasets.load_dataset('ehovy/race', 'all', split='test')"),
@@ -63,7 +66,7 @@ def fake_hub(monkeypatch):
 
     calls, tables = [], {}
 
-    def load_dataset(path, name=None, split=None, revision=None):
+    def load_dataset(path, name=None, split=None, revision=None, data_dir=None):
         calls.append((path, name, split, revision))
         return tables[(path, name, split)]
 

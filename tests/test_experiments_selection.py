@@ -238,6 +238,21 @@ def test_a_pretraining_that_ends_without_its_files_is_an_error_not_a_loop(tmp_pa
     assert runs == [1]
 
 
+def test_a_released_code_pretrains_the_module_its_cells_will_load(tmp_path):
+    """`reproduce = "ahmad2021"` in [settings]: the pre-trained GAT is the code's (additive, its xavier draws,
+    its UPOS rows), or its gat cells could not load it; the [pretrain] table's own values still win."""
+    from xsyn.experiments import pretrain
+
+    text = PRETRAIN_FILE.replace("[settings]\n", '[settings]\nreproduce = "ahmad2021"\n', 1)
+    settings = pretrain.pretrain_settings(_experiment(tmp_path, text), "tiny")
+    assert settings.gat_attention == "additive"
+    assert {k: settings.model_settings[k] for k in ("gat_weight_init", "gat_special_upos")} == {
+        "gat_weight_init": "xavier", "gat_special_upos": "separate"}
+    own = text.replace("max_steps = 3\n", 'max_steps = 3\ngat_attention = "dot"\n', 1)
+    assert pretrain.pretrain_settings(_experiment(tmp_path, own), "tiny").gat_attention == "dot"
+    assert pretrain.pretrain_settings(_experiment(tmp_path, PRETRAIN_FILE), "tiny").gat_attention == "dot"
+
+
 @pytest.mark.parametrize("table, message", [
     ("variants = [\"sla\"]\n", "pretrain.variants: expected a list of the file's variants"),
     ("output_dir = \"x\"\n", "pretrain.output_dir: set per model by the experiment"),

@@ -210,7 +210,7 @@ def test_a_stanza_parser_without_its_models_is_found_first_naming_the_other_pars
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "cannot load Stanza models for language 'en'" in res.output and "no network to download them" in res.output
     # the folder it looked in is the one it names (it said "from ~/stanza_resources (not in <Stanza's default>)")
-    assert f"from {tmp_path / 'no-stanza'} (no network to download them)" in res.output
+    assert f"from {tmp_path / 'no-stanza'} (no resources.json there, and no network to download them)" in res.output
     for other in ("--parser udpipe:MODEL", "--parser spacy:PIPELINE", "--parser chain"):
         assert other in res.output
     assert not (tmp_path / "run").exists()
@@ -221,11 +221,12 @@ def test_a_stanza_parser_without_its_models_names_the_folder_stanza_reads(tmp_pa
     import stanza
 
     from xsyn.syntax.parsing import ParserUnavailable, build_parser
+    from xsyn.syntax.parsing.base import require_languages
 
     monkeypatch.setattr(stanza.resources.common, "DEFAULT_MODEL_DIR", str(tmp_path / "default"))
     with pytest.raises(ParserUnavailable) as err:
-        build_parser("stanza").check_models(["de"], online=False)
-    assert f"for language 'de' from {tmp_path / 'default'} (no network" in str(err.value)
+        require_languages(build_parser("stanza"), ["de"], online=False)
+    assert f"for language 'de' from {tmp_path / 'default'} (no resources.json there, and no network" in str(err.value)
     assert f"copy MODELS to {tmp_path / 'default'}, or pass it as --parser-model-dir" in str(err.value)
     assert "stanza_resources" not in str(err.value)
 

@@ -231,3 +231,42 @@ def test_synth_runs_on_its_own_trees_unless_a_parser_is_given(variant):
     card = load_card("synth")
     assert resolve("synth", variant, card, {}, {}, check_model=False).parser == "gold"
     assert resolve("synth", variant, card, {}, {"parser": "chain"}, check_model=False).parser == "chain"
+
+
+def test_reproduce_sets_the_codes_inputs_for_every_variant_and_its_model_settings_for_its_own():
+    """`reproduce=ahmad2021`: the released code's data path builds every cell's inputs (the mBERT baseline's
+    too); its model settings go to gat alone; a setting the run gives wins; the papers' text sets nothing."""
+    card = load_card("xnli")
+    gat = resolve("xnli", "gat", card, {}, parse_overrides(["reproduce=ahmad2021"]))
+    assert (gat.tokenize_by, gat.sep_attachment, gat.truncation_tie) == ("words", "segment_end", "last")
+    assert {k: gat.model_settings[k] for k in ("gat_attention", "bias_targets", "gat_weight_init",
+                                               "gat_special_upos")} == {
+        "gat_attention": "additive", "bias_targets": "key,value", "gat_weight_init": "xavier",
+        "gat_special_upos": "separate"}
+    none = resolve("xnli", "none", card, {}, parse_overrides(["reproduce=ahmad2021"]))
+    assert (none.tokenize_by, none.sep_attachment, none.model_settings) == ("words", "segment_end", {})
+    given = resolve("xnli", "gat", card, {"tokenize_by": "text"}, parse_overrides(["reproduce=ahmad2021",
+                                                                                    "gat_attention=dot"]))
+    assert (given.tokenize_by, given.model_settings["gat_attention"], given.sep_attachment) == (
+        "text", "dot", "segment_end")
+    paper = resolve("xnli", "gat", card, {}, {})
+    assert (paper.reproduce, paper.tokenize_by, paper.sep_attachment) == ("paper", "text", "cls")
+    assert "gat_weight_init" not in paper.model_settings
+
+
+def test_each_released_code_selects_its_variants_choices_at_once():
+    sla = resolve("cola", "sla", load_card("cola"), {}, parse_overrides(["reproduce=li2021"]))
+    assert (sla.parser_words, sla.truncation, sla.punctuation) == ("whitespace", "end", "ascii")
+    assert (sla.model_settings["sla_punct_visible"], sla.model_settings["sla_across_sentences"]) == (True, False)
+    sdoi = resolve("squad_v2", "sdoi", load_card("squad_v2"), {}, parse_overrides(["reproduce=sgnet"]))
+    assert (sdoi.tokenize_by, sdoi.qa_context_first, sdoi.carry_cut_dependents) == ("words", True, True)
+    assert {k: sdoi.model_settings[k] for k in ("sdoi_cls_visible", "sdoi_self", "sdoi_empty_rows",
+                                                "sdoi_aggregation", "sdoi_learn_alpha")} == {
+        "sdoi_cls_visible": False, "sdoi_self": "heads", "sdoi_empty_rows": "all", "sdoi_aggregation": "softmax",
+        "sdoi_learn_alpha": True}
+
+
+def test_an_unknown_released_code_is_refused_with_the_ones_there_are():
+    with pytest.raises(ConfigError, match="reproduce: 'ahmad' is not one of paper, ahmad2021, li2021, sgnet; did "
+                                          "you mean 'ahmad2021'"):
+        resolve("xnli", "gat", load_card("xnli"), {}, parse_overrides(["reproduce=ahmad"]))

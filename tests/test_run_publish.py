@@ -155,4 +155,6 @@ def test_every_variant_has_its_settings_and_papers_for_the_card():
         assert (variant.paper is None) == variant.is_baseline  # every syntax variant cites its paper
     assert "Syntax-Enhanced Pre-trained Model" in get_variant("sep").paper
     assert get_variant("gat").setting_names()[:3] == ("syntax_layers", "syntax_heads", "bias_targets")
-    assert get_variant("sdoi").setting_names() == ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer")
+    assert get_variant("sdoi").setting_names() == ("sdoi_alpha", "sdoi_learn_alpha", "sdoi_init_from_last_layer",
+                                                   "sdoi_aggregation", "sdoi_cls_visible", "sdoi_self",
+                                                   "sdoi_empty_rows")

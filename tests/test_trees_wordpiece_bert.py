@@ -9,6 +9,7 @@ from xsyn.syntax.conllu import read_conllu
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import DEPREL_IDS, UPOS_IDS, UPOS_SPECIAL_ID
 from xsyn.trees.batch import collate_trees
+from xsyn.trees.conventions import InputConventions
 from xsyn.trees.tensors import TreeTensors
 from xsyn.trees.wordpiece import ROOT, WordpieceAligner
 
@@ -168,3 +169,142 @@ def test_a_max_length_too_small_for_the_segments_names_the_flag(small_tokenizer,
     with pytest.raises(ValueError, match="a max length of 3 pieces leaves no room for 2 segments and their special "
                                          "tokens; raise --max-length"):
         WordpieceAligner(small_tokenizer, max_length=3).encode(list(examples.values())[:2])
+
+
+# -- the released codes' conventions (`InputConventions`), worked out by hand ---------------------------------------
+
+PAIR_A = SyntaxRecord.from_words(["the", "dog", "chased", "a", "cat", "."], [2, 3, 0, 5, 3, 3],
+                                 ["DET", "NOUN", "VERB", "DET", "NOUN", "PUNCT"],
+                                 ["det", "nsubj", "root", "det", "obj", "punct"])
+PAIR_B = SyntaxRecord.from_words(["the", "hearing", "is", "scheduled", "today", "."], [2, 4, 4, 0, 4, 4],
+                                 ["DET", "NOUN", "AUX", "VERB", "NOUN", "PUNCT"],
+                                 ["det", "nsubj", "aux", "root", "obl", "punct"])
+
+
+def _tree_tensors(tree):
+    return TreeTensors.from_batch(collate_trees([tree]))
+
+
+def test_ahmad_pairs_hang_each_sep_from_its_segments_last_piece_before_the_cut_and_ties_cut_b(small_tokenizer):
+    """Ahmad et al.'s utils_classify.py: 7 + 6 pieces in 14 - 3 = 11 places; A (longer) loses one, then the tie
+    6 = 6 cuts B. Each [SEP] hangs from its segment's last piece *before* truncation, the cut "." of each: it
+    travels as a node after the sequence (14: A's ".", under "chased"; 15: B's, under "scheduled")."""
+    code = InputConventions(sep_attachment="segment_end", truncation_tie="last")
+    (tree,) = WordpieceAligner(small_tokenizer, 14, code).encode([PAIR_A, PAIR_B])
+    assert pieces(small_tokenizer, tree) == ["[CLS]", "the", "dog", "chase", "##d", "a", "cat", "[SEP]",
+                                             "the", "hearing", "is", "scheduled", "today", "[SEP]"]
+    #                           CLS   the dog chase ##d a  cat SEP the hearing is sched today SEP | "."  "."
+    assert tree.parent.tolist() == [ROOT, 2, 3, 0, 3, 6, 3, 14, 9, 11, 11, 0, 11, 15, 3, 11]
+    tt = _tree_tensors(tree)
+    assert tt.depth[0].tolist() == [0, 3, 2, 1, 2, 3, 2, 3, 3, 2, 2, 1, 2, 3]
+    d = tt.distances[0]
+    assert (d[7, 3], d[1, 7], d[7, 13], d[0, 13]) == (2, 4, 6, 3)  # SEP-chased, the-SEP, SEP-SEP, CLS-SEP
+    # xsyn's default: every [SEP] under [CLS], and the tie cuts A ("a" keeps its cut head "cat", node 14)
+    (paper,) = WordpieceAligner(small_tokenizer, 14).encode([PAIR_A, PAIR_B])
+    assert pieces(small_tokenizer, paper)[5:8] == ["a", "[SEP]", "the"]
+    assert paper.parent.tolist() == [ROOT, 2, 3, 0, 3, 14, 0, 8, 10, 10, 0, 10, 10, 0, 3]
+    assert _tree_tensors(paper).distances[0][6, 13] == 2
+
+
+def test_a_single_segment_keeps_sep_under_cls_with_the_pair_convention(small_tokenizer):
+    """utils_tag.py: `heads = [0] + heads + [1]` for one sentence."""
+    code = InputConventions(sep_attachment="segment_end")
+    (tree,) = WordpieceAligner(small_tokenizer, conventions=code).encode([PAIR_A])
+    assert tree.parent.tolist()[-1] == 0 and len(tree.parent) == len(tree.input_ids)
+
+
+@pytest.fixture(scope="module")
+def fr_ja_tokenizer(tmp_path_factory):
+    from transformers import BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "il", "parle", "du", "de", "le", "livre", ".",
+             "ここ", "に", "##に", "行", "き", "ま", "##ま", "##す", "m", "smith", "n", "'", "t", "do", "is", "##n"]
+    path = tmp_path_factory.mktemp("vocab-fr-ja") / "vocab.txt"
+    path.write_text("\n".join(words) + "\n", encoding="utf-8")
+    return BertTokenizerFast(vocab=str(path), do_lower_case=True)
+
+
+FRENCH = SyntaxRecord(["Il", "parle", "de", "le", "livre", "."], [2, 0, 5, 5, 2, 2],
+                      ["PRON", "VERB", "ADP", "DET", "NOUN", "PUNCT"], ["nsubj", "root", "case", "det", "obl", "punct"],
+                      spans=[(0, 2), (3, 8), (9, 11), (9, 11), (12, 17), (18, 19)], text="Il parle du livre .")
+
+
+def test_a_french_multiword_token_is_two_words_of_pieces_when_each_word_is_cut_on_its_own(fr_ja_tokenizer):
+    """"du" is the parse's "de le": the text gives the piece "du" (the word nearest the root takes it, "le" is
+    contracted into it); word by word, as the released codes call tokenize(word), "de" and "le" each have theirs,
+    both hanging from "livre", and both come from the characters of "du"."""
+    (text,) = WordpieceAligner(fr_ja_tokenizer).encode([FRENCH])
+    assert pieces(fr_ja_tokenizer, text) == ["[CLS]", "il", "parle", "du", "livre", ".", "[SEP]"]
+    assert text.parent.tolist() == [ROOT, 2, 0, 4, 2, 2, 0]
+    words = InputConventions(tokenize_by="words")
+    (tree,) = WordpieceAligner(fr_ja_tokenizer, conventions=words).encode([FRENCH])
+    assert pieces(fr_ja_tokenizer, tree) == ["[CLS]", "il", "parle", "de", "le", "livre", ".", "[SEP]"]
+    assert tree.parent.tolist() == [ROOT, 2, 0, 5, 5, 2, 2, 0]
+    assert tree.word_index.tolist() == [-1, 0, 1, 2, 3, 4, 5, -1]
+    assert tree.upos[3:5].tolist() == [UPOS_IDS["ADP"], UPOS_IDS["DET"]]
+    assert tree.source.tolist()[1:7] == [[0, 2], [3, 8], [9, 11], [9, 11], [12, 17], [18, 19]]
+    assert tree.wordless == text.wordless == 0
+
+
+def test_a_japanese_word_cut_on_its_own_starts_its_pieces_afresh(fr_ja_tokenizer):
+    """"ここに行きます": in the text, "に" continues "ここ" (##に) and "ます" continues "き" (##ま); word by word,
+    "に" and "ま" start words. The trees are the same: the pieces, not the parents, differ."""
+    record = SyntaxRecord(["ここ", "に", "行き", "ます"], [3, 1, 0, 3], ["PRON", "ADP", "VERB", "AUX"],
+                          ["obl", "case", "root", "aux"], spans=[(0, 2), (2, 3), (3, 5), (5, 7)], text="ここに行きます")
+    (text,) = WordpieceAligner(fr_ja_tokenizer).encode([record])
+    (words,) = WordpieceAligner(fr_ja_tokenizer, conventions=InputConventions(tokenize_by="words")).encode([record])
+    assert pieces(fr_ja_tokenizer, text) == ["[CLS]", "ここ", "##に", "行", "き", "##ま", "##す", "[SEP]"]
+    assert pieces(fr_ja_tokenizer, words) == ["[CLS]", "ここ", "に", "行", "き", "ま", "##す", "[SEP]"]
+    assert text.parent.tolist() == words.parent.tolist() == [ROOT, 3, 1, 0, 3, 3, 5, 0]
+    assert words.source.tolist()[1:7] == [[0, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]  # the pieces' own characters
+
+
+def test_a_word_that_gives_no_piece_is_unk_when_cut_on_its_own(fr_ja_tokenizer):
+    """process_sentence: `if len(sub_tokens) == 0: sub_tokens = [tokenizer.unk_token]`."""
+    record = SyntaxRecord(["il", "\u200b", "parle"], [3, 3, 0], ["PRON", "X", "VERB"], ["nsubj", "dep", "root"],
+                          spans=[(0, 2), (3, 4), (5, 10)], text="il \u200b parle")
+    (tree,) = WordpieceAligner(fr_ja_tokenizer, conventions=InputConventions(tokenize_by="words")).encode([record])
+    assert pieces(fr_ja_tokenizer, tree) == ["[CLS]", "il", "[UNK]", "parle", "[SEP]"]
+    assert tree.parent.tolist() == [ROOT, 3, 3, 0, 0]
+
+
+def test_ascii_punctuation_marks_pieces_by_their_text_as_li_et_al_open_them(fr_ja_tokenizer):
+    """dataset.py opens a piece when `piece.lower() in '!"#$%&\\'()*+,.-/:;<=>?@[\\\\]^_'`: the "." of "M." (a
+    PROPN) and the "'" of "n't" are punctuation; the parser's PUNCT word "«" is not (SYM)."""
+    record = SyntaxRecord(["M.", "Smith", "is", "n't", "«"], [2, 3, 0, 3, 3],
+                          ["PROPN", "PROPN", "AUX", "PART", "PUNCT"],
+                          ["compound", "nsubj", "root", "advmod", "punct"],
+                          spans=[(0, 2), (3, 8), (9, 11), (11, 14), (15, 16)], text="M. Smith isn't «")
+    ascii = InputConventions(punctuation="ascii")
+    (tree,) = WordpieceAligner(fr_ja_tokenizer, conventions=ascii).encode([record])
+    assert pieces(fr_ja_tokenizer, tree) == ["[CLS]", "m", ".", "smith", "is", "##n", "'", "t", "[UNK]", "[SEP]"]
+    P, PROPN, SYM = UPOS_IDS["PUNCT"], UPOS_IDS["PROPN"], UPOS_IDS["SYM"]
+    assert tree.upos.tolist() == [UPOS_SPECIAL_ID, PROPN, P, PROPN, UPOS_IDS["AUX"], UPOS_IDS["PART"], P,
+                                  UPOS_IDS["PART"], SYM, UPOS_SPECIAL_ID]
+    (parsed,) = WordpieceAligner(fr_ja_tokenizer).encode([record])
+    assert parsed.upos.tolist()[8] == P and parsed.upos.tolist()[2] == PROPN  # the default: the parser's UPOS
+
+
+def test_cutting_at_the_end_drops_the_final_sep_as_li_et_al_slice_their_inputs(small_tokenizer, examples):
+    """run.py: `input_ids[:max_seq_length]`: the first 6 tokens of [CLS] the dog chase ##d a cat . [SEP]."""
+    end = InputConventions(truncation="end")
+    (tree,) = WordpieceAligner(small_tokenizer, 6, end).encode([examples["en-1"]])
+    assert pieces(small_tokenizer, tree) == ["[CLS]", "the", "dog", "chase", "##d", "a"]
+    assert tree.parent.tolist() == [ROOT, 2, 3, 0, 3, 6, 3]  # "a" keeps its cut head "cat" (node 6)
+    assert tree.token_type_ids.tolist() == [0] * 6 and tree.truncated == 2
+    (paper,) = WordpieceAligner(small_tokenizer, 6).encode([examples["en-1"]])
+    assert pieces(small_tokenizer, paper) == ["[CLS]", "the", "dog", "chase", "##d", "[SEP]"]
+    (short,) = WordpieceAligner(small_tokenizer, 64, end).encode([examples["en-1"]])
+    assert pieces(small_tokenizer, short)[-1] == "[SEP]"  # an input that fits is not cut
+
+
+def test_carried_cut_dependents_tell_a_window_edge_piece_heads_something(small_tokenizer):
+    """Of "chased the cat" only "chase" fits: its "##d" and "cat" are cut, so one of them ("##d", its first) is
+    carried after the sequence, and "chase" heads something as in the whole input (SG-Net's mask reads that)."""
+    record = SyntaxRecord.from_words(["chased", "the", "cat"], [0, 3, 1], ["VERB", "DET", "NOUN"],
+                                     ["root", "det", "obj"])
+    (tree,) = WordpieceAligner(small_tokenizer, 3, InputConventions(carry_cut_dependents=True)).encode([record])
+    assert pieces(small_tokenizer, tree) == ["[CLS]", "chase", "[SEP]"]
+    assert tree.parent.tolist() == [ROOT, 0, 0, 1]  # node 3: "##d", under "chase"
+    (plain,) = WordpieceAligner(small_tokenizer, 3).encode([record])
+    assert plain.parent.tolist() == [ROOT, 0, 0]

@@ -95,12 +95,18 @@ class LocalSource:
 @dataclass(frozen=True)
 class HubSource:
     """One Hugging Face hub dataset: id, config pattern, split names and column roles. The config's
-    `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`)."""
+    `{lang}` is the language's code in `lang_codes` where it has one (XTREME's `udpos.English`).
+    `data_dir` is a folder of the repository (pattern as the config's) read as the dataset: a
+    `refs/convert/parquet` branch keeps each of a script's configs as `{config}/{split}/NNNN.parquet`
+    and has no README, so datasets sees one `default` config there and a config name fails. `note`
+    says what the source holds where it differs from what the card describes; each load records it."""
 
     dataset: str
     splits: dict[str, str] = validated_field(distinct)
     columns: dict[str, str]
     config: str | None = None
+    data_dir: str | None = None
+    note: str = ""
     languages: tuple[str, ...] | None = validated_field(distinct, default=None)
     filter: dict[str, str] = field(default_factory=dict)
     revision: str | None = None
@@ -405,7 +411,8 @@ def _placeholders(pattern: str) -> list[str]:
 def card_sources(card: TaskCard) -> tuple[str, str]:
     """Where a task's data comes from, in words: its local files (with their layouts) and its hub data sets."""
     local = "; ".join(f"{', '.join(s.paths) or 'generated'} ({s.layout})" for s in card.local) or "none"
-    hub = "; ".join(f"{s.dataset}" + (f" [{s.config}]" if s.config else "") for s in card.hub) or "none"
+    hub = "; ".join(s.dataset + (f" [{s.config}]" if s.config else "") + (f" [{s.data_dir}/]" if s.data_dir else "")
+                    for s in card.hub) or "none"
     return local, hub
 
 

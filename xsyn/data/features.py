@@ -55,6 +55,7 @@ from xsyn.data.kinds import KINDS, TaskKind, WindowGold, label_columns, piece_la
 from xsyn.models.names import IGNORE_INDEX
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.trees.batch import collate_trees, tree_features
+from xsyn.trees.conventions import DEFAULT_CONVENTIONS, InputConventions
 from xsyn.trees.padding import PaddedLength
 from xsyn.trees.wordpiece import NO_SOURCE, SYNTAX_FIELDS, SegmentPieces, WordpieceAligner
 from xsyn.utils.io import (
@@ -83,6 +84,7 @@ class FeatureSettings:
     max_query_length: int | None = None  # QA: pieces kept of the question; None: all
     labels: tuple[str, ...] = ()  # class labels or intents, in id order
     tags: tuple[str, ...] = ()  # tags, in id order
+    conventions: InputConventions = field(default_factory=InputConventions)  # how inputs are built (trees.conventions)
 
     @property
     def task_kind(self) -> TaskKind:
@@ -92,6 +94,20 @@ class FeatureSettings:
     def query_cap(self) -> int | None:
         """Pieces kept of each segment before the windowed one (a QA question); None: all."""
         return self.max_query_length if self.task_kind.caps_query else None
+
+    @property
+    def context_first(self) -> bool:
+        """QA inputs put the context (the windowed segment) first: SG-Net's `[CLS] passage [SEP] question [SEP]`."""
+        return self.conventions.qa_context_first and self.task_kind.caps_query
+
+    def identity(self) -> dict[str, Any]:
+        """What the cache key holds of the settings: the conventions only where they differ from the defaults, so
+        that a run on the defaults keeps the key (and the cache) it had before conventions existed."""
+        values = asdict(self)
+        values["conventions"] = self.conventions.changed()
+        if not values["conventions"]:
+            del values["conventions"]
+        return values
 
 
 @dataclass
@@ -125,12 +141,14 @@ class FeatureReport:
 def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max_length: int, *,
                      doc_stride: int | None = None, max_query_length: int | None = None,
                      labels: Sequence[str] = (), tags: Sequence[str] = (),
-                     cache_dir: str | Path | None = None, num_proc: int | None = None) -> tuple[Any, FeatureReport]:
+                     cache_dir: str | Path | None = None, num_proc: int | None = None,
+                     conventions: InputConventions | None = None) -> tuple[Any, FeatureReport]:
     """A `datasets.Dataset` of features (one or more per example) and a `FeatureReport`.
 
     `labels`/`tags` are the id orders (see `xsyn.data.loading.label_names` / `tag_names`);
     `doc_stride` and (QA) `max_query_length` default to the card's hyperparameter when every
-    variant agrees, else half a window and the whole question.
+    variant agrees, else half a window and the whole question; `conventions` how the inputs are built
+    (`xsyn.trees.conventions`; default: xsyn's).
     """
     start = time.perf_counter()
     if max_query_length is not None and max_query_length < 1:
@@ -138,7 +156,7 @@ def prepare_features(card: TaskCard, examples: Sequence[Example], tokenizer, max
     settings = FeatureSettings(
         card.kind, max_length, doc_stride if doc_stride is not None else _card_setting(card, "doc_stride"),
         max_query_length if max_query_length is not None else _card_setting(card, "max_query_length"),
-        tuple(labels), tuple(tags))
+        tuple(labels), tuple(tags), conventions or DEFAULT_CONVENTIONS)
     _check_label_sets(card, settings)
     rows = [_example_row(i, e, card) for i, e in enumerate(examples)]
     key = _cache_key(rows, tokenizer, settings)
@@ -200,7 +218,7 @@ def _example_row(index: int, example: Example, card: TaskCard) -> str:
 
 def _cache_key(rows: list[str], tokenizer, settings: FeatureSettings) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([FEATURES_VERSION, asdict(settings)]).encode())
+    digest.update(json.dumps([FEATURES_VERSION, settings.identity()]).encode())
     digest.update(tokenizer.backend_tokenizer.to_str().encode())
     for row in rows:
         digest.update(row.encode())
@@ -299,7 +317,7 @@ def _fill_report(report: FeatureReport, features) -> None:
 
 def featurize_batch(batch: Mapping[str, list], tokenizer, settings: FeatureSettings) -> dict[str, list]:
     """`datasets.map` function: a batch of example JSON rows -> feature rows (windows included)."""
-    aligner = WordpieceAligner(tokenizer, settings.max_length)
+    aligner = WordpieceAligner(tokenizer, settings.max_length, settings.conventions)
     items = [json.loads(row) for row in batch["example"]]
     records = [SyntaxRecord.from_dict(r) for item in items for r in item["records"]]
     pieces = aligner.segment_pieces(records)
@@ -323,7 +341,12 @@ def _example_features(item: Mapping[str, Any], segments: list[SegmentPieces], al
         return [_choice_features(item, segments, aligner, label_ids)]
     windowed = settings.task_kind.windowed
     stride = _overlap(segments, settings, aligner.specials.count(len(segments))) if windowed else None
-    trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
+    if settings.context_first:  # the context, the windowed segment, first; segment ids as the example orders them
+        last = len(segments) - 1
+        trees = aligner.assemble([segments[-1], *segments[:-1]], stride=stride, window_segment=0,
+                                 max_other_length=settings.query_cap, segment_ids=[last, *range(last)])
+    else:
+        trees = aligner.assemble(segments, stride=stride, window_segment=-1, max_other_length=settings.query_cap)
     query_cut = sum(len(s.ids) for s in segments[:-1]) - _kept_query_pieces(segments, settings)
     unknown = 0
     label = IGNORE

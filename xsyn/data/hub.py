@@ -5,8 +5,10 @@ is requested. Hub columns are mapped to roles as the card says, class labels bec
 and QA `answers` ({"text": [...], "answer_start": [...]}) become (text, start) pairs, so hub rows
 go through the same `build_example` checks as local files.
 
-Without the network (`HF_HUB_OFFLINE=1`, or none), `load_hub_rows` raises `HubUnavailableError`;
-`xsyn.data.loading` turns it into a message naming the files to download and where to put them.
+A source the hub cannot serve raises `HubUnavailableError`: no network (`HF_HUB_OFFLINE=1`, or none), a
+transport error of datasets' HTTP client, an unknown dataset, config or column, or a script repository
+(datasets 4 and later run no dataset scripts); `xsyn.data.loading` then tries the card's next `[[hub]]`
+source, and after the last names every source tried, why each failed, and the files to put in place.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from huggingface_hub.errors import OfflineModeIsEnabled
+from huggingface_hub.utils import httpx  # datasets' HTTP client, as datasets imports it
+
 from xsyn.data.cards import HubSource, TaskCard
 from xsyn.data.readers import Row
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import XsynError, first_line
 
 
 @dataclass(frozen=True)
@@ -29,21 +34,60 @@ class HubRequest:
     split: str
     revision: str | None = None
     filter: tuple[tuple[str, str], ...] = ()
+    data_dir: str | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The keywords of `datasets.load_dataset` (and `load_dataset_builder`) besides the dataset and config."""
+        return {"revision": self.revision, **({"data_dir": self.data_dir} if self.data_dir else {})}
 
     def describe(self) -> str:
         args = [repr(self.dataset)] + ([repr(self.config)] if self.config else []) + [f"split={self.split!r}"]
-        if self.revision:
-            args.append(f"revision={self.revision!r}")
+        args += [f"{name}={value!r}" for name, value in (("revision", self.revision), ("data_dir", self.data_dir))
+                 if value]
         where = f" where {' and '.join(f'{c} == {v!r}' for c, v in self.filter)}" if self.filter else ""
         return f"datasets.load_dataset({', '.join(args)}){where}"
 
 
+SCRIPTS_REFUSED = "Dataset scripts are no longer supported"  # datasets' RuntimeError for a script repository
+
+
 class HubUnavailableError(XsynError, ConnectionError):
-    """The hub could not serve a request (offline, unknown dataset, no access)."""
+    """The hub could not serve a request (offline, a transport error, unknown dataset, no access, a script
+    repository); `unreachable`: the hub itself could not be reached (the network would help)."""
 
     def __init__(self, request: HubRequest, cause: BaseException):
-        super().__init__(f"{request.describe()} failed: {type(cause).__name__}: {cause}")
-        self.request = request
+        self.request, self.unreachable = request, _unreachable(cause)
+        why = (f"{request.dataset} is a script repository, which datasets 4 and later do not run"
+               if _script_repository(cause) else f"{type(cause).__name__}: {first_line(cause)}")
+        super().__init__(f"{request.describe()} failed: {why}")
+
+
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    """What datasets raises for a request the hub cannot serve: OSError (ConnectionError offline, a dataset or
+    file not found, HTTP statuses), ValueError (an unknown config or split), its HTTP client's own errors
+    (transport errors escape it unconverted), and RuntimeError (a script repository: checked by its message)."""
+
+    return OSError, ValueError, httpx.HTTPError, RuntimeError
+
+
+def _script_repository(err: BaseException) -> bool:
+    return isinstance(err, RuntimeError) and str(err).startswith(SCRIPTS_REFUSED)
+
+
+def _unreachable(err: BaseException) -> bool:
+
+    return isinstance(err, (ConnectionError, OfflineModeIsEnabled, httpx.TransportError))
+
+
+def _hub_call(request: HubRequest, call):
+    """`call()`, with the hub's failures raised as `HubUnavailableError` (a RuntimeError other than datasets'
+    script refusal is a bug, raised as it is)."""
+    try:
+        return call()
+    except _hub_errors() as err:
+        if isinstance(err, RuntimeError) and not _script_repository(err):
+            raise
+        raise HubUnavailableError(request, err) from err
 
 
 def hub_requests(card: TaskCard, split: str, segment_langs: Mapping[str, str]) -> list[tuple[HubSource, HubRequest]]:
@@ -58,8 +102,10 @@ def hub_requests(card: TaskCard, split: str, segment_langs: Mapping[str, str]) -
         if len(langs) > 1 and not any("{" + name + "}" in (source.config or "") for name in segment_langs):
             continue  # a same-language config cannot give a cross-language pair
         config = source.config.format(**values) if source.config else None
+        data_dir = source.data_dir.format(**values) if source.data_dir else None
         row_filter = tuple((col, pattern.format(**values)) for col, pattern in source.filter.items())
-        out.append((source, HubRequest(source.dataset, config, source.splits[split], source.revision, row_filter)))
+        out.append((source, HubRequest(source.dataset, config, source.splits[split], source.revision, row_filter,
+                                       data_dir)))
     return out
 
 
@@ -68,21 +114,15 @@ def probe_hub(request: HubRequest) -> None:
     else `HubUnavailableError`."""
     import datasets
 
-    try:
-        datasets.load_dataset_builder(request.dataset, request.config, revision=request.revision)
-    except (OSError, ValueError) as err:  # as `load_hub_rows`
-        raise HubUnavailableError(request, err) from err
+    _hub_call(request, lambda: datasets.load_dataset_builder(request.dataset, request.config, **request.arguments()))
 
 
 def load_hub_rows(source: HubSource, request: HubRequest) -> Iterator[Row]:
     """Rows (role -> value) of one hub dataset split."""
     import datasets
 
-    try:
-        dataset = datasets.load_dataset(request.dataset, request.config, split=request.split,
-                                        revision=request.revision)
-    except (OSError, ValueError) as err:  # ConnectionError (offline), DatasetNotFoundError, HTTP errors
-        raise HubUnavailableError(request, err) from err
+    dataset = _hub_call(request, lambda: datasets.load_dataset(request.dataset, request.config, split=request.split,
+                                                               **request.arguments()))
     missing = [c for c in [*source.columns.values(), *dict(request.filter)] if c not in dataset.features]
     if missing:
         raise HubUnavailableError(request, KeyError(f"no column(s) {', '.join(missing)}; the dataset has "

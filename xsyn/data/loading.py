@@ -6,8 +6,9 @@ pawsx de validation: 2000 examples from data/pawsx/dev-de.tsv (xtreme layout); 0
 
 `data_dir` is the task's own folder (default `$XSYN_DATA_DIR/<task>`, or `~/.cache/xsyn/data/<task>`).
 The card's `[[local]]` layouts are tried in order; the first whose files all exist is read. If none
-exists, the card's `[[hub]]` source is requested; if that fails (offline), `DataNotFoundError` says
-which files to put where and which hub dataset would have served them.
+exists, the card's `[[hub]]` sources are requested in order, each that fails (offline, a transport error,
+a script repository, ...) moving on to the next; if all fail, `DataNotFoundError` says which files to put
+where, and which hub sources were tried and why each failed.
 """
 
 from __future__ import annotations
@@ -102,16 +103,17 @@ def load_segments(card: TaskCard, split: str, segment_langs: Mapping[str, str],
                               labelled=split not in card.unlabelled_splits)
         examples = _examples(card, READERS[source.format].read(request), request, langs)
         return examples, _finish(report, examples, request, start)
-    hub_errors: list[str] = []
+    hub_errors: list[HubUnavailableError] = []  # each source the card lists, in order, until one serves it
     for hub_source, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
         request = ReadRequest([], langs[0], split, {}, BadRows(skip_bad_rows, test=split == "test"),
                               labelled=split not in card.unlabelled_splits)
         try:
             examples = _examples(card, load_hub_rows(hub_source, hub_request), request, langs)
         except HubUnavailableError as err:
-            hub_errors.append(f"  {err}")
+            hub_errors.append(err)
             continue
-        report.origin, report.sources = "hub", [hub_request.describe()]
+        note = f" ({hub_source.note})" if hub_source.note else ""
+        report.origin, report.sources = "hub", [hub_request.describe() + note]
         return examples, _finish(report, examples, request, start)
     raise DataNotFoundError(_not_found(card, split, segment_langs, root, tried, hub_errors, allow_hub))
 
@@ -144,13 +146,13 @@ def check_available(card: TaskCard, split: str, segment_langs: Mapping[str, str]
     source, _, tried = _local_files(card, split, segment_langs, root)
     if source is not None:
         return
-    hub_errors: list[str] = []
+    hub_errors: list[HubUnavailableError] = []
     for _, hub_request in hub_requests(card, split, segment_langs) if allow_hub else []:
         try:
             probe_hub(hub_request)
             return
         except HubUnavailableError as err:
-            hub_errors.append(f"  {err}")
+            hub_errors.append(err)
     raise DataNotFoundError(_not_found(card, split, segment_langs, root, tried, hub_errors, allow_hub))
 
 
@@ -215,7 +217,7 @@ def _unique_ids(examples: list[Example]) -> int:
 
 
 def _not_found(card: TaskCard, split: str, segment_langs: Mapping[str, str], root: Path, tried: list[str],
-               hub_errors: list[str], allow_hub: bool) -> str:
+               hub_errors: list[HubUnavailableError], allow_hub: bool) -> str:
     what = ", ".join(f"{name} {lang}" for name, lang in segment_langs.items())
     lines = [f"no data for task {card.name!r} ({what}), split {split!r}."]
     if tried:
@@ -226,8 +228,10 @@ def _not_found(card: TaskCard, split: str, segment_langs: Mapping[str, str], roo
     else:
         lines.append(f"The card has no local layout for this combination ({_layouts(card.local)}).")
     if hub_errors:
-        lines += ["The Hugging Face hub could not serve it:", *hub_errors,
-                  "Run once with network access (the datasets cache keeps it), or put the files above in place."]
+        tried = "its source" if len(hub_errors) == 1 else f"any of its {len(hub_errors)} sources, tried in order"
+        lines += [f"The Hugging Face hub could not serve {tried}:", *(f"  {err}" for err in hub_errors)]
+        lines.append("Run once with network access (the datasets cache keeps it), or put the files above in place."
+                     if any(err.unreachable for err in hub_errors) else "Put the files above in place.")
     elif not allow_hub:
         lines.append("The hub was not tried (allow_hub=False).")
     else:

@@ -14,7 +14,7 @@ from xsyn.experiments.cells import FAILED, RUNNING
 from xsyn.experiments.experiment_file import Cell, Experiment
 from xsyn.experiments.last_run import record_run
 from xsyn.experiments.local import LocalOptions, run_local, visible_gpus, wait_for_held
-from xsyn.experiments.prepare import PREPARED_FILE, NotReady, decide_offline, manifest_lines, prepare
+from xsyn.experiments.prepare import PREPARED_FILE, NotReady, decide_offline, manifest_lines, prepare, require_parseable
 from xsyn.experiments.slurm import SUBMITIT_FOLDER, ClusterOptions, PrepareJob, job_outcomes, submit, submit_prepare
 from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import quiet_libraries
@@ -53,6 +53,7 @@ def run_experiment(experiment: Experiment, cells: list[Cell], choices: RunChoice
     complete `prepare` made every input they read."""
     if not choices.progress:
         quiet_libraries()
+    require_parseable(experiment)  # before anything: a language no download makes parseable
     record_run(experiment)
     if choices.launcher == "slurm":
         job = PrepareJob(choices.prepare_partition or choices.partition, choices.prepare_cpus, choices.prepare_time,

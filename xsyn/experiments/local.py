@@ -6,7 +6,7 @@ A grid of short fine-tunes leaves most of a GPU idle (one eager mBERT step keeps
 22), so N cells may share one GPU, each in its own process:
 
 - **Memory first.** Before packing, the plan's estimate of a cell's device memory at its peak
-  (`xsyn.experiments.plan_sizes.device_memory`: weights, gradients, AdamW's moments, the benchmark's
+  (`xsyn.experiments.plan.device_memory`: weights, gradients, AdamW's moments, the benchmark's
   activations scaled to the cell, a CUDA context) is checked against the device's memory: N is lowered to
   what fits, and said. With no estimate (no benchmark for the device) the N asked for is used, and said.
 - **Out of memory: alone.** A cell that fails with CUDA's out-of-memory error while it shared its GPU is
@@ -86,7 +86,7 @@ def run_local(experiment: Experiment, gpus: list[str], cells: list[Cell] | None 
               echo: Callable[[str], None] = print, progress: bool = False,
               options: LocalOptions = LocalOptions()) -> list[CellState]:
     """Every pending cell (of `cells`, default all); with two or more GPUs, several cells per GPU or offline,
-    as worker processes (`xsyn.experiments.packing`), else one after another in this process."""
+    as worker processes (`run_packed`), else one after another in this process."""
     experiment.require_inputs()
     chosen = experiment.cells if cells is None else cells
     states = cell_states(experiment, chosen)  # once: each state resolves the cell's settings and reads its folder

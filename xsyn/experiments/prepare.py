@@ -33,10 +33,12 @@ from huggingface_hub import HfApi, snapshot_download, try_to_load_from_cache
 
 from xsyn.data.pairs import pair_axes
 from xsyn.experiments.cells import ensure_synth_vocab
-from xsyn.experiments.experiment_file import Cell, Experiment, Overrides, load_experiment
+from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError, Overrides, load_experiment
 from xsyn.models.names import MODEL_CONFIG, TINY
 from xsyn.run.checks import check_model
 from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
+from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness, support_of
+from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
 
@@ -101,6 +103,7 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     """Make every input of the experiment's cells ready (see the module); each unit and model as it is done
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
+    require_parseable(experiment)  # a language no download makes parseable: named before anything is read
     units = data_units(experiment)
     manifest: dict[str, Any] = {"source": experiment.source, "command": prepare_command(experiment),
                                 "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {}}
@@ -194,6 +197,29 @@ def _evaluated(card, evaluation) -> list[dict[str, str]]:
 
 
 # --------------------------------------------------------------------------- is everything ready?
+
+
+def require_parseable(experiment: Experiment) -> None:
+    """Refuse, before any cell reads data, the languages a cell's parser has no models for anywhere (Stanza has
+    none for sw, yo, my, ...): each named with the tasks that need it and what works instead. Read from the
+    parsers' indexes, cheaply; models only not downloaded yet are each cell's own preflight's (an offline cell
+    parses nothing)."""
+    groups: dict[tuple, tuple[Any, dict[str, set[str]]]] = {}  # parser settings -> (a config, language -> tasks)
+    for cell in experiment.cells:
+        if cell.name in experiment.cell_needs:  # (its parser's model is not there: `require_inputs` says so)
+            continue
+        config = experiment.config(cell, check_model=False)
+        key = (config.parser, *(getattr(config, option.setting) for option in PARSER_OPTIONS))
+        _, tasks = groups.setdefault(key, (config, {}))
+        for lang in (config.train_lang, *experiment.evaluation_of(cell.task).langs):
+            tasks.setdefault(lang, set()).add(cell.task)
+    refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser}): {s.detail}"
+               for config, tasks in groups.values() for s in support_of(make_parser(config), list(tasks))
+               if s.readiness is Readiness.UNSUPPORTED]
+    if refused:
+        raise ExperimentError(f"{experiment.path}: {len(refused)} language(s) cannot be parsed:\n" + "\n".join(refused)
+                              + f"\nNo download helps these languages: {OTHER_PARSE_SOURCES} (in this file: the "
+                              "task's or [evaluation]'s langs; --set parser=... for every cell)")
 
 
 def missing_for_offline(experiment: Experiment, cells: list[Cell] | None = None) -> list[str]:

@@ -12,6 +12,7 @@ values).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -20,10 +21,12 @@ from typing import Any
 
 from xsyn.experiments.experiment_file import Experiment, ExperimentError
 from xsyn.experiments.locks import LOCK_FILE, CellBusy, acquire_lock, lock_holder
-from xsyn.models.variants import pretraining_variant
+from xsyn.models.variants import PAPER, pretraining_variant, released_settings
 from xsyn.pretraining.recipes import RECIPES, current_names
 from xsyn.training.folder import RunFolder
 from xsyn.utils.schema import check_values, construct, did_you_mean
+
+MODEL_SETTINGS = "model_settings"  # PretrainSettings' table of further model settings
 
 log = logging.getLogger("xsyn")
 WAIT_S = 30.0  # how often a worker that waits for another's pre-training looks again
@@ -52,11 +55,26 @@ def pretrain_settings(experiment: Experiment, model: str):
     values: dict[str, Any] = dict(RECIPES[recipe_name])
     own = current_names({key: value for key, value in table.items() if key not in ENGINE_KEYS}, f"{where}: pretrain")
     values.update(check_values(PretrainSettings, own, where, "pretrain", required=False, error=ExperimentError))
+    values.update(_reproduced(experiment, PretrainSettings, own, values.get(MODEL_SETTINGS, {})))
     if experiment.overrides.data_dir:
         values["treebank_dir"] = str(Path(experiment.overrides.data_dir) / "udpos")
     values["treebank_dir"] = str(Path(values.get("treebank_dir", "ud")).absolute())
     values.update(model=model, output_dir=str(experiment.pretrain_dir(model)))
     return construct(PretrainSettings, values, where, "pretrain", error=ExperimentError)
+
+
+def _reproduced(experiment: Experiment, schema: type, own: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """What the experiment's `reproduce` (a released code, in [settings] or --set) sets in the pre-trained module:
+    the code's model settings of the variant pre-trained (gat's additive attention and xavier draws: the module
+    its cells load must be the code's), under the [pretrain] table's own values (`own`); `model`: the model
+    settings so far (the recipe's, or the table's)."""
+    name = experiment.overrides.settings.get("reproduce", experiment.settings.get("reproduce", PAPER))
+    _, code = released_settings(name, pretraining_variant().name)
+    fields = {f.name for f in dataclasses.fields(schema)}
+    given = own.get(MODEL_SETTINGS, {})
+    values = {key: value for key, value in code.items() if key in fields and key not in own}
+    further = {key: value for key, value in code.items() if key not in fields and key not in given}
+    return {**values, MODEL_SETTINGS: {**model, **further}} if further else values
 
 
 def ensure_pretrained(experiment: Experiment, model: str, progress: bool = False) -> Path:

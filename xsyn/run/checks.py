@@ -6,7 +6,8 @@ checkpoint must stop a command before that work, not after it. Each command has 
 function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
 from the same shared checks:
 
-    check_parser       the parser's models are there (or can be downloaded: the network is probed once)
+    check_parser       the parser parses every language, its models are there (or can be downloaded: the
+                       network is probed once)
     check_model        the model's config.json (no weights) and the tokenizer load
     check_data         every split x language (x language pair) to be read has local files or a hub source
     check_writable     the output folder can be created and a file written in it
@@ -34,6 +35,7 @@ from xsyn.models.tokenizers import model_tokenizer
 from xsyn.run.scope import default_split, evaluation_languages, held_out_split
 from xsyn.run.settings import RunConfig
 from xsyn.run.task_data import cache_root, make_parser
+from xsyn.syntax.parsing.base import require_languages
 from xsyn.syntax.treebanks import locate
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
@@ -74,12 +76,11 @@ def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> 
 
 
 def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
-    """The run's parser can parse `langs`: a parser that needs models checks they are there (or can be
-    downloaded), before the data is read and parsed. Whether the network is there is decided here, once."""
-    online = not offline_unless_reachable()
-    check = getattr(make_parser(config), "check_models", None)  # (a parser without models has nothing to check)
-    if check is not None:
-        check(list(dict.fromkeys(langs)), online)
+    """The run's parser can parse `langs`: a parser that needs models finds them there (or can download them),
+    and a language it has no models for at all is named, with what works instead, before the data is read
+    and parsed. Whether the network is there is decided here, once."""
+    online = not offline_unless_reachable()  # (decided here for the model and data checks that follow too)
+    require_languages(make_parser(config), langs, online)
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:

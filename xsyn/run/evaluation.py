@@ -29,7 +29,7 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,7 @@ class Checkpoint:
     labels: list[str]
     tags: list[str]
     train_lang: str | None = None
+    input_conventions: dict[str, Any] = field(default_factory=dict)  # those not xsyn's (xsyn.trees.conventions)
 
 
 def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
@@ -95,7 +96,8 @@ def locate_checkpoint(model_dir: str | Path) -> Checkpoint:
                                    "xsyn finetune), or a checkpoint folder itself; is the run finished?")
         run_dir, path = model_dir, best
     info = read_task_info(path)
-    return Checkpoint(run_dir, path, info["task"], info["labels"], info["tags"], info.get("train_lang"))
+    return Checkpoint(run_dir, path, info["task"], info["labels"], info["tags"], info.get("train_lang"),
+                      info.get("input_conventions") or {})
 
 
 def read_task_info(checkpoint: Path) -> dict[str, Any]:
@@ -108,6 +110,8 @@ def read_task_info(checkpoint: Path) -> dict[str, Any]:
                                "point --model-dir at another checkpoint") from None
     wrong = [key for key, expected in (("task", str), ("labels", list), ("tags", list))
              if not isinstance(info.get(key) if isinstance(info, dict) else None, expected)]
+    if isinstance(info, dict) and not isinstance(info.get("input_conventions", {}), dict):
+        wrong.append("input_conventions")
     if wrong:
         raise RunNotFoundError(f"{file}: {', '.join(wrong)} missing or of the wrong type; it was not written by "
                                "xsyn finetune, or is damaged")
@@ -116,10 +120,11 @@ def read_task_info(checkpoint: Path) -> dict[str, Any]:
 
 def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) -> RunConfig:
     """The settings a checkpoint was trained with (the run's config.json; for a checkpoint copied out
-    of its run, the defaults for its task), with the given overrides that are not None."""
+    of its run, the defaults for its task and how its inputs were built), with the given overrides that are
+    not None."""
     config_file = RunFolder(checkpoint.run_dir).config
     values = read_config_file(config_file) if config_file.is_file() else \
-        {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en"}
+        {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en", **checkpoint.input_conventions}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     unreachable = relative_paths_of_saved_run({k: v for k, v in values.items() if k not in (overrides or {})
                                                or (overrides or {})[k] is None}, config_file)

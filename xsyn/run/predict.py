@@ -46,8 +46,10 @@ from xsyn.run.settings import RunConfig
 from xsyn.run.task_data import cache_root, feature_rows, make_parser, parse_workers
 from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.parse import parse_segments
+from xsyn.syntax.parsing.base import ParserUnavailable, require_languages
 from xsyn.syntax.segment import Segment
 from xsyn.training.precision import run_precision
+from xsyn.trees.conventions import InputConventions
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text, not_utf8_at
 from xsyn.utils.progress import library_bars
@@ -298,7 +300,7 @@ def predict(model_dir: str | Path, inputs: Iterable[Mapping[str, Any]] | str | P
                                 f"{', '.join(card.languages)}")
     rows, source = as_rows(inputs)
     examples = rows_to_examples(card, rows, lang or config.train_lang, source, checkpoint.labels)
-    parse = _parser(config, source)
+    parse = _parser(config, source, examples)
     prepared = _Prepared(examples)
     if card.task_kind.tagged:
         prepared.token_spans, prepared.texts = _tokenize(examples, parse, tokens)
@@ -324,7 +326,8 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
         features, feature_report = prepare_features(
             card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
             max_query_length=config.max_query_length, labels=checkpoint.labels, tags=checkpoint.tags,
-            cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
+            cache_dir=cache_root(config) / "features", num_proc=config.num_proc,
+            conventions=InputConventions.of(config))
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
     model = accelerator.prepare(load_model(checkpoint.path))
     outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
@@ -357,11 +360,24 @@ def _named(prediction: dict[str, Any], names: Mapping[str, str]) -> dict[str, An
     return named
 
 
-def _parser(config: RunConfig, source: str) -> Callable[[list[Example], bool], dict[str, Any]]:
+def _parser(config: RunConfig, source: str, examples: list[Example]
+            ) -> Callable[[list[Example], bool], dict[str, Any]]:
     """A function that parses examples' segments through the parse cache (`raw_only`: only those
     given as raw text), one language at a time, so that a language the parser cannot parse is named
-    with the first line that has it."""
+    with the first line that has it: before anything is parsed or the model loaded, the parser is
+    asked about every language of `examples` (a language it has no models for, or whose models are
+    not there)."""
     parser = make_parser(config)
+    first = {}  # language -> the first line that has it
+    for example in examples:
+        for segment in example.segments:
+            first.setdefault(segment.lang, example.id)
+    try:
+        require_languages(parser, list(first))
+    except ParserUnavailable as err:
+        lang = err.support[0].lang
+        raise PredictInputError(f"{source}: line {first[lang]}: cannot parse language {lang!r} with parser "
+                                f"{config.parser!r}: {err}") from None
     cache = ParseCache(cache_root(config) / "parses")
     total: dict[str, Any] = {}
 

@@ -24,18 +24,30 @@ from xsyn.models.families import FAMILIES, family_of
 from xsyn.models.names import COMPILE_MODES, TINY, TINY_SHAPE
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
+    PAPER,
     check_pretrained,
     get_variant,
     paper_names,
+    released_codes,
+    released_settings,
+    reproduce_choices,
     setting_fields,
     variant_names,
 )
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.run.paths import absolute_paths
-from xsyn.syntax.parsing.registry import BATCH_SIZE, DOWNLOAD, PARSER_OPTIONS, ParserChoiceError, resolve_parser_choice
+from xsyn.syntax.parsing.registry import (
+    BATCH_SIZE,
+    DOWNLOAD,
+    PARSER_OPTIONS,
+    WORDS,
+    ParserChoiceError,
+    resolve_parser_choice,
+)
 from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
+from xsyn.trees.conventions import InputConventions
 from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import atomic_write_text, not_utf8_at
 from xsyn.utils.network import offline_unless_reachable
@@ -48,6 +60,7 @@ from xsyn.utils.schema import (
     construct,
     did_you_mean,
     one_of,
+    same_rule,
     setting,
     strict,
 )
@@ -100,6 +113,18 @@ class RunConfig(LoopSettings):
     dev_fraction: float | None = setting(None, check=between(0, 1, open_interval=True), help="train share held as dev")
     dev_seed: int = setting(0, check=at_least(0), help="the held-out dev set's seed (fixed: every seed shares it)")
     skip_bad_rows: bool = setting(False, help="skip and count bad training and dev rows instead of stopping")
+    # how inputs are built (xsyn.trees.conventions): the papers' text, or a released code's (docs/variants.md)
+    reproduce: str = setting(PAPER, check=one_of(reproduce_choices), help="paper: xsyn's reading of the papers' "
+                             "text; or a released code (ahmad2021, li2021, sgnet), whose inputs, masks and initial "
+                             "weights the run then builds as that code does: it sets each setting where the code "
+                             "differs, unless the run gives that setting")
+    sep_attachment: str = same_rule(InputConventions, "sep_attachment", "cls")
+    tokenize_by: str = same_rule(InputConventions, "tokenize_by", "text")
+    truncation_tie: str = same_rule(InputConventions, "truncation_tie", "first")
+    truncation: str = same_rule(InputConventions, "truncation", "segments")
+    punctuation: str = same_rule(InputConventions, "punctuation", "upos")
+    carry_cut_dependents: bool = same_rule(InputConventions, "carry_cut_dependents", False)
+    qa_context_first: bool = same_rule(InputConventions, "qa_context_first", False)
     num_proc: int | None = count(None, "processes that featurise the data (datasets.map)")
     eval_batch_size: int = count(64, "examples per prediction batch, over all processes")
     # parsing
@@ -110,6 +135,9 @@ class RunConfig(LoopSettings):
                                    "its models: none, reuse or download")
     parser_device: str | None = setting(None, help="the parser's device (cpu, cuda, cuda:1)")
     parser_batch_size: int = count(BATCH_SIZE.default, "documents per parser call")
+    parser_words: str = setting(WORDS.default, check=one_of(WORDS.choices), help="how spaCy cuts raw text into words: "
+                                "own (its tokenizer) or whitespace (one word per space-separated token, as Li et al. "
+                                "parse, in their paper and their code)")
     parse_workers: int | None = count(None, "processes that parse side by side; default: the cores")
     cache_dir: str | None = setting(None, help="parse and feature caches; default $XSYN_CACHE or ~/.cache/xsyn")
     # bookkeeping
@@ -149,7 +177,8 @@ DERIVED_FIELDS = ("task", "task_card", "hyperparameter_source", "hyperparameter_
 # Settings that never change what a run computes (seed aside): runs that differ only in these are
 # seeds of one system in `xsyn report`.
 BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_batch_size",
-                      *(option.setting for option in PARSER_OPTIONS), "parse_workers", "checkpointing_steps",
+                      *(option.setting for option in PARSER_OPTIONS if not option.changes_parses), "parse_workers",
+                      "checkpointing_steps",
                       "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
@@ -436,9 +465,10 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
                 model.update(value)
             else:
                 merged[key] = value
+    chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
+    source = _reproduced(merged, model, chosen, variant, source)
     merged[MODEL_SETTINGS] = model
     merged["hyperparameter_source"] = source
-    chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = construct(RunConfig, absolute_paths(merged), "settings", error=ConfigError)  # read from any folder
     config.card = card
@@ -447,6 +477,21 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
     return config
+
+
+def _reproduced(merged: dict[str, Any], model: dict[str, Any], chosen: set[str], variant: str, source: str) -> str:
+    """Set, in place, what `reproduce` (a released code) sets for `variant` (`released_settings`), over the card's
+    values and under the run's own (`chosen`); the run's source, saying so."""
+    name = merged.get("reproduce", PAPER)
+    check_value(RunConfig, "reproduce", str, name, "settings", "reproduce", error=ConfigError)
+    if name == PAPER:
+        return source
+    inputs, own = released_settings(name, variant)
+    merged.update({key: value for key, value in inputs.items() if key not in chosen})
+    model.update({key: value for key, value in own.items() if key not in chosen})
+    owner, code = released_codes()[name]
+    return f"{source} + the released code {name} ({code.repository} {code.commit}" + (
+        ")" if owner == variant else f"; its inputs: {owner}'s code)")
 
 
 def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:

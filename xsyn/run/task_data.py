@@ -38,6 +38,7 @@ from xsyn.syntax.parse import default_workers, parse_segments
 from xsyn.syntax.parsing import Parser, build_parser
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.training.processes import wait_for_everyone
+from xsyn.trees.conventions import InputConventions
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
         features, feature_report = prepare_features(
             card, examples, tokenizer, config.max_length, doc_stride=config.doc_stride,
             max_query_length=config.max_query_length, labels=names.labels,
-            tags=names.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc)
+            tags=names.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc,
+            conventions=InputConventions.of(config))
     report = {"load": load_report, "parse": parsed.as_dict(), "features": feature_report.as_dict(),
               "limit": limit}
     if rank == 0:

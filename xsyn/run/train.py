@@ -55,6 +55,7 @@ from xsyn.training.loop import (
 )
 from xsyn.training.precision import AUTO_RESOLUTIONS, run_precision
 from xsyn.training.processes import wait_for_everyone
+from xsyn.trees.conventions import InputConventions
 from xsyn.trees.padding import PaddedLength, batch_figures
 from xsyn.utils.io import (
     OutputError,
@@ -321,9 +322,11 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
         try:
             accelerator.unwrap_model(model).save_pretrained(staging, safe_serialization=True)
             tokenizer.save_pretrained(staging)
+            conventions = InputConventions.of(config).changed()  # how its inputs are built, where not xsyn's
             atomic_write_json(task_file(staging), {"task": config.card.name, "labels": names.labels,
                                                    "tags": names.tags, "train_lang": config.train_lang,
-                                                   "step": state.step})
+                                                   "step": state.step,
+                                                   **({"input_conventions": conventions} if conventions else {})})
             replace_dir(staging, folder.best)
         except WRITE_ERRORS as err:
             shutil.rmtree(staging, ignore_errors=True)

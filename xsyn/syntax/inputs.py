@@ -16,6 +16,7 @@ from pathlib import Path
 from xsyn.syntax.cache import ParseCache, cache_key
 from xsyn.syntax.conllu import ConlluError, ConlluStats, NotUtf8Error, not_utf8_error, read_conllu
 from xsyn.syntax.parse import ParseReport, default_workers, parse_segments
+from xsyn.syntax.parsing.base import require_languages
 from xsyn.syntax.record import SyntaxRecord, write_jsonl
 from xsyn.syntax.segment import Segment, is_blank
 from xsyn.utils.io import check_writable
@@ -120,6 +121,7 @@ def parse_file(input_path: str | Path, fmt: str, lang: str, output: str | Path, 
         records, report = imported.records, imported.report
         extra: dict = {"skipped_invalid": len(imported.skipped), "skipped_reasons": imported.skipped}
     else:
+        require_languages(parser, [lang])  # before reading: a language the parser has no models for is named now
         segments, blank = read_segments(Path(input_path), fmt, lang)
         report = parse_segments(segments, parser, cache, workers=workers or default_workers(), progress=progress)
         records, extra = [s.record for s in segments], {"blank_lines_skipped": blank}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xsyn.syntax.conllu import read_conllu
-from xsyn.syntax.parsing.base import Parser
+from xsyn.syntax.parsing.base import Parser, require_languages
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.treebanks import TreebankError, locate
 from xsyn.utils.errors import InputError
@@ -162,6 +162,7 @@ def score_parser(parser: Parser, treebanks: Sequence[str], treebank_dir: str | P
         found = locate(spec, treebank_dir)
         chosen = TREEBANK_SPLITS[split] if split else found.evaluation_split()
         located.append((found, chosen, found.path(chosen)))
+    require_languages(parser, [found.treebank.lang for found, _, _ in located])  # (and each has models)
     for found, chosen, path in located:
         lang = found.treebank.lang
         gold = list(read_conllu(path, lang=lang))[:limit]

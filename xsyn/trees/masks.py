@@ -129,7 +129,7 @@ def _special_offsets(special: torch.Tensor) -> torch.Tensor:
 
 
 def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tensor, m: int,
-             punct_visible: bool = False, _shared=None) -> torch.Tensor:
+             punct_visible: bool = False, _shared=None, sentences: torch.Tensor | None = None) -> torch.Tensor:
     """Syntax-aware local attention mask (Li et al. 2021, eq. 2-3), (B, T, T) bool, at word level,
     from the (B, T, T) `tree_distances` and the (B, T) `word_index` and `upos`.
 
@@ -141,6 +141,9 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tens
 
     The rows k are first pieces, and a word's later pieces are leaves under its first piece, so
     D(k, first(j)) = D(k, j) - [j is a later piece]: one threshold per column, no column gather.
+
+    `sentences` (B, T), where given (`sentence_roots`): pieces of different sentences are never local through
+    the tree, as in Li et al.'s code, whose graph leaves [CLS] unconnected (linear neighbours still count).
     """
     words, special, row = _shared or word_inputs(word_index, upos)
     always = special | (upos == PUNCT_UPOS_ID) if punct_visible else special
@@ -148,6 +151,9 @@ def sla_mask(distances: torch.Tensor, word_index: torch.Tensor, upos: torch.Tens
     # so a larger m changes nothing; capping it keeps the column offsets within int16.
     col = (words.later + (min(m, ALWAYS - 2) + 1)).masked_fill_(always, ALWAYS).to(torch.int16)
     near = _within(distances, row, col)  # (first-piece row k, column j): D(k, first(j)) <= m
+    if sentences is not None:  # not through the tree across sentences: only where column j is always visible
+        apart = (sentences.unsqueeze(2) != sentences.unsqueeze(1)) & ~special.unsqueeze(2) & ~always.unsqueeze(1)
+        near.masked_fill_(apart, 0)
     own, before, after = _rows(near, words.neighbours).split(near.shape[1], dim=1)
     return _with_self(own.bitwise_or_(before).bitwise_or_(after))
 
@@ -177,15 +183,50 @@ def wla_mask(word_index: torch.Tensor, segment_id: torch.Tensor, upos: torch.Ten
     return _with_self(_within(gap, row, row + (k + 1)))
 
 
-def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor) -> torch.Tensor:
+def sdoi_mask(ancestors: torch.Tensor, upos: torch.Tensor, cls_visible: bool = True,
+              heads: torch.Tensor | None = None, empty_rows: str = "self") -> torch.Tensor:
     """SG-Net's syntactic dependency of interest, (B, T, T) bool: each piece attends to its
     ancestors and itself.
 
     `ancestors` is `ancestor_matrix(...)` restricted to the sequence, (B, T, T). Special tokens
     attend to themselves only. Padding is nobody's ancestor, so padded keys never appear.
+
+    SG-Net's code (`sdoi` settings): `cls_visible=False` hides the [CLS] column; `heads` (B, T) bool, where
+    given, keeps the diagonal only where a piece heads another; a row left empty then attends to itself
+    (`empty_rows="self"`) or to every position (`"all"`).
     """
     ordinary = (~_special(upos)).to(torch.uint8).unsqueeze(2)
-    return _with_self(as_uint8(ancestors) & ordinary)
+    if cls_visible and heads is None and empty_rows == "self":
+        return _with_self(as_uint8(ancestors) & ordinary)
+    mask = as_uint8(ancestors) & ordinary
+    if not cls_visible:  # of the specials only [CLS] is anybody's ancestor
+        mask &= ordinary.transpose(1, 2)
+    if heads is not None:
+        mask &= (1 - eye(mask.shape[-1], mask.device) * (~heads).to(torch.uint8).unsqueeze(1)).to(torch.uint8)
+    empty = mask.amax(-1, keepdim=True) == 0
+    if empty_rows == "all":
+        return as_bool(mask.bitwise_or_(empty.to(torch.uint8)))
+    return as_bool(mask.bitwise_or_(eye(mask.shape[-1], mask.device) & empty.to(torch.uint8)))
+
+
+def sentence_roots(parent: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, T) long: the root of each piece's sentence (the ancestor whose parent is [CLS]: a sentence root, or a
+    piece hung from [CLS]), by doubling over every tree node (a cut sentence root is carried after the sequence);
+    [CLS] and padding are their own."""
+    n = parent.shape[1]
+    up = torch.where(parent > 0, parent, positions(n, parent.device).expand_as(parent))
+    for _ in range(n.bit_length()):
+        up = up.gather(1, up)
+    return up[:, :size]
+
+
+def heads_of_pieces(parent: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, T) bool: piece i heads another tree node (one of the sequence, or one carried after it: a cut
+    dependent, `carry_cut_dependents`)."""
+    b, n = parent.shape
+    counts = torch.zeros(b, n + 1, dtype=torch.int32, device=parent.device)
+    counts.scatter_add_(1, parent.clamp(min=-1) + 1, torch.ones_like(parent, dtype=torch.int32))
+    return counts[:, 1:size + 1] > 0
 
 
 def inverse_distance_weights(distances: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,17 @@ from xsyn.trees.distances import (
     tree_depth,
     tree_distances,
 )
-from xsyn.trees.masks import gat_mask, inverse_distance_weights, sdoi_mask, sep_weights, sla_mask, wla_mask, word_inputs
+from xsyn.trees.masks import (
+    gat_mask,
+    heads_of_pieces,
+    inverse_distance_weights,
+    sdoi_mask,
+    sentence_roots,
+    sep_weights,
+    sla_mask,
+    wla_mask,
+    word_inputs,
+)
 from xsyn.trees.wordpiece import PAD, ROOT
 
 __all__ = [
@@ -158,15 +168,20 @@ class TreeTensors:
     def gat_mask(self, delta: int) -> torch.Tensor:
         return gat_mask(self.distances, delta)
 
-    def sla_mask(self, m: int, punct_visible: bool = False) -> torch.Tensor:
+    def sla_mask(self, m: int, punct_visible: bool = False, across_sentences: bool = True) -> torch.Tensor:
+        """See `sla_mask`; `across_sentences=False`: never local through the tree across sentences (Li et al.'s
+        code)."""
+        sentences = None if across_sentences else sentence_roots(self.parent, self.size)
         return sla_mask(self.distances, self.word_index, self.upos, m, punct_visible,
-                        _shared=self._word_inputs)
+                        _shared=self._word_inputs, sentences=sentences)
 
     def wla_mask(self, k: int) -> torch.Tensor:
         return wla_mask(self.word_index, self.segment_id, self.upos, k, _shared=self._word_inputs)
 
-    def sdoi_mask(self) -> torch.Tensor:
-        return sdoi_mask(self.ancestors, self.upos)
+    def sdoi_mask(self, cls_visible: bool = True, heads_only: bool = False, empty_rows: str = "self") -> torch.Tensor:
+        """See `sdoi_mask`; `heads_only`: only a piece that heads another sees itself (SG-Net's run_squad2.py)."""
+        heads = heads_of_pieces(self.parent, self.size) if heads_only else None
+        return sdoi_mask(self.ancestors, self.upos, cls_visible, heads, empty_rows)
 
     def sep_weights(self) -> torch.Tensor:
         return inverse_distance_weights(self._float_distances)

@@ -28,6 +28,10 @@ When an input is longer than the model allows, kept pieces keep the distances of
 the tree arrays carry, after the sequence's own pieces, the removed ancestors of kept pieces
 (at most a path per kept piece), so every shortest path between kept pieces survives. All
 arrays are O(n); nothing n x n is ever stored.
+
+Where the authors' released code builds inputs otherwise (the parent of `[SEP]` in a pair, each
+parser word tokenised on its own, which segment a tie cuts, ...), `InputConventions`
+(`xsyn.trees.conventions`) says how; its defaults are the conventions above.
 """
 
 from __future__ import annotations
@@ -44,15 +48,19 @@ from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import (
     DEPREL_SPECIAL_ID,
     DEPREL_UNKNOWN_ID,
+    PUNCT_UPOS_ID,
+    UPOS_IDS,
     UPOS_SPECIAL_ID,
     UPOS_UNKNOWN_ID,
     deprel_id,
     upos_id,
 )
+from xsyn.trees.conventions import ASCII_PUNCTUATION, DEFAULT_CONVENTIONS, InputConventions
 
 ROOT = -1  # parent of [CLS]
 PAD = -2  # parent of a padding position
 NO_SOURCE = -1
+_SYM_UPOS_ID = UPOS_IDS["SYM"]
 
 _MAX_INT16 = np.iinfo(np.int16).max
 
@@ -173,7 +181,7 @@ class WordpieceAligner:
     >>> windows = aligner.encode([question, context], stride=128)           # QA sliding windows
     """
 
-    def __init__(self, tokenizer, max_length: int | None = None):
+    def __init__(self, tokenizer, max_length: int | None = None, conventions: InputConventions | None = None):
         if not getattr(tokenizer, "is_fast", False):
             raise TypeError("xsyn needs a fast (Rust-backed) tokenizer for character offsets; "
                             f"got {type(tokenizer).__name__}")
@@ -188,11 +196,14 @@ class WordpieceAligner:
         self.backend.no_truncation()
         self.specials = SpecialTokens.of(self.backend)
         self.word_start_marker = _word_start_marker(json.loads(serialised).get("pre_tokenizer"))
+        self.conventions = conventions or DEFAULT_CONVENTIONS
 
     # -- segments ---------------------------------------------------------------------------------
 
     def segment_pieces(self, records: Sequence[SyntaxRecord]) -> list[SegmentPieces]:
         """Tokenise many segments in one batched call and align each to its tree."""
+        if self.conventions.tokenize_by == "words":
+            return self._word_pieces(records)
         out: list[SegmentPieces | None] = [None] * len(records)
         raw = [i for i, r in enumerate(records) if r.token_index is None]
         pre = [i for i, r in enumerate(records) if r.token_index is not None]
@@ -201,14 +212,41 @@ class WordpieceAligner:
             texts = [records[i].text if records[i].text is not None else " ".join(records[i].words)
                      for i in raw]
             for i, text, enc in zip(raw, texts, backend.encode_batch(texts, add_special_tokens=False)):
-                out[i] = align(records[i], enc.ids, text_units(text, enc.tokens, enc.offsets, self.word_start_marker))
+                out[i] = self._marked(align(records[i], enc.ids, text_units(text, enc.tokens, enc.offsets,
+                                                                            self.word_start_marker)), enc.tokens)
         if pre:
             tokens = [_gold_tokens(records[i]) for i in pre]
             encs = backend.encode_batch(tokens, is_pretokenized=True, add_special_tokens=False)
             for i, enc in zip(pre, encs):
                 units = [(w, w + 1) if w is not None else None for w in enc.word_ids]
-                out[i] = align(records[i], enc.ids, units)
+                out[i] = self._marked(align(records[i], enc.ids, units), enc.tokens)
         return out  # type: ignore[return-value]
+
+    def _word_pieces(self, records: Sequence[SyntaxRecord]) -> list[SegmentPieces]:
+        """`tokenize_by="words"`: each word of each parse cut into pieces on its own, as the released codes call
+        `tokenizer.tokenize(word)` word by word (a word that gives no piece is `[UNK]`, as Ahmad et al.'s
+        `process_sentence` makes it). A piece's source is where its word lies: its characters inside the word
+        where the word is the text's own characters (or the gold tokens' joined), else the word's whole span."""
+        encs = self.backend.encode_batch([list(r.words) for r in records], is_pretokenized=True,
+                                         add_special_tokens=False)
+        unknown = (self.tokenizer.unk_token_id, self.tokenizer.unk_token)
+        out = []
+        for record, enc in zip(records, encs):
+            ids, tokens, words, offsets = _each_word_pieced(record, enc, unknown)
+            each_word = [(w, w + 1) for w in range(len(record.words))]
+            pieces = align(record, ids, [each_word[w] for w in words], spans=each_word)
+            pieces.source = _word_piece_sources(record, words, offsets)
+            out.append(self._marked(pieces, tokens))
+        return out
+
+    def _marked(self, pieces: SegmentPieces, tokens: Sequence[str]) -> SegmentPieces:
+        """`punctuation="ascii"`: PUNCT marks the pieces whose lower-cased text is in Li et al.'s ASCII string, and
+        only those (a piece of another PUNCT word is SYM)."""
+        if self.conventions.punctuation == "ascii":
+            pieces.upos = [PUNCT_UPOS_ID if token and token.lower() in ASCII_PUNCTUATION
+                           else _SYM_UPOS_ID if upos == PUNCT_UPOS_ID else upos
+                           for token, upos in zip(tokens, pieces.upos)]
+        return pieces
 
     # -- inputs -----------------------------------------------------------------------------------
 
@@ -223,9 +261,12 @@ class WordpieceAligner:
         return self.assemble(self.segment_pieces(records), stride, window_segment)
 
     def assemble(self, segments: Sequence[SegmentPieces], stride: int | None = None,
-                 window_segment: int = -1, max_other_length: int | None = None) -> list[WordpieceTree]:
+                 window_segment: int = -1, max_other_length: int | None = None,
+                 segment_ids: Sequence[int] | None = None) -> list[WordpieceTree]:
         """`encode` from segment pieces; `max_other_length` first cuts every segment but
-        `window_segment` to that many pieces (a QA question to `max_query_length`)."""
+        `window_segment` to that many pieces (a QA question to `max_query_length`). `segment_ids` are the
+        segments' `segment_id`s in the trees (default: their positions; a QA input with its context first keeps
+        the example's order, so that the context is segment 1 wherever it stands)."""
         budget = self.max_length - self.specials.count(len(segments))
         w = window_segment % len(segments)
         lengths = [len(s.ids) if max_other_length is None or k == w else min(len(s.ids), max_other_length)
@@ -233,14 +274,17 @@ class WordpieceAligner:
         if budget < len(segments):
             raise ValueError(f"a max length of {self.max_length} pieces leaves no room for {len(segments)} segments "
                              "and their special tokens; raise --max-length")
+        ids = list(range(len(segments))) if segment_ids is None else list(segment_ids)
+        if stride is None and sum(lengths) > budget and self.conventions.truncation == "end":
+            return [self._build(segments, self._cut_at_end(lengths), window_segment, ids, end=self.max_length)]
         if stride is None or sum(lengths) <= budget:
-            keep = _longest_first(lengths, budget)
-            return [self._build(segments, [(0, k) for k in keep], window_segment)]
+            keep = _longest_first(lengths, budget, self.conventions.truncation_tie)
+            return [self._build(segments, [(0, k) for k in keep], window_segment, ids)]
         others = sum(lengths) - lengths[w]
         room = budget - others
         if room < 1:
-            keep = _longest_first(lengths, budget)
-            return [self._build(segments, [(0, k) for k in keep], window_segment)]
+            keep = _longest_first(lengths, budget, self.conventions.truncation_tie)
+            return [self._build(segments, [(0, k) for k in keep], window_segment, ids)]
         if stride >= room:
             raise ValueError(f"stride {stride} must be smaller than the {room} pieces a window can hold")
         trees, start = [], 0
@@ -248,15 +292,31 @@ class WordpieceAligner:
             end = min(start + room, lengths[w])
             ranges = [(0, n) for n in lengths]
             ranges[w] = (start, end)
-            trees.append(self._build(segments, ranges, w))
+            trees.append(self._build(segments, ranges, w, ids))
             if end >= lengths[w]:
                 return trees
             start = end - stride
 
+    def _cut_at_end(self, lengths: Sequence[int]) -> list[tuple[int, int]]:
+        """`truncation="end"`: the pieces each segment keeps when the whole input, special tokens included, is cut
+        after `max_length` tokens (Li et al.'s `run.py: make_features` slices `input_ids[:max_length]`)."""
+        position, ranges = len(self.specials.first), []
+        for k, n in enumerate(lengths):
+            kept = max(0, min(n, self.max_length - position))
+            ranges.append((0, kept))
+            position += kept + len(self.specials.between if k < len(lengths) - 1 else self.specials.last)
+        return ranges
+
     def _build(self, segments: Sequence[SegmentPieces], ranges: list[tuple[int, int]],
-               window_segment: int) -> WordpieceTree:
-        specials = self.specials
+               window_segment: int, segment_ids: Sequence[int], end: int | None = None) -> WordpieceTree:
+        """One input of the segments' `ranges` of pieces; `end`: the sequence cut after that many tokens, the
+        special tokens after it dropped (`truncation="end"`)."""
+        specials, conventions = self.specials, self.conventions
         n = sum(hi - lo for lo, hi in ranges) + specials.count(len(segments))  # sequence length
+        n = n if end is None else min(n, end)
+        # Ahmad et al.'s pairs: each [SEP] hangs from the last piece of the segment before it (a single segment's
+        # from [CLS], as theirs)
+        anchored = conventions.sep_attachment == "segment_end" and len(segments) > 1
         first = len(specials.first)
         ids = list(specials.first)
         upos, deprel = [UPOS_SPECIAL_ID] * first, [DEPREL_SPECIAL_ID] * first
@@ -268,42 +328,43 @@ class WordpieceAligner:
             offset = len(ids)
             node_of = {p: offset + p - lo for p in range(lo, hi)}  # segment piece -> tree node
             removed: list[int] = []
+            # removed pieces become nodes n + len(extra) + ..., at most max_length of them per input
+            carried = (piece.parent, node_of, removed, n + len(extra), self.max_length - len(extra))
             for p in range(lo, hi):
-                q = piece.parent[p]
-                # Climb through removed ancestors, at most `max_length` of them per input: a real parse is
-                # shallow, but a chain over a 20,000-word row would put every later word into every window
-                # (a tree of 20,000 nodes, squared by the tree tensors); past the bound an ancestor hangs
-                # from the root.
-                while q != ROOT and q not in node_of and len(extra) + len(removed) < self.max_length:
-                    node_of[q] = n + len(extra) + len(removed)
-                    removed.append(q)
-                    q = piece.parent[q]
+                _carry(piece.parent[p], *carried)
                 parent.append(node_of.get(piece.parent[p], 0))
+            after = list(specials.between if s < len(segments) - 1 else specials.last)
+            after = after[:max(0, n - (len(ids) + hi - lo))]
+            anchor = 0
+            if anchored and after and piece.ids:
+                _carry(len(piece.ids) - 1, *carried)  # its last piece, taken before truncation
+                anchor = node_of.get(len(piece.ids) - 1, 0)
+            if conventions.carry_cut_dependents and (lo, hi) != (0, len(piece.ids)):
+                _carry_cut_dependents(lo, hi, *carried)
             extra += [node_of.get(piece.parent[q], 0) for q in removed]
             ids += piece.ids[lo:hi]
             upos += piece.upos[lo:hi]
             deprel += piece.deprel[lo:hi]
             word += _within_int16(piece.word_index[lo:hi])
-            seg += [s] * (hi - lo)
+            seg += [segment_ids[s]] * (hi - lo)
             source += piece.source[lo:hi]
             unaligned += sum(1 for w in piece.word_index[lo:hi] if w < 0)
             wordless += piece.wordless
             truncated += len(piece.ids) - (hi - lo)
-            after = specials.between if s < len(segments) - 1 else specials.last
             ids += after
             upos += [UPOS_SPECIAL_ID] * len(after)
             deprel += [DEPREL_SPECIAL_ID] * len(after)
             word += [-1] * len(after)
             seg += [-1] * len(after)
             source += [(NO_SOURCE, NO_SOURCE)] * len(after)
-            parent += [0] * len(after)
+            parent += [anchor] * len(after)
         tree = parent + extra
         if len(tree) > _MAX_INT16:
             raise ValueError(f"an input of {len(tree)} tree nodes exceeds int16; lower --max-length")
         wseg = window_segment % len(segments)
         return WordpieceTree(
             input_ids=np.asarray(ids, dtype=np.int32),
-            token_type_ids=np.asarray(specials.types([hi - lo for lo, hi in ranges]), dtype=np.int8),
+            token_type_ids=np.asarray(specials.types([hi - lo for lo, hi in ranges])[:n], dtype=np.int8),
             parent=np.asarray(tree, dtype=np.int16),
             upos=np.asarray(upos, dtype=np.uint8),
             deprel=np.asarray(deprel, dtype=np.uint8),
@@ -313,6 +374,33 @@ class WordpieceAligner:
             window=ranges[wseg],
             unaligned=unaligned, wordless=wordless, truncated=truncated,
         )
+
+
+def _carry(q: int, parents: Sequence[int], node_of: dict[int, int], removed: list[int], first_node: int,
+           bound: int) -> None:
+    """Give the removed piece q and its removed ancestors tree nodes after the sequence (numbered from
+    `first_node` as `removed` grows), at most `bound` of them: a real parse is shallow, but a chain over a
+    20,000-word row would put every later word into every window (a tree of 20,000 nodes, squared by the tree
+    tensors); past the bound an ancestor hangs from the root."""
+    while q != ROOT and q not in node_of and len(removed) < bound:
+        node_of[q] = first_node + len(removed)
+        removed.append(q)
+        q = parents[q]
+
+
+def _carry_cut_dependents(lo: int, hi: int, parents: Sequence[int], node_of: dict[int, int], removed: list[int],
+                          first_node: int, bound: int) -> None:
+    """`carry_cut_dependents`: for each kept piece (lo..hi) that heads pieces in the whole segment but none among
+    the input's nodes, one of those pieces as a tree node too (a leaf: no path between other nodes passes it).
+    Nodes are numbered from `first_node`, as `removed` grows; at most `bound` of them."""
+    children: dict[int, list[int]] = {}
+    for q, head in enumerate(parents):
+        children.setdefault(head, []).append(q)
+    for p in range(lo, hi):
+        below = children.get(p, ())
+        if below and len(removed) < bound and not any(c in node_of for c in below):
+            node_of[below[0]] = first_node + len(removed)
+            removed.append(below[0])
 
 
 def _within_int16(word: list[int]) -> list[int]:
@@ -325,11 +413,13 @@ def _within_int16(word: list[int]) -> list[int]:
     return [w - first if w >= 0 else w for w in word]
 
 
-def _longest_first(lengths: list[int], budget: int) -> list[int]:
-    """Pieces kept per segment when the longest segment loses its last piece until all fit."""
+def _longest_first(lengths: list[int], budget: int, tie: str = "first") -> list[int]:
+    """Pieces kept per segment when the longest segment loses its last piece until all fit; of equally long
+    segments the `tie` one ("first", or "last" as Ahmad et al.'s `utils_classify.py` cuts B when A is not longer)."""
     keep = list(lengths)
+    order = range(len(keep)) if tie == "first" else range(len(keep) - 1, -1, -1)
     while sum(keep) > budget:
-        longest = max(range(len(keep)), key=lambda i: keep[i])
+        longest = max(order, key=lambda i: keep[i])
         keep[longest] -= 1
     return keep
 
@@ -379,14 +469,16 @@ def _gold_tokens(record: SyntaxRecord) -> list[str]:
     return [tokens.get(t, "") for t in range(n)]
 
 
-def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, int]]) -> SegmentPieces:
+def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, int]],
+          spans: Sequence[tuple[int, int]] | None = None) -> SegmentPieces:
     """Map one segment's tree onto its pieces.
 
     `units[p]` is where piece p came from: a character span for raw text, or
-    `(token, token + 1)` for gold tokens, or None for a piece of no token.
+    `(token, token + 1)` for gold tokens, or None for a piece of no token; `spans` where each word lies in
+    the same terms (default: the record's own, `SyntaxRecord.units`).
     """
     n = len(record.words)
-    spans = record.units()
+    spans = record.units() if spans is None else spans
     if spans is None:
         raise ValueError("a record needs character spans or gold-token indices to be aligned")
     rep = _group_leads(spans, _depths(record.heads))
@@ -396,6 +488,53 @@ def align(record: SyntaxRecord, ids: Sequence[int], units: Sequence[tuple[int, i
     source = [(u[0], u[1]) if u is not None else (NO_SOURCE, NO_SOURCE) for u in units]
     return SegmentPieces(list(ids), parent, upos, deprel, word_of_piece, source,
                          unaligned=word_of_piece.count(-1), wordless=wordless)
+
+
+def _each_word_pieced(record: SyntaxRecord, enc, unknown: tuple[int, str]
+                      ) -> tuple[list[int], list[str], list[int], list[tuple[int, int]]]:
+    """The pieces of a pre-tokenised encoding of `record.words`, in order: ids, texts, each piece's word and its
+    offsets inside the word; a word that gave no piece gets one `unknown` (id, text) over the whole word."""
+    by_word: list[list[int]] = [[] for _ in record.words]
+    for p, w in enumerate(enc.word_ids):
+        if w is not None:
+            by_word[w].append(p)
+    ids, tokens, words, offsets = [], [], [], []
+    for w, found in enumerate(by_word):
+        if not found:
+            ids.append(unknown[0])
+            tokens.append(unknown[1])
+            words.append(w)
+            offsets.append((0, len(record.words[w])))
+            continue
+        for p in found:
+            ids.append(enc.ids[p])
+            tokens.append(enc.tokens[p])
+            words.append(w)
+            offsets.append(enc.offsets[p])
+    return ids, tokens, words, offsets
+
+
+def _word_piece_sources(record: SyntaxRecord, words: Sequence[int], offsets: Sequence[tuple[int, int]]
+                        ) -> list[tuple[int, int]]:
+    """Where each piece of a word cut on its own came from, in the record's terms (characters, or gold tokens)."""
+    spans = record.units()
+    if spans is None:
+        raise ValueError("a record needs character spans or gold-token indices to be aligned")
+    text = record.text
+    gold = _gold_tokens(record) if record.token_index is not None else None
+    sources = []
+    for w, (a, b) in zip(words, offsets):
+        start, end = spans[w]
+        word = record.words[w]
+        if gold is None and text is not None and text[start:end] == word:
+            sources.append((start + a, start + max(b, a)))  # the piece's own characters
+        elif gold is not None and end - start > 1 and "".join(gold[start:end]) == word:
+            bounds = np.cumsum([0, *(len(t) for t in gold[start:end - 1])])  # the word's characters per gold token
+            token = start + int(np.searchsorted(bounds, a, side="right")) - 1
+            sources.append((token, token + 1))
+        else:  # the word is not the text's own characters (an expanded multiword token, a normalised form)
+            sources.append((start, end))
+    return sources
 
 
 def _group_leads(spans: Sequence[tuple[int, int]], depth: Sequence[int]) -> list[int]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from xsyn.models.families import FAMILIES, resolve
 from xsyn.models.variants.base import DEFAULT_VARIANT as DEFAULT_VARIANT  # re-exported: the run settings read it here
-from xsyn.models.variants.base import CommonSettings, SyntaxConfigError, SyntaxVariant
+from xsyn.models.variants.base import CommonSettings, ReleasedCode, SyntaxConfigError, SyntaxVariant
 from xsyn.utils.registry import Registry
 
 BUILT_IN = {
@@ -172,6 +172,37 @@ def model_settings() -> dict[str, tuple[Any, Any]]:
 def paper_names() -> dict[str, str]:
     """The papers' names for settings that the cards may still use (`delta` -> `gat_delta`)."""
     return {paper: name for variant in all_variants() for paper, name in variant.paper_names.items()}
+
+
+PAPER = "paper"  # `reproduce`'s default: xsyn's reading of the papers' text
+
+
+def released_codes() -> dict[str, tuple[str, ReleasedCode]]:
+    """The released codes the registered variants declare, by name: (the variant, its `ReleasedCode`)."""
+    found: dict[str, tuple[str, ReleasedCode]] = {}
+    for variant in all_variants():
+        code = variant.released_code
+        if code is not None:
+            if code.name in found or code.name == PAPER:
+                raise SyntaxConfigError(f"variant {variant.name!r} declares the released code {code.name!r}, which "
+                                        f"{found[code.name][0] if code.name in found else 'xsyn'} names already")
+            found[code.name] = (variant.name, code)
+    return found
+
+
+def reproduce_choices() -> tuple[str, ...]:
+    """The values `reproduce` takes: the papers' text, or a released code."""
+    return (PAPER, *released_codes())
+
+
+def released_settings(name: str, variant: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What `reproduce=name` sets in a run of `variant`: the code's run settings (every variant's, the baseline's
+    included: its data path builds their inputs) and, where `variant` is the one whose code it is, that
+    variant's model settings. The papers' text (`paper`) sets nothing."""
+    if name == PAPER:
+        return {}, {}
+    owner, code = released_codes()[name]
+    return dict(code.inputs), dict(code.model) if owner == variant else {}
 
 
 def loss_names() -> tuple[str, ...]:

@@ -52,6 +52,22 @@ class Pretraining:
     options: dict[str, str]
 
 
+@dataclass(frozen=True)
+class ReleasedCode:
+    """The authors' released code of a variant, as `--set reproduce=<name>` rebuilds it: where it differs from
+    the paper's text (xsyn's defaults), the settings that give the code's behaviour. `inputs` are run settings
+    (how the code's data path builds every input: `xsyn.trees.conventions`), taken by every variant of a run that
+    reproduces this code, the baseline's included; `model` are this variant's own settings. A run's explicit
+    settings win over both; `docs/variants.md` ("paper, code and xsyn") gives each choice with its file, and what
+    no setting rebuilds (a test example the code drops, a parser it does not release)."""
+
+    name: str  # the value of `reproduce` that selects it (the recipe's paper key)
+    repository: str  # owner/name on GitHub
+    commit: str  # the commit whose code the settings were checked against
+    inputs: dict[str, Any]
+    model: dict[str, Any]
+
+
 @dataclass
 class SyntaxBatch:
     """The batch fields a variant's hooks may read (the collated batch of `xsyn.trees.batch`)."""
@@ -107,6 +123,7 @@ class SyntaxVariant:
     - `pretraining`: how xsyn pre-trains that module (`Pretraining`), if it does;
     - `options`: settings with a command-line option of their own (`{"gat_delta": help}` gives `finetune
       --gat-delta`, a shortcut of `--set gat_delta=...`, which wins over it), each with the option's help;
+    - `released_code`: its authors' released code (`ReleasedCode`), which `--set reproduce=<its name>` rebuilds;
     - `layers_module`: where its torch modules are, if not `layers` beside the module declaring its class.
     """
 
@@ -123,6 +140,7 @@ class SyntaxVariant:
     pretrained_files: tuple[str, ...] = ()
     pretraining: Pretraining | None = None
     options: dict[str, str] = {}
+    released_code: ReleasedCode | None = None
     layers_module: str | None = None
 
     _layers: ModuleType | None = None

@@ -2,7 +2,7 @@
 
 | module         | parser                                                                          |
 |----------------|---------------------------------------------------------------------------------|
-| base.py        | the `Parser` protocol, its errors, helpers several parsers share (no parser)     |
+| base.py        | `Parser`, its errors, `support_of` (a parser's languages), shared helpers       |
 | registry.py    | every parser's name, argument, help and options; `build_parser(choice)`         |
 | stanza.py      | `stanza`: Stanza's neural pipeline                                              |
 | chain.py       | `chain`: a model-free linear-order control tree                                 |
@@ -15,7 +15,15 @@ Adding a parser: its module, and one `ParserEntry` in `registry.BUILTIN_PARSERS`
 package, an `xsyn.parsers` entry point). Importing this package imports no parser library.
 """
 
-from xsyn.syntax.parsing.base import Parser, ParserChoiceError, ParserUnavailable
+from xsyn.syntax.parsing.base import (
+    LanguageSupport,
+    Parser,
+    ParserChoiceError,
+    ParserUnavailable,
+    Readiness,
+    require_languages,
+    support_of,
+)
 from xsyn.syntax.parsing.registry import (
     ParserChoice,
     ParserEntry,
@@ -25,5 +33,6 @@ from xsyn.syntax.parsing.registry import (
     resolve_parser_choice,
 )
 
-__all__ = ["Parser", "ParserChoice", "ParserChoiceError", "ParserEntry", "ParserOption", "ParserUnavailable",
-           "build_parser", "registered_parsers", "resolve_parser_choice"]
+__all__ = ["LanguageSupport", "Parser", "ParserChoice", "ParserChoiceError", "ParserEntry", "ParserOption",
+           "ParserUnavailable", "Readiness", "build_parser", "registered_parsers", "require_languages",
+           "resolve_parser_choice", "support_of"]

@@ -8,10 +8,13 @@ imports another's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.utils.errors import XsynError
+from xsyn.utils.network import offline_unless_reachable
 
 
 class Parser(Protocol):
@@ -25,6 +28,10 @@ class Parser(Protocol):
     are asked only about segments without one, and say so. `max_workers` caps the processes that
     parse side by side (None: no cap; 1 where a worker would cost more than it saves, or share one
     GPU); a parser sent to worker processes must pickle without its loaded models.
+
+    A parser that needs models per language also has `language_support(langs, online)`: one
+    `LanguageSupport` per language, found without reading any data or loading a model (the preflight
+    calls it through `require_languages`); a parser without one serves every language as it is.
     """
 
     name: str
@@ -43,7 +50,72 @@ class Parser(Protocol):
 
 
 class ParserUnavailable(XsynError, RuntimeError):
-    """The parser cannot run here (models missing); the message says how to install them."""
+    """The parser cannot run here (models missing, or none exist for a language); the message says what
+    does work. `support` holds the languages it is about, where it was found by `require_languages`."""
+
+    def __init__(self, message: str, support: Sequence[LanguageSupport] = ()):
+        super().__init__(message)
+        self.support = tuple(support)
+
+
+class Readiness(StrEnum):
+    """How a parser stands with one language, before anything is parsed."""
+
+    READY = "ready"  # its models are here
+    FETCHABLE = "fetchable"  # its models are not here, and the parser downloads them at first use
+    MISSING = "missing"  # its models are not here, and the parser cannot fetch them now (offline, downloads off,
+    #                      a parser that never downloads: a UDPipe folder without that language's model)
+    UNSUPPORTED = "unsupported"  # the parser has no models for it anywhere: no download helps
+
+
+@dataclass(frozen=True)
+class LanguageSupport:
+    """One language as a parser can serve it: `detail` says what is there (the models) or what is wrong,
+    `fix` what to do where the language is not usable."""
+
+    lang: str
+    readiness: Readiness
+    detail: str
+    fix: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.readiness in (Readiness.READY, Readiness.FETCHABLE)
+
+
+# What works for a language a parser has no models for; a parser's `fix` for UNSUPPORTED languages ends with it.
+OTHER_PARSE_SOURCES = (
+    "give them a UDPipe 1 model (--parser udpipe:FOLDER, one .udpipe model per language, e.g. sw.udpipe; "
+    "scripts/train_udpipe.py trains one from a UD treebank in minutes), parse them beforehand into CoNLL-U "
+    "(--parser conllu:PATH), or leave them out of the run's languages")
+
+
+def support_of(parser: Parser, langs: Sequence[str], online: bool | None = None) -> list[LanguageSupport]:
+    """Each of `langs` (once each, in order) as `parser` can serve it; `online`: the network is there (None:
+    decided once per process, `xsyn.utils.network`). Reads no data and loads no model: what the preflight,
+    and a table of a run's languages, ask."""
+    langs = list(dict.fromkeys(langs))
+    check = getattr(parser, "language_support", None)
+    if check is None:  # (chain, conllu:PATH, gold: no models per language; they say what they miss when asked)
+        return [LanguageSupport(lang, Readiness.READY, "no models needed") for lang in langs]
+    if online is None:
+
+        online = not offline_unless_reachable()
+    return check(langs, online)
+
+
+def require_languages(parser: Parser, langs: Sequence[str], online: bool | None = None) -> list[LanguageSupport]:
+    """`support_of`, or the `ParserUnavailable` that names every language the parser cannot serve, each with
+    why, grouped by what fixes them."""
+    support = support_of(parser, langs, online)
+    unusable = [s for s in support if not s.usable]
+    if not unusable:
+        return support
+    lines = [f"parser {parser.name} cannot parse {len(unusable)} of the {len(support)} language(s) asked for:"]
+    for fix in dict.fromkeys(s.fix for s in unusable):
+        lines += [f"  {s.lang}: {s.detail}" for s in unusable if s.fix == fix]
+        lines += [fix] if fix else []
+    raise ParserUnavailable("\n".join(lines), unusable)
 
 
 class ParserChoiceError(XsynError, ValueError):

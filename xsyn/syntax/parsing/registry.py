@@ -43,6 +43,7 @@ class ParserOption:
     choices: tuple[str, ...] | None = None
     folder: bool = False  # a folder on disk
     minimum: int | None = None
+    changes_parses: bool = False  # it decides the trees (not only how or where they are made)
 
     @property
     def flag(self) -> str:
@@ -90,9 +91,13 @@ DEVICE = ParserOption("parser_device", "device", "Device for the parser (cpu, cu
                       "when there is one].")
 BATCH_SIZE = ParserOption("parser_batch_size", "batch_docs", "Documents per parser call.", type=int,
                           default=STANZA_BATCH_DOCS, minimum=1)
+WORD_SPLITS = ("own", "whitespace")
+WORDS = ParserOption("parser_words", "words", "How the parser cuts raw text into words: own (its tokenizer) or "
+                     "whitespace (one word per space-separated token, as Li et al. parse with spaCy, in their paper "
+                     "and their code).", default="own", choices=WORD_SPLITS, changes_parses=True)
 # Every parser option: each is a run setting (a RunConfig field) and a flag of every parsing command. A parser
 # (a third-party one too) declares those of them it takes.
-PARSER_OPTIONS = (MODEL_DIR, DOWNLOAD, DEVICE, BATCH_SIZE)
+PARSER_OPTIONS = (MODEL_DIR, DOWNLOAD, DEVICE, BATCH_SIZE, WORDS)
 
 # -- the parsers ------------------------------------------------------------------------------------------
 
@@ -109,7 +114,7 @@ BUILTIN_PARSERS = (
     ParserEntry("spacy", "xsyn.syntax.parsing.spacy:SpacyParser",
                 "spaCy (Li et al.'s parser), English labels mapped to UD; needs pip install 'xsyn[spacy]'",
                 takes="PIPELINE", argument_help="an installed pipeline package, e.g. en_core_web_sm, or its folder",
-                options=(BATCH_SIZE,)),
+                options=(BATCH_SIZE, WORDS)),
     ParserEntry("gold", "xsyn.syntax.parsing.gold:GoldParser",
                 "the trees the task's own data carries (UD CoNLL-U input); nothing is parsed"),
 )

@@ -47,10 +47,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from xsyn.syntax.parsing.base import ParserUnavailable, characters_as_tokens, joins_characters
+from xsyn.syntax.parsing.base import (
+    LanguageSupport,
+    ParserUnavailable,
+    Readiness,
+    characters_as_tokens,
+    joins_characters,
+)
 from xsyn.syntax.parsing.registry import STANZA_BATCH_DOCS
 from xsyn.syntax.record import SyntaxRecord
 from xsyn.syntax.vocab import DEPRELS, base_deprel
@@ -90,8 +97,8 @@ class SpacyParser:
     data_trees = False
     max_workers = None
 
-    def __init__(self, pipeline: str, batch_docs: int = STANZA_BATCH_DOCS):
-        self.source, self.batch_docs = pipeline, batch_docs
+    def __init__(self, pipeline: str, batch_docs: int = STANZA_BATCH_DOCS, words: str = "own"):
+        self.source, self.batch_docs, self.words = pipeline, batch_docs, words
         self.nlp = self._load()
         meta = self.nlp.meta
         self.pipeline = f"{meta.get('lang', self.nlp.lang)}_{meta.get('name', pipeline)}-{meta.get('version', '')}"
@@ -124,17 +131,39 @@ class SpacyParser:
 
     def cache_identity(self) -> dict[str, Any]:
         table = hashlib.sha256(json.dumps(SPACY_TO_UD, sort_keys=True).encode()).hexdigest()[:16]
-        return {"pipeline": self.pipeline, "labels": f"ud-{table}", "unspaced_characters": "joined"}
+        identity = {"pipeline": self.pipeline, "labels": f"ud-{table}", "unspaced_characters": "joined"}
+        return identity if self.words == "own" else {**identity, "words": self.words}
+
+    def language_support(self, langs: Sequence[str], online: bool) -> list[LanguageSupport]:
+        """The pipeline's own language (a multilingual `xx` pipeline: every one); another needs another pipeline."""
+        support = []
+        for lang in langs:
+            why = self._mismatch(lang)
+            support.append(LanguageSupport(lang, Readiness.READY, f"spaCy pipeline {self.pipeline}") if why is None
+                           else LanguageSupport(lang, Readiness.MISSING, why))
+        return support
+
+    def _mismatch(self, lang: str) -> str | None:
+        base = lang.split("-")[0]
+        if self.nlp.lang in (base, "xx"):
+            return None
+        return (f"spaCy pipeline {self.pipeline} parses {self.nlp.lang!r}, not {lang!r}; pass --parser "
+                f"spacy:PIPELINE with a pipeline for {base!r} (or a multilingual one)")
 
     def _check_language(self, lang: str) -> None:
-        base = lang.split("-")[0]
-        if self.nlp.lang not in (base, "xx"):
-            raise ParserUnavailable(f"spaCy pipeline {self.pipeline} parses {self.nlp.lang!r}, not {lang!r}; pass "
-                                    f"--parser spacy:PIPELINE with a pipeline for {base!r} (or a multilingual one)")
+        why = self._mismatch(lang)
+        if why is not None:
+            raise ParserUnavailable(why)
 
     def parse_texts(self, texts: Sequence[str], lang: str, *, sent_ids: Sequence[str | None] | None = None
                     ) -> list[SyntaxRecord]:
         self._check_language(lang)
+        if self.words == "whitespace":  # Li et al.'s `Tokenizer(vocab)`: one word per space-separated token
+            tokens = [list(re.finditer(r"\S+", text)) for text in texts]
+            docs = self.nlp.pipe((Doc(self.nlp.vocab, words=[t.group() for t in found]) for found in tokens),
+                                 batch_size=self.batch_docs)
+            return [doc_record(doc, lang, text=text, spans=[t.span() for t in found])
+                    for doc, text, found in zip(docs, texts, tokens, strict=True)]
         docs = self.nlp.pipe(texts, batch_size=self.batch_docs)
         return [doc_record(doc, lang, text=text) for doc, text in zip(docs, texts, strict=True)]
 
@@ -155,9 +184,10 @@ class SpacyParser:
         return records  # type: ignore[return-value]
 
 
-def doc_record(doc: Any, lang: str, text: str | None = None, tokens: Sequence[str] | None = None
-               ) -> SyntaxRecord:
-    """One spaCy `Doc` -> one multi-sentence record, on the text's characters or on the gold tokens.
+def doc_record(doc: Any, lang: str, text: str | None = None, tokens: Sequence[str] | None = None,
+               spans: Sequence[tuple[int, int]] | None = None) -> SyntaxRecord:
+    """One spaCy `Doc` -> one multi-sentence record, on the text's characters or on the gold tokens;
+    `spans`: where the Doc's words lie in `text` (a Doc made of the text's whitespace tokens).
 
     spaCy keeps runs of whitespace as tokens of their own; they are no words, and a word attached to
     one (rare) is attached to the first real word above it instead."""
@@ -185,6 +215,6 @@ def doc_record(doc: Any, lang: str, text: str | None = None, tokens: Sequence[st
     if tokens is not None:
         return SyntaxRecord(words, heads, upos, deprels, token_index=list(range(len(words))),
                             text=" ".join(tokens), lang=lang, sentence_starts=starts)
-    spans = [(token.idx, token.idx + len(token.text)) for token in kept]
+    spans = [(token.idx, token.idx + len(token.text)) for token in kept] if spans is None else list(spans)
     return SyntaxRecord(words, heads, upos, deprels, spans=spans, text=text if text is not None else doc.text,
                         lang=lang, sentence_starts=starts)

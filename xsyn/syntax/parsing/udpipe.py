@@ -31,7 +31,7 @@ from typing import Any
 import ufal.udpipe as udpipe
 
 from xsyn.syntax.conllu import parse_conllu
-from xsyn.syntax.parsing.base import ParserUnavailable, joins_characters
+from xsyn.syntax.parsing.base import LanguageSupport, ParserUnavailable, Readiness, joins_characters
 from xsyn.syntax.parsing.placement import place_sentences, source_checksum
 from xsyn.syntax.record import SyntaxRecord, TreeError
 from xsyn.syntax.treebanks import load_registry
@@ -118,11 +118,16 @@ class UDPipeParser:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _udpipe=udpipe)
 
-    def check_models(self, langs: Sequence[str], online: bool) -> None:
+    def language_support(self, langs: Sequence[str], online: bool) -> list[LanguageSupport]:
         """Before any data is read (the preflight): a model for each language, so that a folder without one
         stops the command at once, not after the training that precedes an evaluation in that language."""
+        support = []
         for lang in langs:
-            self.model_for(lang)
+            try:
+                support.append(LanguageSupport(lang, Readiness.READY, str(self.model_for(lang))))
+            except ParserUnavailable as err:  # no model for it, or several: the folder is the fix, not a download
+                support.append(LanguageSupport(lang, Readiness.MISSING, str(err)))  # (its fix included)
+        return support
 
     def model_for(self, lang: str) -> Path:
         """The model file for a language: the only one, or the folder's model named for the language."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xsyn.models.variants.base import LossTerm, Pretraining, SyntaxBatch, SyntaxVariant
+from xsyn.models.variants.base import LossTerm, Pretraining, ReleasedCode, SyntaxBatch, SyntaxVariant
 from xsyn.utils.schema import Invalid, at_least, one_of, setting, strict
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ GAT_CONFIG = "gat_config.json"  # the shape settings of a pre-trained GAT, besid
 GAT_WEIGHTS = "gat.safetensors"
 GAT_ATTENTIONS = ("dot", "additive")  # the paper's dot-product GAT, the released code's additive one
 BIAS_TARGETS = ("query", "key", "value")  # the projections the GAT bias may be added to
+GAT_WEIGHT_INITS = ("normal", "xavier")  # BERT's rule for every GAT weight; the released code's draws
+SPECIAL_UPOS = ("shared", "separate")  # one UPOS id for [CLS] and [SEP]; the released code's two
 
 AHMAD_2021 = """@inproceedings{ahmad-etal-2021-syntax,
   title = "Syntax-augmented Multilingual {BERT} for Cross-lingual Transfer",
@@ -71,6 +73,14 @@ class GatSettings:
     gat_delta: int = setting(4, check=at_least(1), help="GAT attention reaches tree distance <= delta")
     gat_attention: str = setting("dot", check=one_of(GAT_ATTENTIONS), help="dot (the paper's eq. 2, query = key) or "
                                  "additive (Velickovic-style, as in the released code)")
+    gat_weight_init: str = setting("normal", check=one_of(GAT_WEIGHT_INITS), help="normal: every GAT weight from "
+                                   "BERT's N(0, initializer_range); xavier: as the released code draws them "
+                                   "(graph_utils.py), each head's projection and score vectors from xavier_uniform "
+                                   "with gain 1.414, the probes from U(-0.05, 0.05), the UPOS rows (padding's too) "
+                                   "from N(0, initializer_range)")
+    gat_special_upos: str = setting("shared", check=one_of(SPECIAL_UPOS), help="the GAT's UPOS ids of the special "
+                                    "tokens: shared (one id for [CLS] and [SEP]) or separate (the released code's "
+                                    "constants.py: [CLS] 18, [SEP] 19, a piece of unknown UPOS 20)")
     gat_deprel_embeddings: bool = setting(False, help="add a dependency-relation embedding to the GAT input")
     gat_residual: bool = setting(False, help="add each GAT layer's input to its output where the sizes match (not "
                                  "in the paper; helps pre-training)")
@@ -95,6 +105,15 @@ class GatContext:
     biases: dict[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]
 
 
+# Ahmad et al.'s released code (wasiahmad/Syntax-MBERT), where it builds inputs and initial weights otherwise than
+# the paper's text; the docs' "paper, code and xsyn" table gives each choice with its file and function.
+SYNTAX_MBERT = ReleasedCode(
+    name="ahmad2021", repository="wasiahmad/Syntax-MBERT", commit="1af0ef5",
+    inputs={"tokenize_by": "words", "sep_attachment": "segment_end", "truncation_tie": "last"},
+    model={"gat_attention": "additive", "bias_targets": "key,value", "gat_weight_init": "xavier",
+           "gat_special_upos": "separate"})
+
+
 class Gat(SyntaxVariant):
     name = "gat"
     settings = GatSettings
@@ -106,6 +125,7 @@ class Gat(SyntaxVariant):
     reads_word_embeddings = True
     tree_fields = ("tree_parent", "tree_upos", "tree_deprel")
     pretrained_files = (GAT_CONFIG, GAT_WEIGHTS)
+    released_code = SYNTAX_MBERT
     pretraining = Pretraining({  # xsyn pretrain-gat (xsyn.pretraining)
         "gat_delta": "GAT attention reaches tree distance <= delta [default: the --recipe's, 4 for paper].",
         "gat_attention": "dot: the paper's eq. 2; additive: the released code's Velickovic-style GAT [default: the "

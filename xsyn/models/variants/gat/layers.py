@@ -26,6 +26,11 @@ Structural probes (Hewitt and Manning 2019) read G: predicted squared distances
 ||theta1 (g_i - g_j)||^2 and squared norms ||theta2 g_i||^2, trained with L1 against tree distances
 (normalised by n^2) and depths (normalised by n), n counting `[CLS]` and `[SEP]`.
 
+Initial weights: BERT's N(0, initializer_range) for every GAT weight, or, with `gat_weight_init = "xavier"`,
+the released code's draws (each head's projection and score vectors from xavier_uniform with gain 1.414, the
+probes from U(-0.05, 0.05)); `gat_special_upos = "separate"` embeds [CLS] and [SEP] apart, as its UPOS ids
+do (`released_upos_ids`).
+
 `GatSyntaxEncoder`'s `state_dict` is the whole GAT checkpoint (embeddings of UPOS/relations,
 layers, LayerNorm, probes); the word embeddings are BERT's and are not part of it.
 """
@@ -53,7 +58,7 @@ from xsyn.models.attention import (
     compute_dtype,
 )
 from xsyn.models.variants.gat import GAT_CONFIG, GAT_WEIGHTS, GatContext, bias_target_names, gat_output_size
-from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_VOCAB_SIZE
+from xsyn.syntax.vocab import DEPREL_VOCAB_SIZE, PAD_ID, UPOS_SPECIAL_ID, UPOS_UNKNOWN_ID, UPOS_VOCAB_SIZE
 from xsyn.trees.tensors import EDGE_RELATIONS, UNREACHABLE, TreeTensors
 from xsyn.utils.errors import InputError, MissingInputError
 from xsyn.utils.io import atomic_write_bytes, atomic_write_text
@@ -69,7 +74,9 @@ RELATION_BIAS_SCALE = 10.0
 # Settings that fix what a GAT checkpoint is (its shapes, its inputs, its wiring); they must match to load one.
 GAT_SHAPE_FIELDS = ("hidden_size", "gat_layers", "gat_heads", "gat_head_size", "gat_attention",
                     "gat_deprel_embeddings", "gat_residual", "gat_edge_direction", "gat_position_embeddings",
-                    "probe_rank")
+                    "probe_rank", "gat_special_upos")
+XAVIER_GAIN = 1.414  # the released code's gain (graph_utils.py: GraphAttentionHead)
+PROBE_INIT_BOUND = 0.05  # the released code's probes: U(-0.05, 0.05) (TwoWordPSDProbe, OneWordPSDProbe)
 
 
 class DotGatLayer(nn.Module):
@@ -128,14 +135,26 @@ class AdditiveGatLayer(nn.Module):
         return (weights @ h).transpose(1, 2).reshape(b, t, -1)
 
 
+class GatEmbedding(nn.Embedding):
+    """An embedding of the GAT's input (UPOS, relations): BERT's rule, or the code's (`init_weights`)."""
+
+
+class StructuralProbe(nn.Linear):
+    """A probe's projection theta (no bias): BERT's rule, or the code's U(-0.05, 0.05) (`init_weights`)."""
+
+    def __init__(self, in_size: int, rank: int):
+        super().__init__(in_size, rank, bias=False)
+
+
 class GatSyntaxEncoder(nn.Module):
     """Tree-masked graph attention over word-piece + UPOS embeddings, with structural probes."""
 
     def __init__(self, config: XsynBertConfig):
         super().__init__()
         hidden, out = config.hidden_size, gat_output_size(config)
-        self.upos_embeddings = nn.Embedding(UPOS_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
-        self.deprel_embeddings = (nn.Embedding(DEPREL_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
+        self.separate_specials = config.gat_special_upos == "separate"
+        self.upos_embeddings = GatEmbedding(UPOS_VOCAB_SIZE + self.separate_specials, hidden, padding_idx=PAD_ID)
+        self.deprel_embeddings = (GatEmbedding(DEPREL_VOCAB_SIZE, hidden, padding_idx=PAD_ID)
                                   if config.gat_deprel_embeddings else None)
         layer_class = DotGatLayer if config.gat_attention == "dot" else AdditiveGatLayer
         self.layers = nn.ModuleList(
@@ -148,8 +167,8 @@ class GatSyntaxEncoder(nn.Module):
         self.relation_bias = (nn.Parameter(torch.zeros(config.gat_layers, EDGE_RELATIONS, config.gat_heads))
                               if config.gat_edge_direction else None)
         self.layer_norm = nn.LayerNorm(out, eps=config.layer_norm_eps)
-        self.distance_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta1
-        self.depth_probe = nn.Linear(out, config.probe_rank, bias=False)  # theta2
+        self.distance_probe = StructuralProbe(out, config.probe_rank)  # theta1
+        self.depth_probe = StructuralProbe(out, config.probe_rank)  # theta2
 
     def forward(self, word_embeddings: torch.Tensor, upos: torch.Tensor, mask: torch.Tensor,
                 deprel: torch.Tensor | None = None, relations: torch.Tensor | None = None,
@@ -157,7 +176,7 @@ class GatSyntaxEncoder(nn.Module):
         """G (B, T, k d_g) from word-piece embeddings (B, T, H), UPOS ids and the (B, T, T) tree mask;
         `relations` (B, T, T, from `edge_relations`) is read when the config sets `gat_edge_direction`;
         `parameters`: `layer_parameters` where the step cast them already (`step_parameters`)."""
-        x = word_embeddings + self.upos_embeddings(upos)
+        x = word_embeddings + self.upos_embeddings(released_upos_ids(upos) if self.separate_specials else upos)
         mask = additive_mask(mask, compute_dtype(x.device, x.dtype))  # once for all layers, in their dtype
         if self.deprel_embeddings is not None:
             x = x + self.deprel_embeddings(deprel)
@@ -188,6 +207,15 @@ class GatSyntaxEncoder(nn.Module):
             distances = torch.baddbmm(sq.unsqueeze(2) + sq.unsqueeze(1), p, p.transpose(1, 2), alpha=-2).clamp(min=0)
             depths = q.pow(2).sum(-1)
         return distances, depths
+
+
+def released_upos_ids(upos: torch.Tensor) -> torch.Tensor:
+    """The UPOS ids as Ahmad et al.'s code numbers them (`processors/constants.py: UPOS_MAP`): padding 0, the 17
+    tags 1-17, [CLS] 18, [SEP] 19, a piece of unknown UPOS 20, from xsyn's (one special id 18 for both, unknown
+    19). [CLS] is the first position of every input; a special token after it is a [SEP]."""
+    later = torch.arange(upos.shape[1], device=upos.device) > 0
+    ids = torch.where(upos == UPOS_UNKNOWN_ID, UPOS_VOCAB_SIZE, upos)
+    return torch.where((upos == UPOS_SPECIAL_ID) & later, UPOS_UNKNOWN_ID, ids)
 
 
 def structural_loss(predicted_distances: torch.Tensor, predicted_depths: torch.Tensor,
@@ -232,12 +260,36 @@ def gat_context(model: XsynBertModel, tree: TreeTensors, batch: SyntaxBatch) -> 
 
 
 def init_weights(module: nn.Module, config: XsynBertConfig) -> None:
-    """The rule for the GAT's own parameters (after BERT's for Linear/Embedding/LayerNorm)."""
+    """The rule for the GAT's own parameters (after BERT's for Linear/Embedding/LayerNorm; a module's own children
+    are initialised before it, so the `xavier` draws here replace BERT's)."""
+    xavier = config.gat_weight_init == "xavier"
     if isinstance(module, AdditiveGatLayer):
-        init.normal_(module.score_query, std=config.initializer_range)
-        init.normal_(module.score_key, std=config.initializer_range)
+        if xavier:  # the code's W (in x d), a1, a2 (d x 1) per head: this layer's rows of each head
+            _per_head_xavier(module.project.weight, module.heads)
+            _per_head_xavier(module.score_query, module.heads)
+            _per_head_xavier(module.score_key, module.heads)
+        else:
+            init.normal_(module.score_query, std=config.initializer_range)
+            init.normal_(module.score_key, std=config.initializer_range)
+    elif isinstance(module, DotGatLayer) and xavier:  # not in the code (its GAT is additive): its draw all the same
+        _per_head_xavier(module.tied_query_key.weight, module.heads)
+        _per_head_xavier(module.value.weight, module.heads)
+    elif isinstance(module, StructuralProbe) and xavier:
+        init.uniform_(module.weight, -PROBE_INIT_BOUND, PROBE_INIT_BOUND)
+    elif isinstance(module, GatEmbedding) and xavier:  # transformers 2.x (the code's) draws the padding row too,
+        init.normal_(module.weight, std=config.initializer_range)  # where BERT's rule now zeroes it
     elif isinstance(module, GatSyntaxEncoder) and module.relation_bias is not None:
         init.zeros_(module.relation_bias)  # no preference among the relations at first
+
+
+def _per_head_xavier(weight: torch.Tensor, heads: int) -> None:
+    """Each head's block of rows (d x in, or 1 x d for a score vector) from xavier_uniform with the code's gain: the
+    bound sqrt(6 / (in + d)) of its own (in x d) W, not of the stacked heads'. Leaves loaded weights alone."""
+    if getattr(weight, "_is_hf_initialized", False):
+        return
+    with torch.no_grad():
+        for block in weight.view(heads, -1, weight.shape[-1]):
+            nn.init.xavier_uniform_(block, gain=XAVIER_GAIN)
 
 
 def syntax_biases(model: XsynBertModel, gat_output: torch.Tensor, parameters: list[torch.Tensor] | None = None
