@@ -6,6 +6,8 @@ checkpoint must stop a command before that work, not after it. Each command has 
 function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
 from the same shared checks:
 
+    log_readiness      the table of the run's languages: each one's data source and parser, what is missing and
+                       the fix (information, logged at the NOTICE level; the checks below decide)
     check_parser       the parser parses every language, its models are there (or can be downloaded: the
                        network is probed once)
     check_model        the model's config.json (no weights) and the tokenizer load
@@ -21,17 +23,26 @@ when the settings are resolved: `xsyn.run.settings.check_lengths`.)
 from __future__ import annotations
 
 import errno
+import logging
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from xsyn.data.cards import TaskCard
-from xsyn.data.loading import DataNotFoundError, check_available
+from xsyn.data.loading import DataNotFoundError, check_available, default_data_dir
 from xsyn.data.pairs import reads_pair_file
 from xsyn.models.factory import checkpoint_config, parameter_count
 from xsyn.models.families import family_of, tokenizer_family
 from xsyn.models.names import MODEL_CONFIG, TINY
 from xsyn.models.tokenizers import model_tokenizer
+from xsyn.run.readiness import (
+    LanguageNeed,
+    ReadinessRow,
+    evaluation_needs,
+    finetune_needs,
+    readiness_rows,
+    readiness_text,
+)
 from xsyn.run.scope import default_split, evaluation_languages, held_out_split
 from xsyn.run.settings import RunConfig
 from xsyn.run.task_data import cache_root, make_parser
@@ -40,6 +51,9 @@ from xsyn.syntax.treebanks import locate
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
 from xsyn.utils.network import offline_unless_reachable
+from xsyn.utils.progress import NOTICE
+
+log = logging.getLogger(__name__)
 
 # What one checkpoint of a fine-tuning run takes on disk per model parameter, in bytes: best/ in float32 (4),
 # state/ (the float32 weights and AdamW's two moments: 12), and state.tmp/ beside state/ while it replaces it (12).
@@ -83,6 +97,23 @@ def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
     require_languages(make_parser(config), langs, online)
 
 
+def readiness_of(config: RunConfig, needs: Sequence[LanguageNeed]) -> list[ReadinessRow]:
+    """The readiness table's rows of a run's languages (`xsyn.run.readiness`), each with the run's parser and its
+    settings (model folder, download policy). Whether the network is there is decided here, once."""
+    online = not offline_unless_reachable()
+    return readiness_rows(config.card, needs, {need.lang: config.parser for need in needs},
+                          lambda choice: make_parser(config, choice), config.data_dir, online)
+
+
+def log_readiness(config: RunConfig, needs: Sequence[LanguageNeed], which: str) -> list[ReadinessRow]:
+    """The readiness table of `which` languages, logged (NOTICE: shown by default, not with -q); its rows."""
+    rows = readiness_of(config, needs)
+    folder = config.data_dir or default_data_dir(config.card)
+    log.log(NOTICE, readiness_text(f"{config.card.name}: {which}, before anything is read (data folder {folder}):",
+                                   rows))
+    return rows
+
+
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:
     """An `OutputError` naming the folder, the bytes needed and the bytes free when its disk has less than `needed`."""
     folder = Path(folder)
@@ -108,7 +139,9 @@ def check_data(card: TaskCard, split: str, combinations: Sequence[Mapping[str, s
 
 def preflight_finetune(config: RunConfig):
     """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
-    check_parser(config, [config.train_lang])  # first: no network decided once, and the parser's models
+    log_readiness(config, finetune_needs(config.card, config.train_lang),  # first: the network decided once
+                  f"the language this run trains on ({config.train_lang}) and those `xsyn evaluate` scores after it")
+    check_parser(config, [config.train_lang])  # the parser's models for what this run reads
     tokenizer = check_model(config.model, config.tokenizer)
     card = config.card
     held_out = "validation" not in card.splits and card.dev_fraction is not None
@@ -130,6 +163,7 @@ def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Seq
     """Every language (and, with `generalized`, every language pair read from files of its own) has data,
     and the output folder is writable: checked before the model is loaded. With `skip_missing` the
     languages without data are left to be skipped (and listed) as before."""
+    log_readiness(config, evaluation_needs(card, [split], langs), f"the languages this evaluation scores ({split})")
     check_evaluation_data(card, config, split, langs, generalized, None if skip_missing else (
         "pass --langs to choose languages, or --skip-missing to evaluate those that have data"))
     check_writable(out, "--output-dir")

@@ -84,10 +84,11 @@ def cache_root(config: RunConfig) -> Path:
     return Path(config.cache_dir) if config.cache_dir else default_cache_dir().parent
 
 
-def make_parser(config: RunConfig) -> Parser:
-    """The run's parser, given the run's parser options (those it declares: model folder, device, ...)."""
-    return build_parser(config.parser, **{option.setting: getattr(config, option.setting)
-                                          for option in PARSER_OPTIONS})
+def make_parser(config: RunConfig, choice: str | None = None) -> Parser:
+    """The run's parser (or the parser `choice` names), given the run's parser options (those it declares: model
+    folder, device, ...)."""
+    return build_parser(choice or config.parser, **{option.setting: getattr(config, option.setting)
+                                                    for option in PARSER_OPTIONS})
 
 
 def parse_workers(config: RunConfig) -> int:
