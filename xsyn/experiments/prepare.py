@@ -1,7 +1,9 @@
 """`xsyn experiment prepare`: everything an experiment's cells read, made ready once, where the network is.
 
 On many clusters the compute nodes are offline, and a GPU that waits for a parser is wasted. `prepare` runs
-on a login node or as one CPU job (`--launcher slurm`) and, for every cell of the grid:
+on a login node or as one CPU job (`--launcher slurm`). It first prints, per data unit, the readiness table of its
+languages (`xsyn.run.readiness`: each one's data source, its parser and the parser's models, what is missing and
+the fix), also written to `readiness.md` in the runs folder; then, for every cell of the grid:
 
 - loads each model's tokenizer and configuration and downloads its weights into the hub cache (a local
   folder or the `tiny` preset needs none);
@@ -31,18 +33,21 @@ from typing import Any
 
 from huggingface_hub import HfApi, snapshot_download, try_to_load_from_cache
 
+from xsyn.data.loading import default_data_dir
 from xsyn.data.pairs import pair_axes
 from xsyn.experiments.cells import ensure_synth_vocab
 from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError, Overrides, load_experiment
 from xsyn.models.names import MODEL_CONFIG, TINY
-from xsyn.run.checks import check_model
+from xsyn.run.checks import check_model, readiness_of
+from xsyn.run.readiness import readiness_markdown, readiness_text, run_needs
 from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
 from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness, support_of
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import atomic_write_json, saved_json_object
+from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 PREPARED_FILE = "prepared.json"  # under runs_dir: the manifest of the last `experiment prepare`
+READINESS_FILE = "readiness.md"  # under runs_dir: the last `prepare`'s readiness table of each data unit
 # The settings a cell's data (examples, parses, features) depends on; a seed, a variant or a learning rate
 # does not change them, so the cells that agree on these share one data unit.
 DATA_SETTINGS = ("data_dir", "cache_dir", "parser", "parser_model_dir", "parser_download", "tokenizer", "max_length",
@@ -103,10 +108,12 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     """Make every input of the experiment's cells ready (see the module); each unit and model as it is done
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
-    require_parseable(experiment)  # a language no download makes parseable: named before anything is read
     units = data_units(experiment)
+    readiness = readiness_tables(experiment, units, echo)  # each language's data and parser, before anything is read
+    require_parseable(experiment)  # a language no download makes parseable: named before anything is read
     manifest: dict[str, Any] = {"source": experiment.source, "command": prepare_command(experiment),
-                                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {}}
+                                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {},
+                                "readiness": readiness}
     for model in dict.fromkeys(unit.model for unit in units):
         manifest["models"][model] = _fetch_model(model, echo)
         _save(experiment, manifest)
@@ -127,6 +134,24 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     manifest["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     _save(experiment, manifest)
     return manifest
+
+
+def readiness_tables(experiment: Experiment, units: list[DataUnit], echo: Callable[[str], None] = print
+                     ) -> dict[str, dict[str, Any]]:
+    """The readiness table of each data unit (`xsyn.run.readiness`: what its cells read of each language, its data
+    source and its parser), echoed and written to `READINESS_FILE`; by unit key, as `prepared.json` records them."""
+    tables, pages = {}, [f"# Readiness of {experiment.source}", ""]
+    for unit in units:
+        config = experiment.config(unit.cells[0], check_model=False, check_paths=False)
+        evaluation = experiment.evaluation_of(unit.task)
+        rows = readiness_of(config, run_needs(config.card, config.train_lang, evaluation.splits, evaluation.langs))
+        title = (f"{unit.label}: what its {len(unit.cells)} cells read of each language, before anything is read "
+                 f"(data folder {config.data_dir or default_data_dir(config.card)})")
+        echo(readiness_text(title + ":", rows))
+        pages += [readiness_markdown(title, rows), ""]
+        tables[unit.key] = {"title": title, "rows": [row.as_dict() for row in rows]}
+    atomic_write_text(experiment.runs_dir / READINESS_FILE, "\n".join(pages))
+    return tables
 
 
 def _save(experiment: Experiment, manifest: dict[str, Any]) -> None:

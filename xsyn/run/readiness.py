@@ -10,7 +10,7 @@ Nothing is read, parsed, built or downloaded: a local layout's files are looked 
 asked: offline it cannot be reached, and only a copy an earlier run left in the datasets cache serves it), and each
 parser says from its own model index which languages it has models for (`support_of`). The fine-tune and evaluate
 preflights log the table (`xsyn.run.checks.log_readiness`), `experiment prepare` prints one per data unit and
-writes them into its runs folder.
+writes them into its runs folder (`readiness.md`, and each row in `prepared.json`).
 """
 
 from __future__ import annotations
@@ -94,14 +94,19 @@ class ReadinessRow:
 
 # -- what a run reads -------------------------------------------------------------------------------------------
 
-def finetune_needs(card: TaskCard, train_lang: str) -> list[LanguageNeed]:
-    """What `xsyn finetune` reads (the training language's train and validation splits) and what `xsyn evaluate`
-    scores after it by default (every language's default split), the training language first."""
+def run_needs(card: TaskCard, train_lang: str, splits: Sequence[str], langs: Sequence[str]) -> list[LanguageNeed]:
+    """What a fine-tuning reads (the training language's train and validation splits) and what its evaluation in
+    `splits` of `langs` reads after it, the training language first. (A held-out validation split is the training
+    language's train split, read already.)"""
     train = ("train",) if "validation" not in card.splits else ("train", "validation")
-    split = default_split(card)
-    if held_out_split(card, split):  # (its validation split is held out of train, in the training language only)
-        return [LanguageNeed(train_lang, ("train",))]
-    return merge_needs([(train_lang, s) for s in train] + [(lang, split) for lang in (train_lang, *card.languages)])
+    return merge_needs([(train_lang, split) for split in train] + [
+        (lang, split) for split in splits if not held_out_split(card, split) for lang in langs])
+
+
+def finetune_needs(card: TaskCard, train_lang: str) -> list[LanguageNeed]:
+    """What `xsyn finetune` reads and what `xsyn evaluate` scores after it by default: every language's default
+    split (a held-out validation split: the training language's alone)."""
+    return run_needs(card, train_lang, [default_split(card)], card.languages)
 
 
 def evaluation_needs(card: TaskCard, splits: Sequence[str], langs: Sequence[str]) -> list[LanguageNeed]:
