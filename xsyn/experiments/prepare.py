@@ -109,8 +109,9 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
     units = data_units(experiment)
-    readiness = readiness_tables(experiment, units, echo)  # each language's data and parser, before anything is read
+    readiness, page = readiness_tables(experiment, units, echo)  # each language's data and parser, before any read
     require_parseable(experiment)  # a language no download makes parseable: named before anything is read
+    atomic_write_text(experiment.runs_dir / READINESS_FILE, page)  # (a refused experiment writes nothing)
     manifest: dict[str, Any] = {"source": experiment.source, "command": prepare_command(experiment),
                                 "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {},
                                 "readiness": readiness}
@@ -137,9 +138,10 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
 
 
 def readiness_tables(experiment: Experiment, units: list[DataUnit], echo: Callable[[str], None] = print
-                     ) -> dict[str, dict[str, Any]]:
+                     ) -> tuple[dict[str, dict[str, Any]], str]:
     """The readiness table of each data unit (`xsyn.run.readiness`: what its cells read of each language, its data
-    source and its parser), echoed and written to `READINESS_FILE`; by unit key, as `prepared.json` records them."""
+    source and its parser), echoed: by unit key, as `prepared.json` records them, and as the markdown page of
+    `READINESS_FILE`."""
     tables, pages = {}, [f"# Readiness of {experiment.source}", ""]
     for unit in units:
         config = experiment.config(unit.cells[0], check_model=False, check_paths=False)
@@ -150,8 +152,7 @@ def readiness_tables(experiment: Experiment, units: list[DataUnit], echo: Callab
         echo(readiness_text(title + ":", rows))
         pages += [readiness_markdown(title, rows), ""]
         tables[unit.key] = {"title": title, "rows": [row.as_dict() for row in rows]}
-    atomic_write_text(experiment.runs_dir / READINESS_FILE, "\n".join(pages))
-    return tables
+    return tables, "\n".join(pages)
 
 
 def _save(experiment: Experiment, manifest: dict[str, Any]) -> None:
