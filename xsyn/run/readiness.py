@@ -202,7 +202,7 @@ def verdict_lines(rows: Sequence[ReadinessRow]) -> list[str]:
     wrong (each language with its splits), and the parsers, each language by name, grouped by the fix."""
     ready = [row.lang for row in rows if row.ready]
     fetching = [row.lang for row in rows if row.ready and row.fetches]
-    fetch = "all" if fetching == ready and len(ready) > 1 else ", ".join(fetching)
+    fetch = "all" if len(fetching) == len(rows) > 1 else ", ".join(fetching)
     lines = [f"ready to run: {len(ready)} of {len(rows)} languages" + (f" ({', '.join(ready)})" if ready else "")
              + (f"; {fetch} download their data or parser models at first use" if fetching else "")]
     for (state, fix), sources in _data_problems(rows).items():
