@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import test_syntax_parsing_stanza as stanza_tests
 from click.testing import CliRunner
 from conftest import cpu_process_env
 from test_experiments_prepare import _grid
@@ -31,32 +30,11 @@ from xsyn.run.readiness import (
     readiness_text,
 )
 from xsyn.syntax.parsing import Readiness, build_parser
-from xsyn.syntax.parsing.stanza import INDEX_FILE
 
 PAWSX = ["de", "en", "es", "fr", "ja", "ko", "zh"]
 PAWSX_HUB = "google-research-datasets/paws-x"
-
-
-@pytest.fixture(scope="module")
-def index_file(shared_data) -> Path:
-    path = shared_data / "stanza" / "resources_1.15.0.json"
-    if not path.is_file():
-        pytest.skip(f"Stanza's 1.15 model index is not at {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def index(index_file) -> dict:
-    return json.loads(index_file.read_text(encoding="utf-8"))
-
-
-@pytest.fixture()
-def model_dir(index_file, tmp_path) -> Path:
-    """A Stanza model folder holding the index only, as `stanza.download` leaves one before any model."""
-    folder = tmp_path / "stanza"
-    folder.mkdir()
-    shutil.copy(index_file, folder / INDEX_FILE)
-    return folder
+# Stanza's 1.15 index (skipped where ../shared lacks it) and a model folder holding it alone, as the parser's tests
+index_file, index, model_dir = stanza_tests.index_file, stanza_tests.index, stanza_tests.model_dir
 
 
 def stanza_with(model_dir: Path, download: str = "reuse"):

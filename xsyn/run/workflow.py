@@ -7,6 +7,14 @@ does, callable from Python with the same behaviour.
     outcome = finetune_evaluate_push(config, resume=resume, eval_langs=[])  # [] : every language of the task
     outcome["summary"]["best"], outcome["evaluation"]["per_language"]
 
+Before anything is read, `finetune` (and `evaluate_run`) log the readiness table of the run's languages (each one's
+data source and parser, what is missing and the fix: `xsyn.run.readiness`) at the NOTICE level; its rows, without
+running anything:
+
+    from xsyn.run.checks import readiness_of
+    from xsyn.run.readiness import finetune_needs
+    rows = readiness_of(config, finetune_needs(config.card, config.train_lang))  # [row.as_dict() for row in rows]
+
 Settings are merged as the command line merges them: the card's hyperparameters, then a settings file
 (`config_file`, or with `resume_dir` the run's own config.json), then the keyword settings, then `sets`
 (`KEY=VALUE`, model settings included).
