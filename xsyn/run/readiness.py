@@ -6,11 +6,12 @@ or none anywhere), with what is missing and the fix.
     rows = readiness_rows(card, needs, {n.lang: "stanza" for n in needs}, build, data_dir, online=True)
     print(readiness_text("pawsx: ...", rows))
 
-Nothing is read, parsed, built or downloaded: a local layout's files are looked for, a hub source is named (not
+No data is read or parsed and no model loaded: a local layout's files are looked for, a hub source is named (not
 asked: offline it cannot be reached, and only a copy an earlier run left in the datasets cache serves it), and each
-parser says from its own model index which languages it has models for (`support_of`). The fine-tune and evaluate
-preflights log the table (`xsyn.run.checks.log_readiness`), `experiment prepare` prints one per data unit and
-writes them into its runs folder (`readiness.md`, and each row in `prepared.json`).
+parser says from its own model index which languages it has models for (`support_of`; Stanza fetches its index,
+a small JSON file, where it is missing and downloads are allowed, as the parser check after the table would).
+The fine-tune and evaluate preflights log the table (`xsyn.run.checks.log_readiness`), `experiment prepare` prints
+one per data unit and writes them into its runs folder (`readiness.md`, and each row in `prepared.json`).
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def readiness_rows(card: TaskCard, needs: Sequence[LanguageNeed], parsers: Mappi
     """Each language of `needs`: its splits' sources and how its parser (`parsers`: language -> parser choice, as
     written) serves it. `build` makes a parser of a choice (with the run's parser settings: model folder, download
     policy); each choice is built once and asked about all its languages at once. `online`: the hub and the
-    parsers' downloads can be reached. Reads no data, loads no model, downloads nothing."""
+    parsers' downloads can be reached. Reads no data and loads no model; the one download is a parser's model index
+    where it is missing and downloads are allowed (Stanza's resources.json), as the parser check fetches it anyway."""
     support: dict[str, LanguageSupport] = {}
     for choice in dict.fromkeys(parsers[need.lang] for need in needs):
         langs = [need.lang for need in needs if parsers[need.lang] == choice]
@@ -144,8 +146,7 @@ def _support(choice: str, langs: list[str], build: Callable[[str], Parser], onli
     try:
         parser = build(choice)
     except XsynError as err:  # (a UDPipe folder that is not there, ...: the preflight raises it next)
-        return [LanguageSupport(lang, Readiness.MISSING, " ".join(str(err).split()), "fix the parser choice")
-                for lang in langs]
+        return [LanguageSupport(lang, Readiness.MISSING, " ".join(str(err).split())) for lang in langs]  # (its fix)
     return support_of(parser, langs, online)
 
 
