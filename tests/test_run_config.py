@@ -86,7 +86,10 @@ def test_a_card_key_below_a_table_header_names_the_table_it_is_in():
     (["syntax_layers=0,x"], "--set: syntax_layers: expected a list of integers or an integer, got [0, 'x']"),
     (["parser=stanzza"], "unknown parser 'stanzza'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL"),
     (["parser=conllu:"], "parser 'conllu:': give a CoNLL-U file or a folder of .conllu files after the colon"),
-    (["parser=udpipe:/no/such/en.udpipe"], "parser 'udpipe:/no/such/en.udpipe': /no/such/en.udpipe does not exist"),
+    (["parsers.sw=stanzza"], "unknown parser 'stanzza'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL"),
+    (["parsers.sw=udpipe:"], "parser 'udpipe:': give a .udpipe model file"),
+    (["parsers.xx=chain"], "parsers.xx: task 'pawsx' has no language 'xx' (its languages: en, de, es, fr, ja, ko, "
+                           "zh); correct the language, or drop --set parsers.xx"),
     (["parser_batch_size=0"], "--set: parser_batch_size: must be >= 1, got 0"),
     (["parser_download=always"], "--set: parser_download: 'always' is not one of none, reuse, download"),
     (["epochs=-1"], "--set: epochs: must be a finite number > 0, got -1.0"),
