@@ -13,7 +13,6 @@ from console import run_xsyn
 
 import xsyn.run.task_data
 from xsyn.data.cards import load_card
-from xsyn.data.synth import write_vocab
 from xsyn.run.resources import finetune_resources
 from xsyn.run.settings import ConfigError, parse_overrides, resolve
 from xsyn.run.workflow import finetune_evaluate_push, finetune_settings
@@ -145,23 +144,40 @@ def test_the_parse_cache_keys_each_language_by_its_own_parser(udpipe_model, tmp_
     assert parse(mixed)[0].cache_hits == 4
 
 
+def _pawsx_files(folder: Path) -> None:
+    """PAWS-X rows from files: en train, dev and test, de test (their words in `WORDS`)."""
+    for lang, split, first in (("en", "train", 0), ("en", "dev_2k", 1000), ("en", "test_2k", 2000),
+                               ("de", "test_2k", 3000)):
+        path = folder / "pawsx" / "x-final" / lang / f"{split}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [f"{i}\tthe cat sat {first + i}\ta dog sat {first + i}\t{i % 2}" for i in range(8)]
+        path.write_text("id\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
+
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", *"0123456789",
+         *(f"##{d}" for d in "0123456789")]
+
+
 def test_a_run_mixing_two_parsers_from_the_console_script_records_each_languages_parser(udpipe_model, tmp_path):
-    """`xsyn finetune --parser chain --set parsers.sov=udpipe:MODEL`, evaluated on svo and sov: each language parsed
+    """`xsyn finetune --parser chain --set parsers.de=udpipe:MODEL`, evaluated on en and de: each language parsed
     by its own parser, recorded in config.json, the train summary, results.json, the data reports and the model
     card."""
-    write_vocab(tmp_path / "vocab.txt")
+    _pawsx_files(tmp_path)
     udpipe = f"udpipe:{udpipe_model}"
-    run_xsyn("finetune", "--task", "synth", "--model", "tiny", "--tokenizer", "vocab.txt", "--train-lang", "svo",
-             "--parser", "chain", "--set", f"parsers.sov={udpipe}", "--max-train-examples", "16", "--set",
-             "max_eval_examples=8", "--batch-size", "8", "--max-length", "48", "--max-steps", "1", "--set",
-             "warmup_steps=1", "--output-dir", "run", "--cache-dir", "cache", "--eval-langs", "svo,sov", "--quiet",
-             cwd=tmp_path)
+    run_xsyn("finetune", "--task", "pawsx", "--data-dir", "pawsx", "--model", "tiny", "--tokenizer", "vocab.txt",
+             "--parser", "chain", "--set", f"parsers.de={udpipe}", "--batch-size", "8", "--max-length", "32",
+             "--max-steps", "1", "--set", "warmup_steps=1", "--output-dir", "run", "--cache-dir", "cache",
+             "--eval-langs", "en,de", "--quiet", cwd=tmp_path)
     run = tmp_path / "run"
-    assert json.loads((run / "config.json").read_text())["parsers"] == {"sov": udpipe}
-    assert json.loads((run / "train_results.json").read_text())["parsers"] == {"svo": "chain"}
+    assert json.loads((run / "config.json").read_text())["parsers"] == {"de": udpipe}
+    assert json.loads((run / "train_results.json").read_text())["parsers"] == {"en": "chain"}
     results = json.loads((run / "eval-test" / "results.json").read_text())
-    assert results["parsers"] == {"svo": "chain", "sov": udpipe}
-    assert results["data"]["sov"]["parsers"] == {"sov": udpipe} and results["data"]["sov"]["parse"]["parsed"] > 0
+    assert results["parsers"] == {"en": "chain", "de": udpipe}
+    for lang, choice in results["parsers"].items():  # 8 pairs of two distinct sentences, parsed by its own parser
+        assert results["data"][lang]["parsers"] == {lang: choice}
+    assert results["data"]["de"]["parse"]["parsed"] == 16  # not served en's chain trees: another language, parser
     card = (run / "best" / "README.md").read_text()
-    assert f"| parser per language | sov: `udpipe:{udpipe_model.name}` |" in card
-    assert f"| sov | {results['per_language']['sov']:.2f} | 8 | `udpipe:{udpipe_model.name}` |" in card
+    assert f"| parser per language | de: `udpipe:{udpipe_model.name}` |" in card
+    assert f"| de | {results['per_language']['de']:.2f} | 8 | `udpipe:{udpipe_model.name}` |" in card
+    assert f"| en | {results['per_language']['en']:.2f} | 8 | `chain` |" in card

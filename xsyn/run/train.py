@@ -147,7 +147,7 @@ def finetune(run: RunConfig | RunResources, resume: bool = False, progress: bool
     nothing)."""
     config = run.config if isinstance(run, RunResources) else run
     folder = RunFolder(config.resolved_output_dir())
-    finished = _finished_summary(folder, config) if resume else None
+    finished = finished_summary(folder, config) if resume else None
     if finished is not None:
         return finished
     resources = run if isinstance(run, RunResources) else finetune_resources(config)
@@ -231,7 +231,7 @@ def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> Ru
     return resolved
 
 
-def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
+def finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
     """A finished run's summary, where `--resume` asks for no more steps than it trained: said, and nothing
     reloaded, featurised or rewritten. None where there is something to continue (a longer schedule given
     with --resume, or one an interrupted resume asked for)."""

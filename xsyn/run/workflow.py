@@ -34,7 +34,7 @@ from xsyn.run.settings import (
     read_config_file,
     resolve,
 )
-from xsyn.run.train import finetune
+from xsyn.run.train import finetune, finished_summary
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.errors import OptionError
 
@@ -116,13 +116,14 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
+    folder = RunFolder(config.resolved_output_dir())
+    finished = resume and finished_summary(folder, config) is not None  # (said by `finetune`; nothing reloaded)
     # every input checked, and built once, before the folder is claimed: a misspelt --eval-langs language or a
     # missing test file is named now, not after the training
-    resources = finetune_resources(config, eval_langs)
-    folder = resources.folder
+    run = config if finished else finetune_resources(config, eval_langs)
     folder.claim(resume, overwrite, continue_with or f"resume_dir={str(folder.path)!r}")
     token = check_hub_push(push_to_hub) if push_to_hub else None
-    outcome: dict[str, Any] = {"summary": finetune(resources, resume=resume, progress=progress), "evaluation": None,
+    outcome: dict[str, Any] = {"summary": finetune(run, resume=resume, progress=progress), "evaluation": None,
                                "pushed": None}
     if on_trained is not None:
         on_trained(outcome["summary"])
