@@ -226,3 +226,16 @@ def test_experiment_prepare_prints_and_writes_each_units_table(tmp_path):
     assert [(row["lang"], row["ready"], row["models"]["readiness"]) for row in table["rows"]] == [
         ("en", True, "ready"), ("de", True, "ready")]
     assert [source["split"] for source in table["rows"][0]["data"]] == ["train", "validation", "test"]
+
+
+def test_a_runs_table_gives_each_language_its_own_parser(model_dir):
+    """`--set parsers.zh=chain` over Stanza: the table asks each language's own parser."""
+    from xsyn.run.resources import readiness_of
+    from xsyn.run.workflow import finetune_settings
+
+    config, _ = finetune_settings(task="pawsx", model="tiny", parser="stanza", parser_model_dir=str(model_dir),
+                                  parser_download="none", sets=["parsers.zh=chain"])
+    rows = readiness_of(config, finetune_needs(config.card, "en"))
+    assert [(row.lang, row.parser, row.support.readiness) for row in rows] == [
+        *[(lang, "stanza", Readiness.MISSING) for lang in ["en", "de", "es", "fr", "ja", "ko"]],
+        ("zh", "chain", Readiness.READY)]

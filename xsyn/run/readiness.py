@@ -10,7 +10,7 @@ No data is read or parsed and no model loaded: a local layout's files are looked
 asked: offline it cannot be reached, and only a copy an earlier run left in the datasets cache serves it), and each
 parser says from its own model index which languages it has models for (`support_of`; Stanza fetches its index,
 a small JSON file, where it is missing and downloads are allowed, as the parser check after the table would).
-The fine-tune and evaluate preflights log the table (`xsyn.run.checks.log_readiness`), `experiment prepare` prints
+The fine-tune and evaluate preflights log the table (`xsyn.run.resources.log_readiness`), `experiment prepare` prints
 one per data unit and writes them into its runs folder (`readiness.md`, and each row in `prepared.json`).
 """
 
