@@ -55,7 +55,7 @@ from xsyn.experiments.bench_figures import (
     parse_rate,
 )
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
-from xsyn.models.names import ENCODER_SHAPES, MODEL_CONFIG, TINY, TINY_SHAPE
+from xsyn.models.names import CHECKPOINT_SHAPES, ENCODER_SHAPES, MODEL_CONFIG, TINY, TINY_SHAPE
 from xsyn.syntax.parse import default_workers
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
@@ -501,7 +501,7 @@ FLOAT_BYTES = 4
 def model_shape(model: str) -> dict[str, Any] | None:
     """A model's config: a published checkpoint xsyn knows, the `tiny` preset, a local folder's config.json,
     or the hub cache's copy; None where none is on this machine."""
-    known = {TINY: TINY_SHAPE, **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()}}
+    known = {TINY: TINY_SHAPE, **CHECKPOINT_SHAPES}
     if model in known:
         return known[model]
     file: Path | str | None = Path(model) / MODEL_CONFIG
