@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from console import REPO, console_env, run_xsyn, xsyn_script
 
-from xsyn.experiments.bench_figures import EXTRAPOLATED, StepBench, derive_precisions, read_benchmarks
+from xsyn.experiments.bench_figures import EXTRAPOLATED, StepBench, derive_precisions
 from xsyn.experiments.experiment_file import Overrides, load_experiment
 from xsyn.experiments.plan import make_plan, plan_lines
 from xsyn.models.names import ENCODER_SHAPES
