@@ -160,7 +160,8 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
 @click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
-              help="Score only the first N examples of each language (a quick look; results.json says so).")
+              help="Score at most N examples of each language or pair, as many of each label as N allows (a "
+                   "quick look; results.json says so).")
 @click.option("--generalized", is_flag=True, help="Also evaluate every ordered language pair.")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=None,
               help="Where the results go [default: <model-dir>/eval-<split>].")
