@@ -140,6 +140,20 @@ def test_invocations_are_read_through_continuations_comments_and_redirections():
                                  ["finetune"], ["bench", "model", "--json"]]
 
 
+def test_a_documented_run_folder_named_for_a_seed_holds_a_run_of_that_seed():
+    """`--output-dir runs/x/gat-seed1` trains with seed 1: without --seed, a command trains with 1111."""
+    from xsyn.models.names import DEFAULT_SEED
+
+    wrong = []
+    for page in PAGES:
+        for args in (args for _, _, _, text in shell_blocks(page) for args in invocations(text)):
+            options = dict(zip(args, args[1:]))
+            named = re.search(r"seed(\d+)$", options.get("--output-dir", ""))
+            if args[:1] == ["finetune"] and named and int(options.get("--seed", DEFAULT_SEED)) != int(named[1]):
+                wrong.append(f"{page.relative_to(REPO)}: {' '.join(args)}")
+    assert not wrong, f"a folder named for one seed, trained with another: {wrong}"
+
+
 RUN_PAGES = [page for page in PAGES if any(mark == "run" for _, _, mark, _ in shell_blocks(page))]
 
 
