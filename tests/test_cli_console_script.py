@@ -42,9 +42,10 @@ def test_report_analyses_from_the_console_script_with_a_lang2vec_script_ahead_on
     las = tmp_path / "las.txt"
     las.write_text("en 0.90\nde 0.85\nfr 0.83\nja 0.70\n", encoding="utf-8")
     out = tmp_path / "report"
-    run_xsyn("report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],
-             "--analysis", "family,typology,parser", "--parser-quality", str(las), "--permutations", "100",
-             "--resamples", "50", "--html", "--output-dir", str(out), cwd=tmp_path, PYTHONPATH=str(shadow))
+    proc = run_xsyn("report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],
+                    "--analysis", "family,typology,parser", "--parser-quality", str(las), "--permutations", "100",
+                    "--resamples", "50", "--html", "--output-dir", str(out), cwd=tmp_path, PYTHONPATH=str(shadow))
+    assert proc.stdout.splitlines()[-1].endswith(f"; start with {out / 'report.html'}")  # the page, with --html
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## Where syntax helps" in markdown
     for analysis in ("family", "typology", "parser"):
