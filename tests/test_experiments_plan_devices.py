@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 from console import REPO, console_env, run_xsyn, xsyn_script
+from test_experiments_plan import EXPERIMENT as PLAN_EXPERIMENT
 
 from xsyn.experiments.bench_figures import EXTRAPOLATED, StepBench, derive_precisions
 from xsyn.experiments.experiment_file import Overrides, load_experiment
@@ -15,21 +16,9 @@ from xsyn.models.names import ENCODER_SHAPES
 
 MBERT = ENCODER_SHAPES["mbert"].config  # the shape the GPU benchmarks time
 
-EXPERIMENT = """
-title = "plan test"
-tasks = ["pawsx"]
-variants = ["none", "gat"]
-seeds = [1, 2]
-models = ["bert-base-multilingual-cased"]
-[settings]
-parser = "gold"
-batch_size = 32
-max_length = 128
-epochs = 3
-mixed_precision = "no"
-[grid.gat]
-max_length = [128, 256]
-"""
+# the plan tests' experiment, on the data's own trees and in float32 (the recipes' mixed_precision = "no")
+EXPERIMENT = PLAN_EXPERIMENT.replace('parser = "udpipe:models/en.udpipe"', 'parser = "gold"').replace(
+    "epochs = 3\n", 'epochs = 3\nmixed_precision = "no"\n')
 
 
 def _row(seconds, peak):
