@@ -94,6 +94,7 @@ def test_the_readmes_ahmad2021_plan_on_h100_gives_hours_for_every_cell(tmp_path)
     assert {c: h["value"] for c, h in _cell_hours(alone).items()} == {c: h["value"] for c, h in hours.items()}
     text = run_xsyn("experiment", "plan", "ahmad2021", "--device", "h100", "--data-dir", empty, cwd=REPO).stdout
     assert "unmeasured" not in text and text.count("has no float32 step times in gpu_h100.json") == 1
+    assert "- gpu_h100.json, a caveat recorded with its figures: compile_modes ran eleven worker" in text
     total = next(line for line in text.splitlines() if line.startswith("Total:"))
     assert "training ? ?" not in total and "parsing at least" in total and "on 8 GPUs at once" in total
 

@@ -85,6 +85,7 @@ class StepBench:
     rows: dict[str, dict[str, dict[str, Any]]]  # dtype -> variant -> row
     shape: dict[str, Any]  # the benchmarked model's config
     derived: dict[str, str] = field(default_factory=dict)  # dtype -> how its rows were derived (not measured here)
+    caveats: tuple[str, ...] = ()  # what the file says of how its figures were taken (its `caveats`)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,9 @@ def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
                 _positive(file, f"{where}.{dtype}.{variant}.{key}", row[key])
     device = str(environment.get("device_name") or environment.get("device") or "")
     # the scripts benchmark mBERT's shape (bert-base layers, mBERT's vocabulary)
-    return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
+    caveats = tuple(str(caveat) for caveat in data.get("caveats") or () if isinstance(caveat, str))
+    return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config,
+                      caveats=caveats)]
 
 
 EAGER_ROW = "eager@32"  # scripts/gpu_compile.py: an uncompiled step (as a run trains by default), batch 32 x 128

@@ -186,6 +186,8 @@ def make_plan(experiment: Experiment, device: str, benchmarks: Benchmarks, given
     if bench is not None:
         bench = derive_precisions(bench, [*benchmarks.steps, *ratios_from])
     plan = Plan(experiment.title, device, bench, parse_workers or default_workers(), [], {}, gpus=gpus)
+    plan.notes += [f"{bench.source.name}, a caveat recorded with its figures: {caveat}" for caveat in bench.caveats
+                   ] if bench is not None else []
     if bench is None:
         plan.notes.append(f"{device} is an unmeasured device: no `xsyn bench model` figures for it in "
                           f"{', '.join(sorted({str(b.source) for b in benchmarks.steps})) or 'the benchmarks given'}; "

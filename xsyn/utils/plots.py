@@ -207,7 +207,6 @@ def training_curves_png(records: Sequence[Mapping], *, title: str) -> bytes:
     """A run's curves against the optimiser step, from its step log (`train_log.jsonl` records): the task
     loss and each auxiliary loss, the learning rate, and the dev score where the run evaluated."""
     from matplotlib.figure import Figure
-
     from matplotlib.ticker import MaxNLocator
 
     panels = curve_panels(records)
