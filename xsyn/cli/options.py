@@ -24,6 +24,7 @@ from xsyn.syntax.parsing.registry import (
 )
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
+from xsyn.utils.progress import NOTE
 from xsyn.utils.schema import did_you_mean
 
 COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # the commonest option types
@@ -92,10 +93,14 @@ def set_loudness(level: int) -> None:
 
 
 def notes_off() -> None:
-    """A command's --quiet: no notes (`xsyn.utils.progress.NOTE`: working offline, ...); warnings and errors show."""
-    logger = logging.getLogger("xsyn")
-    if logger.getEffectiveLevel() < logging.WARNING:
-        logger.setLevel(logging.WARNING)
+    """A command's --quiet: no notes (`xsyn.utils.progress.NOTE`: working offline, ...) on the `xsyn` logger's
+    lines; warnings and errors show, and status lines where -v asks for them."""
+    for handler in logging.getLogger("xsyn").handlers:
+        handler.addFilter(_without_notes)
+
+
+def _without_notes(record: logging.LogRecord) -> bool:
+    return record.levelno != NOTE
 
 
 def take_loudness(args: list[str]) -> tuple[list[str], set[int]]:
