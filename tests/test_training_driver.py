@@ -146,7 +146,10 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
 
     config_written = (out / "config.json").stat().st_mtime_ns
     monkeypatch.setattr(xsyn.run.train, "load_task_data", lambda *a, **k: pytest.fail("the data was reloaded"))
-    monkeypatch.setattr(xsyn.run.train, "preflight_finetune", lambda *a, **k: pytest.fail("the model was reloaded"))
+    import xsyn.run.workflow
+
+    for module in (xsyn.run.train, xsyn.run.workflow):
+        monkeypatch.setattr(module, "finetune_resources", lambda *a, **k: pytest.fail("the model was reloaded"))
     res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output

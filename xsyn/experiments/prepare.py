@@ -36,8 +36,8 @@ from xsyn.experiments.cells import ensure_synth_vocab
 from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError, Overrides, load_experiment
 from xsyn.models.names import MODEL_CONFIG, TINY
 from xsyn.run.checks import check_model
-from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
-from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness, support_of
+from xsyn.run.task_data import dev_holdout, load_task_data, make_parsers
+from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_json, saved_json_object
@@ -45,9 +45,9 @@ from xsyn.utils.io import atomic_write_json, saved_json_object
 PREPARED_FILE = "prepared.json"  # under runs_dir: the manifest of the last `experiment prepare`
 # The settings a cell's data (examples, parses, features) depends on; a seed, a variant or a learning rate
 # does not change them, so the cells that agree on these share one data unit.
-DATA_SETTINGS = ("data_dir", "cache_dir", "parser", "parser_model_dir", "parser_download", "tokenizer", "max_length",
-                 "doc_stride", "max_query_length", "train_lang", "max_train_examples", "max_eval_examples",
-                 "dev_fraction", "dev_seed", "skip_bad_rows")
+DATA_SETTINGS = ("data_dir", "cache_dir", "parser", "parsers", "parser_model_dir", "parser_download", "tokenizer",
+                 "max_length", "doc_stride", "max_query_length", "train_lang", "max_train_examples",
+                 "max_eval_examples", "dev_fraction", "dev_seed", "skip_bad_rows")
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # either is a model's weights in the hub cache
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -69,7 +69,7 @@ class DataUnit:
 
 def unit_key(experiment: Experiment, cell: Cell, config=None) -> str:
     """What identifies a cell's data: its task's card, its model and its `DATA_SETTINGS`."""
-    config = config or experiment.config(cell, check_model=False, check_paths=False)
+    config = config or experiment.config(cell)
     settings = {name: getattr(config, name, None) for name in DATA_SETTINGS}
     blob = json.dumps([experiment.cards[cell.task].stamp, cell.model, settings], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -79,7 +79,7 @@ def data_units(experiment: Experiment, cells: list[Cell] | None = None) -> list[
     """The data units of the cells (default: all), in the cells' order."""
     units: dict[str, DataUnit] = {}
     for cell in experiment.cells if cells is None else cells:
-        config = experiment.config(cell, check_model=False, check_paths=False)
+        config = experiment.config(cell)
         key = unit_key(experiment, cell, config)
         units.setdefault(key, DataUnit(key, cell.task, cell.model, config.parser)).cells.append(cell)
     return list(units.values())
@@ -163,14 +163,13 @@ def model_cached(model: str) -> bool:
 def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, progress: bool) -> dict[str, Any]:
     """Read, parse and featurise every split and language a unit's cells read, as the cells' own training and
     evaluation read them; the counts."""
-    config = experiment.config(unit.cells[0], check_model=False)
+    config = experiment.config(unit.cells[0])
     if workers:
         config = replace(config, parse_workers=workers)
     ensure_synth_vocab(experiment, config)
     card, evaluation = config.card, experiment.evaluation_of(unit.task)
-    tokenizer = check_model(config.model, config.tokenizer)
-    parser, holdout = make_parser(config), dev_holdout(card, config)
-    options = {"parser": parser, "holdout": holdout, "progress": progress}
+    tokenizer, _ = check_model(config.model, config.tokenizer, config.tiny_family)
+    options = {"parsers": make_parsers(config), "holdout": dev_holdout(card, config), "progress": progress}
     same = {segment: config.train_lang for segment in card.segments}
     train, names = load_task_data(card, config, tokenizer, "train", same, limit=config.max_train_examples, **options)
     loads = [train, load_task_data(card, config, tokenizer, "validation", same, names=names,
@@ -208,13 +207,14 @@ def require_parseable(experiment: Experiment) -> None:
     for cell in experiment.cells:
         if cell.name in experiment.cell_needs:  # (its parser's model is not there: `require_inputs` says so)
             continue
-        config = experiment.config(cell, check_model=False)
-        key = (config.parser, *(getattr(config, option.setting) for option in PARSER_OPTIONS))
+        config = experiment.config(cell)
+        key = (config.parser, *sorted(config.parsers.items()),
+               *(getattr(config, option.setting) for option in PARSER_OPTIONS))
         _, tasks = groups.setdefault(key, (config, {}))
         for lang in (config.train_lang, *experiment.evaluation_of(cell.task).langs):
             tasks.setdefault(lang, set()).add(cell.task)
-    refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser}): {s.detail}"
-               for config, tasks in groups.values() for s in support_of(make_parser(config), list(tasks))
+    refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser_of(s.lang)}): {s.detail}"
+               for config, tasks in groups.values() for s in make_parsers(config).support(list(tasks))
                if s.readiness is Readiness.UNSUPPORTED]
     if refused:
         raise ExperimentError(f"{experiment.path}: {len(refused)} language(s) cannot be parsed:\n" + "\n".join(refused)
