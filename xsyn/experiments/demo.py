@@ -85,7 +85,7 @@ def _short_training(summary: dict[str, Any]) -> list[str]:
     if not steps or not scheduled or steps >= scheduled:
         return []
     return ["", *textwrap.wrap(
-        f"Stopped at {steps} of the {scheduled:,} optimiser steps the card schedules (--max-steps): so little "
+        f"Stopped at {steps} of the {scheduled:,} optimiser steps of its schedule (--max-steps): so little "
         f"training leaves both models near chance ({summary['chance']:.1f} for {summary['labels']} labels; a capped "
         "test is label-balanced), so these scores show that the pipeline runs end to end, not which variant "
         "transfers better. Without --max-steps the demo trains both in full and compares them.", 100)]

@@ -589,7 +589,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                                     "device_bytes_per_cell": figure(s.memory_per_cell)} for s in t.systems],
                        "sentences": {k: figure(v) for k, v in t.sentences.items()},
                        "parse_seconds": {k: figure(v) for k, v in t.parse_seconds.items()}} for t in plan.tasks],
-            "hours": figure(plan.hours), "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
+            "hours": figure(plan.hours), "gpus": plan.gpus, "hours_on_gpus": figure(plan.hours_on_gpus),
+            "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
             "notes": plan.notes}
 
 
