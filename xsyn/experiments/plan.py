@@ -493,7 +493,7 @@ def plan_lines(plan: Plan) -> list[str]:
     parse_figures = [f.times(1 / 3600) for task in plan.tasks for f in task.parse_seconds.values()]
     lines += ["", f"Total: {cells:,} cells; training {_total(list(plan.cell_hours.values()), 'cells')} one cell at a "
                   f"time, {_time(plan.hours_on_gpus)} on {plan.gpus} GPUs at once (--gpus N; one cell a GPU, the "
-                  f"longest first); parsing {_total(parse_figures, 'languages')}; checkpoints "
+                  f"longest first); parsing {_total(parse_figures, 'languages of the tasks')}; checkpoints "
                   f"{_shown(plan.disk, 'sig', 1e-9, ' GB')}."]
     whys = figure_whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
     notes = [line for line in dict.fromkeys([*plan.notes, *whys]) if line]
