@@ -176,7 +176,7 @@ def test_the_installed_finetune_prints_the_table_before_training(tmp_path, model
     vocab = write_vocab(tmp_path / "vocab.txt")
     env = {**cpu_process_env(), "HF_HUB_OFFLINE": "1"}
     xsyn = str(Path(sys.executable).with_name("xsyn"))
-    args = finetune_args(vocab, data, tmp_path / "cache", tmp_path / "run")
+    args = [arg for arg in finetune_args(vocab, data, tmp_path / "cache", tmp_path / "run") if arg != "--quiet"]
     done = subprocess.run([xsyn, *args], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     table = done.stderr.splitlines()
@@ -203,6 +203,8 @@ def test_the_installed_finetune_prints_the_table_before_training(tmp_path, model
 
     quiet = CliRunner().invoke(main, ["-q", *stanza])  # -q: errors only; the table is information
     assert quiet.exit_code == 1 and "language  reads" not in quiet.output and "Error: " in quiet.output
+    hushed = CliRunner().invoke(main, [*stanza, "--quiet"])  # a command's --quiet: no notes, the table is one
+    assert hushed.exit_code == 1 and "language  reads" not in hushed.output and "Error: " in hushed.output
 
 
 def test_experiment_prepare_prints_and_writes_each_units_table(tmp_path):

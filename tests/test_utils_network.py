@@ -11,6 +11,7 @@ import huggingface_hub.constants
 import pytest
 
 from xsyn.utils import network
+from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import NOTE
 
 
@@ -71,9 +72,13 @@ def test_the_endpoint_the_hub_libraries_use_is_the_one_probed(monkeypatch):
 
 
 def test_a_run_on_a_hub_model_decides_before_its_first_hub_request(undecided):
-    """The settings' check of a hub model's config was the first request, and it retried before the probe."""
+    """The check of a hub model's config was the first request, and it retried before the probe: the run's
+    resources decide the network first, then look the model up (offline: at once, by name)."""
     from xsyn.data.cards import load_card
+    from xsyn.run.resources import finetune_resources
     from xsyn.run.settings import resolve
 
-    resolve("synth", "none", load_card("synth"), {}, {"model": "nosuch-org/nosuch-model", "parser": "chain"})
+    config = resolve("synth", "none", load_card("synth"), {}, {"model": "nosuch-org/nosuch-model", "parser": "chain"})
+    with pytest.raises(XsynError, match="nosuch-org/nosuch-model"):
+        finetune_resources(config)
     assert len(undecided) == 1 and huggingface_hub.constants.HF_HUB_OFFLINE
