@@ -81,23 +81,28 @@ def test_a_pad_to_multiple_of_past_the_models_positions_is_refused_before_traini
                                    ) in res.output
 
 
-def test_positions_that_start_after_padding_leave_fewer_for_the_input(tmp_path):
-    """XLM-R counts positions from its padding index + 1: of 66, 64 hold pieces (65 failed in the forward pass)."""
+def test_positions_that_start_after_padding_leave_fewer_for_the_input():
+    """XLM-R counts positions from its padding index + 1: of 66, 64 hold pieces (65 failed in the forward pass);
+    judged where the run's resources meet the checkpoint's configuration (settings resolution reads no file)."""
     from transformers import XLMRobertaConfig
 
     from xsyn.data.cards import load_card
+    from xsyn.run.checks import check_model_settings
     from xsyn.run.settings import ConfigError, resolve
 
-    XLMRobertaConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                     max_position_embeddings=66, pad_token_id=1).save_pretrained(tmp_path)
-    flags = {"model": str(tmp_path), "parser": "chain"}
-    assert resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 64}).max_length == 64
+    base = XLMRobertaConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=66, pad_token_id=1)
+
+    def settings(**given):
+        return resolve("synth", "none", load_card("synth"), {}, {"model": "xlmr-folder", "parser": "chain", **given})
+
+    assert check_model_settings(settings(max_length=64), base) is not None
     with pytest.raises(ConfigError, match=r"--max-length 65 is longer than the 64 positions the model .* has "
                                           r"\(max_position_embeddings 66, less 2: its positions start after padding\)"):
-        resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 65})
+        check_model_settings(settings(max_length=65), base)
     with pytest.raises(ConfigError, match="--pad-to-multiple-of 48: a batch of --max-length 60 pieces is padded to 96, "
                                           "beyond the 64 positions"):
-        resolve("synth", "none", load_card("synth"), {}, {**flags, "max_length": 60, "pad_to_multiple_of": 48})
+        check_model_settings(settings(max_length=60, pad_to_multiple_of=48), base)
 
 
 def test_a_diverging_run_stops_at_the_step_naming_the_learning_rate_and_never_keeps_a_nan_model(common, tmp_path):

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelerate import PartialState
 
 from xsyn.data.cards import TaskCard
 from xsyn.data.holdout import DevHoldout
@@ -62,7 +61,7 @@ from xsyn.run.settings import ConfigError, RunConfig, missing_parser_file
 from xsyn.run.task_data import cache_root, make_parsers
 from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.training.driver import check_micro_batches
-from xsyn.training.folder import RunFolder
+from xsyn.training.folder import RunFolder, launched_processes
 from xsyn.utils.io import check_writable
 from xsyn.utils.network import offline_unless_reachable
 from xsyn.utils.progress import NOTE
@@ -121,7 +120,7 @@ def finetune_resources(config: RunConfig, eval_langs: Sequence[str] | None = Non
     checked_parsers(config, langs, parsers)  # 2. (first: the network decided once, for the model and data too)
     tokenizer, base = check_model(config.model, config.tokenizer, config.tiny_family)  # 3.
     model = check_model_settings(config, base)
-    check_micro_batches(config, processes or PartialState().num_processes)  # 4.
+    check_micro_batches(config, processes or launched_processes())  # 4. (no PartialState before the run's Accelerator)
     _check_training_data(config)  # 5.
     if after is not None and not held_out_split(config.card, after.split):
         check_evaluation_data(config.card, config, after.split, after.langs, False, (

@@ -129,7 +129,10 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     # every input checked, and built once, before the folder is claimed: a misspelt --eval-langs language or a
     # missing test file is named now, not after the training
     run = config if finished else finetune_resources(config, eval_langs)
-    folder.claim(resume, overwrite, continue_with or f"resume_dir={str(folder.path)!r}")
+    # the main process alone judges (and with --overwrite-output-dir clears) the folder: a rank that gets here after
+    # the main one began writing would take the run's own config.json for another run's
+    if is_main_process():
+        folder.claim(resume, overwrite, continue_with or f"resume_dir={str(folder.path)!r}")
     token = check_hub_push(push_to_hub) if push_to_hub else None
     outcome: dict[str, Any] = {"summary": finetune(run, resume=resume, progress=progress), "evaluation": None,
                                "pushed": None}

@@ -55,6 +55,12 @@ def is_main_process() -> bool:
     independent single processes."""
     return int(os.environ.get("RANK", "0")) == 0
 
+
+def launched_processes() -> int:
+    """How many processes the launch runs (torchrun and `accelerate launch` set WORLD_SIZE; 1 alone), read from
+    the environment for the reason `is_main_process` gives."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
 RESULTS_FILE = "results.json"  # an evaluation's results, in eval-<split>/ (or any folder `xsyn report` reads)
 PROBE_FILE = "probe_metrics.json"  # a pre-trained syntax module's probe scores
 TASK_FILE = "xsyn_task.json"  # beside a checkpoint's weights: what a model needs to be evaluated
