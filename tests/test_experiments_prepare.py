@@ -189,3 +189,25 @@ def test_a_generalized_grid_prepares_its_language_pairs_too(tmp_path):
     assert unit["splits"] == ["train en", "validation en", "test en", "test de", "test en-de", "test de-en"]
     # the pairs join the languages' own examples: nothing of theirs is parsed again (16 + 8 + 8 + 8 pairs of 2)
     assert unit["parsed"] == 80 and unit["features"] == 16 + 8 + 4 * 8
+
+
+def test_run_offline_refuses_a_language_added_to_the_evaluation_after_prepare(tmp_path):
+    """The data unit is the same (evaluation languages are no data setting), but what its cells evaluate is not:
+    `--offline` names the language `prepare` did not read, before any cell starts."""
+    from xsyn.experiments.prepare import NotReady, decide_offline
+
+    grid = _grid(tmp_path, "chain")
+    grid.write_text(grid.read_text(encoding="utf-8").replace('langs = ["en", "de"]', 'langs = ["en"]'),
+                    encoding="utf-8")
+    overrides = Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                          settings={"cache_dir": str(tmp_path / "cache")})
+    narrow = load_experiment(grid, overrides)
+    prepare(narrow, workers=1, echo=lambda line: None)
+    assert decide_offline(narrow, narrow.cells, True) is True
+    grid.write_text(grid.read_text(encoding="utf-8").replace('langs = ["en"]', 'langs = ["en", "de"]'),
+                    encoding="utf-8")
+    wider = load_experiment(grid, overrides)
+    with pytest.raises(NotReady, match=r"pawsx · tiny · parser chain: its cells evaluate test de, which `prepare` "
+                                       r"did not read \(the evaluation changed since; 2 cells\)"):
+        decide_offline(wider, wider.cells, True)
+    assert not list((tmp_path / "runs").glob("pawsx/*"))

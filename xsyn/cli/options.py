@@ -5,6 +5,7 @@ the parser options) and the Ctrl-C message. No command lives here, and nothing h
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
@@ -25,6 +26,20 @@ from xsyn.utils.errors import OptionError
 from xsyn.utils.schema import did_you_mean
 
 COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # the commonest option types
+
+
+class FiniteFloat(click.FloatRange):
+    """A float within the range that is a number: `nan` and `inf` pass a range's comparisons, and a figure
+    computed from them fails (or sleeps forever) only after the work it follows."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number: give one such as 1.5", param, ctx)
+        return number
+
+
+POSITIVE = FiniteFloat(min=0, min_open=True)  # a size, a rate: more than 0
 
 
 class RegistryChoice(click.Choice):

@@ -6,6 +6,7 @@ every input they read; `prepare_here_or_on_slurm` (`xsyn experiment prepare`) ma
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,15 @@ from xsyn.experiments.cells import FAILED, RUNNING
 from xsyn.experiments.experiment_file import Cell, Experiment
 from xsyn.experiments.last_run import record_run
 from xsyn.experiments.local import LocalOptions, run_local, visible_gpus, wait_for_held
-from xsyn.experiments.prepare import PREPARED_FILE, NotReady, decide_offline, manifest_lines, prepare, require_parseable
+from xsyn.experiments.prepare import (
+    PREPARED_FILE,
+    NotReady,
+    decide_offline,
+    manifest_lines,
+    prepare,
+    require_models,
+    require_parseable,
+)
 from xsyn.experiments.slurm import SUBMITIT_FOLDER, ClusterOptions, PrepareJob, job_outcomes, submit, submit_prepare
 from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import quiet_libraries
@@ -53,7 +62,8 @@ def run_experiment(experiment: Experiment, cells: list[Cell], choices: RunChoice
     complete `prepare` made every input they read."""
     if not choices.progress:
         quiet_libraries()
-    require_parseable(experiment)  # before anything: a language no download makes parseable
+    require_models(experiment)  # before anything: a mistyped model path
+    require_parseable(experiment)  # and a language no download makes parseable
     record_run(experiment)
     if choices.launcher == "slurm":
         job = PrepareJob(choices.prepare_partition or choices.partition, choices.prepare_cpus, choices.prepare_time,
@@ -108,7 +118,7 @@ def run_on_slurm(experiment: Experiment, cells: list[Cell], options: ClusterOpti
     try:
         submitted = submit(experiment, options, cells=cells, prepare=prepare)
     except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): a message, not a traceback
-        raise CellsFailed(f"submitting to SLURM failed: {err}") from None
+        raise CellsFailed(slurm_failed("the cells", err)) from None
     if not submitted:
         echo("every cell is finished or running; nothing to submit")
         return
@@ -128,6 +138,14 @@ def run_on_slurm(experiment: Experiment, cells: list[Cell], options: ClusterOpti
         raise CellsFailed(f"{failed} cells failed; `xsyn experiment status {source}` shows why")
 
 
+def slurm_failed(what: str, err: Exception) -> str:
+    """Why submitting `what` to SLURM failed, with the way out where this machine has no SLURM at all."""
+    message = f"submitting {what} to SLURM failed: {' '.join(str(err).split())}"
+    if shutil.which("sbatch") is None:
+        message += " (this machine has no SLURM: no sbatch on the PATH; run it here with --launcher local)"
+    return message
+
+
 def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progress: bool,
                              job: dict[str, Any] | None = None, echo: Callable[[str], None] = print) -> None:
     """`xsyn experiment prepare`: here, ending with the manifest's lines (`NotReady` where an input is not
@@ -135,7 +153,12 @@ def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progre
     if not progress:
         quiet_libraries()
     if job is not None:
-        submitted = submit_prepare(experiment, PrepareJob(**{**job, "cpus": workers or job.get("cpus", 8)}))
+        require_models(experiment)
+        require_parseable(experiment)
+        try:
+            submitted = submit_prepare(experiment, PrepareJob(**{**job, "cpus": workers or job.get("cpus", 8)}))
+        except Exception as err:  # submitit's own errors (no sbatch, a rejected submission): a message, as `run`'s
+            raise CellsFailed(slurm_failed("`experiment prepare`", err)) from None
         echo(f"submitted `experiment prepare` as SLURM job {submitted.job_id} (its manifest: "
              f"{experiment.runs_dir / PREPARED_FILE})")
         return
