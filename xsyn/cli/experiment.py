@@ -152,7 +152,7 @@ def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_
     from xsyn.experiments.launch import prepare_here_or_on_slurm
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
-    prepare_here_or_on_slurm(spec, workers, progress, job if launcher == "slurm" else None, click.echo)
+    prepare_here_or_on_slurm(spec, workers, progress, job, click.echo, on_slurm=launcher == "slurm")
 
 
 @experiment.command(name="status")

@@ -37,6 +37,7 @@ from xsyn.run.settings import RunConfig
 from xsyn.run.task_data import cache_root, make_parser
 from xsyn.syntax.parsing.base import require_languages
 from xsyn.syntax.treebanks import locate
+from xsyn.training.precision import check_training_precision
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
 from xsyn.utils.network import offline_unless_reachable
@@ -108,6 +109,7 @@ def check_data(card: TaskCard, split: str, combinations: Sequence[Mapping[str, s
 
 def preflight_finetune(config: RunConfig):
     """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
+    check_training_precision(config.mixed_precision)
     check_parser(config, [config.train_lang])  # first: no network decided once, and the parser's models
     tokenizer = check_model(config.model, config.tokenizer)
     card = config.card
