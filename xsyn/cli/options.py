@@ -24,6 +24,7 @@ from xsyn.syntax.parsing.registry import (
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
 from xsyn.utils.schema import did_you_mean
+from xsyn.utils.signals import exit_status, stop_name
 
 COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # the commonest option types
 
@@ -206,7 +207,8 @@ def data_options(fn: Callable) -> Callable:
 
 
 def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
-    """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
-    click.echo(f"\ninterrupted: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
+    """Ctrl-C or SIGTERM (`xsyn.utils.signals`): say where the run stands and the command that continues it, then
+    exit 130 or 143 (as a shell does)."""
+    click.echo(f"\n{stop_name(stop)}: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
                f"  {command}", err=True)
-    raise SystemExit(130)
+    raise SystemExit(exit_status(stop))

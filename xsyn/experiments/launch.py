@@ -20,6 +20,7 @@ from xsyn.experiments.prepare import (
     NotReady,
     decide_offline,
     manifest_lines,
+    not_ready_lines,
     prepare,
     require_models,
     require_parseable,
@@ -208,7 +209,8 @@ def prepare_here_or_on_slurm(experiment: Experiment, workers: int | None, progre
              f"{experiment.runs_dir / PREPARED_FILE})")
         return
     manifest = prepare(experiment, workers, echo=echo, progress=progress)
-    for line in manifest_lines({**manifest, "path": str(experiment.runs_dir / PREPARED_FILE)}):
+    for line in manifest_lines({**manifest, "path": str(experiment.runs_dir / PREPARED_FILE)}, with_causes=False):
         echo(line)
-    if any(not record.get("ready") for part in ("units", "models") for record in manifest[part].values()):
-        raise NotReady("not every input is ready (listed above, with the fix for each)")
+    causes = not_ready_lines(manifest)  # on stderr with the error, not among the lines above
+    if causes:
+        raise NotReady("not every input is ready; each with its fix:\n" + "\n".join(causes))

@@ -296,24 +296,28 @@ def prepared_units(path: Path) -> dict[str, dict[str, Any]]:
     return units
 
 
-def manifest_lines(manifest: dict[str, Any]) -> list[str]:
-    """The manifest as `prepare` ends with it: what is ready and what is not, with the fix for each."""
+def manifest_lines(manifest: dict[str, Any], with_causes: bool = True) -> list[str]:
+    """The manifest as `prepare` ends with it: what is ready and what is not, with the fix for each (without
+    `with_causes`: the inputs not ready are left to `not_ready_lines`, for an error to list them)."""
     units, models = manifest.get("units", {}), manifest.get("models", {})
     ready = [u for u in units.values() if u.get("ready")]
     lines = [f"prepared: {len(ready)} of {len(units)} data units ready; models: "
              + ", ".join(f"{m} {'ready' if r.get('ready') else 'NOT ready'}" for m, r in models.items())]
-    for model, record in models.items():
-        if not record.get("ready"):
-            lines.append(f"- {model}: {record.get('error')}; fix: check the name and the network, or give a local "
-                         "folder with --model, then prepare again")
-    for record in units.values():
-        if not record.get("ready"):
-            lines.append(f"- {record['task']} · {record['model']} · parser {record['parser']}: {record['error']}; "
-                         "fix what it names, then prepare again (finished parses are kept)")
+    lines += not_ready_lines(manifest) if with_causes else []
     lines.append(f"manifest: {manifest.get('path', PREPARED_FILE)}" + (
         "; every input is ready: `xsyn experiment run --offline` runs the cells without network or parsing"
         if len(ready) == len(units) and all(r.get("ready") for r in models.values()) else ""))
     return lines
+
+
+def not_ready_lines(manifest: dict[str, Any]) -> list[str]:
+    """Each model and data unit of the manifest that is not ready, with its error and the fix."""
+    lines = [f"- {model}: {record.get('error')}; fix: check the name and the network, or give a local folder with "
+             "--model, then prepare again" for model, record in manifest.get("models", {}).items()
+             if not record.get("ready")]
+    return lines + [f"- {record['task']} · {record['model']} · parser {record['parser']}: {record['error']}; fix what "
+                    "it names, then prepare again (finished parses are kept)"
+                    for record in manifest.get("units", {}).values() if not record.get("ready")]
 
 
 def prepare_job(source: str, overrides_json: str, workers: int | None) -> dict[str, Any]:

@@ -69,5 +69,15 @@ def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
 
 
 def model_tokenizer(model: str, tokenizer: str | None = None) -> PreTrainedTokenizerBase:
-    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's)."""
-    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model))
+    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's). A model
+    that is not there is named as the model (--model), not as a tokenizer the user never gave."""
+    if tokenizer or model == TINY:
+        return load_tokenizer(tokenizer or DEFAULT_MODEL)
+    try:
+        return load_tokenizer(model)
+    except MissingInputError as err:
+        if Path(model).is_dir():  # a model folder without a tokenizer: the tokenizer is the fix
+            raise
+        raise MissingInputError(f"cannot load the model {model!r} (--model): it is neither `tiny`, a local folder "
+                                "nor reachable on the Hugging Face hub (offline?); check the name or path, or give "
+                                f"a local checkpoint folder. Cause: {first_line(err.__cause__ or err)}") from err
