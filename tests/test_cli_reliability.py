@@ -156,3 +156,20 @@ def test_an_evaluation_replaces_the_earlier_one_whole_and_says_so(tmp_path):
     failed = xsyn_fails("evaluate", "--model-dir", str(run), "--langs", "svo", "--output-dir", str(mine), cwd=tmp_path)
     assert f"{mine} holds files that are not an evaluation's (notes.txt)" in failed.stderr, failed.stderr
     assert (mine / "notes.txt").read_text(encoding="utf-8") == "my notes\n"
+
+
+def test_a_mistyped_model_path_is_named_as_the_model_not_as_a_tokenizer(tmp_path):
+    missing = str(tmp_path / "modles" / "mbert")
+    failed = xsyn_fails("bench", "loop", "--task", "synth", "--model", missing, "--steps", "2", cwd=tmp_path)
+    assert f"cannot load the model {missing!r} (--model)" in failed.stderr, failed.stderr
+    assert "--tokenizer" not in failed.stderr  # bench loop has no such option
+
+
+def test_prepare_lists_what_is_not_ready_with_its_error_on_stderr(tmp_path):
+    grid = _grid(tmp_path, "chain")
+    (tmp_path / "data" / "pawsx" / "x-final" / "de" / "test_2k.tsv").unlink()
+    failed = xsyn_fails("experiment", "prepare", str(grid), *_options(tmp_path), cwd=tmp_path)
+    cause = "- pawsx · tiny · parser chain: "
+    assert "not every input is ready; each with its fix:\n" + cause in failed.stderr, failed.stderr
+    assert "fix what it names, then prepare again" in failed.stderr
+    assert cause not in failed.stdout and "prepared: 0 of 1 data units ready" in failed.stdout

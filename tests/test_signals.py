@@ -29,13 +29,13 @@ def test_sigterm_removes_bench_loops_temporary_folder_as_ctrl_c_does(tmp_path):
     temp.mkdir()
     vocab = write_vocab(tmp_path / "vocab.txt")
     proc = subprocess.Popen([str(xsyn_script()), "bench", "loop", "--task", "synth", "--model", "tiny", "--steps",
-                             "400", "--set", f"tokenizer={vocab}"], cwd=tmp_path, env=console_env(TMPDIR=str(temp)),
+                             "100000", "--set", f"tokenizer={vocab}"], cwd=tmp_path, env=console_env(TMPDIR=str(temp)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # stopped once the bench trains in its temporary folder: its run has written its config there
-    _, err = _terminate_when(proc, lambda: any(temp.glob("xsyn-bench-loop-*/*/config.json")))
+    # stopped once the bench works in its temporary folder (its caches and runs), long before its 100000 steps
+    _, err = _terminate_when(proc, lambda: any(temp.glob("xsyn-bench-loop-*/*/*")))
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err and err.rstrip().endswith("terminated (SIGTERM)"), err
-    assert list(temp.iterdir()) == []  # its runs, checkpoints and caches are gone
+    assert not list(temp.glob("xsyn-*"))  # its runs, checkpoints and caches are gone (torch's own caches may stay)
 
 
 def test_sigterm_stops_a_training_that_says_where_it_stands_and_resumes(tmp_path):

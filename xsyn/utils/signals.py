@@ -11,6 +11,7 @@ on Ctrl-C. A second SIGTERM while that cleanup runs is ignored (SIGKILL still en
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -21,14 +22,23 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
+_INSTALLED_IN: list[int] = []  # the process that installed the handler (a forked child inherits it)
+
+
 def _raise_terminated(signum, frame) -> None:
+    if os.getpid() not in _INSTALLED_IN:  # a forked worker (a parse pool's): it ends as SIGTERM ends it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cleanup this starts is not cut short by a second one
     raise Terminated()
 
 
 def terminate_as_interrupt() -> None:
-    """From now on SIGTERM raises `Terminated` (only the main thread can take signals: elsewhere, nothing)."""
+    """From now on SIGTERM raises `Terminated` in this process (only the main thread can take signals:
+    elsewhere, nothing); a child it forks ends on SIGTERM as Python's default has it."""
     if threading.current_thread() is threading.main_thread():
+        _INSTALLED_IN.append(os.getpid())
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
