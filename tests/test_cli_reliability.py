@@ -144,7 +144,8 @@ def test_an_evaluation_replaces_the_earlier_one_whole_and_says_so(tmp_path):
     narrow = subprocess.run([*evaluate, "--langs", "svo"], cwd=tmp_path, env=console_env(), capture_output=True,
                             text=True, timeout=CONSOLE_TIMEOUT_S)
     assert narrow.returncode == 0, narrow.stderr
-    assert f"replaced the earlier evaluation in {out} (4 languages and pairs: sov, sov-svo, svo, svo-sov)" \
+    assert f"replaced the earlier evaluation in {out} (6 languages and pairs: sov, sov-sov, sov-svo, svo, svo-sov, " \
+        "svo-svo)" \
         in narrow.stderr, narrow.stderr
     assert sorted(p.name for p in (out / "per_example").iterdir()) == ["test-svo.jsonl"]
     assert not (out / "pairs.png").exists() and not (out / "partial").exists()

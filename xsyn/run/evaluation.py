@@ -25,6 +25,7 @@ recomputing it; a finished evaluation removes `partial/`. The output folder gets
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
@@ -227,7 +228,7 @@ def check_replaceable(out: Path) -> None:
     files only); one that holds other files is refused, naming them, before the model is loaded."""
     others = sorted(p.name for p in out.iterdir() if p.name not in EVALUATION_ENTRIES) if out.is_dir() else []
     if others:
-        raise OutputError(f"{out} holds files that are not an evaluation's ({', '.join(others[:5])}"
+        raise OutputError(errno.EEXIST, f"{out} holds files that are not an evaluation's ({', '.join(others[:5])}"
                           f"{', ...' if len(others) > 5 else ''}): the evaluation replaces its output folder as a "
                           "whole when it ends, so give --output-dir a new or empty folder, or an earlier "
                           "evaluation's")
