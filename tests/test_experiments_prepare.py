@@ -59,8 +59,7 @@ def test_after_prepare_every_cell_runs_offline_and_parses_nothing(tmp_path, udpi
     # 16 train, 8 dev and 2 x 8 test pairs of two distinct sentences each: 80 segments, none repeated
     assert "ready (80 segments: 80 parsed, 0 from the parse cache" in prepared.stdout
     assert "every input is ready" in prepared.stdout
-    ran = subprocess.run(["xsyn", "experiment", "run", str(grid), *_options(tmp_path), "--offline",
-                          "--cells-per-gpu", "2"], env=env,
+    ran = subprocess.run(["xsyn", "experiment", "run", str(grid), *_options(tmp_path), "--offline"], env=env,
                          capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), max_steps=1,
