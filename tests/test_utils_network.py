@@ -3,7 +3,6 @@ the run works offline, failing at once on what the cache lacks, and saying so.""
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import time
@@ -12,6 +11,8 @@ import huggingface_hub.constants
 import pytest
 
 from xsyn.utils import network
+from xsyn.utils.errors import XsynError
+from xsyn.utils.progress import NOTE
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def undecided(monkeypatch):
 
 
 def test_no_network_is_found_once_and_switches_the_hub_libraries_offline(undecided, caplog):
-    with caplog.at_level(logging.WARNING, logger="xsyn"):
+    with caplog.at_level(NOTE, logger="xsyn"):  # a note: shown by default, hidden by a command's --quiet
         assert network.offline_unless_reachable() and network.offline_unless_reachable()
     assert undecided == [(("huggingface.co", 443), network.PROBE_SECONDS)]  # one probe per process
     assert caplog.text.count("no network: huggingface.co:443 cannot be reached") == 1
@@ -71,9 +72,13 @@ def test_the_endpoint_the_hub_libraries_use_is_the_one_probed(monkeypatch):
 
 
 def test_a_run_on_a_hub_model_decides_before_its_first_hub_request(undecided):
-    """The settings' check of a hub model's config was the first request, and it retried before the probe."""
+    """The check of a hub model's config was the first request, and it retried before the probe: the run's
+    resources decide the network first, then look the model up (offline: at once, by name)."""
     from xsyn.data.cards import load_card
+    from xsyn.run.resources import finetune_resources
     from xsyn.run.settings import resolve
 
-    resolve("synth", "none", load_card("synth"), {}, {"model": "nosuch-org/nosuch-model", "parser": "chain"})
+    config = resolve("synth", "none", load_card("synth"), {}, {"model": "nosuch-org/nosuch-model", "parser": "chain"})
+    with pytest.raises(XsynError, match="nosuch-org/nosuch-model"):
+        finetune_resources(config)
     assert len(undecided) == 1 and huggingface_hub.constants.HF_HUB_OFFLINE
