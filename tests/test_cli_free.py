@@ -72,7 +72,7 @@ def test_run_on_slurm_turns_a_failed_submission_into_one_message(synth, monkeypa
         raise RuntimeError("sbatch: command not found")
 
     monkeypatch.setattr(launch, "submit", refused)
-    with pytest.raises(launch.CellsFailed, match="^submitting to SLURM failed: sbatch: command not found$"):
+    with pytest.raises(launch.CellsFailed, match="^submitting the cells to SLURM failed: sbatch: command not found"):
         launch.run_on_slurm(synth, synth.cells, launch.ClusterOptions(), "synth", wait=False, echo=print)
 
 

@@ -60,8 +60,7 @@ def test_after_prepare_every_cell_runs_offline_and_parses_nothing(tmp_path, udpi
     # 16 train, 8 dev and 2 x 8 test pairs of two distinct sentences each: 80 segments, none repeated
     assert "ready (80 segments: 80 parsed, 0 from the parse cache" in prepared.stdout
     assert "every input is ready" in prepared.stdout
-    ran = subprocess.run(["xsyn", "experiment", "run", str(grid), *_options(tmp_path), "--offline",
-                          "--cells-per-gpu", "2"], env=env,
+    ran = subprocess.run(["xsyn", "experiment", "run", str(grid), *_options(tmp_path), "--offline"], env=env,
                          capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     experiment = load_experiment(grid, Overrides(runs_dir=str(tmp_path / "runs"), max_steps=1,
@@ -192,3 +191,25 @@ def test_a_generalized_grid_prepares_its_language_pairs_too(tmp_path):
     assert unit["splits"] == ["train en", "validation en", "test en", "test de", "test en-de", "test de-en"]
     # the pairs join the languages' own examples: nothing of theirs is parsed again (16 + 8 + 8 + 8 pairs of 2)
     assert unit["parsed"] == 80 and unit["features"] == 16 + 8 + 4 * 8
+
+
+def test_run_offline_refuses_a_language_added_to_the_evaluation_after_prepare(tmp_path):
+    """The data unit is the same (evaluation languages are no data setting), but what its cells evaluate is not:
+    `--offline` names the language `prepare` did not read, before any cell starts."""
+    from xsyn.experiments.prepare import NotReady, decide_offline
+
+    grid = _grid(tmp_path, "chain")
+    grid.write_text(grid.read_text(encoding="utf-8").replace('langs = ["en", "de"]', 'langs = ["en"]'),
+                    encoding="utf-8")
+    overrides = Overrides(runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                          settings={"cache_dir": str(tmp_path / "cache")})
+    narrow = load_experiment(grid, overrides)
+    prepare(narrow, workers=1, echo=lambda line: None)
+    assert decide_offline(narrow, narrow.cells, True) is True
+    grid.write_text(grid.read_text(encoding="utf-8").replace('langs = ["en"]', 'langs = ["en", "de"]'),
+                    encoding="utf-8")
+    wider = load_experiment(grid, overrides)
+    with pytest.raises(NotReady, match=r"pawsx · tiny · parser chain: its cells evaluate test de, which `prepare` "
+                                       r"did not read \(the evaluation changed since; 2 cells\)"):
+        decide_offline(wider, wider.cells, True)
+    assert not list((tmp_path / "runs").glob("pawsx/*"))

@@ -280,3 +280,35 @@ def test_an_unknown_released_code_is_refused_with_the_ones_there_are():
     with pytest.raises(ConfigError, match="reproduce: 'ahmad' is not one of paper, ahmad2021, li2021, sgnet; did "
                                           "you mean 'ahmad2021'"):
         resolve("xnli", "gat", load_card("xnli"), {}, parse_overrides(["reproduce=ahmad"]))
+
+
+def test_a_setting_given_as_null_is_null_and_one_not_given_keeps_its_default():
+    """`--set KEY=null` is the setting's "none" where its docs give one (docs/settings.md, docs/finetune.md): no
+    clipping, every batch length, the warmup as a share of the steps; not given, each keeps its default (the
+    card's warmup for synth). A setting that has no "none" refuses null by its own rule."""
+    from xsyn.run.workflow import finetune_settings
+
+    nulls = ["max_grad_norm=null", "max_batch_lengths=null", "warmup_steps=null"]
+    given, _ = finetune_settings(task="synth", variant="none", model="tiny", sets=nulls)
+    assert (given.max_grad_norm, given.max_batch_lengths, given.warmup_steps) == (None, None, None)
+    default, _ = finetune_settings(task="synth", variant="none", model="tiny")
+    synth_warmup = load_card("synth").hyperparameters["mbert"]["warmup_steps"]  # the plain model's section
+    assert (default.max_grad_norm, default.max_batch_lengths, default.warmup_steps) == (1.0, 8, synth_warmup)
+    with pytest.raises(ConfigError, match="--set: learning_rate: expected a number, got None"):
+        finetune_settings(task="synth", variant="none", model="tiny", sets=["learning_rate=null"])
+
+
+def test_a_run_saved_before_max_batch_lengths_existed_resumes_with_every_length_as_it_ran(tmp_path):
+    """Its config.json has pad_to_multiple_of but no max_batch_lengths: it ran with any number of lengths, and
+    resumes so (not with today's default of 8, which it would then record for the whole run)."""
+    from xsyn.run.workflow import finetune_settings
+
+    config, _ = finetune_settings(task="synth", variant="none", model="tiny", output_dir=str(tmp_path / "run"))
+    saved = {key: value for key, value in config.to_dict().items() if key != "max_batch_lengths"}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    resumed, resume = finetune_settings(resume_dir=str(tmp_path / "run"))
+    assert resume and resumed.max_batch_lengths is None and resumed.pad_to_multiple_of == 8
+    saved_null_clip = {**saved, "max_grad_norm": None}  # a run trained without clipping continues without it
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved_null_clip), encoding="utf-8")
+    assert finetune_settings(resume_dir=str(tmp_path / "run"))[0].max_grad_norm is None

@@ -9,7 +9,7 @@ import click
 
 from xsyn.benchmarks.options import DEFAULT_SHAPE
 from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
-from xsyn.cli.options import ParserChoiceType, XsynCommand, parser_option
+from xsyn.cli.options import POSITIVE, FiniteFloat, ParserChoiceType, XsynCommand, parser_option
 from xsyn.models.names import COMPILE_MODES, TINY
 
 
@@ -46,7 +46,7 @@ def bench_syntax(conllu_path: Path, tokenizer: str, batch_size: int, repeats: in
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True,
               help="Compute type: bfloat16/float16 run the forward pass under autocast (weights stay float32).")
-@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--peak-tflops", type=POSITIVE, default=None,
               help="The device's peak rate for --dtype, for FLOP utilisation [default: the data sheet's dense "
                    "bf16/fp16 peak for H100/H200/A100; none otherwise].")
 @click.option("--skip-plain-bert", is_flag=True,
@@ -96,7 +96,7 @@ workdir_option = click.option("--workdir", type=click.Path(file_okay=False), def
 @parser_option(default="chain", purpose="The parser of the task's data")
 @click.option("--max-steps", "train_steps", type=int, default=60, show_default=True,
               help="Optimiser steps of the training whose data wait is measured.")
-@click.option("--step-ms", type=click.FloatRange(min=0), default=None,
+@click.option("--step-ms", type=FiniteFloat(min=0), default=None,
               help="Device time of one training step for the simulated data wait (e.g. a GPU's) [default: the "
                    "step measured here, less its data wait].")
 @click.option("--simulated-batches", type=click.IntRange(min=1), default=200, show_default=True,

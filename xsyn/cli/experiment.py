@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.options import COUNT, FOLDER, XsynCommand, options
+from xsyn.cli.options import COUNT, FOLDER, POSITIVE, XsynCommand, options
 from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
 from xsyn.experiments.experiment_file import recipe_names
 from xsyn.experiments.last_run import load_with_overrides
@@ -32,7 +32,6 @@ def _load(source: str, data_dir: str | None = None, model: str | None = None, ma
     return experiment
 
 
-GB = click.FloatRange(min=0, min_open=True)
 
 
 def experiment_options(fn):
@@ -93,7 +92,7 @@ def prepare_job_options(prefix: str = "") -> Callable:
                      help="slurm: the CPU job's cores (its parse workers)."),
         click.option(f"--{prefix}time", type=COUNT, default=6 * 60, show_default=True,
                      help="slurm: the CPU job's time limit, in minutes."),
-        click.option(f"--{prefix}mem-gb", type=GB, help="slurm: the CPU job's memory."),
+        click.option(f"--{prefix}mem-gb", type=POSITIVE, help="slurm: the CPU job's memory."),
     )
 
 
@@ -111,7 +110,7 @@ def prepare_job_options(prefix: str = "") -> Callable:
 @click.option("--partition", help="slurm: the partition.")
 @click.option("--cpus-per-task", type=COUNT, help="slurm: cores.")
 @click.option("--array-parallelism", type=COUNT, help="slurm: cells of the array that may run at once.")
-@click.option("--mem-gb", type=GB, help="slurm: memory per cell.")
+@click.option("--mem-gb", type=POSITIVE, help="slurm: memory per cell.")
 @click.option("--account", help="slurm: the account.")
 @click.option("--qos", help="slurm: the QOS.")
 @click.option("--constraint", help="slurm: a node feature.")
@@ -153,7 +152,7 @@ def prepare_command(source, output_dir, model, max_steps, data_dir, sets, cache_
     from xsyn.experiments.launch import prepare_here_or_on_slurm
 
     spec = _load(source, data_dir, model, max_steps, output_dir, sets, cache_dir=cache_dir)
-    prepare_here_or_on_slurm(spec, workers, progress, job if launcher == "slurm" else None, click.echo)
+    prepare_here_or_on_slurm(spec, workers, progress, job, click.echo, on_slurm=launcher == "slurm")
 
 
 @experiment.command(name="status")

@@ -15,6 +15,7 @@ from xsyn.cli.pretrain import pretrain_command
 from xsyn.models.variants import pretraining_command
 from xsyn.utils.errors import XsynError
 from xsyn.utils.progress import NOTE, quiet_library_bars_off_terminal
+from xsyn.utils.signals import Terminated, exit_status, stop_name, terminate_as_interrupt
 
 
 class _ClickHandler(logging.Handler):
@@ -59,6 +60,9 @@ class XsynGroup(click.Group):
             return super().invoke(ctx)
         except XsynError as err:
             raise click.ClickException(str(err)) from None
+        except Terminated as stop:  # (Ctrl-C: click's own "Aborted!")
+            click.echo(f"\n{stop_name(stop)}", err=True)
+            raise SystemExit(exit_status(stop)) from None
 
 
 @click.group(cls=XsynGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -75,6 +79,7 @@ def main(verbose: bool, quiet: bool) -> None:
     """
     if verbose and quiet:
         raise click.UsageError("-v and -q contradict each other; give one")
+    terminate_as_interrupt()  # SIGTERM cleans up as Ctrl-C does, in every command
     configure_logging(verbose, quiet)
     quiet_library_bars_off_terminal()  # every command, and the processes it starts (experiment cells)
 

@@ -5,6 +5,7 @@ the parser options) and the Ctrl-C message. No command lives here, and nothing h
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import warnings
@@ -26,8 +27,23 @@ from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
 from xsyn.utils.progress import NOTE
 from xsyn.utils.schema import did_you_mean
+from xsyn.utils.signals import exit_status, stop_name
 
 COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # the commonest option types
+
+
+class FiniteFloat(click.FloatRange):
+    """A float within the range that is a number: `nan` and `inf` pass a range's comparisons, and a figure
+    computed from them fails (or sleeps forever) only after the work it follows."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number: give one such as 1.5", param, ctx)
+        return number
+
+
+POSITIVE = FiniteFloat(min=0, min_open=True)  # a size, a rate: more than 0
 
 
 class RegistryChoice(click.Choice):
@@ -218,7 +234,8 @@ def data_options(fn: Callable) -> Callable:
 
 
 def interrupted(stop: KeyboardInterrupt, folder: RunFolder, command: str) -> NoReturn:
-    """Ctrl-C: say where the run stands and the command that continues it, then exit 130 (as a shell does)."""
-    click.echo(f"\ninterrupted: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
+    """Ctrl-C or SIGTERM (`xsyn.utils.signals`): say where the run stands and the command that continues it, then
+    exit 130 or 143 (as a shell does)."""
+    click.echo(f"\n{stop_name(stop)}: {folder.where_stopped(getattr(stop, 'saved_step', None))}. Continue with:\n"
                f"  {command}", err=True)
-    raise SystemExit(130)
+    raise SystemExit(exit_status(stop))

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import HfApi, snapshot_download, try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from xsyn.data.loading import default_data_dir
 from xsyn.data.pairs import pair_axes
@@ -109,6 +111,7 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     """Make every input of the experiment's cells ready (see the module); each unit and model as it is done
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
+    require_models(experiment)  # a mistyped model path: before the readiness tables read anything
     units = data_units(experiment)
     readiness, page = readiness_tables(experiment, units, echo)  # each language's data and parser, before any read
     require_parseable(experiment)  # a language no download makes parseable: named before anything is read
@@ -180,11 +183,38 @@ def _fetch_model(model: str, echo: Callable[[str], None]) -> dict[str, Any]:
 
 
 def model_cached(model: str) -> bool:
-    """Whether a hub model's configuration and weights are in the hub cache (no network asked)."""
+    """Whether a hub model's configuration and weights are in the hub cache (no network asked); a name that
+    cannot be a hub model's (a path) is not."""
+    if not is_hub_name(model):
+        return False
+
     def cached(name: str) -> bool:
         return isinstance(try_to_load_from_cache(model, name), str)
 
     return cached(MODEL_CONFIG) and any(cached(name) for name in HUB_WEIGHTS)  # the model's config, not a run's
+
+
+def is_hub_name(model: str) -> bool:
+    """Whether `model` can name a model on the hub (NAME or ORG/NAME), as the hub's own rule has it."""
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        return False
+    return True
+
+
+def require_models(experiment: Experiment) -> None:
+    """Refuse, before anything is read or started, a model that is none of `tiny`, a folder here and a hub name:
+    a mistyped path, named with where it was given and the fix."""
+    given = "--model" if experiment.overrides.model else f"{experiment.path} (models)"
+    for model in dict.fromkeys(cell.model for cell in experiment.cells):
+        path = Path(model)
+        if model == TINY or path.is_dir() or (is_hub_name(model) and not path.exists() and not (
+                path.parent != Path(".") and path.parent.is_dir())):  # (models/mbert-typo: a path, not ORG/NAME)
+            continue
+        what = "a file, not a model folder" if path.exists() else "no such folder"
+        raise ExperimentError(f"model {model} ({given}): {what}, and not a hub name (NAME or ORG/NAME): give the "
+                              "folder of a saved model (with its config.json), a hub name, or tiny")
 
 
 def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, progress: bool) -> dict[str, Any]:
@@ -210,6 +240,13 @@ def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, p
     return {"segments": sum(p["segments"] for p in parses), "parsed": sum(p["parsed"] for p in parses),
             "cache_hits": sum(p["cache_hits"] for p in parses), "features": sum(len(d.features) for d in loads),
             "splits": [f"{data.split} {'-'.join(dict.fromkeys(data.langs.values()))}" for data in loads]}
+
+
+def evaluated_reads(experiment: Experiment, unit: DataUnit) -> list[str]:
+    """What the unit's cells evaluate, as the manifest names what `prepare` read ("test de", "test en-de")."""
+    card, evaluation = experiment.cards[unit.task], experiment.evaluation_of(unit.task)
+    return [f"{split} {'-'.join(dict.fromkeys(langs.values()))}" for split in evaluation.splits
+            for langs in _evaluated(card, evaluation)]
 
 
 def _evaluated(card, evaluation) -> list[dict[str, str]]:
@@ -256,37 +293,58 @@ def missing_for_offline(experiment: Experiment, cells: list[Cell] | None = None)
     chosen = {cell.name for cell in cells}
     missing = [f"{message} ({len(names)} cells)" for message, names in experiment.missing_inputs.items()
                if chosen & set(names)]
-    manifest = saved_json_object(experiment.runs_dir / PREPARED_FILE) or {}
+    units = prepared_units(experiment.runs_dir / PREPARED_FILE)
     for unit in data_units(experiment, cells):
-        record = (manifest.get("units") or {}).get(unit.key)
+        record = units.get(unit.key)
         if record is None:
             missing.append(f"{unit.label}: its data, parses and features are not prepared ({len(unit.cells)} cells)")
         elif not record.get("ready"):
             missing.append(f"{unit.label}: `prepare` failed on it: {record.get('error')}")
+        elif unread := [name for name in evaluated_reads(experiment, unit) if name not in record.get("splits", ())]:
+            missing.append(f"{unit.label}: its cells evaluate {', '.join(unread)}, which `prepare` did not read "
+                           f"(the evaluation changed since; {len(unit.cells)} cells)")
     for model in dict.fromkeys(cell.model for cell in cells):
         if model != TINY and not Path(model).is_dir() and not model_cached(model):
             missing.append(f"{model}: its weights and configuration are not in the hub cache")
     return missing
 
 
-def manifest_lines(manifest: dict[str, Any]) -> list[str]:
-    """The manifest as `prepare` ends with it: what is ready and what is not, with the fix for each."""
+def prepared_units(path: Path) -> dict[str, dict[str, Any]]:
+    """The data units a manifest records (none where there is no manifest, or a damaged one: not prepared); a
+    JSON object of another shape is an `ExperimentError` naming the file, the field and the fix."""
+    manifest = saved_json_object(path) or {}
+    units = manifest.get("units", {})
+    bad = ("units", units) if not isinstance(units, dict) else next(
+        ((f"units.{key}", record) for key, record in units.items() if not isinstance(record, dict)), None)
+    if bad is not None:
+        raise ExperimentError(f"{path}: {bad[0]} is a JSON {type(bad[1]).__name__}, not an object as `experiment "
+                              "prepare` writes it: the file is not a manifest of prepare; delete it, then "
+                              "run `xsyn experiment prepare` again (finished parses are kept)")
+    return units
+
+
+def manifest_lines(manifest: dict[str, Any], with_causes: bool = True) -> list[str]:
+    """The manifest as `prepare` ends with it: what is ready and what is not, with the fix for each (without
+    `with_causes`: the inputs not ready are left to `not_ready_lines`, for an error to list them)."""
     units, models = manifest.get("units", {}), manifest.get("models", {})
     ready = [u for u in units.values() if u.get("ready")]
     lines = [f"prepared: {len(ready)} of {len(units)} data units ready; models: "
              + ", ".join(f"{m} {'ready' if r.get('ready') else 'NOT ready'}" for m, r in models.items())]
-    for model, record in models.items():
-        if not record.get("ready"):
-            lines.append(f"- {model}: {record.get('error')}; fix: check the name and the network, or give a local "
-                         "folder with --model, then prepare again")
-    for record in units.values():
-        if not record.get("ready"):
-            lines.append(f"- {record['task']} · {record['model']} · parser {record['parser']}: {record['error']}; "
-                         "fix what it names, then prepare again (finished parses are kept)")
+    lines += not_ready_lines(manifest) if with_causes else []
     lines.append(f"manifest: {manifest.get('path', PREPARED_FILE)}" + (
         "; every input is ready: `xsyn experiment run --offline` runs the cells without network or parsing"
         if len(ready) == len(units) and all(r.get("ready") for r in models.values()) else ""))
     return lines
+
+
+def not_ready_lines(manifest: dict[str, Any]) -> list[str]:
+    """Each model and data unit of the manifest that is not ready, with its error and the fix."""
+    lines = [f"- {model}: {record.get('error')}; fix: check the name and the network, or give a local folder with "
+             "--model, then prepare again" for model, record in manifest.get("models", {}).items()
+             if not record.get("ready")]
+    return lines + [f"- {record['task']} · {record['model']} · parser {record['parser']}: {record['error']}; fix what "
+                    "it names, then prepare again (finished parses are kept)"
+                    for record in manifest.get("units", {}).values() if not record.get("ready")]
 
 
 def prepare_job(source: str, overrides_json: str, workers: int | None) -> dict[str, Any]:

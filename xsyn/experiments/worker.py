@@ -14,6 +14,7 @@ import socket
 
 from xsyn.experiments.cells import DONE, FAILED, run_cell, train_and_evaluate
 from xsyn.experiments.experiment_file import Overrides, load_experiment
+from xsyn.utils.signals import Terminated, exit_status, terminate_as_interrupt
 
 EXIT_CODES = {DONE: 0, FAILED: 1}
 EXIT_BUSY = 3
@@ -27,6 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-only", action="store_true",
                         help="Train and evaluate without the lock and error bookkeeping (inside accelerate launch).")
     args = parser.parse_args(argv)
+    terminate_as_interrupt()  # the launcher's terminate(): the cell's lock released, its staging folders removed
+    try:
+        return _run(args)
+    except Terminated as stop:
+        return exit_status(stop)
+
+
+def _run(args: argparse.Namespace) -> int:
     experiment = load_experiment(args.source, Overrides.from_json(args.overrides))
     cell = experiment.cell(args.cell)
     if args.train_only:

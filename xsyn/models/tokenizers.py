@@ -76,9 +76,12 @@ def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
 def model_tokenizer(model: str, tokenizer: str | None = None, config=None) -> PreTrainedTokenizerBase:
     """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's, and where
     that is not here, an error naming the local vocabularies that serve instead); `config`, the model's
-    configuration read already, serves the model's own tokenizer."""
-    if model != TINY or tokenizer:
-        return load_tokenizer(tokenizer or model, config=config if tokenizer is None else None)
+    configuration read already, serves the model's own tokenizer. A model that is not there is named as the
+    model (--model), not as a tokenizer the user never gave."""
+    if tokenizer:
+        return load_tokenizer(tokenizer)
+    if model != TINY:
+        return _own_tokenizer(model, config)
     try:
         return load_tokenizer(DEFAULT_MODEL, config=config)
     except MissingInputError as err:
@@ -88,3 +91,14 @@ def model_tokenizer(model: str, tokenizer: str | None = None, config=None) -> Pr
             f"synthetic task (--task synth) its own: `xsyn demo` writes it to xsyn-demo/vocab.txt, or write it with "
             f"python -c \"from xsyn.data.synth import write_vocab; write_vocab('vocab.txt')\"; for another task a "
             f"vocab.txt that covers its languages (mBERT's, fetched where the network is). ({err})") from None
+
+
+def _own_tokenizer(model: str, config=None) -> PreTrainedTokenizerBase:
+    try:
+        return load_tokenizer(model, config=config)
+    except MissingInputError as err:
+        if Path(model).is_dir():  # a model folder without a tokenizer: the tokenizer is the fix
+            raise
+        raise MissingInputError(f"cannot load the model {model!r} (--model): it is neither `tiny`, a local folder "
+                                "nor reachable on the Hugging Face hub (offline?); check the name or path, or give "
+                                f"a local checkpoint folder. Cause: {first_line(err.__cause__ or err)}") from err

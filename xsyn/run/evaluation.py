@@ -9,8 +9,11 @@ The default split is `test`, or `validation` where the card's test split has no 
 whose benchmark ships no dev set evaluates `validation` on the run's own held-out training
 examples (the ids its `data_report.json` recorded), in the training language.
 
-Each finished language or pair is saved at once (`partial/`), so an interrupted evaluation resumes
-without recomputing it; a finished evaluation removes `partial/`. The output folder gets (schema in docs/finetune.md):
+An evaluation is written beside its output folder, in `<folder>.tmp/`, and swapped into place when it has
+finished: a folder holds one whole evaluation, never a new one's results beside an earlier one's pairs.png or
+per-example files (a rerun on fewer languages replaces the earlier evaluation, and says so). Each finished
+language or pair is saved at once (`<folder>.tmp/partial/`), so an interrupted evaluation resumes without
+recomputing it; a finished evaluation removes `partial/`. The output folder gets (schema in docs/finetune.md):
 
     results.json                 per_language, average, pairs, n_examples, dropped, scores, config
     per_language.csv             language, score, examples, dropped
@@ -22,6 +25,7 @@ without recomputing it; a finished evaluation removes `partial/`. The output fol
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
@@ -52,11 +56,19 @@ from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, load_task_data
 from xsyn.syntax.parsing import Parser
 from xsyn.syntax.parsing.languages import LanguageParsers
-from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
+from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, staged, task_file
 from xsyn.training.precision import run_precision
 from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, XsynError, first_line
-from xsyn.utils.io import atomic_write_bytes, atomic_write_json, atomic_write_text, existing_dir
+from xsyn.utils.io import (
+    OutputError,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    existing_dir,
+    replace_dir,
+    saved_json_object,
+)
 from xsyn.utils.plots import heatmap_png
 from xsyn.utils.progress import progress_bar
 from xsyn.utils.schema import construct
@@ -187,8 +199,9 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     out = Path(output_dir) if output_dir else RunFolder(checkpoint.run_dir).eval_dir(named)
     resources = evaluation_resources(checkpoint.path, checkpoint.run_dir, config, split, langs, generalized, out,
                                      skip_missing)
+    check_replaceable(out)
     langs = resources.languages
-    evaluation = _Evaluation.start(checkpoint, resources, out, max_examples, skip_missing, progress,
+    evaluation = _Evaluation.start(checkpoint, resources, staged(out), max_examples, skip_missing, progress,
                                    steps=len(langs) * (len(langs) if generalized else 1))
     results, missing = evaluation.languages(langs)
     pairs = evaluation.pairs(langs, results) if generalized else {}
@@ -199,14 +212,49 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     if max_examples is not None:
         summary["max_eval_examples"] = max_examples
     if evaluation.main:
-        _write_tables(out, card, summary, pairs)
-        atomic_write_json(eval_results(out), summary)
+        _write_tables(evaluation.out, card, summary, pairs)
+        atomic_write_json(eval_results(evaluation.out), summary)
         # finished: what resuming needed goes (its records' data reports are results.json's `data`); an
         # interrupted evaluation never gets here and keeps it
-        shutil.rmtree(eval_partial(out), ignore_errors=True)
+        shutil.rmtree(eval_partial(evaluation.out), ignore_errors=True)
+        _swap_in(evaluation.out, out)
         write_model_card(checkpoint.path, checkpoint.run_dir, extra_results=[eval_results(out)])
     wait_for_everyone(evaluation.accelerator)
     return {**summary, "output_dir": str(out.resolve())}  # (where it was written: not a field of results.json)
+
+
+# What an evaluation writes in its folder (`evaluate_run`): a folder that holds anything else is not replaced
+EVALUATION_ENTRIES = ("results.json", "per_language.csv", "pairs.csv", "pairs.png", "per_example", "predictions",
+                      "partial")
+
+
+def check_replaceable(out: Path) -> None:
+    """An output folder the finished evaluation may replace as a whole: new, empty or an evaluation's (its own
+    files only); one that holds other files is refused, naming them, before the model is loaded."""
+    others = sorted(p.name for p in out.iterdir() if p.name not in EVALUATION_ENTRIES) if out.is_dir() else []
+    if others:
+        raise OutputError(errno.EEXIST, f"{out} holds files that are not an evaluation's ({', '.join(others[:5])}"
+                          f"{', ...' if len(others) > 5 else ''}): the evaluation replaces its output folder as a "
+                          "whole when it ends, so give --output-dir a new or empty folder, or an earlier "
+                          "evaluation's")
+
+
+def _swap_in(work: Path, out: Path) -> None:
+    """The finished evaluation in `work` into place as `out`; an earlier evaluation there is replaced whole, said
+    with what it covered where that differs from this one (its languages and pairs, its example cap)."""
+    before = saved_json_object(eval_results(out)) if out.is_dir() else None
+    replace_dir(work, out)
+    if before is None:
+        return
+    after = saved_json_object(eval_results(out)) or {}
+    scope = ("n_examples", "max_eval_examples")
+    if any(before.get(key) != after.get(key) for key in scope):
+        keys = sorted(before.get("n_examples") or {})
+        log.warning(f"replaced the earlier evaluation in {out} ({len(keys)} languages and pairs: "
+                    f"{', '.join(keys[:12])}{', ...' if len(keys) > 12 else ''}); its files are gone, this "
+                    "evaluation's alone are there")
+    else:
+        log.info(f"replaced the earlier evaluation in {out} (the same languages and pairs)")
 
 
 @dataclass

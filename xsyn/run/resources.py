@@ -62,6 +62,7 @@ from xsyn.run.task_data import cache_root, make_parsers
 from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.training.driver import check_micro_batches
 from xsyn.training.folder import RunFolder, launched_processes
+from xsyn.training.precision import check_training_precision
 from xsyn.utils.io import check_writable
 from xsyn.utils.network import offline_unless_reachable
 from xsyn.utils.progress import NOTE
@@ -112,6 +113,7 @@ def finetune_resources(config: RunConfig, eval_langs: Sequence[str] | None = Non
     takes them (None: no evaluation after training; []: every language of the task); `processes`: the run's
     (default: those it is launched with)."""
     check_trackers(config.trackers or [])  # 1. the settings
+    check_training_precision(config.mixed_precision)
     after = _evaluation_after_training(config, eval_langs)
     langs = list(dict.fromkeys([config.train_lang, *(after.langs if after else [])]))
     parsers = make_parsers(config)

@@ -444,7 +444,9 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
             ) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
     syntax module (`pretrained_syntax`), a config file (read by `read_config_file`, so checked),
-    flags (each checked here).
+    flags (each checked here). A key a layer does not hold is not given; one it holds as None is given as null
+    (`--set max_grad_norm=null`: no clipping; a saved config's null: what its run used), and wins as any value
+    does: callers leave options the user did not give out of `flags`.
 
     The variant is `variant`, else the config file's, else `DEFAULT_VARIANT`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
@@ -462,19 +464,17 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
              for name, value in flags.items()}
     file_values = {k: v for k, v in file_values.items() if k not in (*DERIVED_FIELDS, "variant")}
     defaults, source, grid = card_defaults(card, variant)
-    pretrained_syntax = flags.get("pretrained_syntax") or file_values.get("pretrained_syntax")
+    pretrained_syntax = (flags if "pretrained_syntax" in flags else file_values).get("pretrained_syntax")
     if pretrained_syntax:
         pretrained = pretrained_settings(variant, pretrained_syntax)
         defaults = {**defaults, MODEL_SETTINGS: {**defaults.get(MODEL_SETTINGS, {}), **pretrained}}
     merged: dict[str, Any] = {"task": task, "task_card": card.file or None, "variant": variant}
     model: dict[str, Any] = {}
-    for layer in (defaults, file_values, flags):
+    for layer in (defaults, file_values, flags):  # a key given as None is given as null ("none"): it wins too
         for key, value in layer.items():
-            if value is None:
-                continue
             if key == MODEL_SETTINGS:
-                model.update(value)
-            elif key == "parsers":  # per language: a later layer names its languages, the others' stay
+                model.update(value or {})
+            elif key == "parsers" and value is not None:  # per language: a later layer names its languages
                 merged["parsers"] = {**merged.get("parsers", {}), **value}
             else:
                 merged[key] = value

@@ -62,6 +62,8 @@ Every key `xsyn finetune --set KEY=VALUE` (and a `--config` TOML or JSON file, a
 `[settings]` and `[grid]`, a task card's `[hyperparameters.<variant>]`) takes, with its type, its default and
 what it means. Each is checked for its type and range before anything runs; a misspelt key is refused with
 the closest valid one, and a model setting of another variant is refused naming the variants that take it.
+A setting whose meaning says what "none" does takes null (`--set max_grad_norm=null`, `null` in a JSON file):
+given as null it is none, whatever the default or the card says; not given, it keeps its default.
 
 This page is generated from the schemas that declare the settings (`xsyn/run/settings.py` for the run,
 each variant's settings class for its model): `xsyn settings --markdown` prints it, and a test fails when

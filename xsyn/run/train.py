@@ -16,6 +16,7 @@ or during its first save) is started again by the same command.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -37,7 +38,7 @@ from xsyn.models.variants import get_variant
 from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
 from xsyn.run.publish import write_model_card
 from xsyn.run.resources import RunResources, finetune_resources
-from xsyn.run.settings import RunConfig
+from xsyn.run.settings import ConfigError, RunConfig, current_names
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data
 from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
 from xsyn.training.driver import TrainState, train, warn_fewer_processes
@@ -66,6 +67,8 @@ from xsyn.utils.io import (
 from xsyn.utils.progress import duration
 
 logger = logging.getLogger(__name__)
+# The settings that make a step's batch (which rows, padded to which length): a resumed run keeps them
+BATCHING = ("batch_size", "group_by_length", "pad_to_multiple_of", "max_batch_lengths")
 
 
 class TrainingBatches:
@@ -150,6 +153,8 @@ def finetune(run: RunConfig | RunResources, resume: bool = False, progress: bool
     finished = finished_summary(folder, config) if resume else None
     if finished is not None:
         return finished
+    if resume:
+        check_same_batching(config, folder)
     resources = run if isinstance(run, RunResources) else finetune_resources(config)
     with folder.writing():
         return _finetune(resources, resume, progress)
@@ -229,6 +234,25 @@ def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> Ru
     resolved = replace(config, mixed_precision=run_precision(chosen))
     resolved.card = config.card  # the card the settings were checked against, not read again
     return resolved
+
+
+def check_same_batching(config: RunConfig, folder: RunFolder) -> None:
+    """A resumed run whose batching (`BATCHING`) differs from what its saved state was trained with would switch
+    batches mid-run, and its config.json would then claim the new batching for the whole run: refused, naming
+    each setting with the saved and the given value (both as resolved and recorded in config.json)."""
+    saved = saved_json_object(folder.config)
+    if saved is None or not folder.has_progress():  # nothing trained yet: the run starts with what it is given
+        return
+    saved = current_names(saved)
+    changed = [(name, saved[name], getattr(config, name)) for name in BATCHING
+               if name in saved and saved[name] != getattr(config, name)]
+    if changed:
+        listed = "; ".join(f"{name} {json.dumps(now)} (saved: {json.dumps(was)})" for name, was, now in changed)
+        keep = " ".join(f"--set {name}={json.dumps(was)}" for name, was, _ in changed)
+        raise ConfigError(f"--resume {folder.path}: the run was trained with other batches than this command gives "
+                          f"({listed}; {folder.config}): a run keeps its batching to the end. Leave out the option "
+                          f"that changes it (or give {keep}) to continue it, or start a new run in another "
+                          "--output-dir")
 
 
 def finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:

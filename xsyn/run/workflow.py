@@ -22,6 +22,7 @@ Settings are merged as the command line merges them: the card's hyperparameters,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,7 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
     flags["trackers"] = list(flags.get("trackers") or ()) or None
     model_flags = _variant_options(flags)
     overrides = parse_overrides(sets)
+    check_not_twice(flags, overrides)
     overrides[MODEL_SETTINGS] = {**{k: v for k, v in model_flags.items() if v is not None},
                                  **overrides.get(MODEL_SETTINGS, {})}
     flags = {**{k: v for k, v in flags.items() if v is not None}, **overrides}
@@ -78,6 +80,21 @@ def finetune_settings(task: str | None = None, variant: str | None = None, confi
         check_pretrained(config.variant, "--freeze-pretrained")
     check_variant_settings(config.variant, [*file_values.get(MODEL_SETTINGS, {}), *overrides[MODEL_SETTINGS]])
     return config, resume_dir is not None
+
+
+# How an option that sets a setting to a value reads on the command line, where it is not `--name VALUE`
+OPTION_SPELLING = {("group_by_length", True): "--group-by-length", ("group_by_length", False): "--random-batches",
+                   ("skip_bad_rows", True): "--skip-bad-rows", ("freeze_pretrained", True): "--freeze-pretrained"}
+
+
+def check_not_twice(flags: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """A setting given by its option and by `--set` with another value: the command line contradicts itself
+    (`--random-batches --set group_by_length=true`), and one of the two would be dropped without a word."""
+    for name, value in overrides.items():
+        given = flags.get(name)
+        if name != MODEL_SETTINGS and given is not None and given != value:
+            option = OPTION_SPELLING.get((name, given), f"--{name.replace('_', '-')} {given}")
+            raise OptionError(f"{option} and --set {name}={json.dumps(value)} contradict each other: give one")
 
 
 def _without_other_variants(file_values: dict[str, Any], variant: str | None, config_file: str | Path

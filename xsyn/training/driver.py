@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -84,11 +85,12 @@ class TrainState:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during training; `saved_step` is what a resumed run continues from (None: nothing saved)."""
+    """Ctrl-C (or SIGTERM: `signum`) during training; `saved_step` is what a resumed run continues from (None:
+    nothing saved)."""
 
-    def __init__(self, saved_step: int | None):
+    def __init__(self, saved_step: int | None, signum: int = signal.SIGINT):
         super().__init__(saved_step)
-        self.saved_step = saved_step
+        self.saved_step, self.signum = saved_step, signum
 
 
 def warn_fewer_processes(processes: int, environ: dict[str, str] | None = None) -> None:
@@ -180,8 +182,8 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
                 if accelerator.is_main_process and (last or time.monotonic() - drawn >= CURVES_SECONDS):
                     write_curves(folder)
                     drawn = time.monotonic()
-    except KeyboardInterrupt:
-        raise Interrupted(saved) from None
+    except KeyboardInterrupt as stop:
+        raise Interrupted(saved, getattr(stop, "signum", signal.SIGINT)) from None
     finally:
         bar.close()
         log.close()

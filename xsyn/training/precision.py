@@ -9,6 +9,8 @@ older GPUs, which only emulate bfloat16. A run records what its setting resolved
 
 from __future__ import annotations
 
+from xsyn.utils.errors import InputError
+
 PRECISIONS = ("auto", "no", "fp16", "bf16")  # the `mixed_precision` setting: `no` is float32
 DEFAULT_PRECISION = "auto"
 AUTO_RESOLUTIONS = ("bf16", "no")  # what `auto` becomes (on a bf16 GPU; elsewhere)
@@ -22,16 +24,30 @@ def resolve_precision(setting: str, bf16_gpu: bool | None = None) -> str:
     return "bf16" if (process_has_bf16_gpu() if bf16_gpu is None else bf16_gpu) else "no"
 
 
-def process_has_bf16_gpu() -> bool:
-    """Whether this process trains on a CUDA GPU with native bfloat16. Accelerate's choice of device: a GPU
-    where torch sees one, unless ACCELERATE_USE_CPU (`accelerate launch --cpu`) keeps it on the CPU.
-    Emulated bfloat16 (a pre-Ampere GPU) does not count: it is slower there than float32."""
+def process_has_gpu() -> bool:
+    """Whether this process computes on a CUDA GPU: Accelerate's choice of device, a GPU where torch sees one,
+    unless ACCELERATE_USE_CPU (`accelerate launch --cpu`) keeps it on the CPU."""
     import torch
     from accelerate.utils import parse_flag_from_env
 
-    if parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available():
-        return False
-    return torch.cuda.is_bf16_supported(including_emulation=False)
+    return not parse_flag_from_env("ACCELERATE_USE_CPU") and torch.cuda.is_available()
+
+
+def process_has_bf16_gpu() -> bool:
+    """Whether this process trains on a CUDA GPU with native bfloat16. Emulated bfloat16 (a pre-Ampere GPU) does
+    not count: it is slower there than float32."""
+    import torch
+
+    return process_has_gpu() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def check_training_precision(setting: str) -> None:
+    """A training asked for fp16 where this process has no GPU: Accelerate would accept it, compute in float32
+    and the run would record fp16. Refused, with the choices that compute what they record."""
+    if setting == "fp16" and not process_has_gpu():
+        raise InputError("--mixed-precision fp16 computes in float16 on a CUDA GPU only, and this process trains on "
+                         "the CPU (it would compute in float32 and record fp16): choose --mixed-precision no "
+                         "(float32) or bf16 (bfloat16 autocast on the CPU), or train on a GPU")
 
 
 def run_precision(setting: str) -> str:
@@ -39,8 +55,10 @@ def run_precision(setting: str) -> str:
     prediction). Float32 there (`no`) is strict: TF32 matrix products are switched off, whatever the
     environment set, so `no` on a GPU computes what it computes on the CPU. `auto` never falls back to TF32
     either: it falls back to float32 only on GPUs without native bfloat16, which have no TF32 (both came with
-    Ampere)."""
+    Ampere). fp16 without a GPU is float32: Accelerate computes it so (and would record fp16)."""
     precision = resolve_precision(setting)
+    if precision == "fp16" and not process_has_gpu():  # (an fp16 run evaluated on the CPU: float32, said as such)
+        precision = "no"
     if precision == "no":
         import torch
 
