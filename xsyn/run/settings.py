@@ -44,6 +44,7 @@ from xsyn.syntax.parsing.registry import (
     ParserChoiceError,
     resolve_parser_choice,
 )
+from xsyn.training.device_rules import AUTO, FEW_SHAPES, check_length_setting
 from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
@@ -100,10 +101,13 @@ class RunConfig(LoopSettings):
     mixed_precision: str = setting(DEFAULT_PRECISION, check=one_of(MIXED_PRECISIONS), help="auto (bf16 autocast on a "
                                    "GPU with native bfloat16, else float32), no, bf16 or fp16 (CUDA only)")
     torch_compile: str | None = setting(None, check=_compile_mode, help="a torch.compile mode to train in; none: eager")
-    pad_to_multiple_of: int | None = count(8, "lengths of training and evaluation batches rounded up to a "
-                                           "multiple of this: few shapes (1: none)")
-    max_batch_lengths: int | None = count(8, "at most this many batch lengths per run and language, those that "
-                                          "pad least (none: any)")
+    # the length budget; auto: few lengths where shapes cost (a GPU: 8 and 8), none where not (the CPU: 1 and none)
+    pad_to_multiple_of: int | str | None = setting(AUTO, check=check_length_setting, help="lengths of training and "
+                                                   "evaluation batches rounded up to a multiple of this (1: none); "
+                                                   "auto: 8 on a GPU, 1 on the CPU; recorded as chosen")
+    max_batch_lengths: int | str | None = setting(AUTO, check=check_length_setting, help="at most this many batch "
+                                                  "lengths per run and language, those that pad least (none: any); "
+                                                  "auto: 8 on a GPU, none on the CPU; recorded as chosen")
     # data
     doc_stride: int | None = count(None, "QA: overlap of a long context's windows, in pieces")
     max_query_length: int | None = count(None, "QA: question pieces kept (cards: 64); none: all")
@@ -560,11 +564,13 @@ def check_lengths(config: RunConfig, model) -> None:
     if config.max_length > positions:
         raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
                           f"{config.model} has ({where}): choose --max-length {positions} or less")
-    multiple = config.pad_to_multiple_of
+    given = config.pad_to_multiple_of  # auto: checked as the largest it becomes (a GPU's)
+    multiple = FEW_SHAPES[0] if given == AUTO else given
     padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
     if padded > positions:
         fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
-        raise ConfigError(f"--pad-to-multiple-of {multiple}: a batch of --max-length {config.max_length} pieces is "
+        said = f"auto (on a GPU: {multiple})" if given == AUTO else multiple
+        raise ConfigError(f"--pad-to-multiple-of {said}: a batch of --max-length {config.max_length} pieces is "
                           f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
                           f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
                           f"{positions} such as {math.gcd(positions, 64)}")

@@ -42,6 +42,7 @@ from xsyn.run.publish import write_model_card
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
 from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
+from xsyn.training.device_rules import AUTO, resolve_adamw_kernel, resolve_length_budget
 from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
@@ -81,7 +82,16 @@ class TrainingBatches:
     def __init__(self, config: RunConfig, rows: Sequence[dict[str, Any]]):
         self.config, self.rows = config, rows
         self.lengths = [max(sequence_lengths(row)) for row in rows]
-        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
+        self.pad_to = PaddedLength.fit(self.padded_from(), config.pad_to_multiple_of, config.max_batch_lengths)
+
+    def padded_from(self) -> list[int]:
+        """The lengths batches are padded from, which the ladder of lengths is fitted to: grouped batches hold
+        rows of similar lengths, so the rows' own; a random batch's longest row is longer than most rows, so the
+        longest row of each micro-batch of the first epoch (its batches: a function of the seed, as on resume)."""
+        if self.config.group_by_length:
+            return self.lengths
+        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0)
+                for micro in micro_batches(batch, self.config.grad_accum, 1)]
 
     def of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
@@ -138,7 +148,7 @@ class FinetuneTask:
     def evaluate(self) -> dict[str, Any]:
         config = self.config
         outputs = model_outputs(self.model, self.dev_rows, self.accelerator, config.eval_batch_size,
-                                self.tokenizer.pad_token_id or 0, **padding(config))
+                                self.tokenizer.pad_token_id or 0, **padding(config, self.accelerator.device.type))
         return decode_and_score(config.card, self.dev.examples, self.dev.features, outputs, self.names.labels,
                                 self.names.tags, config.n_best, config.max_answer_length)
 
@@ -165,6 +175,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     config = with_run_precision(config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
+    config = with_device_rules(config, folder, resume, accelerator.device.type)
     main = accelerator.is_main_process
     check_micro_batches(config, accelerator.num_processes)
     warn_fewer_processes(accelerator.num_processes)
@@ -202,7 +213,9 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
                "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
-               "mixed_precision": config.mixed_precision, **_compile_summary(config),
+               "mixed_precision": config.mixed_precision, "adamw_kernel": state.adamw_kernel,
+               "pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths,
+               "batch_lengths": list(task.batching.pad_to.ladder) or None, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
@@ -231,6 +244,26 @@ def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> Ru
     chosen = saved if config.mixed_precision == "auto" and saved in AUTO_RESOLUTIONS else config.mixed_precision
     resolved = replace(config, mixed_precision=run_precision(chosen))
     resolved.card = config.card  # the card the settings were checked against, not read again
+    return resolved
+
+
+DEVICE_RULED = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths")  # whose `auto` the device resolves
+
+
+def with_device_rules(config: RunConfig, folder: RunFolder, resume: bool, device_type: str) -> RunConfig:
+    """The run's settings with the `auto` of its AdamW kernel and length budget resolved on `device_type`
+    (`xsyn.training.device_rules`), which config.json records. A resumed run keeps what its start resolved
+    them to: one run, one batching and one arithmetic."""
+    saved = (saved_json_object(folder.config) or {}) if resume else {}
+    given = {name: saved[name] if getattr(config, name) == AUTO and saved.get(name, AUTO) != AUTO
+             else getattr(config, name) for name in DEVICE_RULED}
+    multiple, most = resolve_length_budget(given["pad_to_multiple_of"], given["max_batch_lengths"], device_type)
+    try:
+        kernel = resolve_adamw_kernel(given["adamw_kernel"], device_type)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    resolved = replace(config, adamw_kernel=kernel, pad_to_multiple_of=multiple, max_batch_lengths=most)
+    resolved.card = config.card
     return resolved
 
 

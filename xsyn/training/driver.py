@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import torch
 
 from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state, total_steps
+from xsyn.training.device_rules import kernel_of
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
 from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
@@ -81,6 +82,7 @@ class TrainState:
     best_step: int | None = None
     train_seconds: float = 0.0
     data_wait_seconds: float = 0.0
+    adamw_kernel: str | None = None  # the AdamW kernel the optimiser runs (`xsyn.training.device_rules`)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -137,8 +139,10 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     steps_per_epoch = math.ceil(task.n_rows / settings.batch_size)
     steps = total_steps(settings, task.n_rows)
     warn_long_warmup(settings, steps)
-    model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, settings.learning_rate,
-                                                                      settings.weight_decay, accelerator.device))
+    optimizer = make_optimizer(task.model, settings.learning_rate, settings.weight_decay, settings.adamw_kernel,
+                               accelerator.device)
+    kernel = kernel_of(optimizer)
+    model, optimizer = accelerator.prepare(task.model, optimizer)
     task.model = model
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(settings.learning_rate, settings.warmup_steps,
                                                                     steps),
@@ -152,6 +156,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             logger.warning(f"--resume: {folder.path} holds no saved state yet; the run starts from step 0")
         _clear_unfinished(accelerator, folder)
         state = TrainState()
+    state.adamw_kernel = kernel
     log = StepLog(folder.train_log, accelerator, keep_until_step=state.step)
     bar = StepProgress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
     saved = state.step if state.step else None
