@@ -211,6 +211,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "best_step": state.best_step,
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
+               "train_cpu_seconds": state.train_cpu_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
                "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
                "mixed_precision": config.mixed_precision, "adamw_kernel": state.adamw_kernel,

@@ -82,6 +82,7 @@ class TrainState:
     best_step: int | None = None
     train_seconds: float = 0.0
     data_wait_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
     adamw_kernel: str | None = None  # the AdamW kernel the optimiser runs (`xsyn.training.device_rules`)
 
 
@@ -171,6 +172,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             state.step_in_epoch += 1
             state.train_seconds += record.seconds
             state.data_wait_seconds += record.data_seconds
+            state.train_cpu_seconds += record.cpu_seconds
             bar.update(record)
             last = state.step == steps
             if state.step % settings.log_every == 0 or last:

@@ -157,6 +157,7 @@ class StepRecord:
     seconds: float
     data_seconds: float
     length: int = 0  # T, the padded length of the step's (longest) micro-batch on this process
+    cpu_seconds: float = 0.0  # this process's CPU time in the step (its threads together)
 
 
 @dataclass
@@ -188,7 +189,7 @@ class Stepper:
         """Optimiser step number `done + 1` over the global `batch` (row indices)."""
         accelerator = self.accelerator
         processes, rank = accelerator.num_processes, accelerator.process_index
-        started, data_seconds = time.perf_counter(), 0.0
+        started, cpu_started, data_seconds = time.perf_counter(), time.process_time(), 0.0
         lr = self.schedule(done)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -221,7 +222,8 @@ class Stepper:
         self._check(done + 1, lr, means, grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds, length)
+        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds, length,
+                          time.process_time() - cpu_started)
 
     def _check(self, step: int, lr: float, losses: dict[str, float], grad_norm: float | None) -> None:
         """Stop before a non-finite update reaches the weights. Under fp16 an infinite gradient is
