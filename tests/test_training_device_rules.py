@@ -29,7 +29,8 @@ from xsyn.trees.padding import PaddedLength
 
 def test_auto_is_the_fused_kernel_where_torch_has_one_else_foreach_else_the_for_loop():
     assert resolve_adamw_kernel("auto", "cpu") == resolve_adamw_kernel("auto", "cuda") == "fused"
-    assert resolve_adamw_kernel("for-loop", "cpu") == "for-loop" and resolve_adamw_kernel("foreach", "cuda") == "foreach"
+    assert resolve_adamw_kernel("for-loop", "cpu") == "for-loop"
+    assert resolve_adamw_kernel("foreach", "cuda") == "foreach"
     assert resolve_adamw_kernel("auto", "meta") == "foreach"  # a device torch has no fused kernel for
     with pytest.raises(ValueError, match=r"adamw_kernel 'fused'.*meta; give --set adamw_kernel=foreach"):
         resolve_adamw_kernel("fused", "meta")
@@ -41,7 +42,8 @@ def test_the_length_budget_is_few_lengths_where_shapes_cost_and_the_least_paddin
     assert resolve_length_budget("auto", "auto", "cpu") == (1, None)
     assert resolve_length_budget(16, None, "cuda") == (16, None) and resolve_length_budget("auto", 4, "cpu") == (1, 4)
     assert same_resolution("max_batch_lengths", None, "auto") and same_resolution("pad_to_multiple_of", 8, "auto")
-    assert not same_resolution("pad_to_multiple_of", 16, "auto") and not same_resolution("adamw_kernel", "fused", "foreach")
+    assert not same_resolution("pad_to_multiple_of", 16, "auto")
+    assert not same_resolution("adamw_kernel", "fused", "foreach")
 
 
 def _model(seed: int) -> torch.nn.Module:

@@ -137,7 +137,8 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
             "loop": _summary(loop, plan, task), "bare": _summary(bare, plan, task),
             "loop_over_bare": sum(loop["step_seconds"]) / sum(bare["step_seconds"]),
             "batches": task.batch_figures(plan), "epoch": task.batch_figures(task.batches_of_epoch(0)),
-            "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config, task.accelerator.device.type))}
+            "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1,
+                                             **padding(config, task.accelerator.device.type))}
 
 
 def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTask) -> FinetuneTask:

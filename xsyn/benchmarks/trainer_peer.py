@@ -76,7 +76,8 @@ def arguments(spec: dict[str, Any]) -> TrainingArguments:
         per_device_eval_batch_size=spec["eval_batch_size"], num_train_epochs=spec["epochs"],
         max_steps=spec.get("max_steps") or -1, learning_rate=spec["learning_rate"], weight_decay=spec["weight_decay"],
         warmup_steps=spec["warmup_steps"], max_grad_norm=spec["max_grad_norm"] or 0.0, seed=spec["seed"],
-        train_sampling_strategy="group_by_length" if spec.get("group_by_length") else "random", eval_strategy="no", save_strategy="no",
+        train_sampling_strategy="group_by_length" if spec.get("group_by_length") else "random", eval_strategy="no",
+        save_strategy="no",
         logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True, dataloader_pin_memory=False)
 
 

@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval|parse|loop|peer`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse|loop|peer`: the benchmarks' commands; the measuring is `xsyn.benchmarks`'."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ train_results.json), never `auto`, so its files say what it computed, and a resu
 
 The AdamW kernel (`adamw_kernel`): `auto` is torch's fused kernel wherever torch has one for the device and the
 parameters' dtypes (CPU and CUDA in torch 2.13, every floating dtype), else its foreach kernel (any device,
-floating dtypes), else the for-loop (one tensor at a time, what xsyn ran on the CPU before). The update is memory-bound: on one CPU thread, MiniLM's 22.7M weights
-take 140 ms a step in the for-loop, 69 ms foreach and 15 ms fused, the same update within float rounding.
+floating dtypes), else the for-loop (one tensor at a time, what xsyn ran on the CPU before). The update is
+memory-bound: on one CPU thread, MiniLM's 22.7M weights take 140 ms a step in the for-loop, 69 ms foreach and
+15 ms fused, the same update within float rounding.
 `fused`, `foreach` and `for-loop` ask for one; one the device lacks is an error naming the setting.
 
 The length budget (`pad_to_multiple_of`, `max_batch_lengths`): where a new batch shape costs something (a GPU: a
