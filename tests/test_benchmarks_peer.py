@@ -105,7 +105,7 @@ def test_bench_peer_through_the_console_script_reports_the_runs_it_made(tmp_path
     assert result["runs"]["training"]["xsyn default"][0]["settings"]["adamw_kernel"] == "fused"
     trainer = result["runs"]["training"]["Trainer group_by_length"][0]
     assert trainer["examples"] == 16 and trainer["padded_tokens"] >= trainer["real_tokens"] > 0
-    evaluated = json.loads((work / "eval-0" / "results.json").read_text())
+    evaluated = json.loads((work / "scored-0" / "results.json").read_text())
     assert result["runs"]["scoring"]["xsyn evaluate"][0]["scoring_seconds"] == evaluated["seconds"]["en"]
     assert evaluated["n_examples"]["en"] == 24 and result["runs"]["scoring"]["Trainer.predict"][0]["examples"] == 24
     assert all(runs[0]["steps"] == 1 for runs in result["runs"]["one_step"].values())

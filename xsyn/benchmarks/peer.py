@@ -37,6 +37,7 @@ from typing import Any
 from xsyn import provenance
 from xsyn.models.variants import baseline_name
 from xsyn.run.workflow import finetune_settings
+from xsyn.training.folder import RunFolder, eval_results
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import atomic_write_json, work_folder
 
@@ -97,7 +98,7 @@ class PeerBench:
                    "--epochs", str(config.epochs), "--seed", str(seed), "--cache-dir", str(self.work / "cache"),
                    "--output-dir", str(out), "--quiet", *extra]
         seconds = timed(command, self.work)
-        return seconds, json.loads((out / "train_results.json").read_text(encoding="utf-8")), out
+        return seconds, json.loads(RunFolder(out).train_results.read_text(encoding="utf-8")), out
 
     def trainer_script(self, name: str, spec: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         spec_file, result_file = self.work / f"{name}.spec.json", self.work / f"{name}.result.json"
@@ -134,13 +135,13 @@ class PeerBench:
 
     def scoring_run(self, arm: str, repeat: int) -> dict[str, Any]:
         if arm.startswith("xsyn"):
-            out = self.work / f"eval-{repeat}"
+            out = self.work / f"scored-{repeat}"
             command = [self.python, "-m", "xsyn", "evaluate", "--model-dir", str(self.first["xsyn default"]),
                        "--split", "validation", "--langs", "en", "--data-dir", str(self.files["score"].parent),
                        "--parser", "chain", "--cache-dir", str(self.work / f"score-cache-{repeat}"),
                        "--output-dir", str(out), "--quiet"]
             seconds = timed(command, self.work)
-            results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+            results = json.loads(eval_results(out).read_text(encoding="utf-8"))
             return {"command_seconds": seconds, "scoring_seconds": results["seconds"]["en"],
                     "examples": results["n_examples"]["en"], "accuracy": results["per_language"]["en"],
                     "padded_share": results["batches"]["en"]["padded_share"]}
