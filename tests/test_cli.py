@@ -346,7 +346,7 @@ def test_demo_and_experiment_run_take_the_cache_dir_to_their_runs(monkeypatch, t
         raise SystemExit(0)
 
     def fake_run_local(spec, devices, cells, echo, progress, **options):
-        taken["cells"] = {spec.config(cell, check_model=False).cache_dir for cell in cells}
+        taken["cells"] = {spec.config(cell).cache_dir for cell in cells}
         return []
 
     monkeypatch.setattr(demo, "run_demo", fake_demo)

@@ -135,7 +135,7 @@ def test_a_cells_device_memory_is_its_models_state_and_the_measured_activations_
         "step_seconds": 0.05, "tokens_per_second": 4096 / 0.05, "peak_bytes": peak}}}, shape)
     experiment = load_experiment("synth", Overrides(model="bert-base-multilingual-cased",
                                                     settings={"batch_size": 32, "max_length": 128}))
-    config = experiment.config(experiment.cells[0], check_model=False)
+    config = experiment.config(experiment.cells[0])
     same = device_memory(bench, config, "none")
     assert same.value == pytest.approx(peak + CUDA_CONTEXT_BYTES)  # the measured shape: its peak, one context
     state = TRAINING_BYTES_PER_PARAMETER * parameter_count(shape)

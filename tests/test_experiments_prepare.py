@@ -15,6 +15,7 @@ from xsyn.experiments.experiment_file import Overrides, load_experiment
 from xsyn.experiments.prepare import PREPARED_FILE, data_units, missing_for_offline, prepare
 from xsyn.syntax.parse import NO_PARSE_ENV, ParsingNotAllowed, parse_segments
 from xsyn.syntax.parsing import build_parser
+from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.syntax.segment import Segment
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", *"0123456789",
@@ -110,7 +111,8 @@ def test_a_killed_prepare_resumes_without_parsing_again_what_it_finished(tmp_pat
 
         return Counting()
 
-    monkeypatch.setattr(preparing, "make_parser", lambda config: counting_parser(config, kill_after=2))
+    monkeypatch.setattr(preparing, "make_parsers", lambda config: LanguageParsers(
+        config.parser, {}, lambda choice: counting_parser(config, kill_after=2)))
     with pytest.raises(Killed):
         prepare(experiment, workers=1, echo=lambda line: None)
     first = [text for chunk in parsed for text in chunk]
@@ -118,7 +120,8 @@ def test_a_killed_prepare_resumes_without_parsing_again_what_it_finished(tmp_pat
     manifest = json.loads((tmp_path / "runs" / PREPARED_FILE).read_text(encoding="utf-8"))
     assert manifest["units"] == {}  # the unit was not finished: not claimed ready
     parsed.clear()
-    monkeypatch.setattr(preparing, "make_parser", lambda config: counting_parser(config))
+    monkeypatch.setattr(preparing, "make_parsers", lambda config: LanguageParsers(
+        config.parser, {}, lambda choice: counting_parser(config)))
     manifest = prepare(experiment, workers=1, echo=lambda line: None)
     again = [text for chunk in parsed for text in chunk]
     assert not set(first) & set(again)  # nothing parsed twice

@@ -86,7 +86,10 @@ def test_a_card_key_below_a_table_header_names_the_table_it_is_in():
     (["syntax_layers=0,x"], "--set: syntax_layers: expected a list of integers or an integer, got [0, 'x']"),
     (["parser=stanzza"], "unknown parser 'stanzza'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL"),
     (["parser=conllu:"], "parser 'conllu:': give a CoNLL-U file or a folder of .conllu files after the colon"),
-    (["parser=udpipe:/no/such/en.udpipe"], "parser 'udpipe:/no/such/en.udpipe': /no/such/en.udpipe does not exist"),
+    (["parsers.sw=stanzza"], "unknown parser 'stanzza'; choose one of: stanza, chain, conllu:PATH, udpipe:MODEL"),
+    (["parsers.sw=udpipe:"], "parser 'udpipe:': give a .udpipe model file"),
+    (["parsers.xx=chain"], "parsers.xx: task 'pawsx' has no language 'xx' (its languages: de, en, es, fr, ja, ko, "
+                           "zh); correct the language, or drop --set parsers.xx"),
     (["parser_batch_size=0"], "--set: parser_batch_size: must be >= 1, got 0"),
     (["parser_download=always"], "--set: parser_download: 'always' is not one of none, reuse, download"),
     (["epochs=-1"], "--set: epochs: must be a finite number > 0, got -1.0"),
@@ -195,10 +198,17 @@ def test_a_relative_pretrained_module_is_stored_absolute(tmp_path, monkeypatch):
     (["syntax_heads=5"], "syntax_heads: 5, but a syntax head is one of the model's 2 attention heads"),
     (["syntax_layers=[4]"], "syntax_layers: contains 4, but the model has layers 0..1"),
 ])
-def test_a_model_setting_the_model_cannot_take_is_one_line_before_any_data(overrides, message):
-    flags = {"model": "tiny", **parse_overrides(overrides)}
+def test_a_model_setting_the_model_cannot_take_is_one_line_before_any_data(overrides, message, tmp_path):
+    """Checked on the model's architecture when the run's resources are built, before any data is read."""
+    from xsyn.data.synth import write_vocab
+    from xsyn.run.resources import finetune_resources
+
+    write_vocab(tmp_path / "vocab.txt")
+    flags = {"model": "tiny", "tokenizer": str(tmp_path / "vocab.txt"), "parser": "chain", "data_dir": str(
+        tmp_path / "no-data"), **parse_overrides(overrides)}
+    config = resolve("pawsx", "gat", load_card("pawsx"), {}, flags)  # settings alone: the model is not read
     with pytest.raises(ConfigError, match=f"^model settings for tiny: {message}"):
-        resolve("pawsx", "gat", load_card("pawsx"), {}, flags)
+        finetune_resources(config)
 
 
 def test_a_negative_seed_option_is_refused_naming_the_option():
@@ -229,8 +239,8 @@ def test_synth_runs_on_its_own_trees_unless_a_parser_is_given(variant):
     """No parser knows synth's made-up languages: `finetune --task synth` (README's two-process example)
     stopped asking to `stanza.download('svo')`. The card says its trees are the data's; --parser still wins."""
     card = load_card("synth")
-    assert resolve("synth", variant, card, {}, {}, check_model=False).parser == "gold"
-    assert resolve("synth", variant, card, {}, {"parser": "chain"}, check_model=False).parser == "chain"
+    assert resolve("synth", variant, card, {}, {}).parser == "gold"
+    assert resolve("synth", variant, card, {}, {"parser": "chain"}).parser == "chain"
 
 
 def test_reproduce_sets_the_codes_inputs_for_every_variant_and_its_model_settings_for_its_own():

@@ -11,6 +11,7 @@ from xsyn.data.cards import load_card, parse_card
 from xsyn.metrics import get_metric
 from xsyn.run.evaluation import check_transferable, result_fingerprint
 from xsyn.run.settings import RunConfig
+from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.utils.errors import InputError
 
 
@@ -120,7 +121,8 @@ TOY = {"name": "toy", "version": 1, "kind": "single-classification", "languages"
 
 def test_the_fingerprint_changes_with_the_cards_content_and_version_only():
     def fingerprint(card):
-        return result_fingerprint(Path("/no/checkpoint"), RunConfig(task="toy"), card, "test", _Parser(), None)
+        return result_fingerprint(Path("/no/checkpoint"), RunConfig(task="toy"), card, "test",
+                                  LanguageParsers("stanza", {}, lambda choice: _Parser()), ["en"], None)
 
     base = fingerprint(parse_card(TOY, "toy.toml"))
     assert fingerprint(parse_card(TOY, "elsewhere/toy.toml")) == base  # where the card lies is not its content

@@ -88,14 +88,15 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
 
 def train_rows(run: Path) -> list[dict]:
     """The run's training rows, featurised again from its config.json (from the caches it filled)."""
+    from xsyn.models.tokenizers import model_tokenizer
     from xsyn.run.settings import read_config_file, resolve
     from xsyn.run.task_data import load_task_data
-    from xsyn.run.train import resolve_tokenizer
 
     values = read_config_file(run / "config.json")
     config = resolve("synth", values["variant"], load_card("synth"), values, {})
-    data, _ = load_task_data(config.card, config, resolve_tokenizer(config), "train", {"sentence1": "svo",
-                             "sentence2": "svo"}, limit=config.max_train_examples)
+    tokenizer = model_tokenizer(config.model, config.tokenizer)
+    data, _ = load_task_data(config.card, config, tokenizer, "train", {"sentence1": "svo", "sentence2": "svo"},
+                             limit=config.max_train_examples)
     return data.rows()
 
 

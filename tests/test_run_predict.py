@@ -15,6 +15,7 @@ from xsyn.cli import main
 from xsyn.data.cards import load_card
 from xsyn.data.loading import load_examples
 from xsyn.run.predict import PredictInputError, predict
+from xsyn.syntax.parsing.languages import LanguageParsers
 
 N = 12  # examples per task: enough for both labels, entities and windowed contexts
 
@@ -285,7 +286,8 @@ def test_a_language_first_met_on_a_later_line_is_named_there(pawsx_model, cache,
                 raise ParserUnavailable(f"no model for {lang!r}")
             return super().parse_texts(texts, lang)
 
-    monkeypatch.setattr(xsyn.run.predict, "make_parser", lambda config: EnglishOnly())  # the run's parser
+    monkeypatch.setattr(xsyn.run.predict, "make_parsers",  # the run's parser
+                        lambda config: LanguageParsers(config.parser, {}, lambda choice: EnglishOnly()))
     rows = [{"sentence1": "A dog.", "sentence2": "A cat."}, {"sentence1": "A bird.", "sentence2": "A fish."},
             {"sentence1": "Un chien.", "sentence2": "Un chat.", "lang": "fr"}]
     with pytest.raises(PredictInputError, match=r"input: line 3: cannot parse language 'fr' .*no model for 'fr'"):

@@ -81,16 +81,16 @@ def test_a_folder_holds_one_model_per_language_named_by_code_or_as_released(udpi
 
 def test_a_folder_without_a_languages_model_is_named_by_the_preflight(udpipe_model, tmp_path):
     """`finetune --parser udpipe:FOLDER --eval-langs de` with no German model trained first, then failed."""
-    from xsyn.run.checks import check_parser
+    from xsyn.run.resources import checked_parsers
     from xsyn.run.settings import RunConfig
 
     folder = tmp_path / "models"
     folder.mkdir()
     (folder / "en.udpipe").write_bytes(udpipe_model.read_bytes())
     config = RunConfig(task="pawsx", parser=f"udpipe:{folder}")
-    check_parser(config, ["en"])  # the training language's model is there
+    checked_parsers(config, ["en"])  # the training language's model is there
     with pytest.raises(ParserUnavailable, match=r"no UDPipe model for language 'de' .*models there: en.udpipe"):
-        check_parser(config, ["en", "de"])
+        checked_parsers(config, ["en", "de"])
 
 
 # -- files that are not models (issue 28: ufal.udpipe aborts the process on some) --------------------------------

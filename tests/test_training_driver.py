@@ -164,7 +164,10 @@ def test_ctrl_c_names_the_resume_command_and_the_folder_alone_continues_and_eval
 
     config_written = (out / "config.json").stat().st_mtime_ns
     monkeypatch.setattr(xsyn.run.train, "load_task_data", lambda *a, **k: pytest.fail("the data was reloaded"))
-    monkeypatch.setattr(xsyn.run.train, "preflight_finetune", lambda *a, **k: pytest.fail("the model was reloaded"))
+    import xsyn.run.workflow
+
+    for module in (xsyn.run.train, xsyn.run.workflow):
+        monkeypatch.setattr(module, "finetune_resources", lambda *a, **k: pytest.fail("the model was reloaded"))
     res = CliRunner().invoke(main, ["finetune", "--resume", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     assert f"{out} is a finished run (4 steps, train_results.json): nothing to continue" in res.output
@@ -194,7 +197,8 @@ def test_a_read_only_output_folder_is_named_with_the_fix_and_nothing_is_touched(
     res = finetune(*common, "--output-dir", str(parent / "run"), "--max-steps", "1")
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert f"cannot create the folder {parent / 'run'}" in res.output
-    assert "choose a folder you can write to (--output-dir)" in res.output and len(res.output.splitlines()) == 1
+    error = res.output[res.output.index("Error: "):]  # (after the readiness table of the run's languages)
+    assert "choose a folder you can write to (--output-dir)" in error and len(error.splitlines()) == 1
 
 
 def test_a_disk_that_fills_while_a_checkpoint_is_written_keeps_what_was_saved_before(common, tmp_path,

@@ -33,10 +33,11 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
+from xsyn.models.tokenizers import model_tokenizer
 from xsyn.models.variants import baseline_name
 from xsyn.run.inference import padding, prediction_figures
-from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
-from xsyn.run.train import FinetuneTask, build_run_model, resolve_tokenizer, with_device_rules
+from xsyn.run.task_data import dev_holdout, load_task_data, make_parsers
+from xsyn.run.train import FinetuneTask, build_run_model, with_device_rules
 from xsyn.run.workflow import finetune_settings
 from xsyn.training.driver import train
 from xsyn.training.folder import RunFolder
@@ -113,11 +114,11 @@ def _threads() -> int:
 
 def load_bench_data(config) -> dict[str, Any]:
     """The task's training rows (and the dev rows, for the evaluation's shapes), featurised once for every scheme."""
-    tokenizer, card, parser = resolve_tokenizer(config), config.card, make_parser(config)
+    tokenizer, card, parsers = model_tokenizer(config.model, config.tokenizer), config.card, make_parsers(config)
     langs, holdout = {name: config.train_lang for name in card.segments}, dev_holdout(card, config, None)
-    train, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
+    train, names = load_task_data(card, config, tokenizer, "train", langs, parsers=parsers,
                                   limit=config.max_train_examples, holdout=holdout)
-    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parser=parser,
+    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parsers=parsers,
                             limit=config.max_eval_examples, holdout=holdout)
     return {"tokenizer": tokenizer, "names": names, "train": train, "dev": dev}
 

@@ -14,7 +14,7 @@ from xsyn.cli import bench, demo, experiment, predict, report, run, settings, sy
 from xsyn.cli.pretrain import pretrain_command
 from xsyn.models.variants import pretraining_command
 from xsyn.utils.errors import XsynError
-from xsyn.utils.progress import quiet_library_bars_off_terminal
+from xsyn.utils.progress import NOTICE, quiet_library_bars_off_terminal
 
 
 class _ClickHandler(logging.Handler):
@@ -28,7 +28,8 @@ class _ClickHandler(logging.Handler):
 
 
 def configure_logging(verbose: bool, quiet: bool) -> None:
-    """The `xsyn` logger on stderr: warnings by default, status lines too with -v, errors only with -q."""
+    """The `xsyn` logger on stderr: notices (a run's readiness table) and warnings by default, status lines too
+    with -v, errors only with -q."""
     logger = logging.getLogger("xsyn")
     for handler in [h for h in logger.handlers if isinstance(h, _ClickHandler)]:
         logger.removeHandler(handler)
@@ -38,7 +39,7 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
     # under a distributed launch only the main process (global rank 0) prints status and warnings: every
     # rank meets them alike, and N copies of each say nothing more; errors stay on every rank
     main_process = int(os.environ.get("RANK", "0")) == 0
-    logger.setLevel(logging.ERROR if quiet or not main_process else logging.INFO if verbose else logging.WARNING)
+    logger.setLevel(logging.ERROR if quiet or not main_process else logging.INFO if verbose else NOTICE)
     if not main_process:
         warnings.simplefilter("ignore")  # the libraries' Python warnings too
 

@@ -137,13 +137,20 @@ def _local_files(card: TaskCard, split: str, segment_langs: Mapping[str, str], r
     return None, [], tried
 
 
+def find_local(card: TaskCard, split: str, segment_langs: Mapping[str, str], data_dir: str | Path | None = None
+               ) -> tuple[LocalSource | None, list[Path], list[str]]:
+    """The local layout `load_segments` would read (None: none has its files here) and its files, and each
+    layout looked for before it, as "  FILES   (LAYOUT layout)"; only files' existence is looked at."""
+    return _local_files(card, split, segment_langs, Path(data_dir) if data_dir is not None else default_data_dir(card))
+
+
 def check_available(card: TaskCard, split: str, segment_langs: Mapping[str, str],
                     data_dir: str | Path | None = None, allow_hub: bool = True) -> None:
     """Raise the `DataNotFoundError` that `load_segments` would, without reading any data: no local
     layout's files exist and no hub source is reachable (the hub's dataset metadata is asked, not its rows).
     What a command's preflight calls, so that a missing file is found in seconds, not after the others' work."""
     root = Path(data_dir) if data_dir is not None else default_data_dir(card)
-    source, _, tried = _local_files(card, split, segment_langs, root)
+    source, _, tried = find_local(card, split, segment_langs, root)
     if source is not None:
         return
     hub_errors: list[HubUnavailableError] = []

@@ -116,7 +116,7 @@ def cell_state(experiment: Experiment, cell: Cell) -> CellState:
         return CellState(cell, RUNNING, f"locked by {holder.describe()}; {_progress(folder)}{note}")
     if cell.name in experiment.cell_needs:  # found when the file was read: no settings resolved per cell here
         return CellState(cell, TODO, needs=experiment.cell_needs[cell.name])
-    config = experiment.config(cell, check_model=False)
+    config = experiment.config(cell)
     try:
         check_same_run(folder, config.to_dict())
     except ExperimentError as conflict:
@@ -216,6 +216,7 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
     """The cell's fine-tune (fresh, resumed from its saved state, or already finished) and its
     evaluations, by the functions `xsyn finetune` and `xsyn evaluate` call."""
     from xsyn.run.evaluation import evaluate_run
+    from xsyn.run.resources import finetune_resources
     from xsyn.run.train import finetune
 
     folder = experiment.cell_dir(cell)
@@ -226,8 +227,8 @@ def train_and_evaluate(experiment: Experiment, cell: Cell, progress: bool = Fals
     check_same_run(folder, config.to_dict())
     parsed_before = segments_parsed()
     run = RunFolder(folder)
-    if not run.is_finished():
-        finetune(config, resume=run.saved_step() is not None, progress=progress)
+    if not run.is_finished():  # the cell's resources, built and checked once, then trained on
+        finetune(finetune_resources(config), resume=run.saved_step() is not None, progress=progress)
     evaluation = experiment.evaluation_of(cell.task)
     current = {key: getattr(config, key) for key in ("data_dir", "cache_dir", "parser_model_dir", "num_proc")}
     for split in evaluation.splits:  # max_eval_examples caps the test languages and pairs as it caps the dev set

@@ -11,6 +11,7 @@ of each, the baseline, and where the runs go. Every cell of the grid is a normal
     paper = "ahmad2021"                 # published scores shown beside ours
 
     [settings]                          # every cell: run or model settings, as `--set`
+    [settings.parsers]                  # a parser per language over `parser`, e.g. sw = "udpipe:models/sw.udpipe"
     [grid]                              # lists: a cell per combination, every variant but the baseline
     [grid.gat]                          # lists for one variant only, e.g. gat_delta = [1, 2, 4]
     [search]                            # lists searched for EVERY variant, the best point chosen on dev
@@ -48,10 +49,7 @@ from typing import Any
 from xsyn.data.cards import CardError, TaskCard, list_tasks, load_card
 from xsyn.models.names import TINY
 from xsyn.models.variants import pretraining_variant, variant_names
-from xsyn.run.paths import absolute_paths
-from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, resolve, split_settings
-from xsyn.syntax.parsing.base import ParserChoiceError
-from xsyn.syntax.parsing.registry import resolve_parser_choice
+from xsyn.run.settings import MODEL_SETTINGS, ConfigError, RunConfig, missing_parser_file, resolve, split_settings
 from xsyn.utils.io import not_utf8_at
 from xsyn.utils.schema import Invalid, SchemaError, did_you_mean, distinct, load, one_of, strict, validated_field
 
@@ -260,22 +258,11 @@ class Experiment:
         langs = tuple(_first_set(own.langs, shared.langs, None) or self.cards[task].languages)
         return Evaluation(splits, _first_set(own.generalized, shared.generalized, False), langs)
 
-    def config(self, cell: Cell, check_model: bool = True, check_paths: bool = True) -> RunConfig:
+    def config(self, cell: Cell) -> RunConfig:
         """The cell's resolved settings: the card's paper hyperparameters, then the file's settings (every
         cell, then its task's), the grid point, and the command line's; checked as `xsyn finetune` checks
-        (`check_model` off: all but the model's configuration, which needs the model library; `check_paths`
-        off: a parser model not there yet)."""
-        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell), check_model=check_model,
-                       check_paths=check_paths)
-
-    def missing_parser_model(self, cell: Cell) -> str | None:
-        """The message when the cell's parser needs a model file or folder that is not there (a UDPipe
-        folder a recipe names): the experiment can still be listed; `run` refuses to start without it."""
-        parser = absolute_paths({"parser": self._flags(cell).get("parser", RunConfig.parser)})["parser"]  # as run
-        try:
-            return resolve_parser_choice(parser).missing_path()
-        except ParserChoiceError:
-            return None  # not a valid choice at all: `config` says so
+        them, reading no file (what they name is checked when the cell runs: `xsyn.run.resources`)."""
+        return resolve(cell.task, cell.variant, self.cards[cell.task], {}, self._flags(cell))
 
     def _flags(self, cell: Cell) -> dict[str, Any]:
         card = self.cards[cell.task]
@@ -311,8 +298,8 @@ def _first_set(own: Any, shared: Any, default: Any) -> Any:
 
 def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
     for key, value in layer.items():
-        if key == MODEL_SETTINGS:
-            into.setdefault(MODEL_SETTINGS, {}).update(value)
+        if key in (MODEL_SETTINGS, "parsers"):  # tables: a later layer sets its keys, the others' stay
+            into.setdefault(key, {}).update(value)
         else:
             into[key] = value
 
@@ -396,11 +383,11 @@ def load_experiment(source: str | Path, overrides: Overrides = Overrides()) -> E
     experiment.cells = _cells(experiment)
     for cell in experiment.cells:
         try:
-            experiment.config(cell, check_model=False)  # listing loads no model library; each run checks it
+            config = experiment.config(cell)  # listing loads no model library; each run checks what it names
         except ConfigError as err:
-            missing = experiment.missing_parser_model(cell)
-            if missing is None or str(err) != missing:
-                raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+            raise ExperimentError(f"{where}: cell {cell.name}: {err}") from None
+        missing = missing_parser_file(config)  # (a UDPipe folder a recipe names: listed, but `run` waits for it)
+        if missing is not None:
             experiment.cell_needs[cell.name] = missing
     return experiment
 

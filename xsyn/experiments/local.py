@@ -130,7 +130,7 @@ def cell_device_bytes(experiment: Experiment, cells: list[Cell]) -> float | None
     bench = next((b for b in read_benchmarks(default_bench_paths()).steps if device in b.device.lower()), None)
     figures = []
     for cell in cells:
-        config = experiment.config(cell, check_model=False, check_paths=False)
+        config = experiment.config(cell)
         figures.append(device_memory(bench, config, cell.variant, tokenizer_vocab_size(experiment, config)).value)
     return None if not figures or None in figures else max(figures)
 

@@ -189,7 +189,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         systems.setdefault(label, []).append(cell)
     rows = []
     for label, members in systems.items():
-        config = experiment.config(members[0], check_model=False, check_paths=False)
+        config = experiment.config(members[0])
         _refuse_untrainable(experiment, members[0], config)
         examples = counter.training_examples(experiment, members[0], config)
         steps = _steps(config, examples)
@@ -202,7 +202,7 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
                          device_memory(bench, config, members[0].variant, vocab))
         plan.cell_hours.update(dict.fromkeys(row.cells, row.hours_per_cell))
         rows.append(row)
-    config = experiment.config(cells[0], check_model=False, check_paths=False)
+    config = experiment.config(cells[0])
     sentences = counter.sentences(experiment, cells[0], config)
     rate = parse_rate(config.parser, benchmarks.parses, plan.parse_workers)
     if _serves_data_trees(config.parser):  # the data's own trees: nothing is parsed, nothing to measure

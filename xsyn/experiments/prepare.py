@@ -1,7 +1,9 @@
 """`xsyn experiment prepare`: everything an experiment's cells read, made ready once, where the network is.
 
 On many clusters the compute nodes are offline, and a GPU that waits for a parser is wasted. `prepare` runs
-on a login node or as one CPU job (`--launcher slurm`) and, for every cell of the grid:
+on a login node or as one CPU job (`--launcher slurm`). It first prints, per data unit, the readiness table of its
+languages (`xsyn.run.readiness`: each one's data source, its parser and the parser's models, what is missing and
+the fix), also written to `readiness.md` in the runs folder; then, for every cell of the grid:
 
 - loads each model's tokenizer and configuration and downloads its weights into the hub cache (a local
   folder or the `tiny` preset needs none);
@@ -31,23 +33,27 @@ from typing import Any
 
 from huggingface_hub import HfApi, snapshot_download, try_to_load_from_cache
 
+from xsyn.data.loading import default_data_dir
 from xsyn.data.pairs import pair_axes
 from xsyn.experiments.cells import ensure_synth_vocab
 from xsyn.experiments.experiment_file import Cell, Experiment, ExperimentError, Overrides, load_experiment
 from xsyn.models.names import MODEL_CONFIG, TINY
 from xsyn.run.checks import check_model
-from xsyn.run.task_data import dev_holdout, load_task_data, make_parser
-from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness, support_of
+from xsyn.run.readiness import readiness_markdown, readiness_text, run_needs
+from xsyn.run.resources import readiness_of
+from xsyn.run.task_data import dev_holdout, load_task_data, make_parsers
+from xsyn.syntax.parsing.base import OTHER_PARSE_SOURCES, Readiness
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.utils.errors import XsynError
-from xsyn.utils.io import atomic_write_json, saved_json_object
+from xsyn.utils.io import atomic_write_json, atomic_write_text, saved_json_object
 
 PREPARED_FILE = "prepared.json"  # under runs_dir: the manifest of the last `experiment prepare`
+READINESS_FILE = "readiness.md"  # under runs_dir: the last `prepare`'s readiness table of each data unit
 # The settings a cell's data (examples, parses, features) depends on; a seed, a variant or a learning rate
 # does not change them, so the cells that agree on these share one data unit.
-DATA_SETTINGS = ("data_dir", "cache_dir", "parser", "parser_model_dir", "parser_download", "tokenizer", "max_length",
-                 "doc_stride", "max_query_length", "train_lang", "max_train_examples", "max_eval_examples",
-                 "dev_fraction", "dev_seed", "skip_bad_rows")
+DATA_SETTINGS = ("data_dir", "cache_dir", "parser", "parsers", "parser_model_dir", "parser_download", "tokenizer",
+                 "max_length", "doc_stride", "max_query_length", "train_lang", "max_train_examples",
+                 "max_eval_examples", "dev_fraction", "dev_seed", "skip_bad_rows")
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # either is a model's weights in the hub cache
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -69,7 +75,7 @@ class DataUnit:
 
 def unit_key(experiment: Experiment, cell: Cell, config=None) -> str:
     """What identifies a cell's data: its task's card, its model and its `DATA_SETTINGS`."""
-    config = config or experiment.config(cell, check_model=False, check_paths=False)
+    config = config or experiment.config(cell)
     settings = {name: getattr(config, name, None) for name in DATA_SETTINGS}
     blob = json.dumps([experiment.cards[cell.task].stamp, cell.model, settings], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -79,7 +85,7 @@ def data_units(experiment: Experiment, cells: list[Cell] | None = None) -> list[
     """The data units of the cells (default: all), in the cells' order."""
     units: dict[str, DataUnit] = {}
     for cell in experiment.cells if cells is None else cells:
-        config = experiment.config(cell, check_model=False, check_paths=False)
+        config = experiment.config(cell)
         key = unit_key(experiment, cell, config)
         units.setdefault(key, DataUnit(key, cell.task, cell.model, config.parser)).cells.append(cell)
     return list(units.values())
@@ -103,10 +109,13 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     """Make every input of the experiment's cells ready (see the module); each unit and model as it is done
     is recorded in the manifest (`PREPARED_FILE`), which is returned. A unit that fails is recorded with its
     error and the others go on."""
-    require_parseable(experiment)  # a language no download makes parseable: named before anything is read
     units = data_units(experiment)
+    readiness, page = readiness_tables(experiment, units, echo)  # each language's data and parser, before any read
+    require_parseable(experiment)  # a language no download makes parseable: named before anything is read
+    atomic_write_text(experiment.runs_dir / READINESS_FILE, page)  # (a refused experiment writes nothing)
     manifest: dict[str, Any] = {"source": experiment.source, "command": prepare_command(experiment),
-                                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {}}
+                                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "models": {}, "units": {},
+                                "readiness": readiness}
     for model in dict.fromkeys(unit.model for unit in units):
         manifest["models"][model] = _fetch_model(model, echo)
         _save(experiment, manifest)
@@ -127,6 +136,24 @@ def prepare(experiment: Experiment, workers: int | None = None, echo: Callable[[
     manifest["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     _save(experiment, manifest)
     return manifest
+
+
+def readiness_tables(experiment: Experiment, units: list[DataUnit], echo: Callable[[str], None] = print
+                     ) -> tuple[dict[str, dict[str, Any]], str]:
+    """The readiness table of each data unit (`xsyn.run.readiness`: what its cells read of each language, its data
+    source and its parser), echoed: by unit key, as `prepared.json` records them, and as the markdown page of
+    `READINESS_FILE`."""
+    tables, pages = {}, [f"# Readiness of {experiment.source}", ""]
+    for unit in units:
+        config = experiment.config(unit.cells[0])
+        evaluation = experiment.evaluation_of(unit.task)
+        rows = readiness_of(config, run_needs(config.card, config.train_lang, evaluation.splits, evaluation.langs))
+        title = (f"{unit.label}: what its {len(unit.cells)} cells read of each language, before anything is read "
+                 f"(data folder {config.data_dir or default_data_dir(config.card)})")
+        echo(readiness_text(title + ":", rows))
+        pages += [readiness_markdown(title, rows), ""]
+        tables[unit.key] = {"title": title, "rows": [row.as_dict() for row in rows]}
+    return tables, "\n".join(pages)
 
 
 def _save(experiment: Experiment, manifest: dict[str, Any]) -> None:
@@ -163,14 +190,13 @@ def model_cached(model: str) -> bool:
 def _prepare_unit(experiment: Experiment, unit: DataUnit, workers: int | None, progress: bool) -> dict[str, Any]:
     """Read, parse and featurise every split and language a unit's cells read, as the cells' own training and
     evaluation read them; the counts."""
-    config = experiment.config(unit.cells[0], check_model=False)
+    config = experiment.config(unit.cells[0])
     if workers:
         config = replace(config, parse_workers=workers)
     ensure_synth_vocab(experiment, config)
     card, evaluation = config.card, experiment.evaluation_of(unit.task)
-    tokenizer = check_model(config.model, config.tokenizer)
-    parser, holdout = make_parser(config), dev_holdout(card, config)
-    options = {"parser": parser, "holdout": holdout, "progress": progress}
+    tokenizer, _ = check_model(config.model, config.tokenizer, config.tiny_family)
+    options = {"parsers": make_parsers(config), "holdout": dev_holdout(card, config), "progress": progress}
     same = {segment: config.train_lang for segment in card.segments}
     train, names = load_task_data(card, config, tokenizer, "train", same, limit=config.max_train_examples, **options)
     loads = [train, load_task_data(card, config, tokenizer, "validation", same, names=names,
@@ -208,13 +234,14 @@ def require_parseable(experiment: Experiment) -> None:
     for cell in experiment.cells:
         if cell.name in experiment.cell_needs:  # (its parser's model is not there: `require_inputs` says so)
             continue
-        config = experiment.config(cell, check_model=False)
-        key = (config.parser, *(getattr(config, option.setting) for option in PARSER_OPTIONS))
+        config = experiment.config(cell)
+        key = (config.parser, *sorted(config.parsers.items()),
+               *(getattr(config, option.setting) for option in PARSER_OPTIONS))
         _, tasks = groups.setdefault(key, (config, {}))
         for lang in (config.train_lang, *experiment.evaluation_of(cell.task).langs):
             tasks.setdefault(lang, set()).add(cell.task)
-    refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser}): {s.detail}"
-               for config, tasks in groups.values() for s in support_of(make_parser(config), list(tasks))
+    refused = [f"  {s.lang} ({', '.join(sorted(tasks[s.lang]))}; parser {config.parser_of(s.lang)}): {s.detail}"
+               for config, tasks in groups.values() for s in make_parsers(config).support(list(tasks))
                if s.readiness is Readiness.UNSUPPORTED]
     if refused:
         raise ExperimentError(f"{experiment.path}: {len(refused)} language(s) cannot be parsed:\n" + "\n".join(refused)

@@ -47,13 +47,14 @@ _XSYN_TYPES = tuple(family.xsyn_type for family in FAMILIES.values())
 def build_model(model: str, variant: str, head: str | None, *,
                 tokenizer: PreTrainedTokenizerBase | str | Path | None = None, num_labels: int | None = None,
                 num_intents: int | None = None, num_slot_labels: int | None = None, tiny_family: str | None = None,
-                **syntax_overrides) -> PreTrainedModel:
+                base: PretrainedConfig | None = None, **syntax_overrides) -> PreTrainedModel:
     """A syntax variant of a checkpoint of an encoder family with BERT's layers (BERT, XLM-R, RoBERTa: see
     `xsyn.models.families`) with a task head (`head=None`: the bare encoder).
 
     `model` is `tiny`, a hub name (`bert-base-multilingual-cased`, `xlm-roberta-base`) or a local directory;
     `tokenizer` (an object, or a spec for `load_tokenizer`) sizes the `tiny` vocabulary and gives its family
-    (`tiny_family` chooses one). `syntax_overrides`
+    (`tiny_family` chooses one). `base`: the checkpoint's (or tiny's) configuration where a run has read it
+    already (`checkpoint_config`; its config.json is then not read again). `syntax_overrides`
     are `XsynBertConfig` fields (`syntax_layers` may be a count: the first n layers).
     """
     _check_head(head)
@@ -63,11 +64,12 @@ def build_model(model: str, variant: str, head: str | None, *,
         if value is not None:
             settings[name] = value
     if model == TINY:
-        if not isinstance(tokenizer, PreTrainedTokenizerBase):
-            tokenizer = load_tokenizer(tokenizer)
-        base = tiny_config(tokenizer, tiny_family)
+        if base is None:
+            if not isinstance(tokenizer, PreTrainedTokenizerBase):
+                tokenizer = load_tokenizer(tokenizer)
+            base = tiny_config(tokenizer, tiny_family)
     else:
-        base = checkpoint_config(model)
+        base = base or checkpoint_config(model)
         if isinstance(base, XsynBertConfig) and base.variant != variant:
             raise InputError(f"{model} is a saved xsyn model of variant {base.variant!r}, not {variant!r}; "
                              "load it with load_model, or start from the plain BERT checkpoint")
@@ -215,9 +217,9 @@ def checkpoint_config(model: str) -> PretrainedConfig:
     return config
 
 
-def parameter_count(model: str, tokenizer, tiny_family: str | None = None) -> int:
-    """The encoder's parameters, counted on a model built on the meta device (no memory, no weights read)."""
-    config = tiny_config(tokenizer, tiny_family) if model == TINY else checkpoint_config(model)
+def parameter_count(config: PretrainedConfig) -> int:
+    """The parameters of the encoder of `config` (a checkpoint's, `checkpoint_config`, or tiny's), counted on a model
+    built on the meta device (no memory, no weights read)."""
     with torch.device("meta"):
         encoder = AutoModel.from_config(config)
     return sum(p.numel() for p in encoder.parameters())

@@ -14,9 +14,10 @@ from xsyn.utils.errors import InputError, MissingInputError, first_line
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
-def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None = None
+def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None = None, config=None
                    ) -> PreTrainedTokenizerBase:
-    """A fast tokenizer from a `vocab.txt`, a directory, or a hub name (default: mBERT cased)."""
+    """A fast tokenizer from a `vocab.txt`, a directory, or a hub name (default: mBERT cased). `config`: the
+    model's configuration where it is read already (its config.json is then not read again)."""
     spec = DEFAULT_MODEL if spec is None else spec
     path = Path(spec)
     if path.is_file():  # a bare vocab.txt: read cased unless told otherwise (mBERT is cased)
@@ -25,8 +26,12 @@ def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None
     if path.is_dir():
         if any((path / name).is_file() for name in _TOKENIZER_FILES):
             options = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
-            _check_json_files(path)
-            return _fast(AutoTokenizer.from_pretrained(path, **options), spec)
+            try:
+                loaded = AutoTokenizer.from_pretrained(path, **options, **({"config": config} if config else {}))
+            except Exception:  # noqa: BLE001 - name the damaged file, where the library says a line and column or nothing
+                _check_json_files(path)
+                raise
+            return _fast(loaded, spec)
         if (path / "vocab.txt").is_file():
             return BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=bool(do_lower_case))
         raise MissingInputError(f"{path} holds no tokenizer: expected tokenizer.json, tokenizer_config.json "
@@ -36,7 +41,7 @@ def load_tokenizer(spec: str | Path | None = None, *, do_lower_case: bool | None
         do_lower_case = False
     options = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, **options)
+        tokenizer = AutoTokenizer.from_pretrained(name, **options, **({"config": config} if config else {}))
     except OSError as err:
         raise MissingInputError(f"cannot load the tokenizer {name!r}: it is neither a local file or directory nor "
                                 f"reachable on the Hugging Face hub (offline?); pass a vocab.txt or a tokenizer "
@@ -68,6 +73,8 @@ def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def model_tokenizer(model: str, tokenizer: str | None = None) -> PreTrainedTokenizerBase:
-    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's)."""
-    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model))
+def model_tokenizer(model: str, tokenizer: str | None = None, config=None) -> PreTrainedTokenizerBase:
+    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's); `config`,
+    the model's configuration read already, serves the model's own tokenizer."""
+    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model),
+                          config=config if tokenizer is None else None)

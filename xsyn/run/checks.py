@@ -1,42 +1,46 @@
-"""Every check of a run's inputs, made before its first expensive step.
+"""The checks of a run's inputs, each made before its first expensive step.
 
 Featurising, parsing and loading weights take seconds to minutes; a model that cannot be loaded
 offline, a missing language file, an output folder that cannot be written or a disk too small for a
-checkpoint must stop a command before that work, not after it. Each command has one preflight
-function (`preflight_finetune`, `preflight_evaluate`, `preflight_pretraining`, `preflight_output`), built
-from the same shared checks:
+checkpoint must stop a command before that work, not after it. A fine-tuning or an evaluation makes them
+in one place, in one order, as it resolves its resources (`xsyn.run.resources`); pre-training and
+`experiment prepare` call the ones they need:
 
-    check_parser       the parser parses every language, its models are there (or can be downloaded: the
-                       network is probed once)
-    check_model        the model's config.json (no weights) and the tokenizer load
-    check_data         every split x language (x language pair) to be read has local files or a hub source
-    check_writable     the output folder can be created and a file written in it
-    check_free_space   the folder's disk holds a checkpoint (estimated from the parameter count)
+    check_trackers        the trackers a run logs to are installed
+    check_model           the model's config.json (no weights) and the tokenizer load, and fit each other
+    check_model_settings  the run's model settings build on that architecture; --max-length (and its padding)
+                          within its positions
+    check_data            every split x language (x language pair) to be read has local files or a hub source
+    check_writable        the output folder can be created and a file written in it
+    check_free_space      the folder's disk holds a checkpoint (estimated from the parameter count)
 
 Each raises the `XsynError` the later step would have raised, naming the model, file or folder and the fix.
-(The settings' own checks against the model's configuration, `--max-length` within its positions, are made
-when the settings are resolved: `xsyn.run.settings.check_lengths`.)
 """
 
 from __future__ import annotations
 
 import errno
+import importlib.util
+import math
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from huggingface_hub.errors import StrictDataclassError
+
 from xsyn.data.cards import TaskCard
 from xsyn.data.loading import DataNotFoundError, check_available
 from xsyn.data.pairs import reads_pair_file
-from xsyn.models.factory import checkpoint_config, parameter_count
+from xsyn.models.configuration import XsynBertConfig
+from xsyn.models.factory import checkpoint_config, first_layers
 from xsyn.models.families import family_of, tokenizer_family
 from xsyn.models.names import MODEL_CONFIG, TINY
+from xsyn.models.presets import tiny_config
 from xsyn.models.tokenizers import model_tokenizer
-from xsyn.run.scope import default_split, evaluation_languages, held_out_split
-from xsyn.run.settings import RunConfig
-from xsyn.run.task_data import cache_root, make_parser
-from xsyn.syntax.parsing.base import require_languages
+from xsyn.models.variants.base import SyntaxConfigError
+from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.syntax.treebanks import locate
+from xsyn.training.device_rules import AUTO, FEW_SHAPES
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
 from xsyn.utils.network import offline_unless_reachable
@@ -46,14 +50,66 @@ from xsyn.utils.network import offline_unless_reachable
 CHECKPOINT_BYTES_PER_PARAMETER = 28
 
 
-def check_model(model: str, tokenizer: str | None):
-    """The run's tokenizer (returned, for the run to use), and the model's configuration read: an offline
-    hub name, a folder without config.json, a family xsyn does not lift or a tokenizer that does not fit
-    the model fails here, in seconds."""
-    loaded = model_tokenizer(model, tokenizer)
-    if model != TINY:
-        check_tokenizer_fits(loaded, tokenizer or model, checkpoint_config(model), model)
-    return loaded
+def check_model(model: str, tokenizer: str | None, tiny_family: str | None = None):
+    """The run's tokenizer and the checkpoint's configuration (its config.json read once, no weights; for `tiny`
+    its preset), for the run to use: an offline hub name, a folder without config.json, a family xsyn does not
+    lift or a tokenizer that does not fit the model fails here, in seconds."""
+    if model == TINY:
+        loaded = model_tokenizer(model, tokenizer)
+        return loaded, tiny_config(loaded, tiny_family)
+    base = checkpoint_config(model)
+    loaded = model_tokenizer(model, tokenizer, base)
+    check_tokenizer_fits(loaded, tokenizer or model, base, model)
+    return loaded, base
+
+
+def check_model_settings(config: RunConfig, base) -> XsynBertConfig:
+    """The run's model configuration: the checkpoint's architecture (`base`, `check_model`) with the run's model
+    settings, each rule of the variant's and BERT's fields checked, and --max-length within its positions."""
+    settings = {**config.model_settings, "variant": config.variant}
+    try:
+        model = XsynBertConfig.from_bert_config(base, **first_layers(settings, base.num_hidden_layers))
+    except SyntaxConfigError as err:
+        raise ConfigError(f"model settings for {config.model}: {err}") from None
+    except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
+        raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
+    check_lengths(config, model, base)
+    return model
+
+
+def check_lengths(config: RunConfig, model, base) -> None:
+    """--max-length, and the batch length --pad-to-multiple-of pads it up to, within the positions of the model
+    (`model`: its configuration; `base`: the checkpoint's): beyond them the first forward pass fails."""
+    positions, where = input_positions(config, model, base)
+    if config.max_length > positions:
+        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
+                          f"{config.model} has ({where}): choose --max-length {positions} or less")
+    given = config.pad_to_multiple_of  # auto: checked as the largest it becomes (a GPU's)
+    multiple = FEW_SHAPES[0] if given == AUTO else given
+    padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
+    if padded > positions:
+        fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
+        said = f"auto (on a GPU: {multiple})" if given == AUTO else multiple
+        raise ConfigError(f"--pad-to-multiple-of {said}: a batch of --max-length {config.max_length} pieces is "
+                          f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
+                          f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
+                          f"{positions} such as {math.gcd(positions, 64)}")
+
+
+def input_positions(config: RunConfig, model, base) -> tuple[int, str]:
+    """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
+    less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
+    positions, where = model.max_position_embeddings, "max_position_embeddings"
+    if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
+        return positions, where
+    try:
+        padded_positions = family_of(base.model_type).padded_positions
+    except InputError:  # not a family xsyn lifts: loading the model says so
+        return positions, where
+    if not padded_positions:
+        return positions, where
+    offset = (base.pad_token_id or 0) + 1
+    return positions - offset, f"max_position_embeddings {positions}, less {offset}: its positions start after padding"
 
 
 def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> None:
@@ -73,14 +129,6 @@ def check_tokenizer_fits(tokenizer, tokenizer_name: str, config, model: str) -> 
     if padding is not None and tokenizer.pad_token_id is not None and tokenizer.pad_token_id != padding:
         raise InputError(f"the tokenizer {tokenizer_name} pads with id {tokenizer.pad_token_id}, the model "
                          f"{model_file} with id {padding} (pad_token_id): they do not fit; {fix}")
-
-
-def check_parser(config: RunConfig, langs: Sequence[str]) -> None:
-    """The run's parser can parse `langs`: a parser that needs models finds them there (or can download them),
-    and a language it has no models for at all is named, with what works instead, before the data is read
-    and parsed. Whether the network is there is decided here, once."""
-    online = not offline_unless_reachable()  # (decided here for the model and data checks that follow too)
-    require_languages(make_parser(config), langs, online)
 
 
 def check_free_space(folder: str | Path, needed: int, option: str) -> None:
@@ -106,40 +154,10 @@ def check_data(card: TaskCard, split: str, combinations: Sequence[Mapping[str, s
     return missing
 
 
-def preflight_finetune(config: RunConfig):
-    """Everything `finetune` reads and writes, checked before loading data; returns the tokenizer."""
-    check_parser(config, [config.train_lang])  # first: no network decided once, and the parser's models
-    tokenizer = check_model(config.model, config.tokenizer)
-    card = config.card
-    held_out = "validation" not in card.splits and card.dev_fraction is not None
-    splits = ["train"] if held_out else ["train", "validation"]
-    same_language = {segment: config.train_lang for segment in card.segments}
-    for split in splits:
-        for _, err in check_data(card, split, [same_language], config.data_dir):
-            raise err
-    out = check_writable(config.resolved_output_dir(), "--output-dir")
-    check_writable(cache_root(config), "--cache-dir")
-    if config.pretrained_syntax is None:  # (a pre-trained module sets the shape; the estimate stays close)
-        needed = parameter_count(config.model, tokenizer, config.tiny_family) * CHECKPOINT_BYTES_PER_PARAMETER
-        check_free_space(out, needed, "--output-dir")
-    return tokenizer
-
-
-def preflight_evaluate(card: TaskCard, config: RunConfig, split: str, langs: Sequence[str], generalized: bool,
-                       out: Path, skip_missing: bool) -> None:
-    """Every language (and, with `generalized`, every language pair read from files of its own) has data,
-    and the output folder is writable: checked before the model is loaded. With `skip_missing` the
-    languages without data are left to be skipped (and listed) as before."""
-    check_evaluation_data(card, config, split, langs, generalized, None if skip_missing else (
-        "pass --langs to choose languages, or --skip-missing to evaluate those that have data"))
-    check_writable(out, "--output-dir")
-
-
 def check_evaluation_data(card: TaskCard, config: RunConfig, split: str, langs: Sequence[str], generalized: bool,
                           fix: str | None) -> None:
-    """The checks of `preflight_evaluate` that write nothing: the parser's models for `langs`, and every language
-    (and pair) has data in `split`; the error says `fix` (None: those without data are left to be skipped)."""
-    check_parser(config, langs)
+    """Every language of `langs` (and, with `generalized`, every language pair read from files of its own) has
+    data in `split`; the error says `fix` (None: those without data are left to be skipped)."""
     segments = card.segments
     combinations = [{segment: lang for segment in segments} for lang in langs]
     if generalized and len(segments) > 1:
@@ -151,20 +169,6 @@ def check_evaluation_data(card: TaskCard, config: RunConfig, split: str, langs: 
         names = ", ".join("-".join(dict.fromkeys(langs.values())) for langs, _ in missing)
         raise DataNotFoundError(f"{card.name} {split}: no data for {names} ({len(missing)} of {len(combinations)} "
                                 f"languages and pairs); {fix}. The first:\n{missing[0][1]}")
-
-
-def check_evaluation_after_training(config: RunConfig, langs: Sequence[str] | None) -> None:
-    """What `finetune --eval-langs/--do-eval` will evaluate after training, checked before it trains: the
-    languages are the task's, and each has data (and parser models) in the split it scores; a misspelt
-    language or a missing test file is named at once, not after the training. (A held-out dev set is made
-    by the training itself.)"""
-    card = config.card
-    split = default_split(card)
-    langs = evaluation_languages(config, split, langs)
-    if not held_out_split(card, split):
-        check_evaluation_data(card, config, split, langs, False, (
-            "--eval-langs and --do-eval score this split after training: choose languages that have data, or leave "
-            "the option out and score the best checkpoint with `xsyn evaluate` (its --split, --skip-missing)"))
 
 
 def preflight_output(folder: str | Path, option: str, checkpoint_parameters: int = 0) -> Path:
@@ -184,3 +188,16 @@ def preflight_pretraining(settings) -> None:
         locate(spec, settings.treebank_dir).path(settings.train_split)
     check_model(settings.model, settings.tokenizer)
     check_writable(settings.output_dir, "--output-dir")
+
+
+_TRACKER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}  # as Accelerate checks
+
+
+def check_trackers(trackers: Sequence[str]) -> None:
+    """Accelerate drops a tracker whose package is missing without a word; a run that was asked to
+    log somewhere must not train unlogged."""
+    missing = [name for name in trackers
+               if not any(importlib.util.find_spec(p) for p in _TRACKER_PACKAGES.get(name, (name,)))]
+    if missing:
+        raise ConfigError(f"--tracker {' '.join(missing)}: not installed; pip install {' '.join(missing)} "
+                          "or leave the option out")

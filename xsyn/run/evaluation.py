@@ -42,16 +42,16 @@ from xsyn.data.pairs import pair_axes
 from xsyn.metrics import get_metric, primary_name
 from xsyn.metrics.bootstrap import bootstrap_sd
 from xsyn.models.factory import load_model
-from xsyn.models.tokenizers import load_tokenizer
-from xsyn.run.checks import preflight_evaluate
 from xsyn.run.evaluation_text import DROP_REASONS
 from xsyn.run.inference import decode_and_score, model_outputs, padding, prediction_figures
 from xsyn.run.paths import relative_paths_of_saved_run
 from xsyn.run.publish import write_model_card
-from xsyn.run.scope import default_split, evaluation_scope
+from xsyn.run.resources import RunResources, evaluation_resources
+from xsyn.run.scope import default_split
 from xsyn.run.settings import ConfigError, RunConfig, read_config_file
-from xsyn.run.task_data import LabelNames, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, load_task_data
 from xsyn.syntax.parsing import Parser
+from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, task_file
 from xsyn.training.precision import run_precision
 from xsyn.training.processes import wait_for_everyone
@@ -126,6 +126,8 @@ def run_config(checkpoint: Checkpoint, overrides: dict[str, Any] | None = None) 
     values = read_config_file(config_file) if config_file.is_file() else \
         {"task": checkpoint.task, "train_lang": checkpoint.train_lang or "en", **checkpoint.input_conventions}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if (overrides or {}).get("parser") is not None and (overrides or {}).get("parsers") is None:
+        values["parsers"] = {}  # a parser given now parses every language (the run's own per language, unless given)
     unreachable = relative_paths_of_saved_run({k: v for k, v in values.items() if k not in (overrides or {})
                                                or (overrides or {})[k] is None}, config_file)
     if unreachable:  # (a run saved before its paths were stored absolute, read from another folder)
@@ -180,16 +182,18 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
     config = run_config(checkpoint, {**(overrides or {}), "task": task if other_task else None})
     card = config.card
     split = split or default_split(card)
-    holdout, langs = evaluation_scope(checkpoint.run_dir, config, split, langs)
     named = f"{card.name}-{split}" if other_task else split  # another task's evaluation beside the run's own
     out = Path(output_dir) if output_dir else RunFolder(checkpoint.run_dir).eval_dir(named)
-    preflight_evaluate(card, config, split, langs, generalized, out, skip_missing)
-    evaluation = _Evaluation.start(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress,
+    resources = evaluation_resources(checkpoint.path, checkpoint.run_dir, config, split, langs, generalized, out,
+                                     skip_missing)
+    langs = resources.languages
+    evaluation = _Evaluation.start(checkpoint, resources, out, max_examples, skip_missing, progress,
                                    steps=len(langs) * (len(langs) if generalized else 1))
     results, missing = evaluation.languages(langs)
     pairs = evaluation.pairs(langs, results) if generalized else {}
     evaluation.bar.close()
     summary = _summary(config, card, split, langs, results, pairs, missing, checkpoint.run_dir, checkpoint.path)
+    summary["parsers"] = resources.parser_choices  # each language's parser (`parser`, or its own in `parsers`)
     summary["mixed_precision"] = evaluation.accelerator.mixed_precision  # as computed (`auto` resolved)
     if max_examples is not None:
         summary["max_eval_examples"] = max_examples
@@ -219,24 +223,24 @@ class _Evaluation:
     accelerator: Any
     tokenizer: Any
     model: Any
-    parser: Parser
+    parsers: LanguageParsers
     fingerprint: str
     bar: Any
     loaded: dict[str, list]  # language -> its parsed examples, reused by the pairs
 
     @classmethod
-    def start(cls, checkpoint: Checkpoint, config: RunConfig, split: str, out: Path, holdout: Any,
-              max_examples: int | None, skip_missing: bool, progress: bool, steps: int) -> _Evaluation:
-        """Load the model and tokenizer (under Accelerate) and the parser; the bar counts `steps`."""
+    def start(cls, checkpoint: Checkpoint, resources: RunResources, out: Path, max_examples: int | None,
+              skip_missing: bool, progress: bool, steps: int) -> _Evaluation:
+        """Load the model (under Accelerate), with the resources' tokenizer and parsers; the bar counts `steps`."""
+        config, scope = resources.config, resources.evaluation
         accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
-        tokenizer = load_tokenizer(checkpoint.path)
         model = accelerator.prepare(load_model(checkpoint.path))
-        parser = make_parser(config)
-        return cls(checkpoint, config, split, out, holdout, max_examples, skip_missing, progress, accelerator,
-                   tokenizer, model, parser,
-                   result_fingerprint(checkpoint.path, config, config.card, split, parser, max_examples),
-                   progress_bar(steps, 0, accelerator.is_main_process and progress, f"{config.card.name} {split}"),
-                   {})
+        fingerprint = result_fingerprint(checkpoint.path, config, config.card, scope.split, resources.parsers,
+                                         scope.langs, max_examples)
+        return cls(checkpoint, config, scope.split, out, scope.holdout, max_examples, skip_missing, progress,
+                   accelerator, resources.tokenizer, model, resources.parsers, fingerprint,
+                   progress_bar(steps, 0, accelerator.is_main_process and progress,
+                                f"{config.card.name} {scope.split}"), {})
 
     @property
     def main(self) -> bool:
@@ -318,7 +322,7 @@ class _Evaluation:
         try:
             data, _ = load_task_data(self.config.card, self.config, self.tokenizer, self.split, segment_langs,
                                      names=LabelNames(labels=self.checkpoint.labels, tags=self.checkpoint.tags),
-                                     parser=self.parser, distributed=self.accelerator, loaded=self.loaded,
+                                     parsers=self.parsers, distributed=self.accelerator, loaded=self.loaded,
                                      holdout=self.holdout, limit=self.max_examples, progress=self.progress)
         except DataNotFoundError as err:
             if self.skip_missing:
@@ -352,20 +356,28 @@ def _kept_result(saved: Path, fingerprint: str) -> dict[str, Any] | None:
     return cached if cached.get("fingerprint") == fingerprint else None
 
 
-def result_fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parser: Parser,
-                 max_examples: int | None) -> str:
+def result_fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, split: str, parsers: LanguageParsers,
+                       langs: Sequence[str], max_examples: int | None) -> str:
     """What decides a language's result: the weights, the task card (version and content: an edited card's
-    data sources, labels or metric), the data settings (the parser's version and settings too: a changed
-    CoNLL-U source or UDPipe model), the split, a cap on the examples."""
+    data sources, labels or metric), the data settings (each language's parser, its version and settings too: a
+    changed CoNLL-U source or UDPipe model), the split, a cap on the examples."""
     weights = checkpoint / "model.safetensors"
     stamp = f"{weights.stat().st_size}-{weights.stat().st_mtime_ns}" if weights.is_file() else str(checkpoint)
     settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "max_query_length", "parser",
                                                  "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
         settings["max_eval_examples"] = max_examples
-    parsing = [parser.name, parser.version, parser.cache_identity()]
+    if config.parsers:  # each language's own (absent otherwise: earlier evaluations' partial results stay valid)
+        settings["parsers"] = config.parsers
+        parsing: Any = {lang: _parsing(parsers[lang]) for lang in langs}
+    else:
+        parsing = _parsing(parsers[config.train_lang])
     return hashlib.sha256(json.dumps([stamp, card.stamp, settings, split, parsing],
                                      sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _parsing(parser: Parser) -> list[Any]:
+    return [parser.name, parser.version, parser.cache_identity()]
 
 
 # Why an example of the sources is not scored: results.json's `dropped_by_reason` keys, and what each means

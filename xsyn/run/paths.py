@@ -23,10 +23,17 @@ def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
     for name in LOCAL_OR_HUB:
         if isinstance(values.get(name), str) and Path(values[name]).expanduser().exists():
             values[name] = str(Path(values[name]).expanduser().absolute())
-    parser = _parser_path(values.get("parser"))
-    if parser is not None:
-        values["parser"] = f"{values['parser'].split(':', 1)[0]}:{Path(parser).expanduser().absolute()}"
+    if "parser" in values:
+        values["parser"] = _absolute_parser(values["parser"])
+    if isinstance(values.get("parsers"), dict):  # a parser per language
+        values["parsers"] = {lang: _absolute_parser(choice) for lang, choice in values["parsers"].items()}
     return values
+
+
+def _absolute_parser(choice: Any) -> Any:
+    """A parser choice whose path (`udpipe:MODEL`) is made absolute; any other value as it is."""
+    path = _parser_path(choice)
+    return choice if path is None else f"{choice.split(':', 1)[0]}:{Path(path).expanduser().absolute()}"
 
 
 def _parser_path(parser: Any) -> str | None:

@@ -43,10 +43,10 @@ from xsyn.models.tokenizers import load_tokenizer
 from xsyn.run.evaluation import locate_checkpoint, run_config
 from xsyn.run.inference import model_outputs, padding
 from xsyn.run.settings import RunConfig
-from xsyn.run.task_data import cache_root, feature_rows, make_parser, parse_workers
+from xsyn.run.task_data import cache_root, feature_rows, make_parsers, parse_workers
 from xsyn.syntax.cache import ParseCache
 from xsyn.syntax.parse import parse_segments
-from xsyn.syntax.parsing.base import ParserUnavailable, require_languages
+from xsyn.syntax.parsing.base import ParserUnavailable
 from xsyn.syntax.segment import Segment
 from xsyn.training.precision import run_precision
 from xsyn.trees.conventions import InputConventions
@@ -367,17 +367,17 @@ def _parser(config: RunConfig, source: str, examples: list[Example]
     with the first line that has it: before anything is parsed or the model loaded, the parser is
     asked about every language of `examples` (a language it has no models for, or whose models are
     not there)."""
-    parser = make_parser(config)
+    parsers = make_parsers(config)
     first = {}  # language -> the first line that has it
     for example in examples:
         for segment in example.segments:
             first.setdefault(segment.lang, example.id)
     try:
-        require_languages(parser, list(first))
+        parsers.require(list(first))
     except ParserUnavailable as err:
         lang = err.support[0].lang
         raise PredictInputError(f"{source}: line {first[lang]}: cannot parse language {lang!r} with parser "
-                                f"{config.parser!r}: {err}") from None
+                                f"{config.parser_of(lang)!r}: {err}") from None
     cache = ParseCache(cache_root(config) / "parses")
     total: dict[str, Any] = {}
 
@@ -389,11 +389,11 @@ def _parser(config: RunConfig, source: str, examples: list[Example]
                     by_lang.setdefault(segment.lang, []).append((example.id, segment))
         for lang, group in by_lang.items():
             try:
-                done = parse_segments([segment for _, segment in group], parser, cache,
+                done = parse_segments([segment for _, segment in group], parsers[lang], cache,
                                       workers=parse_workers(config))
             except XsynError as err:  # the parser's own error, given the line and language it met
                 raise PredictInputError(f"{source}: line {group[0][0]}: cannot parse language {lang!r} with "
-                                        f"parser {config.parser!r} ({len(group)} segments in this language, "
+                                        f"parser {config.parser_of(lang)!r} ({len(group)} segments in this language, "
                                         f"from line {group[0][0]} on): {err}") from None
             for name, value in done.as_dict().items():
                 total[name] = total.get(name, 0) + value

@@ -30,6 +30,7 @@ from xsyn.metrics import primary_name
 from xsyn.models.families import XSYN_BERT, family_of
 from xsyn.models.names import TINY
 from xsyn.models.variants import baseline_name, get_variant
+from xsyn.syntax.parsing.registry import resolve_parser_choice
 from xsyn.training.folder import RunFolder, task_file
 from xsyn.utils.errors import XsynError
 from xsyn.utils.io import atomic_write_text, saved_json_object
@@ -139,6 +140,9 @@ def _training_section(card: TaskCard, run: dict[str, Any], task_info: dict[str, 
             ("training data", f"{data} (train split" + (f", first {subset} examples)" if subset else ")")),
             ("seed", run.get("seed", "?")), ("best checkpoint at step", task_info.get("step", "?"))]
     rows += [(name, _portable(run[name])) for name in TRAINING_SETTINGS if run.get(name) is not None]
+    if run.get("parsers"):  # the languages that name their own parser (the others: `parser`)
+        rows.append(("parser per language", ", ".join(f"{lang}: {_parser_label(choice)}"
+                                                       for lang, choice in sorted(run["parsers"].items()))))
     if run.get("hyperparameter_source"):
         rows.append(("hyperparameters from", _portable(run["hyperparameter_source"])))
     rows.append(("xsyn version", __version__))
@@ -151,13 +155,16 @@ def _results_section(dev: dict[str, Any] | None, evaluations: list[dict[str, Any
         parts.append(f"Best dev score ({primary_name(dev['metric'])}, source language): **{dev['primary']:.2f}** "
                      f"at step {dev['step']}.")
     for result in evaluations:
-        rows = [(lang, f"{score:.2f}", result["n_examples"].get(lang, ""))
+        parsers = result.get("parsers") or {}
+        mixed = len(set(parsers.values())) > 1  # languages parsed by different parsers: each row names its own
+        rows = [(lang, f"{score:.2f}", result["n_examples"].get(lang, ""),
+                 *([_parser_label(parsers.get(lang, "?"))] if mixed else []))
                 for lang, score in result["per_language"].items()]
         if result.get("average") is not None:
-            rows.append(("average", f"{result['average']:.2f}", ""))
+            rows.append(("average", f"{result['average']:.2f}", "", *([""] if mixed else [])))
         parts.append(f"Zero-shot on {result.get('task', 'the task')}, {result['split']} split "
                      f"({result['primary']}):\n\n"
-                     + _table(rows, ("language", result["primary"], "examples")))
+                     + _table(rows, ("language", result["primary"], "examples", *(["parser"] if mixed else []))))
     if not evaluations:
         parts.append("Not evaluated yet: `xsyn evaluate --model-dir RUN` adds the table here.")
     return "\n\n".join(parts)
@@ -169,6 +176,14 @@ def _portable(value: Any) -> Any:
     if isinstance(value, str) and Path(value).is_absolute():
         return Path(value).name
     return value
+
+
+def _parser_label(choice: str) -> str:
+    """A parser choice as a card that travels names it: `udpipe:sw.udpipe`, no folder of this machine."""
+    try:
+        return f"`{resolve_parser_choice(choice).label}`"
+    except XsynError:
+        return f"`{choice}`"
 
 
 def _usage_section(card: TaskCard, checkpoint: Path) -> str:

@@ -1,6 +1,6 @@
 """What an evaluation scores: its split (`default_split`), its languages, and, for a task without a dev set of
 its own, the share of the training data its run held out (`evaluation_scope`). Decided before a model is loaded,
-and for `finetune --eval-langs/--do-eval` before it trains (`xsyn.run.checks.check_evaluation_after_training`)."""
+and for `finetune --eval-langs/--do-eval` before it trains (`xsyn.run.resources.finetune_resources`)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ fields where it is read, so a mistake names its file or option and key, even whe
 
 import json
 import logging
-import math
 import tomllib
 import typing
 from collections.abc import Collection, Iterable
@@ -17,11 +16,9 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub.errors import StrictDataclassError
-
 from xsyn.data.cards import TaskCard, load_card
-from xsyn.models.families import FAMILIES, family_of
-from xsyn.models.names import COMPILE_MODES, TINY, TINY_SHAPE
+from xsyn.models.families import FAMILIES
+from xsyn.models.names import COMPILE_MODES, TINY
 from xsyn.models.variants import (
     DEFAULT_VARIANT,
     PAPER,
@@ -44,14 +41,13 @@ from xsyn.syntax.parsing.registry import (
     ParserChoiceError,
     resolve_parser_choice,
 )
-from xsyn.training.device_rules import AUTO, FEW_SHAPES, check_length_setting
+from xsyn.training.device_rules import AUTO, check_length_setting
 from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
 from xsyn.trees.conventions import InputConventions
-from xsyn.utils.errors import InputError, MissingInputError
+from xsyn.utils.errors import MissingInputError
 from xsyn.utils.io import atomic_write_text, not_utf8_at
-from xsyn.utils.network import offline_unless_reachable
 from xsyn.utils.schema import (
     SchemaError,
     at_least,
@@ -133,6 +129,8 @@ class RunConfig(LoopSettings):
     eval_batch_size: int = count(64, "examples per prediction batch, over all processes")
     # parsing
     parser: str = setting("stanza", help="the trees: stanza, chain, conllu:PATH, udpipe:MODEL, spacy:PIPELINE, gold")
+    parsers: dict[str, str] = setting(default_factory=dict, help="a parser per language over --parser, e.g. "
+                                      "--set parsers.sw=udpipe:models/sw.udpipe (language: parser choice)")
     # the parser options (registry.PARSER_OPTIONS); each parser reads those it declares
     parser_model_dir: str | None = setting(None, help="the parser's models folder (Stanza: default its own)")
     parser_download: str = setting(DOWNLOAD.default, check=one_of(DOWNLOAD.choices), help="whether Stanza may download "
@@ -165,6 +163,14 @@ class RunConfig(LoopSettings):
         settings against); not a setting, so not saved."""
         return load_card(self.task_card or self.task)
 
+    def parser_of(self, lang: str) -> str:
+        """The parser choice that parses `lang`: its own (`parsers`), else the run's (`parser`)."""
+        return self.parsers.get(lang, self.parser)
+
+    def parser_choices(self, langs: Iterable[str]) -> dict[str, str]:
+        """Each language's parser choice: the plain mapping a table of a run's languages reads."""
+        return {lang: self.parser_of(lang) for lang in langs}
+
     def resolved_output_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.task}/{self.variant}-seed{self.seed}")
 
@@ -185,6 +191,7 @@ BOOKKEEPING_FIELDS = ("output_dir", "data_dir", "cache_dir", "num_proc", "eval_b
                       "checkpointing_steps",
                       "save_total_limit", "log_every",
                       "trackers", "hyperparameter_source", "hyperparameter_grid")
+PER_LANGUAGE_PARSER = "parsers."  # `--set parsers.LANG=CHOICE`: the parser of one language
 LIST_SETTINGS = {"trackers", "syntax_layers"}  # settings whose value is a list, not a search grid
 CARD_NOTES = ("selection", "source")  # what a card's hyperparameter section documents, beside its settings
 # Model fields a run sets itself (from the task's label sets, or the variant), never a setting.
@@ -287,6 +294,10 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, value = setting_pair(pair)
         key = RENAMED.get(key, key)
+        if key.startswith(PER_LANGUAGE_PARSER):  # parsers.sw=udpipe:sw.udpipe: one language's parser
+            lang = key.removeprefix(PER_LANGUAGE_PARSER)
+            out.setdefault("parsers", {}).update(_check_setting("parsers", {lang: value}, "--set", key))
+            continue
         value = _check_setting(key, value, "--set", key)
         if key in FIELD_NAMES:
             out[key] = value
@@ -433,18 +444,18 @@ def other_variants_settings(variant: str, names: Iterable[str]) -> dict[str, lis
     return {name: variants for name, variants in takers.items() if variants}
 
 
-def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any],
-            *, check_model: bool = True, check_paths: bool = True) -> RunConfig:
+def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[str, Any], flags: dict[str, Any]
+            ) -> RunConfig:
     """Merge, in order of precedence: RunConfig defaults, the card, the shape of the variant's pre-trained
     syntax module (`pretrained_syntax`), a config file (read by `read_config_file`, so checked),
     flags (each checked here).
 
     The variant is `variant`, else the config file's, else `DEFAULT_VARIANT`; the source language is the card's
     first training language (`card_defaults`) unless the file or a flag says. A config file of another task
-    is refused; what a run derives (its card section and grids) is never taken from a file. Everything that
-    can be checked without reading data is checked here, the model's configuration included (unless
-    `check_model` is off: listing an experiment's cells loads no model library; running one checks it), and the
-    files it names (unless `check_paths` is off: planning a run whose parser models are not downloaded yet).
+    is refused; what a run derives (its card section and grids) is never taken from a file. The settings are
+    checked against each other and the card here, reading no file (listing or planning an experiment resolves
+    every cell); what they name (the model, the parsers' models, the data, the folders) is checked when the run
+    is resolved into its resources (`xsyn.run.resources`), before anything expensive starts.
     """
     task = card.name  # `task` may be the card's file (--task PATH.toml)
     if file_values.get("task", task) != task:
@@ -467,6 +478,8 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
                 continue
             if key == MODEL_SETTINGS:
                 model.update(value)
+            elif key == "parsers":  # per language: a later layer names its languages, the others' stay
+                merged["parsers"] = {**merged.get("parsers", {}), **value}
             else:
                 merged[key] = value
     chosen = {*file_values, *flags, *file_values.get(MODEL_SETTINGS, {}), *flags.get(MODEL_SETTINGS, {})}
@@ -476,7 +489,7 @@ def resolve(task: str, variant: str | None, card: TaskCard, file_values: dict[st
     merged["hyperparameter_grid"] = {name: values for name, values in grid.items() if name not in chosen}
     config = construct(RunConfig, absolute_paths(merged), "settings", error=ConfigError)  # read from any folder
     config.card = card
-    _check(config, card, check_model, check_paths)
+    _check(config, card)
     for name, values in config.hyperparameter_grid.items():
         log.warning(f"{source} searches {name} over {values}; this run takes {values[0]} (choose another with "
                  f"--set {name}=VALUE)")
@@ -498,8 +511,8 @@ def _reproduced(merged: dict[str, Any], model: dict[str, Any], chosen: set[str],
         ")" if owner == variant else f"; its inputs: {owner}'s code)")
 
 
-def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_paths: bool = True) -> None:
-    """What the fields' own rules cannot see: the card, the files named, the model's configuration."""
+def _check(config: RunConfig, card: TaskCard) -> None:
+    """What the fields' own rules cannot see: the settings against each other and against the card."""
     if config.pretrained_syntax and config.model == TINY:
         own = RunFolder(config.pretrained_syntax).tiny_model
         if own.is_dir():
@@ -512,84 +525,32 @@ def _check(config: RunConfig, card: TaskCard, check_model: bool = True, check_pa
     if config.train_lang not in card.train_languages:
         raise ConfigError(f"--train-lang {config.train_lang!r}: task {card.name!r} has training data in "
                           f"{', '.join(card.train_languages)}")
-    try:
-        missing = resolve_parser_choice(config.parser).missing_path()
-    except ParserChoiceError as err:
-        raise ConfigError(f"{err} (--parser or --set parser=...)") from None
-    if missing and check_paths:
-        raise ConfigError(missing)
+    for name, choice in parser_settings(config).items():
+        try:
+            resolve_parser_choice(choice)
+        except ParserChoiceError as err:
+            raise ConfigError(f"{err} ({'--parser or --set parser=...' if name == 'parser' else f'--set {name}=...'})"
+                              ) from None
+    for lang in config.parsers:
+        if lang not in card.languages:
+            raise ConfigError(f"parsers.{lang}: task {card.name!r} has no language {lang!r} (its languages: "
+                              f"{', '.join(card.languages)}); correct the language, or drop --set parsers.{lang}")
     if config.dev_fraction is not None:
         if "validation" in card.splits:
             raise ConfigError(f"--dev-fraction: task {card.name!r} ships a validation split; the option is for "
                               "tasks without one (they hold that share of the training data out)")
-    model = model_config(config) if check_model else None
-    if model is not None:
-        check_lengths(config, model)
 
 
-def model_config(config: RunConfig) -> Any:
-    """The run's model configuration (an XsynBertConfig: the checkpoint's architecture with the run's model
-    settings), built to check it before any data is read; None where the checkpoint's config cannot be read
-    here (a hub model not downloaded: loading it will say so)."""
-    from xsyn.models.factory import first_layers
-
-    XsynBertConfig = _model_config_class()
-    if config.model == TINY:
-        from transformers import BertConfig
-
-        base = BertConfig(**TINY_SHAPE)
-    else:
-        from transformers import AutoConfig
-
-        if not Path(config.model).exists():  # a hub name: the first hub request of a run, so decided here
-            offline_unless_reachable()
-        try:
-            base = AutoConfig.from_pretrained(config.model)
-        except (OSError, ValueError):
-            return None
-    settings = {**config.model_settings, "variant": config.variant}
-    depth = settings.get("num_hidden_layers", getattr(base, "num_hidden_layers", 0))
-    try:
-        return XsynBertConfig.from_bert_config(base, **first_layers(settings, depth))
-    except SyntaxConfigError as err:
-        raise ConfigError(f"model settings for {config.model}: {err}") from None
-    except StrictDataclassError as err:  # the field types and `validate_*` rules of the config (and BERT's)
-        raise ConfigError(f"model settings for {config.model}: {err.__cause__ or err}") from None
+def parser_settings(config: RunConfig) -> dict[str, str]:
+    """Every parser choice of a run by the setting that makes it: `parser`, then each language's (`parsers.sw`)."""
+    return {"parser": config.parser, **{f"parsers.{lang}": choice for lang, choice in config.parsers.items()}}
 
 
-def check_lengths(config: RunConfig, model) -> None:
-    """--max-length, and the batch length --pad-to-multiple-of pads it up to, within the positions of the model
-    (`model`: its configuration, `settings.model_config`): beyond them the first forward pass fails."""
-    positions, where = input_positions(config, model)
-    if config.max_length > positions:
-        raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
-                          f"{config.model} has ({where}): choose --max-length {positions} or less")
-    given = config.pad_to_multiple_of  # auto: checked as the largest it becomes (a GPU's)
-    multiple = FEW_SHAPES[0] if given == AUTO else given
-    padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
-    if padded > positions:
-        fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
-        said = f"auto (on a GPU: {multiple})" if given == AUTO else multiple
-        raise ConfigError(f"--pad-to-multiple-of {said}: a batch of --max-length {config.max_length} pieces is "
-                          f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
-                          f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
-                          f"{positions} such as {math.gcd(positions, 64)}")
-
-
-def input_positions(config: RunConfig, model) -> tuple[int, str]:
-    """The pieces one input of the run's model may have, and where that number comes from: max_position_embeddings,
-    less the padding offset of a family whose positions count from the padding index + 1 (RoBERTa's 514: 512)."""
-    positions, where = model.max_position_embeddings, "max_position_embeddings"
-    if config.model == TINY:  # its table is sized for its family (presets.tiny_config)
-        return positions, where
-    from transformers import AutoConfig
-
-    base = AutoConfig.from_pretrained(config.model)
-    try:
-        padded_positions = family_of(base.model_type).padded_positions
-    except InputError:  # not a family xsyn lifts: loading the model says so
-        return positions, where
-    if not padded_positions:
-        return positions, where
-    offset = (base.pad_token_id or 0) + 1
-    return positions - offset, f"max_position_embeddings {positions}, less {offset}: its positions start after padding"
+def missing_parser_file(config: RunConfig) -> str | None:
+    """What is missing where a parser choice of the run names a file or folder that is not there (a UDPipe model, a
+    CoNLL-U source), with the setting where it is a language's own; None where all are there."""
+    for name, choice in parser_settings(config).items():
+        missing = resolve_parser_choice(choice).missing_path()
+        if missing:
+            return missing if name == "parser" else f"{missing} ({name})"
+    return None

@@ -34,8 +34,9 @@ from xsyn.data.loading import label_names, load_examples, tag_names
 from xsyn.data.pairs import load_pair_examples
 from xsyn.run.settings import RunConfig
 from xsyn.syntax.cache import default_cache_dir, shared_cache
-from xsyn.syntax.parse import default_workers, parse_segments
+from xsyn.syntax.parse import default_workers, parse_by_language
 from xsyn.syntax.parsing import Parser, build_parser
+from xsyn.syntax.parsing.languages import LanguageParsers
 from xsyn.syntax.parsing.registry import PARSER_OPTIONS
 from xsyn.training.processes import wait_for_everyone
 from xsyn.trees.conventions import InputConventions
@@ -84,10 +85,16 @@ def cache_root(config: RunConfig) -> Path:
     return Path(config.cache_dir) if config.cache_dir else default_cache_dir().parent
 
 
-def make_parser(config: RunConfig) -> Parser:
-    """The run's parser, given the run's parser options (those it declares: model folder, device, ...)."""
-    return build_parser(config.parser, **{option.setting: getattr(config, option.setting)
-                                          for option in PARSER_OPTIONS})
+def make_parser(config: RunConfig, choice: str | None = None) -> Parser:
+    """The parser of `choice` (default: the run's `parser`), given the run's parser options (those it declares:
+    model folder, device, ...)."""
+    return build_parser(choice or config.parser, **{option.setting: getattr(config, option.setting)
+                                                    for option in PARSER_OPTIONS})
+
+
+def make_parsers(config: RunConfig) -> LanguageParsers:
+    """The run's parser of each language (its `parsers`, over `parser`), each choice built once, at first use."""
+    return LanguageParsers(config.parser, config.parsers, lambda choice: make_parser(config, choice))
 
 
 def parse_workers(config: RunConfig) -> int:
@@ -110,7 +117,7 @@ def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None 
 
 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
-                   names: LabelNames | None = None, parser: Parser | None = None, distributed=None,
+                   names: LabelNames | None = None, parsers: LanguageParsers | None = None, distributed=None,
                    limit: int | None = None, loaded: dict[str, list[Example]] | None = None,
                    holdout: DevHoldout | None = None, progress: bool = False, warn_truncation: bool = False
                    ) -> tuple[TaskData, LabelNames]:
@@ -121,6 +128,7 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     `loaded` (language -> parsed examples of this split) is filled by single-language loads and
     reused by language pairs joined by id (generalized evaluation reads and parses nothing twice).
     `holdout` (see `dev_holdout`): the train and validation splits are both cut from the training data.
+    `parsers`: each language's parser (default: the run's, `make_parsers`); the report records which parsed it.
     `progress`: show the parsing's sentences/s and ETA (on the main process). `warn_truncation`: inputs cut to
     max_length are a warning (training's data), not only a status line.
     """
@@ -148,9 +156,10 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     names = names or LabelNames.for_task(card, examples)
     rank, world = (distributed.process_index, distributed.num_processes) if distributed else (0, 1)
     barrier = partial(wait_for_everyone, distributed) if distributed else None
-    parsed = parse_segments([s for e in examples for s in e.segments], parser or make_parser(config),
-                            shared_cache(cache_root(config) / "parses"), rank=rank, world_size=world,
-                            barrier=barrier, workers=parse_workers(config), progress=progress and rank == 0)
+    parsers = parsers or make_parsers(config)
+    parsed = parse_by_language([s for e in examples for s in e.segments], parsers.__getitem__,
+                               shared_cache(cache_root(config) / "parses"), rank=rank, world_size=world,
+                               barrier=barrier, workers=parse_workers(config), progress=progress and rank == 0)
 
     with distributed.main_process_first() if distributed else nullcontext():  # others reuse its cache
         features, feature_report = prepare_features(
@@ -158,8 +167,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
             max_query_length=config.max_query_length, labels=names.labels,
             tags=names.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc,
             conventions=InputConventions.of(config))
-    report = {"load": load_report, "parse": parsed.as_dict(), "features": feature_report.as_dict(),
-              "limit": limit}
+    report = {"load": load_report, "parse": parsed.as_dict(), "parsers": parsers.choices(langs.values()),
+              "features": feature_report.as_dict(), "limit": limit}
     if rank == 0:
         log.info(summary)
         log.info(f"parsing: {parsed}")

@@ -16,7 +16,6 @@ or during its first save) is started again by the same command.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import secrets
@@ -34,16 +33,15 @@ from xsyn import provenance
 from xsyn.data.features import sequence_lengths
 from xsyn.models.compiled import compile_model, compiled_graphs
 from xsyn.models.factory import build_model
-from xsyn.models.tokenizers import model_tokenizer
 from xsyn.models.variants import get_variant
-from xsyn.run.checks import preflight_finetune
 from xsyn.run.inference import batch_collate, decode_and_score, model_outputs, padding
 from xsyn.run.publish import write_model_card
+from xsyn.run.resources import RunResources, finetune_resources
 from xsyn.run.settings import ConfigError, RunConfig
-from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data, make_parser
+from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data
 from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
 from xsyn.training.device_rules import AUTO, resolve_adamw_kernel, resolve_length_budget
-from xsyn.training.driver import TrainState, check_micro_batches, train, warn_fewer_processes
+from xsyn.training.driver import TrainState, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
 from xsyn.training.loop import (
@@ -69,10 +67,6 @@ from xsyn.utils.io import (
 from xsyn.utils.progress import duration
 
 logger = logging.getLogger(__name__)
-
-
-def resolve_tokenizer(config: RunConfig):
-    return model_tokenizer(config.model, config.tokenizer)
 
 
 class TrainingBatches:
@@ -156,28 +150,30 @@ class FinetuneTask:
         _save_best(self.accelerator, self.model, self.tokenizer, self.folder, self.config, self.names, state, result)
 
 
-def finetune(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`).
-    The main process holds the run folder's writer lock throughout (the other ranks write nothing)."""
-    _check_trackers(config.trackers or [])
+def finetune(run: RunConfig | RunResources, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train, evaluating on the dev set at intervals; returns the run summary (`train_results.json`). `run`: the
+    run's resources (`finetune_resources`), or its settings, which are resolved into them here, checking every
+    input before any work. The main process holds the run folder's writer lock throughout (the other ranks write
+    nothing)."""
+    config = run.config if isinstance(run, RunResources) else run
     folder = RunFolder(config.resolved_output_dir())
-    finished = _finished_summary(folder, config) if resume else None
+    finished = finished_summary(folder, config) if resume else None
     if finished is not None:
         return finished
-    tokenizer = preflight_finetune(config)  # model, tokenizer, data files, output folder, disk: before any work
+    resources = run if isinstance(run, RunResources) else finetune_resources(config)
     with folder.writing():
-        return _finetune(config, resume, progress, tokenizer, folder)
+        return _finetune(resources, resume, progress)
 
 
-def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder: RunFolder) -> dict[str, Any]:
+def _finetune(resources: RunResources, resume: bool, progress: bool) -> dict[str, Any]:
 
     # -- setup -----------------------------------------------------------------------------------
-    config = with_run_precision(config, folder, resume)
+    folder, tokenizer, parsers = resources.folder, resources.tokenizer, resources.parsers
+    config = with_run_precision(resources.config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
     config = with_device_rules(config, folder, resume, accelerator.device.type)
     main = accelerator.is_main_process
-    check_micro_batches(config, accelerator.num_processes)
     warn_fewer_processes(accelerator.num_processes)
     if main:
         ensure_dir(folder.path)
@@ -185,19 +181,19 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
     set_seed(config.seed)
     card = config.card
     langs = {name: config.train_lang for name in card.segments}
-    parser = make_parser(config)
     holdout = dev_holdout(card, config, folder.data_report if resume else None)
-    train_data, names = load_task_data(card, config, tokenizer, "train", langs, parser=parser,
+    train_data, names = load_task_data(card, config, tokenizer, "train", langs, parsers=parsers,
                                        distributed=accelerator, limit=config.max_train_examples, holdout=holdout,
                                        progress=progress, warn_truncation=True)
-    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parser=parser,
+    dev, _ = load_task_data(card, config, tokenizer, "validation", langs, names=names, parsers=parsers,
                             distributed=accelerator, limit=config.max_eval_examples, holdout=holdout,
                             progress=progress, warn_truncation=True)
     if main:
         atomic_write_json(folder.data_report, {"train": train_data.report, "validation": dev.report})
     set_seed(config.seed)
-    task = FinetuneTask(config, accelerator, folder, build_run_model(config, card, tokenizer, names), tokenizer, names,
-                        train_data, dev)
+    task = FinetuneTask(config, accelerator, folder, build_run_model(config, card, tokenizer, names,
+                                                                     resources.base_config),
+                        tokenizer, names, train_data, dev)
     if config.trackers:
         accelerator.init_trackers(f"xsyn-{config.task}", config=flat(config.to_dict()),
                                   init_kwargs=_tracker_settings(config.trackers, folder, resume) if main else {})
@@ -214,6 +210,7 @@ def _finetune(config: RunConfig, resume: bool, progress: bool, tokenizer, folder
                "train_cpu_seconds": state.train_cpu_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
                "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
+               "parsers": parsers.choices([config.train_lang]),
                "mixed_precision": config.mixed_precision, "adamw_kernel": state.adamw_kernel,
                "pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths,
                "batch_lengths": list(task.batching.pad_to.ladder) or None, **_compile_summary(config),
@@ -268,7 +265,7 @@ def with_device_rules(config: RunConfig, folder: RunFolder, resume: bool, device
     return resolved
 
 
-def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
+def finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:
     """A finished run's summary, where `--resume` asks for no more steps than it trained: said, and nothing
     reloaded, featurised or rewritten. None where there is something to continue (a longer schedule given
     with --resume, or one an interrupted resume asked for)."""
@@ -283,11 +280,12 @@ def _finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | 
     return summary
 
 
-def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames):
-    """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say."""
+def build_run_model(config: RunConfig, card, tokenizer, names: LabelNames, base=None):
+    """The variant on the card's head, its pre-trained syntax module loaded, and frozen, as the settings say;
+    `base`: the checkpoint's configuration, read already (`RunResources.base_config`)."""
     model = build_model(config.model, config.variant, card.task_kind.head, tokenizer=tokenizer,
-                        tiny_family=config.tiny_family, **card.task_kind.head_settings(names.labels, names.tags),
-                        **config.model_settings)
+                        tiny_family=config.tiny_family, base=base,
+                        **card.task_kind.head_settings(names.labels, names.tags), **config.model_settings)
     variant = get_variant(config.variant)
     if config.pretrained_syntax:
         variant.load_pretrained(model, config.pretrained_syntax)
@@ -314,19 +312,6 @@ def _numeric_hint(config: RunConfig) -> str:
     if config.mixed_precision == "fp16":
         hint += "; or train in bf16 or full precision (--mixed-precision bf16|no)"
     return hint + ", and start the run again in a new --output-dir"
-
-
-_TRACKER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}  # as Accelerate checks
-
-
-def _check_trackers(trackers: list[str]) -> None:
-    """Accelerate drops a tracker whose package is missing without a word; a run that was asked to
-    log somewhere must not train unlogged."""
-    missing = [name for name in trackers
-               if not any(importlib.util.find_spec(p) for p in _TRACKER_PACKAGES.get(name, (name,)))]
-    if missing:
-        raise ConfigError(f"--tracker {' '.join(missing)}: not installed; pip install {' '.join(missing)} "
-                          "or leave the option out")
 
 
 def _tracker_settings(trackers: list[str], folder: RunFolder, resume: bool) -> dict[str, dict[str, str]]:

@@ -7,6 +7,14 @@ does, callable from Python with the same behaviour.
     outcome = finetune_evaluate_push(config, resume=resume, eval_langs=[])  # [] : every language of the task
     outcome["summary"]["best"], outcome["evaluation"]["per_language"]
 
+Before anything is read, `finetune` (and `evaluate_run`) log the readiness table of the run's languages (each one's
+data source and parser, what is missing and the fix: `xsyn.run.readiness`) at the NOTICE level; its rows, without
+running anything:
+
+    from xsyn.run.resources import readiness_of
+    from xsyn.run.readiness import finetune_needs
+    rows = readiness_of(config, finetune_needs(config.card, config.train_lang))  # [row.as_dict() for row in rows]
+
 Settings are merged as the command line merges them: the card's hyperparameters, then a settings file
 (`config_file`, or with `resume_dir` the run's own config.json), then the keyword settings, then `sets`
 (`KEY=VALUE`, model settings included).
@@ -21,9 +29,9 @@ from typing import Any
 
 from xsyn.data.cards import load_card
 from xsyn.models.variants import check_pretrained, option_settings
-from xsyn.run.checks import check_evaluation_after_training
 from xsyn.run.evaluation import evaluate_run, locate_checkpoint
 from xsyn.run.publish import check_hub_push, push_checkpoint
+from xsyn.run.resources import finetune_resources
 from xsyn.run.settings import (
     MODEL_SETTINGS,
     RunConfig,
@@ -34,7 +42,7 @@ from xsyn.run.settings import (
     read_config_file,
     resolve,
 )
-from xsyn.run.train import finetune
+from xsyn.run.train import finetune, finished_summary
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.errors import OptionError
 
@@ -116,12 +124,14 @@ def finetune_evaluate_push(config: RunConfig, resume: bool = False, overwrite: b
     before training starts). Returns {"summary", "evaluation" (None without eval_langs), "pushed" (the
     repository's URL, or None)}; every process runs it, the main one alone uploads. `on_trained` is given the
     summary as soon as training ends (the command line prints it before the evaluation starts)."""
-    if eval_langs is not None:  # a misspelt language or a missing test file named now, not after the training
-        check_evaluation_after_training(config, eval_langs)
     folder = RunFolder(config.resolved_output_dir())
+    finished = resume and finished_summary(folder, config) is not None  # (said by `finetune`; nothing reloaded)
+    # every input checked, and built once, before the folder is claimed: a misspelt --eval-langs language or a
+    # missing test file is named now, not after the training
+    run = config if finished else finetune_resources(config, eval_langs)
     folder.claim(resume, overwrite, continue_with or f"resume_dir={str(folder.path)!r}")
     token = check_hub_push(push_to_hub) if push_to_hub else None
-    outcome: dict[str, Any] = {"summary": finetune(config, resume=resume, progress=progress), "evaluation": None,
+    outcome: dict[str, Any] = {"summary": finetune(run, resume=resume, progress=progress), "evaluation": None,
                                "pushed": None}
     if on_trained is not None:
         on_trained(outcome["summary"])

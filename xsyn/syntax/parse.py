@@ -46,6 +46,10 @@ class ParseReport:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def __add__(self, other: ParseReport) -> ParseReport:
+        """Two reports of one call's parts (each language's parser: `parse_by_language`) as one."""
+        return ParseReport(**{name: value + getattr(other, name) for name, value in asdict(self).items()})
+
     def __str__(self) -> str:
         held = ", ".join(part for n, part in ((self.gold, f"{self.gold} with gold trees"),
                                               (self.attached, f"{self.attached} parsed before")) if n)
@@ -125,6 +129,23 @@ def parse_segments(segments: Sequence[Segment], parser: Parser, cache: ParseCach
         for seg in segs:
             seg.record = found[key]
     report.corrupt_cache_entries = cache.unreported_corrupt() if cache is not None else 0
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def parse_by_language(segments: Sequence[Segment], parser_of: Callable[[str], Parser], cache: ParseCache | None = None,
+                      **options) -> ParseReport:
+    """`parse_segments` with each language's own parser (`parser_of(lang)`, e.g. a `LanguageParsers`): the
+    segments of the languages one parser parses go to it together, and are cached keyed by it; one report for all.
+    (Every rank forms the same groups in the same order, so the ranks meet at each group's barrier together.)"""
+    start = time.perf_counter()
+    groups: dict[int, tuple[Parser, list[Segment]]] = {}
+    for seg in segments:
+        parser = parser_of(seg.lang)
+        groups.setdefault(id(parser), (parser, []))[1].append(seg)
+    report = ParseReport()
+    for parser, group in groups.values():
+        report += parse_segments(group, parser, cache, **options)
     report.seconds = time.perf_counter() - start
     return report
 

@@ -9,6 +9,7 @@ ETA 15m0s`.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -16,6 +17,11 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
+
+# The log level of what a command tells before its work, as information (the table of a run's languages, data and
+# parsers): shown by default, above the status lines of -v, hidden with warnings by -q.
+NOTICE = logging.INFO + 5
+logging.addLevelName(NOTICE, "NOTICE")
 
 # The libraries' own switches for their tqdm bars: datasets' (`map`, featurisation) and the hub's, which
 # transformers follows ("Writing model shards", downloads). Read when each library is imported.

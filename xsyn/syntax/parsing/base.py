@@ -71,12 +71,14 @@ class Readiness(StrEnum):
 @dataclass(frozen=True)
 class LanguageSupport:
     """One language as a parser can serve it: `detail` says what is there (the models) or what is wrong,
-    `fix` what to do where the language is not usable."""
+    `fix` what to do where the language is not usable, `models` names its models in a word or two, as a table
+    of a run's languages shows them (Stanza's folder for it, `zh-hans` for zh; a UDPipe model file)."""
 
     lang: str
     readiness: Readiness
     detail: str
     fix: str = ""
+    models: str = ""
 
     @property
     def usable(self) -> bool:

@@ -139,7 +139,8 @@ class SpacyParser:
         support = []
         for lang in langs:
             why = self._mismatch(lang)
-            support.append(LanguageSupport(lang, Readiness.READY, f"spaCy pipeline {self.pipeline}") if why is None
+            support.append(LanguageSupport(lang, Readiness.READY, f"spaCy pipeline {self.pipeline}",
+                                           models=str(self.pipeline)) if why is None
                            else LanguageSupport(lang, Readiness.MISSING, why))
         return support
 

@@ -16,6 +16,7 @@ read, and `zh` is found under `zh-hans`, the folder Stanza keeps it in.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,13 @@ def resolve_request(index: dict[str, Any], code: str, package: str, pretokenized
     """The load list Stanza builds for xsyn's request in language `code` (of the index, aliases followed):
     each processor with its model specifications and their dependencies, by Stanza's own code."""
     _, _, package_arg, processors = process_pipeline_parameters(code, None, package, PROCESSORS)
-    # (stanza.Pipeline adds mwt only to raw input: maybe_add_mwt=not tokenize_pretokenized)
-    load_list = maintain_processor_list(index, code, package_arg, processors, maybe_add_mwt=not pretokenized)
+    stanza_log = logging.getLogger("stanza")
+    level = stanza_log.level
+    stanza_log.setLevel(max(level, logging.ERROR))  # ("expects mwt, which has been added": what xsyn asks it to do)
+    try:  # (stanza.Pipeline adds mwt only to raw input: maybe_add_mwt=not tokenize_pretokenized)
+        load_list = maintain_processor_list(index, code, package_arg, processors, maybe_add_mwt=not pretokenized)
+    finally:
+        stanza_log.setLevel(level)
     return add_dependencies(index, code, load_list)
 
 
@@ -183,7 +189,10 @@ class StanzaParser:
         missing = [lang for lang, readiness, _ in found if readiness is Readiness.MISSING]
         fixes = {Readiness.MISSING: self._download_fix(missing, known=index is not None),
                  Readiness.UNSUPPORTED: UNSUPPORTED_FIX}
-        return [LanguageSupport(lang, readiness, detail, fixes.get(readiness, "")) for lang, readiness, detail in found]
+        folders = {lang: stanza_code(index, lang) or "" for lang in langs} if index is not None else {}
+        return [LanguageSupport(lang, readiness, detail, fixes.get(readiness, ""),
+                                folders.get(lang, "") if readiness is not Readiness.UNSUPPORTED else "")
+                for lang, readiness, detail in found]
 
     def _support(self, index: dict[str, Any], lang: str, fetch: bool, online: bool) -> tuple[str, Readiness, str]:
         code = stanza_code(index, lang)

@@ -124,7 +124,8 @@ class UDPipeParser:
         support = []
         for lang in langs:
             try:
-                support.append(LanguageSupport(lang, Readiness.READY, str(self.model_for(lang))))
+                model = self.model_for(lang)
+                support.append(LanguageSupport(lang, Readiness.READY, str(model), models=model.name))
             except ParserUnavailable as err:  # no model for it, or several: the folder is the fix, not a download
                 support.append(LanguageSupport(lang, Readiness.MISSING, str(err)))  # (its fix included)
         return support
