@@ -42,9 +42,10 @@ def test_report_analyses_from_the_console_script_with_a_lang2vec_script_ahead_on
     las = tmp_path / "las.txt"
     las.write_text("en 0.90\nde 0.85\nfr 0.83\nja 0.70\n", encoding="utf-8")
     out = tmp_path / "report"
-    run_xsyn("report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],
-             "--analysis", "family,typology,parser", "--parser-quality", str(las), "--permutations", "100",
-             "--resamples", "50", "--html", "--output-dir", str(out), cwd=tmp_path, PYTHONPATH=str(shadow))
+    proc = run_xsyn("report", *map(str, runs), *[a for b in baselines for a in ("--baseline", str(b))],
+                    "--analysis", "family,typology,parser", "--parser-quality", str(las), "--permutations", "100",
+                    "--resamples", "50", "--html", "--output-dir", str(out), cwd=tmp_path, PYTHONPATH=str(shadow))
+    assert proc.stdout.splitlines()[-1].endswith(f"; start with {out / 'report.html'}")  # the page, with --html
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## Where syntax helps" in markdown
     for analysis in ("family", "typology", "parser"):
@@ -61,6 +62,22 @@ def test_the_demo_shortened(tmp_path):
     # the cap reaches the demo's test evaluation too: 16 examples of each language and each of the 16 pairs
     assert set(results["n_examples"].values()) == {16} and len(results["pairs"]) == 4
     assert (tmp_path / "demo" / "report" / "report.md").is_file()
+    # label-balanced: 8 of each label in every language and pair, the same ids in each (the first 16 are 11:5)
+    examples = tmp_path / "demo" / "runs" / "gat-seed1111" / "eval-test" / "per_example"
+    rows = {file.stem: [json.loads(line) for line in file.read_text().splitlines()]
+            for file in examples.glob("*.jsonl")}
+    assert len(rows) == 4 + 16
+    for name, scored in rows.items():
+        assert sorted(row["reference"] for row in scored) == ["0"] * 8 + ["1"] * 8, name
+        assert [row["id"] for row in scored] == [row["id"] for row in rows["test-svo"]], name
+    # two steps show that the pipeline runs, not which variant transfers: said, with the chance level
+    said = " ".join(proc.stdout.split())
+    assert "Stopped at 2 of the" in said and "near chance (50.0 for 2 labels" in said
+    assert "not which variant transfers better" in said
+    # the model predicts one label everywhere: a `warning:` line, which `xsyn -q` (errors only) hides
+    evaluate = ("evaluate", "--model-dir", "demo/runs/gat-seed1111", "--langs", "svo", "--max-eval-examples", "8")
+    assert "warning: svo: the model predicted" in run_xsyn(*evaluate, "--output-dir", "e1", cwd=tmp_path).stderr
+    assert "warning" not in run_xsyn("-q", *evaluate, "--output-dir", "e2", cwd=tmp_path).stderr.lower()
 
 
 def test_pretrain_gat_then_parser_quality_beside_its_probe(tmp_path):

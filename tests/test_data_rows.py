@@ -96,3 +96,17 @@ def test_a_race_question_with_three_options_names_its_place(tmp_path):
     with pytest.raises(DataFormatError, match=rf"^{test}: questions\[1\]: 3 options, but the card's labels name 4 "
                                               r"\(A, B, C, D\).*never skipped"):
         load_examples("race", "en", "test", data_dir=data, skip_bad_rows=True)
+
+
+def test_a_capped_split_keeps_as_many_of_each_label_as_the_cap_allows_in_file_order():
+    from xsyn.data.example import Example, label_balanced
+
+    labels = ["1", "1", "0", "1", "1", "1", "0", "0"]
+    examples = [Example(id=str(i), segments=[], label=label) for i, label in enumerate(labels)]
+    # two of each label: "1" at 0 and 1, "0" at 2 and 6 (the first four are 3:1)
+    assert [e.id for e in label_balanced(examples, 4)] == ["0", "1", "2", "6"]
+    assert [e.id for e in label_balanced(examples, 5)] == ["0", "1", "2", "3", "6"]  # the first label first
+    assert [e.id for e in label_balanced(examples, 7)] == ["0", "1", "2", "3", "4", "6", "7"]
+    assert label_balanced(examples, 20) == examples
+    tagged = [Example(id=str(i), segments=[], tags=["O"]) for i in range(5)]  # no class label: the first N
+    assert label_balanced(tagged, 2) == tagged[:2]

@@ -140,6 +140,20 @@ def test_invocations_are_read_through_continuations_comments_and_redirections():
                                  ["finetune"], ["bench", "model", "--json"]]
 
 
+def test_a_documented_run_folder_named_for_a_seed_holds_a_run_of_that_seed():
+    """`--output-dir runs/x/gat-seed1` trains with seed 1: without --seed, a command trains with 1111."""
+    from xsyn.models.names import DEFAULT_SEED
+
+    wrong = []
+    for page in PAGES:
+        for args in (args for _, _, _, text in shell_blocks(page) for args in invocations(text)):
+            options = dict(zip(args, args[1:]))
+            named = re.search(r"seed(\d+)$", options.get("--output-dir", ""))
+            if args[:1] == ["finetune"] and named and int(options.get("--seed", DEFAULT_SEED)) != int(named[1]):
+                wrong.append(f"{page.relative_to(REPO)}: {' '.join(args)}")
+    assert not wrong, f"a folder named for one seed, trained with another: {wrong}"
+
+
 RUN_PAGES = [page for page in PAGES if any(mark == "run" for _, _, mark, _ in shell_blocks(page))]
 
 
@@ -213,3 +227,17 @@ def test_the_readme_is_a_front_page_whose_links_lead_into_the_docs():
     linked = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", readme)
     assert len(linked) >= 10 and all((REPO / path).is_file() for path in linked), linked
     assert (REPO / "docs" / "settings.md").is_file() and "mkdocs build --strict" in readme
+
+
+def test_the_readmes_test_command_says_how_long_it_takes_and_ends_in_its_result():
+    """The README's test command (CI's): its time is given, and pytest's summary lists failures and errors only
+    (with `-ra` some hundred SKIPPED lines, one per GPU, data or network test, came after the failures)."""
+    import tomllib
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    before = readme.split("<!-- ci: test -->")[0].rstrip().rsplit("\n\n", 1)[-1]
+    assert re.search(r"\d+ (?:to \d+ )?minutes", before), before
+    addopts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    command = next(text for _, _, mark, text in shell_blocks(REPO / "README.md") if mark == "ci: test")
+    reports = "".join(re.findall(r"(?:^|\s)-r(\w+)", f"{addopts.get('addopts', '')} {command}"))
+    assert reports and not set(reports) & set("saA"), f"pytest -r{reports} lists every skipped test in the summary"

@@ -98,9 +98,14 @@ _HARNESS = """<!doctype html><html><head><meta charset="utf-8"><title>harness</t
 const pages = %s, seen = {};
 pages.forEach(function (path) {
   const frame = document.createElement("iframe");
+  frame.style.width = "1280px";  // a laptop's window: the code blocks must show every command whole
+  frame.style.height = "800px";
   frame.onload = function () {
     const doc = frame.contentDocument;
-    seen[path] = {title: doc.title, headings: doc.querySelectorAll("article h1").length};
+    const clipped = Array.from(doc.querySelectorAll("pre > code")).filter(function (code) {
+      return code.scrollWidth > code.clientWidth + 1;
+    }).map(function (code) { return code.textContent.split("\n")[0].slice(0, 60); });
+    seen[path] = {title: doc.title, headings: doc.querySelectorAll("article h1").length, clipped: clipped};
     if (Object.keys(seen).length === pages.length) {
       document.getElementById("result").textContent = JSON.stringify(seen);
     }
@@ -134,6 +139,7 @@ def test_every_page_loads_in_chromium_without_a_console_message(site):
     assert len(seen) == len(pages) >= 14
     for path, page in seen.items():
         assert page["title"].endswith("xsyn") and page["headings"] == 1, (path, page)
+        assert page["clipped"] == [], f"{path}: code blocks cut off at 1280 px: {page['clipped']}"
     console = [line for line in loaded.stderr.splitlines() if "CONSOLE" in line]
     assert console == [], "console messages:\n" + "\n".join(console)
 
@@ -153,3 +159,16 @@ def test_the_built_pages_speak_in_user_words(site):
         hits += [f"{page.relative_to(site)}: ...{text[max(0, m.start() - 50):m.end() + 30]}..."
                  for m in PROCESS_WORDS.finditer(text)]
     assert not hits, "\n".join(hits)
+
+
+def test_every_page_wraps_its_command_blocks_rather_than_hiding_their_ends(site):
+    """At 1280 px the theme cut long commands off behind a scroll bar shown only on hover; the site's stylesheet
+    wraps them. (The Chromium test above measures that no block is cut off.)"""
+    pages = [p for p in site.rglob("*.html") if "<pre" in p.read_text(encoding="utf-8")]
+    assert len(pages) >= 5
+    for page in pages:
+        sheets = [link for link in _parsed(page).links if link.endswith(".css")]
+        assert any(link.endswith("stylesheets/extra.css") for link in sheets), (page, sheets)
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = re.search(r"\.md-typeset pre > code \{([^}]*)\}", css)
+    assert rule and "white-space: pre-wrap" in rule.group(1) and "overflow-wrap: anywhere" in rule.group(1)

@@ -34,3 +34,18 @@ def test_every_folder_the_examples_write_into_is_ignored_by_git():
                            cwd=REPO, capture_output=True, text=True)
     ignored = {line.split("/")[0] for line in check.stdout.splitlines()}
     assert ignored == folders, f"not ignored by .gitignore: {sorted(folders - ignored)}"
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git checkout")
+def test_the_run_blocks_write_nothing_but_ignored_files_into_the_checkout():
+    """The documented walk-throughs run in a checkout: a log, an input or an output they write (a redirection,
+    --output, --output-dir) beside the checkout's own files would show up as a change to commit."""
+    from test_docs_commands import PAGES, shell_blocks
+
+    written = {path for page in PAGES for _, _, mark, text in shell_blocks(page) if mark == "run"
+               for path in re.findall(r"(?:>|--output(?:-dir)?[ =])\s*([^\s;|&]+)", text)}
+    assert written, "no run block writes a file: the pattern no longer finds them"
+    check = subprocess.run(["git", "check-ignore", "--no-index", *sorted(written)], cwd=REPO, capture_output=True,
+                           text=True)
+    ignored = set(check.stdout.split())
+    assert ignored == written, f"not ignored by .gitignore: {sorted(written - ignored)}"

@@ -34,7 +34,8 @@ def test_caps_that_shaped_the_numbers_are_listed_per_experiment(tmp_path):
     markdown = markdown_of(tmp_path, [capped], [full])
     assert "**Not the full benchmark:** 1 of 1 experiment ran with caps" in markdown
     caps = markdown.split("**Caps**")[1].split("\n\n")[1].splitlines()
-    assert caps == ["- gat: scored on at most 64 examples per language or pair (--max-eval-examples)",
+    assert caps == ["- gat: scored on at most 64 examples per language or pair, label-balanced where they have class "
+                    "labels (--max-eval-examples)",
                     "- gat: training stopped at 40 steps (max_steps), not the card's 3 epochs",
                     "- gat: trained on at most 500 examples (max_train_examples)",
                     "- gat: no data for ko: skipped (--skip-missing)"]

@@ -209,7 +209,7 @@ def test_only_the_main_process_prints_warnings_and_status(monkeypatch):
     import warnings
 
     from xsyn.cli.main import configure_logging
-    from xsyn.utils.progress import NOTICE
+    from xsyn.utils.progress import NOTE
 
     logger = logging.getLogger("xsyn")
     level, filters = logger.level, list(warnings.filters)
@@ -220,7 +220,7 @@ def test_only_the_main_process_prints_warnings_and_status(monkeypatch):
         warnings.filters[:] = filters
         monkeypatch.setenv("RANK", "0")
         configure_logging(verbose=False, quiet=False)
-        assert logger.level == NOTICE and warnings.filters == filters  # (notices: a run's readiness table)
+        assert logger.level == NOTE and warnings.filters == filters  # (notes: the offline note, a run's readiness table)
         configure_logging(verbose=True, quiet=False)
         assert logger.level == logging.INFO
     finally:

@@ -3,7 +3,6 @@ the run works offline, failing at once on what the cache lacks, and saying so.""
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import time
@@ -12,6 +11,7 @@ import huggingface_hub.constants
 import pytest
 
 from xsyn.utils import network
+from xsyn.utils.progress import NOTE
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def undecided(monkeypatch):
 
 
 def test_no_network_is_found_once_and_switches_the_hub_libraries_offline(undecided, caplog):
-    with caplog.at_level(logging.WARNING, logger="xsyn"):
+    with caplog.at_level(NOTE, logger="xsyn"):  # a note: shown by default, hidden by a command's --quiet
         assert network.offline_unless_reachable() and network.offline_unless_reachable()
     assert undecided == [(("huggingface.co", 443), network.PROBE_SECONDS)]  # one probe per process
     assert caplog.text.count("no network: huggingface.co:443 cannot be reached") == 1

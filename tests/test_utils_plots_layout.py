@@ -49,3 +49,23 @@ def test_family_names_are_alike_in_size_and_slant(figures):
     assert len(names) == 3 and len({(t.get_fontsize(), t.get_rotation()) for t in names}) == 1
     assert names[0].get_fontsize() == ticks[0].get_fontsize()
     assert [line for line in figure.axes[0].lines if line.get_marker() == "_"] == []  # no sd known: no caps
+
+
+@pytest.mark.parametrize("logged", [[1], [1, 2], [20, 40, 60]])
+def test_a_short_runs_curves_mark_each_point_on_whole_steps_around_them(figures, logged):
+    """One or two logged steps (a quick look) are a readable curve: marked points, integer step ticks (not 1.2,
+    1.4), an axis wider than the points; the dev score too."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    records = [{"step": step, "loss": 0.7 - step / 1000, "lr": 1e-4} for step in logged]
+    records.append({"step": logged[-1], "dev_primary": 50.0})
+    plots.training_curves_png(records, title="a short run")
+    (figure,) = figures
+    FigureCanvasAgg(figure).draw()
+    for axes in figure.axes:
+        (line,) = axes.lines
+        assert line.get_marker() == "o" and len(line.get_xdata()) >= 1
+        low, high = axes.get_xlim()
+        assert low < logged[0] and logged[-1] < high
+        ticks = [tick for tick in axes.get_xticks() if low <= tick <= high]
+        assert ticks and all(float(tick).is_integer() for tick in ticks), ticks

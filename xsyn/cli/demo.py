@@ -6,7 +6,7 @@ import shlex
 
 import click
 
-from xsyn.cli.options import XsynCommand, interrupted
+from xsyn.cli.options import XsynCommand, interrupted, notes_off
 from xsyn.models.names import DEFAULT_SEED
 from xsyn.run.settings import parse_overrides
 from xsyn.training.folder import RunFolder
@@ -25,7 +25,7 @@ from xsyn.utils.progress import quiet_libraries
               "it, a demo of the same options is continued, one of other options refused).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="xsyn's cache folder: parses/ and features/ [default: OUTPUT_DIR/cache].")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--quiet", is_flag=True, help="No progress bars, no notes (warnings and errors still show).")
 def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...], overwrite_output_dir: bool,
          cache_dir: str | None, quiet: bool) -> None:
     """Generate the synthetic typology benchmark, train none and gat, evaluate, report.
@@ -35,6 +35,7 @@ def demo(output_dir: str, seed: int, max_steps: int | None, sets: tuple[str, ...
 
     if quiet:
         quiet_libraries()
+        notes_off()
     settings = {**parse_overrides(sets), **({"cache_dir": cache_dir} if cache_dir else {})}
     try:
         summary = run_demo(output_dir, seed, progress=not quiet, max_steps=max_steps, overwrite=overwrite_output_dir,

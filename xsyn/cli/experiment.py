@@ -12,7 +12,7 @@ from xsyn.cli.options import COUNT, FOLDER, XsynCommand, options
 from xsyn.experiments.bench_figures import default_bench_paths, read_benchmarks
 from xsyn.experiments.experiment_file import recipe_names
 from xsyn.experiments.last_run import load_with_overrides
-from xsyn.experiments.plan import DEVICES, given_examples, make_plan, plan_json, plan_lines
+from xsyn.experiments.plan import DEVICES, PLAN_GPUS, given_examples, make_plan, plan_json, plan_lines
 from xsyn.experiments.report import write_experiment_report
 from xsyn.experiments.status import SHORT_LIST, status_lines
 from xsyn.report import BootstrapSettings
@@ -181,15 +181,20 @@ def status_command(source, output_dir, model, max_steps, data_dir, sets, every_c
 @click.option("--examples", "given", multiple=True, metavar="TASK=N",
               help="Training examples of a task whose data is not here (repeatable).")
 @click.option("--parse-workers", type=COUNT, help="Parse worker processes [default: this machine's cores].")
+@click.option("--gpus", type=COUNT, default=PLAN_GPUS, show_default=True,
+              help="Also say how long the cells take on N GPUs at once, one cell each (as `experiment run --gpus N`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan_command(source, output_dir, model, max_steps, data_dir, sets, device, bench_paths, given, parse_workers,
-                 as_json) -> None:
+                 gpus, as_json) -> None:
     """What the experiment will cost before it runs: per task the cells, training examples and optimiser steps
-    per cell, hours per cell and in all, parse time per language, and checkpoint disk; each figure marked
-    measured, extrapolated, counted, given or unknown."""
+    per cell, hours per cell and in all (one GPU, and N at once), parse time per language, and checkpoint disk;
+    each figure marked measured, extrapolated, counted, given or unknown."""
     spec = _load(source, data_dir, model, max_steps, output_dir, sets)
     examples = given_examples(given, spec.tasks)
-    plan = make_plan(spec, device, read_benchmarks(bench_paths or default_bench_paths()), examples, parse_workers)
+    shipped = default_bench_paths()  # with --bench FILE, what a precision FILE lacks is derived by (ratios)
+    ratios = read_benchmarks([path for path in shipped if path.exists()]).steps if bench_paths else ()
+    plan = make_plan(spec, device, read_benchmarks(bench_paths or shipped), examples, parse_workers,
+                     ratios_from=ratios, gpus=gpus)
     click.echo(json.dumps(plan_json(plan), indent=2) if as_json else "\n".join(plan_lines(plan)))
 
 

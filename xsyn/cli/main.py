@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 
 import click
 
 from xsyn import __version__
 from xsyn.cli import bench, demo, experiment, predict, report, run, settings, syntax, tasks
+from xsyn.cli.options import set_loudness
 from xsyn.cli.pretrain import pretrain_command
 from xsyn.models.variants import pretraining_command
 from xsyn.utils.errors import XsynError
-from xsyn.utils.progress import NOTICE, quiet_library_bars_off_terminal
+from xsyn.utils.progress import NOTE, quiet_library_bars_off_terminal
 
 
 class _ClickHandler(logging.Handler):
@@ -28,8 +28,8 @@ class _ClickHandler(logging.Handler):
 
 
 def configure_logging(verbose: bool, quiet: bool) -> None:
-    """The `xsyn` logger on stderr: notices (a run's readiness table) and warnings by default, status lines too
-    with -v, errors only with -q."""
+    """The `xsyn` logger on stderr: notes and warnings by default, status lines too with -v, errors only with -q
+    (no warnings of the libraries either)."""
     logger = logging.getLogger("xsyn")
     for handler in [h for h in logger.handlers if isinstance(h, _ClickHandler)]:
         logger.removeHandler(handler)
@@ -39,9 +39,7 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
     # under a distributed launch only the main process (global rank 0) prints status and warnings: every
     # rank meets them alike, and N copies of each say nothing more; errors stay on every rank
     main_process = int(os.environ.get("RANK", "0")) == 0
-    logger.setLevel(logging.ERROR if quiet or not main_process else logging.INFO if verbose else NOTICE)
-    if not main_process:
-        warnings.simplefilter("ignore")  # the libraries' Python warnings too
+    set_loudness(logging.ERROR if quiet or not main_process else logging.INFO if verbose else NOTE)
 
 
 class XsynGroup(click.Group):
@@ -67,8 +65,8 @@ class XsynGroup(click.Group):
 @click.version_option(__version__, prog_name="xsyn")
 @click.option("-v", "--verbose", is_flag=True, help="Also show status lines (data loaded, parsed and featurised; "
               "each language's score).")
-@click.option("-q", "--quiet", is_flag=True, help="Show errors only, no warnings (progress bars are switched off "
-              "per command, with its own --quiet).")
+@click.option("-q", "--quiet", is_flag=True, help="Show errors only: no notes, no warnings (xsyn's or its libraries'); "
+              "progress bars are switched off per command, with its own --quiet.")
 def main(verbose: bool, quiet: bool) -> None:
     """xsyn: syntax in cross-lingual transfer.
 

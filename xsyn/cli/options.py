@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
@@ -22,6 +24,7 @@ from xsyn.syntax.parsing.registry import (
 )
 from xsyn.training.folder import RunFolder
 from xsyn.utils.errors import OptionError
+from xsyn.utils.progress import NOTE
 from xsyn.utils.schema import did_you_mean
 
 COUNT, FOLDER = click.IntRange(min=1), click.Path(file_okay=False)  # the commonest option types
@@ -76,6 +79,30 @@ CHECKPOINTING_STEPS = _CheckpointingSteps()
 LOUDNESS = {"-v": logging.INFO, "--verbose": logging.INFO, "-q": logging.ERROR}  # `xsyn`'s own options
 
 
+def set_loudness(level: int) -> None:
+    """What reaches stderr: the `xsyn` logger from `level` up; at errors only (`-q`), the libraries' warnings
+    too are off (Python warnings; transformers' and datasets' loggers, here and in the processes started)."""
+    logging.getLogger("xsyn").setLevel(level)
+    if level >= logging.ERROR:
+        warnings.simplefilter("ignore")
+        for name in ("TRANSFORMERS_VERBOSITY", "DATASETS_VERBOSITY"):  # read when each library is imported
+            os.environ.setdefault(name, "error")
+        for library in ("transformers", "datasets"):
+            if library in sys.modules:  # imported already
+                logging.getLogger(library).setLevel(logging.ERROR)
+
+
+def notes_off() -> None:
+    """A command's --quiet: no notes (`xsyn.utils.progress.NOTE`: working offline, ...) on the `xsyn` logger's
+    lines; warnings and errors show, and status lines where -v asks for them."""
+    for handler in logging.getLogger("xsyn").handlers:
+        handler.addFilter(_without_notes)
+
+
+def _without_notes(record: logging.LogRecord) -> bool:
+    return record.levelno != NOTE
+
+
 def take_loudness(args: list[str]) -> tuple[list[str], set[int]]:
     """`args` without `xsyn`'s -v/--verbose/-q (given after the command name), and the levels they ask for."""
     end = args.index("--") if "--" in args else len(args)
@@ -91,7 +118,7 @@ class XsynCommand(click.Command):
         if len(levels) > 1:
             raise click.UsageError("-v and -q contradict each other; give one")
         if levels and int(os.environ.get("RANK", "0")) == 0:  # (another rank stays at errors only)
-            logging.getLogger("xsyn").setLevel(levels.pop())
+            set_loudness(levels.pop())
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):

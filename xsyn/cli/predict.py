@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.options import XsynCommand, parser_options, parser_settings
+from xsyn.cli.options import XsynCommand, notes_off, parser_options, parser_settings
 from xsyn.utils.progress import quiet_libraries
 
 
@@ -30,7 +30,7 @@ from xsyn.utils.progress import quiet_libraries
               "eval_batch_size, 64].")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Parse and feature caches (default: $XSYN_CACHE or ~/.cache/xsyn).")
-@click.option("--quiet", is_flag=True, help="No progress bar or summary.")
+@click.option("--quiet", is_flag=True, help="No progress bar, notes or summary (warnings and errors still show).")
 def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cache_dir, quiet, **flags) -> None:
     """Predict on new text: labels and probabilities, entity spans, answers, or intents and slots.
 
@@ -43,6 +43,7 @@ def predict(model_dir, input_file, output, lang, parser, tokens, batch_size, cac
 
     if quiet:
         quiet_libraries()
+        notes_off()
     if output is not None:
         preflight_output(output.parent, "--output")  # before parsing and loading the model
     report: dict = {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xsyn.cli.options import CHECKPOINTING_STEPS, COUNT, FOLDER, WithVariantOptions, interrupted
+from xsyn.cli.options import CHECKPOINTING_STEPS, COUNT, FOLDER, WithVariantOptions, interrupted, notes_off
 from xsyn.models.names import DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import pretraining_option_settings
 from xsyn.pretraining.recipes import RECIPES, recipes_help
@@ -73,7 +73,7 @@ from xsyn.training.folder import RunFolder, is_main_process
 @click.option("--resume", is_flag=True, help="Continue from the run's last saved state (state/).")
 @click.option("--overwrite-output-dir", is_flag=True,
               help="Start afresh in an --output-dir that holds files (the run files in it are deleted first).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress bar, no notes (warnings and errors still show).")
 def pretrain_command(config_file, sets, recipe, resume, overwrite_output_dir, quiet, **flags) -> None:
     """Pre-train the GAT on treebanks' gold trees with structural-probe (and SEPREM) losses, then probe it.
 
@@ -86,6 +86,8 @@ def pretrain_command(config_file, sets, recipe, resume, overwrite_output_dir, qu
 
     for name in ("treebanks", "eval_treebanks", "objectives"):  # comma-separated
         flags[name] = [v.strip() for v in flags[name].split(",") if v.strip()] if flags[name] else None
+    if quiet:
+        notes_off()
     settings = pretrain_settings(recipe, config_file, sets, **flags)
     folder = RunFolder(settings.output_dir)
     try:

@@ -72,4 +72,5 @@ def report_command(run_dirs: tuple[Path, ...], baseline_dirs: tuple[Path, ...], 
         for analysis in report.analyses:
             click.echo(f"{analysis.name} · {analysis.experiment} · {analysis.system}: {analysis.finding}")
     written = write_report(report, output_dir, latex=latex, html=html)
-    click.echo(f"wrote {len(written)} files to {output_dir}; start with {output_dir / 'report.md'}")
+    start = output_dir / ("report.html" if html else "report.md")  # the page that holds the whole report
+    click.echo(f"wrote {len(written)} files to {output_dir}; start with {start}")

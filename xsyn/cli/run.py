@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from xsyn.cli.options import (
     XsynCommand,
     data_options,
     interrupted,
+    notes_off,
 )
 from xsyn.models.names import COMPILE_MODES, DEFAULT_MODEL, DEFAULT_SEED, TINY
 from xsyn.models.variants import DEFAULT_VARIANT, variant_names
@@ -23,6 +25,8 @@ from xsyn.run.evaluation_text import after_scores_lines, nothing_predicted_lines
 from xsyn.run.settings import MIXED_PRECISIONS, TRACKERS
 from xsyn.training.folder import RunFolder, is_main_process
 from xsyn.utils.progress import on_terminal, quiet_libraries
+
+logger = logging.getLogger("xsyn.cli")
 
 
 @click.command(cls=WithVariantOptions)
@@ -94,7 +98,7 @@ from xsyn.utils.progress import on_terminal, quiet_libraries
 @click.option("--push-to-hub", "push_to_hub", metavar="OWNER/NAME", default=None,
               help="Upload the best checkpoint and its model card to this Hugging Face model repository when "
               "training ends (checked before training starts: needs network and a token, `hf auth login`).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress bar, no notes (warnings and errors still show).")
 def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir, eval_langs, do_eval, push_to_hub,
              quiet, **flags) -> None:
     """Fine-tune on the source language with the task card's paper hyperparameters.
@@ -107,6 +111,8 @@ def finetune(task, variant, config_file, sets, resume_dir, overwrite_output_dir,
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
+    if quiet:
+        notes_off()
     config, resume = finetune_settings(task, variant, config_file, sets, resume_dir, **flags)
     folder = RunFolder(config.resolved_output_dir())
     resume_with = f"--resume {shlex.quote(str(folder.path))}"
@@ -142,7 +148,7 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
     """Each language's score (`scores_text`), and what the numbers rest on."""
     click.echo("\n".join([*split_lines(summary, split_chosen), scores_text(summary)]))
     for line in nothing_predicted_lines(summary):
-        click.echo(line, err=True)
+        logger.warning(line)  # (as every warning: `xsyn -q` hides it)
 
 
 @click.command(cls=XsynCommand)
@@ -155,7 +161,8 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 @click.option("--split", type=click.Choice(["validation", "test"]), default=None,
               help="The split to score [default: test; validation where the task's test split has no labels].")
 @click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
-              help="Score only the first N examples of each language (a quick look; results.json says so).")
+              help="Score at most N examples of each language or pair, as many of each label as N allows (a "
+                   "quick look; results.json says so).")
 @click.option("--generalized", is_flag=True, help="Also evaluate every ordered language pair.")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=None,
               help="Where the results go [default: <model-dir>/eval-<split>].")
@@ -163,7 +170,7 @@ def _echo_scores(summary: dict, split_chosen: bool) -> None:
 @click.option("--batch-size", "eval_batch_size", type=int, default=None,
               help="Examples per prediction batch, over all processes [default: the run's eval_batch_size, 64].")
 @data_options
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--quiet", is_flag=True, help="No progress bars, no notes (warnings and errors still show).")
 def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, output_dir, skip_missing, quiet,
              **overrides) -> None:
     """Zero-shot results per language; with --generalized, the language-pair matrix too."""
@@ -171,6 +178,8 @@ def evaluate(model_dir, task, langs, split, max_eval_examples, generalized, outp
 
     if quiet or not on_terminal(sys.stderr):  # off a terminal each redraw of their bars is a line
         quiet_libraries()
+    if quiet:
+        notes_off()
     summary = evaluate_run(model_dir, split=split, langs=langs.split(",") if langs else None,
                            generalized=generalized, output_dir=output_dir, overrides=overrides,
                            skip_missing=skip_missing, max_examples=max_eval_examples, progress=not quiet, task=task)

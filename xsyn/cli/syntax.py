@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from xsyn.cli.options import XsynCommand, parser_options, parser_settings
+from xsyn.cli.options import XsynCommand, notes_off, parser_options, parser_settings
 from xsyn.syntax.parsing import build_parser
 from xsyn.syntax.parsing.registry import resolve_parser_choice
 
@@ -34,7 +34,8 @@ from xsyn.syntax.parsing.registry import resolve_parser_choice
               help="Skip (and count) malformed sentences instead of stopping at the first one.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes that parse side by side [default: the cores; 1 for chain and for Stanza on a GPU].")
-@click.option("--quiet", is_flag=True, help="No progress (sentences/s and ETA) while parsing.")
+@click.option("--quiet", is_flag=True,
+              help="No progress (sentences/s and ETA) while parsing, no notes (warnings and errors still show).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: str, cache_dir: Path | None,
                   import_as: str, skip_invalid: bool, workers: int | None, quiet: bool, as_json: bool,
@@ -42,6 +43,8 @@ def parse_command(input_path: Path, fmt: str, lang: str, output: Path, parser: s
     """Parse (or convert) a file into syntax records and the parse cache, and report what it did."""
     from xsyn.syntax.inputs import parse_file
 
+    if quiet:
+        notes_off()
     chosen = build_parser(parser, **parser_settings(flags)) if fmt != "conllu" else None
     parsed = parse_file(input_path, fmt, lang, output, chosen, cache_dir, import_as, skip_invalid, workers,
                         progress=not quiet)

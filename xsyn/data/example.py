@@ -45,3 +45,19 @@ class Example:
 def has_gold(example: Example) -> bool:
     """Whether an example carries an annotation to score (a split released without labels does not)."""
     return example.label is not None or example.tags is not None or bool(example.answers)
+
+
+def label_balanced(examples: list[Example], limit: int) -> list[Example]:
+    """At most `limit` examples, as many of each class label as `limit` allows (the labels in turn, each label's
+    examples in file order; the result in file order), so that a capped split keeps every class: the first N
+    of a test set can be 11:5. Examples without a class label each (tags, answers, scores) are cut to the first N."""
+    if limit >= len(examples) or not all(isinstance(e.label, str) for e in examples):
+        return examples[:limit]
+    by_label: dict[str, list[int]] = {}
+    for index, example in enumerate(examples):
+        by_label.setdefault(example.label, []).append(index)  # type: ignore[arg-type]
+    queues, chosen = [iter(indices) for indices in by_label.values()], []
+    while len(chosen) < limit:
+        turn = [index for index in (next(queue, None) for queue in queues) if index is not None]
+        chosen += turn[:limit - len(chosen)]
+    return [examples[index] for index in sorted(chosen)]

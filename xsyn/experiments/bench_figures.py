@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,8 @@ class StepBench:
     date: str
     rows: dict[str, dict[str, dict[str, Any]]]  # dtype -> variant -> row
     shape: dict[str, Any]  # the benchmarked model's config
+    derived: dict[str, str] = field(default_factory=dict)  # dtype -> how its rows were derived (not measured here)
+    caveats: tuple[str, ...] = ()  # what the file says of how its figures were taken (its `caveats`)
 
 
 @dataclass(frozen=True)
@@ -134,21 +136,78 @@ def read_benchmarks(paths: Sequence[Path]) -> Benchmarks:
 
 
 def _step_bench(file: Path, data: dict[str, Any]) -> list[StepBench]:
-    """The step times of `scripts/gpu_benchmarks.py` output (`steps.bench_model`), at the shape it benchmarks."""
-    rows = (data.get("steps") or {}).get("bench_model") or {}
+    """The step times of `scripts/gpu_benchmarks.py` output at the shape it benchmarks: `steps.bench_model`, else
+    the eager rows of `steps.compile_modes` (`scripts/gpu_compile.py`, in a file of that step alone)."""
+    steps = data.get("steps") or {}
     environment = data.get("environment") or {}
-    if rows.get("status") != "ok" or data.get("quick") is not False:
-        return []  # a failed run, or the --quick toy shape: nothing a real cell runs at
-    device = str(environment.get("device_name") or environment.get("device") or "")
-    dtypes = {dtype: variants for dtype, variants in rows.items() if dtype in PRECISION_DTYPES.values()}
+    if data.get("quick") is not False:
+        return []  # the --quick toy shape: nothing a real cell runs at
+    rows, where = steps.get("bench_model") or {}, "steps.bench_model"
+    if rows.get("status") == "ok":
+        dtypes = {dtype: variants for dtype, variants in rows.items() if dtype in PRECISION_DTYPES.values()}
+    else:
+        dtypes, where = _eager_rows(steps.get("compile_modes") or {}), "steps.compile_modes"
+    if not dtypes:
+        return []  # a failed run, or a file of other benchmarks
     for dtype, variants in dtypes.items():
         for variant, row in variants.items():
             for key in ("step_seconds", "tokens_per_second"):
                 if not isinstance(row.get(key), (int, float)):
                     raise KeyError(f"{dtype}/{variant}/{key}")
-                _positive(file, f"steps.bench_model.{dtype}.{variant}.{key}", row[key])
-    # the script benchmarks mBERT's shape (bert-base layers, mBERT's vocabulary)
-    return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config)]
+                _positive(file, f"{where}.{dtype}.{variant}.{key}", row[key])
+    device = str(environment.get("device_name") or environment.get("device") or "")
+    # the scripts benchmark mBERT's shape (bert-base layers, mBERT's vocabulary)
+    caveats = tuple(str(caveat) for caveat in data.get("caveats") or () if isinstance(caveat, str))
+    return [StepBench(file, device, str(environment.get("date", "")), dtypes, ENCODER_SHAPES["mbert"].config,
+                      caveats=caveats)]
+
+
+EAGER_ROW = "eager@32"  # scripts/gpu_compile.py: an uncompiled step (as a run trains by default), batch 32 x 128
+
+
+def _eager_rows(compile_modes: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """`scripts/gpu_compile.py`'s eager steps per variant, in the dtype it times on a GPU (bfloat16 autocast)."""
+    if compile_modes.get("status") != "ok":
+        return {}
+    found = {variant: row["configs"][EAGER_ROW] for variant, row in (compile_modes.get("rows") or {}).items()
+             if isinstance(row, dict) and (row.get("configs") or {}).get(EAGER_ROW, {}).get("status") == "ok"}
+    return {"bfloat16": found} if found else {}
+
+
+def derive_precisions(bench: StepBench, others: Sequence[StepBench]) -> StepBench:
+    """`bench` with each dtype it lacks derived from one it has, by the ratio (per variant: step time, peak memory)
+    another device measured between the two: an H100 file of bfloat16 steps alone gets float32 as its bfloat16
+    x float32/bfloat16 on the H200. `derived` says, per derived dtype, how (one sentence)."""
+    rows, derived = {dtype: dict(variants) for dtype, variants in bench.rows.items()}, dict(bench.derived)
+    for dtype in (d for d in PRECISION_DTYPES.values() if d not in rows):
+        for have in list(bench.rows):
+            other = next((o for o in others if o.device != bench.device and _shared(bench, o, have, dtype)), None)
+            if other is None:
+                continue
+            rows[dtype], ratios = {}, []
+            for variant in _shared(bench, other, have, dtype):
+                rows[dtype][variant], ratio = _scaled_row(bench.rows[have][variant], other.rows[dtype][variant],
+                                                          other.rows[have][variant])
+                ratios.append(f"{variant} x{ratio:.2f}")
+            derived[dtype] = (f"{bench.device} has no {dtype} step times in {bench.source.name}: its {have} steps x "
+                              f"the {dtype}/{have} ratio measured on {other.device} ({other.source.name}): "
+                              f"{', '.join(ratios)} (peak memory likewise)")
+            break
+    return replace(bench, rows=rows, derived=derived)
+
+
+def _shared(bench: StepBench, other: StepBench, have: str, dtype: str) -> list[str]:
+    """The variants `bench` measured in `have` and `other` in both `have` and `dtype`."""
+    return sorted(set(bench.rows[have]) & set(other.rows.get(have, {})) & set(other.rows.get(dtype, {})))
+
+
+def _scaled_row(row: dict[str, Any], slow: dict[str, Any], fast: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """`row` in the other dtype: its step time and peak memory x the ratio `slow`/`fast` another device measured."""
+    ratio = slow["step_seconds"] / fast["step_seconds"]
+    memory = [r.get("peak_bytes") for r in (row, slow, fast)]
+    peak = memory[0] * memory[1] / memory[2] if all(isinstance(m, (int, float)) and m > 0 for m in memory) else None
+    return {**row, "step_seconds": row["step_seconds"] * ratio, "tokens_per_second": row["tokens_per_second"] / ratio,
+            "peak_bytes": peak}, ratio
 
 
 def _positive(file: Path, row: str, value: float) -> None:

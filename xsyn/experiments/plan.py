@@ -26,6 +26,7 @@ float32; saving a new state holds one more for a moment.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -50,18 +51,20 @@ from xsyn.experiments.bench_figures import (
     StepBench,
     bench_dtype,
     combine,
+    derive_precisions,
     figure_sum,
     figure_whys,
     parse_rate,
 )
 from xsyn.experiments.experiment_file import SYNTH_VOCAB, Cell, Experiment, ExperimentError
-from xsyn.models.names import ENCODER_SHAPES, MODEL_CONFIG, TINY, TINY_SHAPE
+from xsyn.models.names import CHECKPOINT_SHAPES, ENCODER_SHAPES, MODEL_CONFIG, TINY, TINY_SHAPE
 from xsyn.syntax.parse import default_workers
 from xsyn.syntax.parsing.base import ParserChoiceError
 from xsyn.syntax.parsing.registry import resolve_parser_choice
 from xsyn.training.checkpoint import total_steps
 from xsyn.utils.errors import XsynError
 
+PLAN_GPUS = 8  # the GPUs at once a plan also gives the hours for (a node of eight), unless told another number
 DEVICES = ("h100", "h200", "cpu")  # a device is matched in a benchmark's `environment` ("NVIDIA H200", "cpu")
 
 
@@ -82,6 +85,8 @@ class SystemPlan:
     hours_per_cell: Figure
     disk_per_cell: Figure  # bytes
     memory_per_cell: Figure = Figure(None, UNKNOWN)  # device bytes a training cell holds at its peak
+    variant: str = ""
+    grid: tuple[tuple[str, Any], ...] = ()  # the grid point: (setting, value) pairs
 
     @property
     def hours(self) -> Figure:
@@ -107,6 +112,19 @@ class Plan:
     tasks: list[TaskPlan]
     cell_hours: dict[str, Figure]  # cell name -> its estimated training hours
     notes: list[str] = field(default_factory=list)
+    gpus: int = 1  # the GPUs at once `hours_on_gpus` spreads the cells over
+
+    @property
+    def hours_on_gpus(self) -> Figure:
+        """The hours until the last cell ends with `gpus` cells at once, one a GPU, the longest started first
+        (what `experiment run --gpus N` does with a queue of cells; greedy, within 4/3 of the best order)."""
+        figures = list(self.cell_hours.values())
+        if any(f.value is None for f in figures):
+            return combine(None, *figures)
+        loads = [0.0] * max(1, self.gpus)
+        for hours in sorted((f.value for f in figures), reverse=True):
+            heapq.heapreplace(loads, loads[0] + hours)
+        return combine(max(loads), *figures) if figures else Figure(0.0, MEASURED)
 
     @property
     def hours(self) -> Figure:
@@ -160,11 +178,16 @@ def given_examples(items: Sequence[str], tasks: Sequence[str]) -> dict[str, int]
 
 
 def make_plan(experiment: Experiment, device: str, benchmarks: Benchmarks, given: Mapping[str, int] | None = None,
-              parse_workers: int | None = None) -> Plan:
+              parse_workers: int | None = None, ratios_from: Sequence[StepBench] = (), gpus: int = PLAN_GPUS) -> Plan:
     """The cost of every cell of `experiment` on `device` (one of `DEVICES`), from `benchmarks`; `given`:
-    training examples per task where its data is not on this machine."""
+    training examples per task where its data is not on this machine. A precision the device's benchmark lacks
+    is derived by the ratio another device measured (in `benchmarks`, else in `ratios_from`), and said so."""
     bench = next((b for b in benchmarks.steps if device in b.device.lower()), None)
-    plan = Plan(experiment.title, device, bench, parse_workers or default_workers(), [], {})
+    if bench is not None:
+        bench = derive_precisions(bench, [*benchmarks.steps, *ratios_from])
+    plan = Plan(experiment.title, device, bench, parse_workers or default_workers(), [], {}, gpus=gpus)
+    plan.notes += [f"{bench.source.name}, a caveat recorded with its figures: {caveat}" for caveat in bench.caveats
+                   ] if bench is not None else []
     if bench is None:
         plan.notes.append(f"{device} is an unmeasured device: no `xsyn bench model` figures for it in "
                           f"{', '.join(sorted({str(b.source) for b in benchmarks.steps})) or 'the benchmarks given'}; "
@@ -193,13 +216,14 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
         _refuse_untrainable(experiment, members[0], config)
         examples = counter.training_examples(experiment, members[0], config)
         steps = _steps(config, examples)
-        _refuse_untrainable(experiment, members[0], config, steps)
+        _refuse_untrainable(experiment, members[0], config, steps, counter.given)
         step_seconds = bench_step_seconds(bench, config, members[0].variant)
         vocab = tokenizer_vocab_size(experiment, config)
         row = SystemPlan(cells[0].task, cells[0].model, label, [c.name for c in members], examples, steps,
                          step_seconds, combine(_product(steps, step_seconds, 1 / 3600), steps, step_seconds),
                          checkpoint_disk(config.model, config.save_total_limit or 1, benchmarks, vocab),
-                         device_memory(bench, config, members[0].variant, vocab))
+                         device_memory(bench, config, members[0].variant, vocab), members[0].variant,
+                         members[0].grid)
         plan.cell_hours.update(dict.fromkeys(row.cells, row.hours_per_cell))
         rows.append(row)
     config = experiment.config(cells[0])
@@ -215,19 +239,27 @@ def _task_plan(experiment: Experiment, cells: list[Cell], bench: StepBench | Non
 MAX_STEPS = 2 ** 53  # optimiser steps a cell may plan: beyond, float arithmetic cannot count them one by one
 
 
-def _refuse_untrainable(experiment: Experiment, cell: Cell, config, steps: Figure | None = None) -> None:
+def _refuse_untrainable(experiment: Experiment, cell: Cell, config, steps: Figure | None = None,
+                        given: Mapping[str, int] | None = None) -> None:
     """Settings no cell can train with, refused before a plan is made of them: inputs longer than the model's
-    positions, or more steps than can be counted (an overflowing `epochs`)."""
+    positions, or more steps than can be counted (an overflowing `epochs`, or `--examples` beyond reason)."""
     shape = model_shape(config.model)
     positions = (shape or {}).get("max_position_embeddings")
     where = f"{experiment.path}: cell {cell.name}"
     if positions and config.max_length > positions:
         raise ExperimentError(f"{where}: max_length {config.max_length} is beyond the {positions} positions "
                               f"{config.model} has (max_position_embeddings): choose max_length {positions} or less")
-    if steps is not None and steps.value is not None and not steps.value < MAX_STEPS:
-        raise ExperimentError(f"{where}: {steps.value:.3g} optimiser steps (epochs {config.epochs:g} over "
-                              f"{config.batch_size}-example batches) is more than any run can count or finish; "
-                              "give a smaller epochs or max_steps")
+    if steps is None or steps.value is None or steps.value < MAX_STEPS:
+        return
+    planned = f"{significant(steps.value) if math.isfinite(steps.value) else 'infinitely many'} optimiser steps"
+    card, n = experiment.cards[cell.task], (given or {}).get(cell.task)
+    published = (card.sizes.of("train", config.train_lang) if card.sizes else None) or config.batch_size
+    if n and config.epochs * math.ceil(published / config.batch_size) < MAX_STEPS:  # the option, not the epochs
+        raise ExperimentError(f"--examples {cell.task}={n}: {planned} ({n:,} examples in {config.batch_size}-example "
+                              f"batches, {config.epochs:g} epochs) is more than any run can count or finish; give "
+                              f"{cell.task}'s real number of training examples (--examples {cell.task}=N)")
+    raise ExperimentError(f"{where}: {planned} (epochs {config.epochs:g} over {config.batch_size}-example batches) "
+                          "is more than any run can count or finish; give a smaller epochs or max_steps")
 
 
 def _serves_data_trees(choice: str) -> bool:
@@ -244,10 +276,15 @@ def _product(*parts) -> float | None:
 
 
 def _steps(config, examples: Figure) -> Figure:
+    """A cell's optimiser steps (`total_steps`); where its epochs make more than `MAX_STEPS` (an infinite count
+    too), that number as a float, for `_refuse_untrainable` to refuse."""
     if config.max_steps:
-        return Figure(config.max_steps, GIVEN, "max_steps")
+        return Figure(config.max_steps, GIVEN, f"max_steps {config.max_steps}: each cell stops at that step")
     if examples.value is None:
         return Figure(None, UNKNOWN, examples.why)
+    planned = config.epochs * math.ceil(examples.value / config.batch_size)
+    if not planned < MAX_STEPS:
+        return Figure(planned, examples.basis, examples.why)
     return Figure(total_steps(config, int(examples.value)), examples.basis, examples.why)
 
 
@@ -351,7 +388,9 @@ def bench_step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
     if bench is None:
         return Figure(None, UNKNOWN, "unmeasured device")
     dtype = bench_dtype(config.mixed_precision, bench.device)
-    basis, why = MEASURED, f"{bench.device} {dtype}"
+    basis, why, derived = MEASURED, f"{bench.device} {dtype}", bench.derived.get(dtype, "")
+    if derived:  # (the figure's reasons are parted by "; ": the derivation is said once in the notes)
+        basis, why = EXTRAPOLATED, derived
     rows = bench.rows.get(dtype)
     if rows is None and "bfloat16" in bench.rows and dtype != "float32":  # a half type as the other
         rows, basis, why = bench.rows["bfloat16"], EXTRAPOLATED, f"{bench.device} {dtype} taken as bfloat16"
@@ -372,9 +411,9 @@ def bench_step_seconds(bench: StepBench | None, config, variant: str) -> Figure:
                                      "benchmark cannot separate (time it on that device with `xsyn bench model` "
                                      "at this shape)")
     small = " (less work than measured: a lower bound, the fixed costs of a step do not shrink)" if scale < 1 else ""
-    return Figure(row["step_seconds"] * scale, EXTRAPOLATED,
-                  f"{why}, measured at {bench_tokens} tokens a step on mBERT's shape, x{scale:.3g} for "
-                  f"{config.batch_size} x {config.max_length} tokens on {config.model}{small}")
+    scaled = (f"{bench.device} {dtype} at {bench_tokens} tokens a step on mBERT's shape, x{scale:.3g} for "
+              f"{config.batch_size} x {config.max_length} tokens on {config.model}{small}")
+    return Figure(row["step_seconds"] * scale, EXTRAPOLATED, "; ".join(filter(None, [derived, scaled])))
 
 
 MIN_SCALE = 0.1  # below a tenth of the measured matrix work, a scaled step time says nothing (fixed costs rule)
@@ -393,7 +432,9 @@ MARKS = {MEASURED: "m", EXTRAPOLATED: "x", COUNTED: "c", GIVEN: "g", UNKNOWN: "?
 
 
 def _shown(figure: Figure, spec: str, scale: float = 1.0, unit: str = "") -> str:
-    value = "?" if figure.value is None else format(figure.value * scale, spec)
+    """The figure (x `scale`) in `spec` (`sig`: three significant digits) with its unit and mark."""
+    shown = significant if spec == "sig" else (lambda value: format(value, spec))
+    value = "?" if figure.value is None else shown(figure.value * scale)
     return f"{value}{unit} {MARKS[figure.basis]}"
 
 
@@ -430,29 +471,91 @@ def marks_line() -> str:
 
 
 def plan_lines(plan: Plan) -> list[str]:
-    """The plan as the terminal shows it: a table per task, the totals, and what each figure rests on."""
+    """The plan as the terminal shows it: a table per task (a row per variant, its grid points summed), the
+    totals on one GPU and on `plan.gpus`, and what each figure rests on (each reason once)."""
     bench = plan.step_bench
     lines = [f"Plan: {plan.title} on {plan.device} (" + (f"step times measured on {bench.device}, {bench.date}, "
              f"{bench.source}" if bench else f"{plan.device} is an unmeasured device") +
              f"; parsing with {plan.parse_workers} workers)", marks_line()]
     header = ["system", "cells", "train examples", "steps/cell", "s/step", "time/cell", "time", "disk/cell GB",
               "GPU GB/cell"]
+    said = ""  # the grid line is said again only where it differs from the task above
     for task in plan.tasks:
-        rows = [[s.system, str(len(s.cells)), _shown(s.examples, ",.0f"), _shown(s.steps, ",.0f"),
-                 _shown(s.step_seconds, ".3g"), _time(s.hours_per_cell), _time(s.hours),
-                 _shown(s.disk_per_cell, ".3g", 1e-9), _shown(s.memory_per_cell, ".3g", 1e-9)] for s in task.systems]
         parses = "; ".join(f"{lang} {_shown(task.sentences[lang], ',.0f')}, {_time(seconds.times(1 / 3600))}"
                            for lang, seconds in task.parse_seconds.items())
-        lines += ["", f"{task.task} · {task.model} · parser {task.parser}", *_table(header, rows),
-                  *textwrap.wrap(f"parse (sentences, time): {parses}", 116, initial_indent="  ",
-                                 subsequent_indent="    ")]
+        grid = _grid_line(task.systems)
+        lines += ["", f"{task.task} · {task.model} · parser {task.parser}",
+                  *_table(header, [_folded_row(points) for points in _by_variant(task.systems).values()]),
+                  *_wrapped(grid if grid != said else "grid points summed in a row: as above"),
+                  *_wrapped(f"parse (sentences, time): {parses}")]
+        said = grid
     cells = sum(len(s.cells) for task in plan.tasks for s in task.systems)
-    lines += ["", f"Total: {cells} cells; training {_time(plan.hours)} one cell at a time; parsing "
-                  f"{_time(plan.parse_hours)}; checkpoints {_shown(plan.disk, ',.3g', 1e-9, ' GB')}."]
+    parse_figures = [f.times(1 / 3600) for task in plan.tasks for f in task.parse_seconds.values()]
+    lines += ["", f"Total: {cells:,} cells; training {_total(list(plan.cell_hours.values()), 'cells')} one cell at a "
+                  f"time, {_time(plan.hours_on_gpus)} on {plan.gpus} GPUs at once (--gpus N; one cell a GPU, the "
+                  f"longest first); parsing {_total(parse_figures, 'languages of the tasks')}; checkpoints "
+                  f"{_shown(plan.disk, 'sig', 1e-9, ' GB')}."]
     whys = figure_whys(f for f in _figures(plan) if f.basis != MEASURED).split("; ")
-    if whys or plan.notes:
-        lines += ["", "Notes:", *[f"- {line}" for line in [*plan.notes, *whys] if line]]
-    return lines
+    notes = [line for line in dict.fromkeys([*plan.notes, *whys]) if line]
+    return lines + (["", "Notes:", *[f"- {line}" for line in notes]] if notes else [])
+
+
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, 116, initial_indent="  ", subsequent_indent="    ") if text else []
+
+
+def _by_variant(systems: list[SystemPlan]) -> dict[str, list[SystemPlan]]:
+    found: dict[str, list[SystemPlan]] = {}
+    for system in systems:
+        found.setdefault(system.variant or system.system, []).append(system)
+    return found
+
+
+def _folded_row(points: list[SystemPlan]) -> list[str]:
+    """One variant's row: its grid points' cells together, a figure that differs between them as its range."""
+    label = points[0].system if len(points) == 1 else f"{points[0].variant} ({len(points)} grid points)"
+    hours = [p.hours for p in points]
+    return [label, str(sum(len(p.cells) for p in points)), _span([p.examples for p in points], ",.0f"),
+            _span([p.steps for p in points], ",.0f"), _span([p.step_seconds for p in points], ".3g"),
+            _span([p.hours_per_cell for p in points], "time"), _time(combine(figure_sum(*hours), *hours)),
+            _span([p.disk_per_cell for p in points], ".3g", 1e-9),
+            _span([p.memory_per_cell for p in points], ".3g", 1e-9)]
+
+
+def _span(figures: list[Figure], spec: str, scale: float = 1.0) -> str:
+    """Figures of one column as one: the value where they agree, else lowest-highest; the weakest mark."""
+    values = [f.value for f in figures]
+    if len(set(values)) == 1 or None in values:
+        return _time(figures[0]) if spec == "time" else _shown(figures[0] if None not in values else
+                                                                next(f for f in figures if f.value is None), spec,
+                                                                scale)
+    show = (lambda v: human_hours(v)) if spec == "time" else (lambda v: format(v * scale, spec))
+    return f"{show(min(values))}–{show(max(values))} {MARKS[combine(0.0, *figures).basis]}"
+
+
+def _grid_line(systems: list[SystemPlan]) -> str:
+    """The settings the folded rows sum over, per variant: `sla: learning_rate 2e-05|3e-05 x epochs 3|5|10`."""
+    parts = []
+    for variant, points in _by_variant(systems).items():
+        values: dict[str, list[Any]] = {}
+        for point in points:
+            for key, value in point.grid:
+                values.setdefault(key, [])
+                if value not in values[key]:
+                    values[key].append(value)
+        if len(points) > 1:
+            parts.append(f"{variant}: " + " x ".join(f"{k} {'|'.join(map(str, v))}" for k, v in values.items()))
+    return "grid points summed in a row: " + "; ".join(parts) if parts else ""
+
+
+def _total(figures: list[Figure], what: str) -> str:
+    """A sum of figures with its mark; where some are unknown, the sum of the others as a lower bound, saying
+    how many are missing (their reasons are in the notes)."""
+    known = [f for f in figures if f.value is not None]
+    if len(known) == len(figures) or not known:
+        return _time(combine(figure_sum(*figures), *figures) if figures else Figure(0.0, MEASURED))
+    return (f"at least {_time(combine(figure_sum(*known), *known))} ({len(figures) - len(known)} of {len(figures)} "
+            f"{what} unknown)")
 
 
 def _figures(plan: Plan) -> list[Figure]:
@@ -486,7 +589,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                                     "device_bytes_per_cell": figure(s.memory_per_cell)} for s in t.systems],
                        "sentences": {k: figure(v) for k, v in t.sentences.items()},
                        "parse_seconds": {k: figure(v) for k, v in t.parse_seconds.items()}} for t in plan.tasks],
-            "hours": figure(plan.hours), "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
+            "hours": figure(plan.hours), "gpus": plan.gpus, "hours_on_gpus": figure(plan.hours_on_gpus),
+            "parse_hours": figure(plan.parse_hours), "disk_bytes": figure(plan.disk),
             "notes": plan.notes}
 
 
@@ -501,7 +605,7 @@ FLOAT_BYTES = 4
 def model_shape(model: str) -> dict[str, Any] | None:
     """A model's config: a published checkpoint xsyn knows, the `tiny` preset, a local folder's config.json,
     or the hub cache's copy; None where none is on this machine."""
-    known = {TINY: TINY_SHAPE, **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()}}
+    known = {TINY: TINY_SHAPE, **CHECKPOINT_SHAPES}
     if model in known:
         return known[model]
     file: Path | str | None = Path(model) / MODEL_CONFIG
@@ -568,7 +672,8 @@ def device_memory(bench: StepBench | None, config, variant: str, vocab: int | No
     activations = max(0.0, peak - TRAINING_BYTES_PER_PARAMETER * parameter_count(bench.shape))
     scale = _activation_cost(shape, config.batch_size * config.max_length) / _activation_cost(bench.shape, tokens)
     held = TRAINING_BYTES_PER_PARAMETER * parameter_count(shape, vocab)
-    why = (f"device memory: {bench.device} {dtype} peaks, activations x{scale:.3g} for "
+    derived = " (derived: see the note on its step times)" if dtype in bench.derived else ""
+    why = (f"device memory: {bench.device} {dtype} peaks{derived}, activations x{scale:.3g} for "
            f"{config.batch_size} x {config.max_length} tokens on {config.model}, "
            f"{CUDA_CONTEXT_BYTES / 2 ** 30:g} GiB CUDA context")
     return Figure(held + activations * scale + CUDA_CONTEXT_BYTES, EXTRAPOLATED, why)

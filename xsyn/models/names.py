@@ -35,3 +35,23 @@ ENCODER_SHAPES = {
     "xlmr-large": EncoderShape("xlm-roberta", {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16,
                                                "intermediate_size": 4096, **_XLMR}, "xlm-roberta-large"),
 }
+_LARGE = {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096}
+_BERT = {"max_position_embeddings": 512, "type_vocab_size": 2}
+# Every checkpoint a bundled recipe names, as its config.json on the hub gives its shape (layers, widths, heads,
+# vocabulary, positions), so that `xsyn experiment plan` knows it offline with nothing downloaded: Google's English
+# BERTs (Li et al. 2021, Table 1; SG-Net's whole-word-masking BERT), bert-base-chinese (Li et al. 2021, Table 3),
+# mBERT (Ahmad et al. 2021) and XLM-R. Hub names under their organisation (google-bert/..., FacebookAI/...) too.
+_CHECKPOINTS = {
+    "bert-base-uncased": {**_BASE, **_BERT, "vocab_size": 30522},
+    "bert-large-uncased": {**_LARGE, **_BERT, "vocab_size": 30522},
+    "bert-base-cased": {**_BASE, **_BERT, "vocab_size": 28996},
+    "bert-large-cased": {**_LARGE, **_BERT, "vocab_size": 28996},
+    "bert-large-cased-whole-word-masking": {**_LARGE, **_BERT, "vocab_size": 28996},
+    "bert-large-uncased-whole-word-masking": {**_LARGE, **_BERT, "vocab_size": 30522},
+    "bert-base-chinese": {**_BASE, **_BERT, "vocab_size": 21128},
+    "bert-base-multilingual-uncased": {**_BASE, **_BERT, "vocab_size": 105879},
+    **{shape.checkpoint: shape.config for shape in ENCODER_SHAPES.values()},
+}
+_ORGANISATIONS = {"bert": "google-bert", "xlm-roberta": "FacebookAI"}
+CHECKPOINT_SHAPES = {**_CHECKPOINTS, **{f"{org}/{name}": config for name, config in _CHECKPOINTS.items()
+                                         for prefix, org in _ORGANISATIONS.items() if name.startswith(f"{prefix}-")}}

@@ -74,7 +74,17 @@ def _fast(tokenizer: PreTrainedTokenizerBase, spec) -> PreTrainedTokenizerBase:
 
 
 def model_tokenizer(model: str, tokenizer: str | None = None, config=None) -> PreTrainedTokenizerBase:
-    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's); `config`,
-    the model's configuration read already, serves the model's own tokenizer."""
-    return load_tokenizer(tokenizer or (DEFAULT_MODEL if model == TINY else model),
-                          config=config if tokenizer is None else None)
+    """The tokenizer a model is run with: `tokenizer` if given, else the model's (for `tiny`: mBERT's, and where
+    that is not here, an error naming the local vocabularies that serve instead); `config`, the model's
+    configuration read already, serves the model's own tokenizer."""
+    if model != TINY or tokenizer:
+        return load_tokenizer(tokenizer or model, config=config if tokenizer is None else None)
+    try:
+        return load_tokenizer(DEFAULT_MODEL, config=config)
+    except MissingInputError as err:
+        raise MissingInputError(
+            f"--model {TINY} takes {DEFAULT_MODEL}'s tokenizer unless --tokenizer names one, and that is not on this "
+            f"machine (offline, and not in the hub cache): give a local vocabulary with --tokenizer FILE. For the "
+            f"synthetic task (--task synth) its own: `xsyn demo` writes it to xsyn-demo/vocab.txt, or write it with "
+            f"python -c \"from xsyn.data.synth import write_vocab; write_vocab('vocab.txt')\"; for another task a "
+            f"vocab.txt that covers its languages (mBERT's, fetched where the network is). ({err})") from None

@@ -46,8 +46,8 @@ def run_caps(results: dict) -> list[str]:
     config = results.get("config") or {}
     caps = []
     if results.get("max_eval_examples") is not None:
-        caps.append(f"scored on at most {results['max_eval_examples']} examples per language or pair "
-                    "(--max-eval-examples)")
+        caps.append(f"scored on at most {results['max_eval_examples']} examples per language or pair, "
+                    "label-balanced where they have class labels (--max-eval-examples)")
     if config.get("max_steps") is not None:
         caps.append(f"training stopped at {config['max_steps']} steps (max_steps), not the card's "
                     f"{number(config.get('epochs'), 'g')} epochs")

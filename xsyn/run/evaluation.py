@@ -171,7 +171,8 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
                  max_examples: int | None = None, progress: bool = True, task: str | None = None
                  ) -> dict[str, Any]:
     """Evaluate a checkpoint (as `locate_checkpoint` found it, or a run or checkpoint folder) zero-shot;
-    `max_examples` scores only the first N examples of each language or pair (recorded in results.json).
+    `max_examples` scores at most N examples of each language or pair, label-balanced where each has a class label
+    (`xsyn.data.example.label_balanced`; recorded in results.json).
     `task` evaluates on another task than the one trained on, where `check_transferable` allows it
     (a model fine-tuned for MLQA on XQuAD); its results go to `eval-<task>-<split>` by default."""
     if not isinstance(checkpoint, Checkpoint):
@@ -323,7 +324,8 @@ class _Evaluation:
             data, _ = load_task_data(self.config.card, self.config, self.tokenizer, self.split, segment_langs,
                                      names=LabelNames(labels=self.checkpoint.labels, tags=self.checkpoint.tags),
                                      parsers=self.parsers, distributed=self.accelerator, loaded=self.loaded,
-                                     holdout=self.holdout, limit=self.max_examples, progress=self.progress)
+                                     holdout=self.holdout, limit=self.max_examples, progress=self.progress,
+                                     balanced=True)  # a capped test keeps every class (`label_balanced`)
         except DataNotFoundError as err:
             if self.skip_missing:
                 return None
@@ -366,7 +368,7 @@ def result_fingerprint(checkpoint: Path, config: RunConfig, card: TaskCard, spli
     settings = {k: getattr(config, k) for k in ("max_length", "doc_stride", "max_query_length", "parser",
                                                  "data_dir", "n_best", "max_answer_length", "skip_bad_rows")}
     if max_examples is not None:  # (absent otherwise: earlier evaluations' partial results stay valid)
-        settings["max_eval_examples"] = max_examples
+        settings["max_eval_examples"], settings["eval_cap"] = max_examples, "label-balanced"
     if config.parsers:  # each language's own (absent otherwise: earlier evaluations' partial results stay valid)
         settings["parsers"] = config.parsers
         parsing: Any = {lang: _parsing(parsers[lang]) for lang in langs}

@@ -65,7 +65,7 @@ from xsyn.training.driver import check_micro_batches
 from xsyn.training.folder import RunFolder
 from xsyn.utils.io import check_writable
 from xsyn.utils.network import offline_unless_reachable
-from xsyn.utils.progress import NOTICE
+from xsyn.utils.progress import NOTE
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +184,10 @@ def readiness_of(config: RunConfig, needs: Sequence[LanguageNeed], parsers: Lang
 
 def log_readiness(config: RunConfig, parsers: LanguageParsers, needs: Sequence[LanguageNeed], which: str
                   ) -> list[ReadinessRow]:
-    """The readiness table of `which` languages, logged (NOTICE: shown by default, not with -q); its rows."""
+    """The readiness table of `which` languages, logged (NOTE: shown by default, not with -q); its rows."""
     rows = readiness_of(config, needs, parsers)
     folder = config.data_dir or default_data_dir(config.card)
-    log.log(NOTICE, readiness_text(f"{config.card.name}: {which}, before anything is read (data folder {folder}):",
+    log.log(NOTE, readiness_text(f"{config.card.name}: {which}, before anything is read (data folder {folder}):",
                                    rows))
     return rows
 

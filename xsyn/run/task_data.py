@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from xsyn.data.cards import TaskCard
-from xsyn.data.example import Example
+from xsyn.data.example import Example, label_balanced
 from xsyn.data.features import prepare_features
 from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import label_names, load_examples, tag_names
@@ -119,8 +119,8 @@ def dev_holdout(card: TaskCard, config: RunConfig, recorded_report: Path | None 
 def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, langs: Mapping[str, str],
                    names: LabelNames | None = None, parsers: LanguageParsers | None = None, distributed=None,
                    limit: int | None = None, loaded: dict[str, list[Example]] | None = None,
-                   holdout: DevHoldout | None = None, progress: bool = False, warn_truncation: bool = False
-                   ) -> tuple[TaskData, LabelNames]:
+                   holdout: DevHoldout | None = None, progress: bool = False, warn_truncation: bool = False,
+                   balanced: bool = False) -> tuple[TaskData, LabelNames]:
     """Load, parse and featurise one split. `names` None: take them from these (training) examples.
 
     `distributed` is an `accelerate.Accelerator` (or None): ranks parse disjoint shares of the
@@ -130,7 +130,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
     `holdout` (see `dev_holdout`): the train and validation splits are both cut from the training data.
     `parsers`: each language's parser (default: the run's, `make_parsers`); the report records which parsed it.
     `progress`: show the parsing's sentences/s and ETA (on the main process). `warn_truncation`: inputs cut to
-    max_length are a warning (training's data), not only a status line.
+    max_length are a warning (training's data), not only a status line. `balanced`: `limit` keeps as many of each
+    class label as it allows (`label_balanced`), not the first N.
     """
     langs = dict(langs)
     held = holdout is not None and split in ("train", "validation")
@@ -151,8 +152,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
                                             loaded=loaded)
         load_report, summary = pair.as_dict(), pair.summary()
     if limit is not None and limit < len(examples):
-        summary += f"; the first {limit} used"
-        examples = examples[:limit]
+        examples = label_balanced(examples, limit) if balanced else examples[:limit]
+        summary += f"; {limit} used, label-balanced" if balanced else f"; the first {limit} used"
     names = names or LabelNames.for_task(card, examples)
     rank, world = (distributed.process_index, distributed.num_processes) if distributed else (0, 1)
     barrier = partial(wait_for_everyone, distributed) if distributed else None
@@ -168,7 +169,8 @@ def load_task_data(card: TaskCard, config: RunConfig, tokenizer, split: str, lan
             tags=names.tags, cache_dir=cache_root(config) / "features", num_proc=config.num_proc,
             conventions=InputConventions.of(config))
     report = {"load": load_report, "parse": parsed.as_dict(), "parsers": parsers.choices(langs.values()),
-              "features": feature_report.as_dict(), "limit": limit}
+              "features": feature_report.as_dict(), "limit": limit,
+              **({"limit_label_balanced": True} if balanced and limit is not None else {})}
     if rank == 0:
         log.info(summary)
         log.info(f"parsing: {parsed}")

@@ -8,7 +8,7 @@ does, callable from Python with the same behaviour.
     outcome["summary"]["best"], outcome["evaluation"]["per_language"]
 
 Before anything is read, `finetune` (and `evaluate_run`) log the readiness table of the run's languages (each one's
-data source and parser, what is missing and the fix: `xsyn.run.readiness`) at the NOTICE level; its rows, without
+data source and parser, what is missing and the fix: `xsyn.run.readiness`) at the NOTE level; its rows, without
 running anything:
 
     from xsyn.run.resources import readiness_of

@@ -43,7 +43,8 @@ class LoopSettings:
     max_train_examples: int | None = count(None, "use only the first N training examples (pre-training: a seeded "
                                            "sample of N sentences per treebank)")
     max_eval_examples: int | None = count(None, "use only the first N dev examples (or probed sentences); an "
-                                          "experiment's and the demo's tests too")
+                                          "experiment's and the demo's tests too, N of each language or pair, as "
+                                          "many of each label as N allows")
     eval_every: int | None = count(None, "optimiser steps between dev evaluations (default: once an epoch)")
     checkpointing_steps: int | str | None = setting(None, check=check_checkpointing_steps, help="N steps or epoch "
                                                     "between resumable states (default: at every evaluation, and at "

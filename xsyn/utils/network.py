@@ -15,6 +15,8 @@ import socket
 import sys
 from urllib.parse import urlparse
 
+from xsyn.utils.progress import NOTE
+
 PROBE_SECONDS = 3.0
 OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 TRUE = ("1", "ON", "YES", "TRUE")
@@ -51,7 +53,7 @@ def _reachable(address: tuple[str, int], timeout: float) -> bool:
 
 def _go_offline() -> None:
     host, port = hub_address()
-    log.warning(f"no network: {host}:{port} cannot be reached, so xsyn works offline (as HF_HUB_OFFLINE=1): "
+    log.log(NOTE, f"no network: {host}:{port} cannot be reached, so xsyn works offline (as HF_HUB_OFFLINE=1): "
                 "models, tokenizers and data sets come from local folders and the hub cache, and one that is not "
                 "there fails at once instead of after minutes of retries")
     for name in OFFLINE_SWITCHES:

@@ -207,18 +207,29 @@ def training_curves_png(records: Sequence[Mapping], *, title: str) -> bytes:
     """A run's curves against the optimiser step, from its step log (`train_log.jsonl` records): the task
     loss and each auxiliary loss, the learning rate, and the dev score where the run evaluated."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     panels = curve_panels(records)
     figure = Figure(figsize=(7.5, 2.0 * len(panels)), dpi=110, layout="constrained")
     axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for axes, (label, points, evaluated) in zip(axes_list, panels):
-        if points:
-            axes.plot(*zip(*points), marker="o" if evaluated else None, markersize=3)
+        if points:  # each point marked where there are few (a short run's one or two are a curve too)
+            few = evaluated or len(points) <= CURVE_MARKED_POINTS
+            axes.plot(*zip(*points), marker="o" if few else None, markersize=4 if len(points) <= 2 else 3)
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)
+    steps = [step for _, points, _ in panels for step, _ in points]
+    if steps:  # whole steps on the axis, and a margin round a run of one step (its axis is not a point wide)
+        axes_list[-1].xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        low, high = min(steps), max(steps)
+        margin = max(0.5, (high - low) * 0.05)
+        axes_list[-1].set_xlim(low - margin, high + margin)
     axes_list[0].set_title(title)
     axes_list[-1].set_xlabel("optimiser step")
     return _png(figure)
+
+
+CURVE_MARKED_POINTS = 50  # up to this many logged steps, each is marked on its curve
 
 
 def curve_panels(records: Sequence[Mapping]) -> list[tuple[str, list[tuple[int, float]], bool]]:
