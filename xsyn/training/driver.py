@@ -28,7 +28,7 @@ from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state
 from xsyn.training.device_rules import kernel_of
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
-from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
+from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, StepRecord, make_optimizer, remaining_batches
 from xsyn.training.processes import wait_for_everyone
 from xsyn.training.settings import LoopSettings, with_warmup
 from xsyn.utils.errors import InputError
@@ -82,6 +82,14 @@ class TrainState:
     data_wait_seconds: float = 0.0
     train_cpu_seconds: float = 0.0
     adamw_kernel: str | None = None  # the AdamW kernel the optimiser runs (`xsyn.training.device_rules`)
+
+    def took(self, record: StepRecord) -> None:
+        """Count one more optimiser step, and its seconds."""
+        self.step += 1
+        self.step_in_epoch += 1
+        self.train_seconds += record.seconds
+        self.data_wait_seconds += record.data_seconds
+        self.train_cpu_seconds += record.cpu_seconds
 
 
 class Interrupted(KeyboardInterrupt):
@@ -165,11 +173,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     try:
         for batch in remaining_batches(state, steps, task.batches_of_epoch):
             record = stepper.step(state.step, batch, task.collate, task.forward)
-            state.step += 1
-            state.step_in_epoch += 1
-            state.train_seconds += record.seconds
-            state.data_wait_seconds += record.data_seconds
-            state.train_cpu_seconds += record.cpu_seconds
+            state.took(record)
             bar.update(record)
             last = state.step == steps
             if state.step % settings.log_every == 0 or last:
