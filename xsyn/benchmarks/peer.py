@@ -1,5 +1,5 @@
 """`xsyn bench peer`: xsyn against the peer a user would pick instead, transformers' `Trainer`, on the same rows
-and settings (issue 58).
+and settings.
 
 The rows are the first `rows` of a PAWS-X file in XTREME's layout (`dev-en.tsv`: the English dev pairs); a seeded
 `held_out` of them is kept apart for the accuracy, the others are the training data. The settings are xsyn's own,
