@@ -43,3 +43,25 @@ def test_a_runs_folder_moved_whole_keeps_its_cells_and_a_changed_setting_is_stil
     outside = tmp_path / "my-vocab.txt"  # a setting outside the runs folder is compared as written
     with pytest.raises(ExperimentError, match=r"tokenizer: .*synth-vocab.txt' there"):
         check_same_run(cell, {**now, "tokenizer": str(outside)})
+
+
+def test_a_cell_whose_run_recorded_what_auto_became_on_its_device_is_the_same_run(tmp_path):
+    """A run records the AdamW kernel and length budget `auto` resolved to (fused, 1, none on the CPU); the cell's
+    settings say `auto`: the same run, not 'a run with other settings'. A value given otherwise still differs."""
+    import json
+
+    import pytest
+
+    from xsyn.experiments.cells import check_same_run
+    from xsyn.experiments.experiment_file import ExperimentError
+
+    cell = tmp_path / "runs" / "synth" / "none-seed1"
+    (cell / "state").mkdir(parents=True)
+    saved = {"output_dir": str(cell), "task": "synth", "adamw_kernel": "fused", "pad_to_multiple_of": 1,
+             "max_batch_lengths": None, "mixed_precision": "no"}
+    (cell / "config.json").write_text(json.dumps(saved))
+    auto = {**saved, "adamw_kernel": "auto", "pad_to_multiple_of": "auto", "max_batch_lengths": "auto",
+            "mixed_precision": "auto"}
+    check_same_run(cell, auto)
+    with pytest.raises(ExperimentError, match=r"pad_to_multiple_of: 1 there, 16 now"):
+        check_same_run(cell, {**auto, "pad_to_multiple_of": 16})

@@ -62,7 +62,9 @@ VARIANT_SETTINGS: dict[str, list[str]] = {
 RUN = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
        "--max-train-examples", "32", "--set", "max_eval_examples=32", "--batch-size", "8", "--max-length", "24",
        "--max-steps", "3", "--eval-every", "3", "--set", "log_every=1", "--seed", "7",
-       "--learning-rate", "3e-4", "--set", "warmup_steps=0"]  # the schedule the fixture was recorded with
+       "--learning-rate", "3e-4", "--set", "warmup_steps=0",  # the schedule the fixture was recorded with
+       # and the optimiser and padding it was recorded with (the CPU's `auto` since: fused AdamW, no padding)
+       "--set", "adamw_kernel=for-loop", "--pad-to-multiple-of", "8", "--set", "max_batch_lengths=8"]
 
 
 def registered_variants() -> list[str]:

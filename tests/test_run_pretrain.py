@@ -58,6 +58,7 @@ def test_tiny_run_writes_a_loadable_checkpoint_and_probe_metrics(tmp_path, share
                                                                                      "norm_spearman"})
     config = json.loads((out / "pretrain_config.json").read_text())
     assert config["seed"] == 3 and config["settings"]["gat_delta"] == 1
+    assert config["settings"]["adamw_kernel"] == "fused"  # what `auto` became on the CPU, as it ran
     # trained on EWT dev, so EWT is scored on test; Arabic-PUD has only a test split
     assert [(e["treebank"], e["split"]) for e in config["evaluation"]] == [("UD_English-EWT", "test"),
                                                                            ("UD_Arabic-PUD", "test")]

@@ -220,7 +220,7 @@ def test_only_the_main_process_prints_warnings_and_status(monkeypatch):
         warnings.filters[:] = filters
         monkeypatch.setenv("RANK", "0")
         configure_logging(verbose=False, quiet=False)
-        assert logger.level == NOTE and warnings.filters == filters  # (notes: the offline note, a run's readiness table)
+        assert logger.level == NOTE and warnings.filters == filters  # (notes: offline, the readiness table)
         configure_logging(verbose=True, quiet=False)
         assert logger.level == logging.INFO
     finally:

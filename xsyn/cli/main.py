@@ -93,5 +93,6 @@ for command in (run.finetune, run.evaluate, predict.predict, syntax.parse_comman
                 experiment.experiment, report.report_command, settings.settings_command, tasks.tasks_command,
                 demo.demo):
     main.add_command(command)
-for command in (bench.bench_syntax, bench.bench_model, bench.bench_eval, bench.bench_parse, bench.bench_loop):
+for command in (bench.bench_syntax, bench.bench_model, bench.bench_eval, bench.bench_parse, bench.bench_loop,
+                bench.bench_peer):
     bench_group.add_command(command)

@@ -60,7 +60,8 @@ logger = logging.getLogger("xsyn.cli")
               "or max-autotune [no value: default; not given: eager]. Give --pad-to-multiple-of too, so that few "
               "batch shapes (and recompiles) arise.")
 @click.option("--pad-to-multiple-of", type=click.IntRange(min=1), default=None,
-              help="Pad batches (training, evaluation) to a multiple of N [default: 8; 1: the longest input].")
+              help="Pad batches (training, evaluation) to a multiple of N [default: auto: 8 on a GPU, 1 (the longest "
+              "input) on the CPU; recorded as chosen].")
 @click.option("--eval-every", type=int, default=None,
               help="Validation every N steps [default: each epoch].")
 @click.option("--max-train-examples", type=int, default=None, help="Use only the first N training examples.")

@@ -47,6 +47,7 @@ from xsyn.experiments.locks import (
 from xsyn.experiments.pretrain import ensure_pretrained
 from xsyn.run.settings import BOOKKEEPING_FIELDS, current_names
 from xsyn.syntax.parse import NO_PARSE_ENV, segments_parsed
+from xsyn.training.device_rules import same_resolution
 from xsyn.training.folder import RunFolder, eval_results
 from xsyn.training.precision import same_precision
 from xsyn.utils.errors import XsynError
@@ -264,7 +265,8 @@ def check_same_run(folder: Path, config: dict[str, Any]) -> None:
     differ = sorted(key for key in set(saved) | set(config) if key not in BOOKKEEPING_FIELDS
                     and saved.get(key) != config.get(key)
                     # a run records what `auto` precision resolved to where it ran
-                    and not (key == "mixed_precision" and same_precision(saved.get(key), config.get(key))))
+                    and not (key == "mixed_precision" and same_precision(saved.get(key), config.get(key)))
+                    and not same_resolution(key, saved.get(key), config.get(key)))  # its optimiser, length budget
     if differ:
         shown = "; ".join(f"{key}: {saved.get(key)!r} there, {config.get(key)!r} now" for key in differ[:3])
         raise ExperimentError(f"{folder} holds a run with other settings ({shown}): the experiment file or the "

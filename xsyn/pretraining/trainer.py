@@ -21,7 +21,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +312,7 @@ def _pretrain(settings: PretrainSettings, progress: bool, resume: bool) -> dict:
 
     # -- the loop --------------------------------------------------------------------------------
     state = train(settings, task, accelerator, folder, resume=resume, show_progress=progress)
+    settings = replace(settings, adamw_kernel=state.adamw_kernel)  # recorded as it ran (`auto` resolved)
 
     # -- finish ----------------------------------------------------------------------------------
     summary = {}

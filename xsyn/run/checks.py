@@ -40,6 +40,7 @@ from xsyn.models.tokenizers import model_tokenizer
 from xsyn.models.variants.base import SyntaxConfigError
 from xsyn.run.settings import ConfigError, RunConfig
 from xsyn.syntax.treebanks import locate
+from xsyn.training.device_rules import AUTO, FEW_SHAPES
 from xsyn.utils.errors import InputError
 from xsyn.utils.io import OutputError, check_writable
 from xsyn.utils.network import offline_unless_reachable
@@ -83,11 +84,13 @@ def check_lengths(config: RunConfig, model, base) -> None:
     if config.max_length > positions:
         raise ConfigError(f"--max-length {config.max_length} is longer than the {positions} positions the model "
                           f"{config.model} has ({where}): choose --max-length {positions} or less")
-    multiple = config.pad_to_multiple_of
+    given = config.pad_to_multiple_of  # auto: checked as the largest it becomes (a GPU's)
+    multiple = FEW_SHAPES[0] if given == AUTO else given
     padded = -(-config.max_length // multiple) * multiple if multiple else config.max_length
     if padded > positions:
         fits = max(n for n in range(1, min(multiple, positions) + 1) if -(-config.max_length // n) * n <= positions)
-        raise ConfigError(f"--pad-to-multiple-of {multiple}: a batch of --max-length {config.max_length} pieces is "
+        said = f"auto (on a GPU: {multiple})" if given == AUTO else multiple
+        raise ConfigError(f"--pad-to-multiple-of {said}: a batch of --max-length {config.max_length} pieces is "
                           f"padded to {padded}, beyond the {positions} positions the model {config.model} has "
                           f"({where}): choose --pad-to-multiple-of {fits} (the largest that fits) or a divisor of "
                           f"{positions} such as {math.gcd(positions, 64)}")

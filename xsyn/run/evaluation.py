@@ -346,7 +346,7 @@ class _Evaluation:
             return None
         rows, batch_size = data.rows(), self.config.eval_batch_size
         outputs = model_outputs(self.model, rows, self.accelerator, batch_size, self.tokenizer.pad_token_id or 0,
-                                **padding(self.config))
+                                **padding(self.config, self.accelerator.device.type))
         result = decode_and_score(card, data.examples, data.features, outputs, self.checkpoint.labels,
                                   self.checkpoint.tags, self.config.n_best, self.config.max_answer_length)
         record = {"fingerprint": self.fingerprint, "key": key, "langs": segment_langs, "primary": result["primary"],
@@ -358,7 +358,7 @@ class _Evaluation:
                   "metric_options": result["metric_options"],
                   "decode": result["decode"], "data": data.report, "seconds": time.perf_counter() - started,
                   "batches": prediction_figures(rows, batch_size, self.accelerator.num_processes,
-                                                **padding(self.config))}
+                                                **padding(self.config, self.accelerator.device.type))}
         if self.main:
             _write_examples(self.out, card, split, key, data.examples, result)
             atomic_write_json(saved, record)

@@ -22,6 +22,7 @@ from xsyn.data.decode import decode, metric_options, references
 from xsyn.data.features import INDEX_COLUMNS, collate_features, sequence_lengths
 from xsyn.data.kinds import label_columns, output_keys
 from xsyn.metrics import compute, primary_score
+from xsyn.training.device_rules import resolve_length_budget
 from xsyn.trees.padding import PaddedLength, batch_figures
 from xsyn.utils.progress import Progress
 
@@ -68,9 +69,11 @@ def batch_collate(model, pad_token_id: int, pad_to: PaddedLength | None = None, 
     return lambda rows: model_inputs(collate(rows), with_labels, keep)
 
 
-def padding(config) -> dict[str, int | None]:
-    """How a run's settings (a RunConfig) pad batches, as `model_outputs` takes it."""
-    return {"pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths}
+def padding(config, device_type: str) -> dict[str, int | None]:
+    """How a run's settings (a RunConfig) pad batches on `device_type`, as `model_outputs` takes it: a run's
+    recorded (resolved) length budget as it is, an `auto` as the device's (`xsyn.training.device_rules`)."""
+    multiple, most = resolve_length_budget(config.pad_to_multiple_of, config.max_batch_lengths, device_type)
+    return {"pad_to_multiple_of": multiple, "max_batch_lengths": most}
 
 
 def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

@@ -331,7 +331,7 @@ def _run_model(checkpoint, config, prepared: _Prepared, progress: bool) -> tuple
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
     model = accelerator.prepare(load_model(checkpoint.path))
     outputs = model_outputs(model, feature_rows(features), accelerator, config.eval_batch_size,
-                            tokenizer.pad_token_id or 0, progress=progress, **padding(config))
+                            tokenizer.pad_token_id or 0, progress=progress, **padding(config, accelerator.device.type))
     windows = example_windows(features, len(examples), last_segment=card.task_kind.n_segments - 1)
     predicted = card.task_kind.present(DecodeInput(
         examples, windows, outputs, checkpoint.labels, checkpoint.tags, card.metric, config.n_best,

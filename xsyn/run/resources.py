@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from xsyn.data.cards import TaskCard
 from xsyn.data.holdout import DevHoldout
 from xsyn.data.loading import default_data_dir

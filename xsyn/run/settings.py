@@ -41,6 +41,7 @@ from xsyn.syntax.parsing.registry import (
     ParserChoiceError,
     resolve_parser_choice,
 )
+from xsyn.training.device_rules import AUTO, check_length_setting
 from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
@@ -96,10 +97,13 @@ class RunConfig(LoopSettings):
     mixed_precision: str = setting(DEFAULT_PRECISION, check=one_of(MIXED_PRECISIONS), help="auto (bf16 autocast on a "
                                    "GPU with native bfloat16, else float32), no, bf16 or fp16 (CUDA only)")
     torch_compile: str | None = setting(None, check=_compile_mode, help="a torch.compile mode to train in; none: eager")
-    pad_to_multiple_of: int | None = count(8, "lengths of training and evaluation batches rounded up to a "
-                                           "multiple of this: few shapes (1: none)")
-    max_batch_lengths: int | None = count(8, "at most this many batch lengths per run and language, those that "
-                                          "pad least (none: any)")
+    # the length budget; auto: few lengths where shapes cost (a GPU: 8 and 8), none where not (the CPU: 1 and none)
+    pad_to_multiple_of: int | str | None = setting(AUTO, check=check_length_setting, help="lengths of training and "
+                                                   "evaluation batches rounded up to a multiple of this (1: none); "
+                                                   "auto: 8 on a GPU, 1 on the CPU; recorded as chosen")
+    max_batch_lengths: int | str | None = setting(AUTO, check=check_length_setting, help="at most this many batch "
+                                                  "lengths per run and language, those that pad least (none: any); "
+                                                  "auto: 8 on a GPU, none on the CPU; recorded as chosen")
     # data
     doc_stride: int | None = count(None, "QA: overlap of a long context's windows, in pieces")
     max_query_length: int | None = count(None, "QA: question pieces kept (cards: 64); none: all")

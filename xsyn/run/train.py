@@ -41,6 +41,7 @@ from xsyn.run.resources import RunResources, finetune_resources
 from xsyn.run.settings import ConfigError, RunConfig, current_names
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data
 from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
+from xsyn.training.device_rules import AUTO, resolve_adamw_kernel, resolve_length_budget
 from xsyn.training.driver import TrainState, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
@@ -78,7 +79,16 @@ class TrainingBatches:
     def __init__(self, config: RunConfig, rows: Sequence[dict[str, Any]]):
         self.config, self.rows = config, rows
         self.lengths = [max(sequence_lengths(row)) for row in rows]
-        self.pad_to = PaddedLength.fit(self.lengths, config.pad_to_multiple_of, config.max_batch_lengths)
+        self.pad_to = PaddedLength.fit(self.padded_from(), config.pad_to_multiple_of, config.max_batch_lengths)
+
+    def padded_from(self) -> list[int]:
+        """The lengths batches are padded from, which the ladder of lengths is fitted to: grouped batches hold
+        rows of similar lengths, so the rows' own; a random batch's longest row is longer than most rows, so the
+        longest row of each micro-batch of the first epoch (its batches: a function of the seed, as on resume)."""
+        if self.config.group_by_length:
+            return self.lengths
+        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0)
+                for micro in micro_batches(batch, self.config.grad_accum, 1)]
 
     def of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
@@ -135,7 +145,7 @@ class FinetuneTask:
     def evaluate(self) -> dict[str, Any]:
         config = self.config
         outputs = model_outputs(self.model, self.dev_rows, self.accelerator, config.eval_batch_size,
-                                self.tokenizer.pad_token_id or 0, **padding(config))
+                                self.tokenizer.pad_token_id or 0, **padding(config, self.accelerator.device.type))
         return decode_and_score(config.card, self.dev.examples, self.dev.features, outputs, self.names.labels,
                                 self.names.tags, config.n_best, config.max_answer_length)
 
@@ -167,6 +177,7 @@ def _finetune(resources: RunResources, resume: bool, progress: bool) -> dict[str
     config = with_run_precision(resources.config, folder, resume)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
+    config = with_device_rules(config, folder, resume, accelerator.device.type)
     main = accelerator.is_main_process
     warn_fewer_processes(accelerator.num_processes)
     if main:
@@ -201,10 +212,13 @@ def _finetune(resources: RunResources, resume: bool, progress: bool) -> dict[str
                "best_step": state.best_step,
                "steps": state.step, "epochs_started": state.epoch + 1, "train_examples": len(train_data.examples),
                "train_features": task.n_rows, "train_seconds": state.train_seconds,
+               "train_cpu_seconds": state.train_cpu_seconds,
                "data_wait_fraction": state.data_wait_seconds / max(state.train_seconds, 1e-9),
                "batches": task.batch_figures(planned_batches(state.step, task.batches_of_epoch)),
                "parsers": parsers.choices([config.train_lang]),
-               "mixed_precision": config.mixed_precision, **_compile_summary(config),
+               "mixed_precision": config.mixed_precision, "adamw_kernel": state.adamw_kernel,
+               "pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths,
+               "batch_lengths": list(task.batching.pad_to.ladder) or None, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
         atomic_write_json(folder.train_results, summary)
@@ -244,8 +258,8 @@ def check_same_batching(config: RunConfig, folder: RunFolder) -> None:
     if saved is None or not folder.has_progress():  # nothing trained yet: the run starts with what it is given
         return
     saved = current_names(saved)
-    changed = [(name, saved[name], getattr(config, name)) for name in BATCHING
-               if name in saved and saved[name] != getattr(config, name)]
+    changed = [(name, saved[name], getattr(config, name)) for name in BATCHING  # (`auto` keeps what was saved:
+               if name in saved and getattr(config, name) != AUTO and saved[name] != getattr(config, name)]  # below)
     if changed:
         listed = "; ".join(f"{name} {json.dumps(now)} (saved: {json.dumps(was)})" for name, was, now in changed)
         keep = " ".join(f"--set {name}={json.dumps(was)}" for name, was, _ in changed)
@@ -253,6 +267,26 @@ def check_same_batching(config: RunConfig, folder: RunFolder) -> None:
                           f"({listed}; {folder.config}): a run keeps its batching to the end. Leave out the option "
                           f"that changes it (or give {keep}) to continue it, or start a new run in another "
                           "--output-dir")
+
+
+DEVICE_RULED = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths")  # whose `auto` the device resolves
+
+
+def with_device_rules(config: RunConfig, folder: RunFolder, resume: bool, device_type: str) -> RunConfig:
+    """The run's settings with the `auto` of its AdamW kernel and length budget resolved on `device_type`
+    (`xsyn.training.device_rules`), which config.json records. A resumed run keeps what its start resolved
+    them to: one run, one batching and one arithmetic."""
+    saved = (saved_json_object(folder.config) or {}) if resume else {}
+    given = {name: saved[name] if getattr(config, name) == AUTO and saved.get(name, AUTO) != AUTO
+             else getattr(config, name) for name in DEVICE_RULED}
+    multiple, most = resolve_length_budget(given["pad_to_multiple_of"], given["max_batch_lengths"], device_type)
+    try:
+        kernel = resolve_adamw_kernel(given["adamw_kernel"], device_type)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    resolved = replace(config, adamw_kernel=kernel, pad_to_multiple_of=multiple, max_batch_lengths=most)
+    resolved.card = config.card
+    return resolved
 
 
 def finished_summary(folder: RunFolder, config: RunConfig) -> dict[str, Any] | None:

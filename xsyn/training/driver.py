@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -27,9 +26,10 @@ from typing import Any, Protocol
 import torch
 
 from xsyn.training.checkpoint import checkpoint_interval, load_state, save_state, total_steps
+from xsyn.training.device_rules import kernel_of
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import StepLog, read_step_log
-from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, make_optimizer, remaining_batches
+from xsyn.training.loop import LinearSchedule, Stepper, StepProgress, StepRecord, make_optimizer, remaining_batches
 from xsyn.training.processes import wait_for_everyone
 from xsyn.training.settings import LoopSettings, with_warmup
 from xsyn.utils.errors import InputError
@@ -37,7 +37,6 @@ from xsyn.utils.io import atomic_write_bytes
 from xsyn.utils.plots import training_curves_png
 
 logger = logging.getLogger(__name__)
-CURVES_SECONDS = 60.0  # training_curves.png is redrawn at a saved state at most this often, and at the end
 
 Batch = dict[str, torch.Tensor]
 
@@ -82,6 +81,16 @@ class TrainState:
     best_step: int | None = None
     train_seconds: float = 0.0
     data_wait_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
+    adamw_kernel: str | None = None  # the AdamW kernel the optimiser runs (`xsyn.training.device_rules`)
+
+    def took(self, record: StepRecord) -> None:
+        """Count one more optimiser step, and its seconds."""
+        self.step += 1
+        self.step_in_epoch += 1
+        self.train_seconds += record.seconds
+        self.data_wait_seconds += record.data_seconds
+        self.train_cpu_seconds += record.cpu_seconds
 
 
 class Interrupted(KeyboardInterrupt):
@@ -139,8 +148,10 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     steps_per_epoch = math.ceil(task.n_rows / settings.batch_size)
     steps = total_steps(settings, task.n_rows)
     warn_long_warmup(settings, steps)
-    model, optimizer = accelerator.prepare(task.model, make_optimizer(task.model, settings.learning_rate,
-                                                                      settings.weight_decay, accelerator.device))
+    optimizer = make_optimizer(task.model, settings.learning_rate, settings.weight_decay, settings.adamw_kernel,
+                               accelerator.device)
+    kernel = kernel_of(optimizer)
+    model, optimizer = accelerator.prepare(task.model, optimizer)
     task.model = model
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(settings.learning_rate, settings.warmup_steps,
                                                                     steps),
@@ -154,20 +165,17 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             logger.warning(f"--resume: {folder.path} holds no saved state yet; the run starts from step 0")
         _clear_unfinished(accelerator, folder)
         state = TrainState()
+    state.adamw_kernel = kernel
     log = StepLog(folder.train_log, accelerator, keep_until_step=state.step)
     bar = StepProgress(steps, state.step, accelerator.is_main_process and show_progress, task.description)
     saved = state.step if state.step else None
-    drawn = time.monotonic()  # when training_curves.png was last drawn
 
     # -- the loop --------------------------------------------------------------------------------
     model.train()
     try:
         for batch in remaining_batches(state, steps, task.batches_of_epoch):
             record = stepper.step(state.step, batch, task.collate, task.forward)
-            state.step += 1
-            state.step_in_epoch += 1
-            state.train_seconds += record.seconds
-            state.data_wait_seconds += record.data_seconds
+            state.took(record)
             bar.update(record)
             last = state.step == steps
             if state.step % settings.log_every == 0 or last:
@@ -179,14 +187,15 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
             if state.step % save_every == 0 or last:
                 save_state(accelerator, folder, asdict(state), keep=settings.save_total_limit)
                 saved = state.step
-                if accelerator.is_main_process and (last or time.monotonic() - drawn >= CURVES_SECONDS):
-                    write_curves(folder)
-                    drawn = time.monotonic()
     except KeyboardInterrupt as stop:
         raise Interrupted(saved, getattr(stop, "signum", signal.SIGINT)) from None
     finally:
         bar.close()
         log.close()
+    # -- finish: the curves, drawn once from the whole log (a picture per save cost a run 0.4-0.6 s each, and
+    # loading matplotlib, for a file nothing reads before the run ends)
+    if accelerator.is_main_process:
+        write_curves(folder)
     return state
 
 

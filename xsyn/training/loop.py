@@ -39,8 +39,9 @@ import numpy as np
 import torch
 
 from xsyn.models.names import IGNORE_INDEX
+from xsyn.training.device_rules import AUTO, adamw_flags, resolve_adamw_kernel
 from xsyn.trees.batch import length_sorted_windows
-from xsyn.utils.errors import XsynError
+from xsyn.utils.errors import InputError, XsynError
 from xsyn.utils.progress import Progress
 
 
@@ -156,6 +157,7 @@ class StepRecord:
     seconds: float
     data_seconds: float
     length: int = 0  # T, the padded length of the step's (longest) micro-batch on this process
+    cpu_seconds: float = 0.0  # this process's CPU time in the step (its threads together)
 
 
 @dataclass
@@ -187,7 +189,7 @@ class Stepper:
         """Optimiser step number `done + 1` over the global `batch` (row indices)."""
         accelerator = self.accelerator
         processes, rank = accelerator.num_processes, accelerator.process_index
-        started, data_seconds = time.perf_counter(), 0.0
+        started, cpu_started, data_seconds = time.perf_counter(), time.process_time(), 0.0
         lr = self.schedule(done)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -220,7 +222,8 @@ class Stepper:
         self._check(done + 1, lr, means, grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds, length)
+        return StepRecord(lr, grad_norm, means, len(batch), time.perf_counter() - started, data_seconds, length,
+                          time.process_time() - cpu_started)
 
     def _check(self, step: int, lr: float, losses: dict[str, float], grad_norm: float | None) -> None:
         """Stop before a non-finite update reaches the weights. Under fp16 an infinite gradient is
@@ -260,22 +263,22 @@ def parameters_finite(model: torch.nn.Module) -> bool:
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight")  # parameters AdamW leaves undecayed, as BERT's recipe
 
 
-def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float,
+def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float, kernel: str = AUTO,
                    device: torch.device | None = None) -> torch.optim.Optimizer:
-    """AdamW over the trainable parameters, with no weight decay on biases and LayerNorm weights; on a GPU
-    (`device`, where training runs) torch's fused AdamW (`fused_optimizer`)."""
+    """AdamW over the trainable parameters, with no weight decay on biases and LayerNorm weights, computed by
+    `kernel` (`adamw_kernel`: `auto` is the fastest torch has for the parameters' device and dtypes, `device`
+    where they are not there yet; `xsyn.training.device_rules`)."""
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for name, p in trainable if not name.endswith(NO_DECAY)], "weight_decay": weight_decay},
               {"params": [p for name, p in trainable if name.endswith(NO_DECAY)], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-8, fused=fused_optimizer(device) or None)
-
-
-def fused_optimizer(device: torch.device | None) -> bool:
-    """Whether AdamW runs fused. The update is memory-bound: 28 bytes a weight read and written, 5 GB at mBERT
-    size (1.5 ms at an H100's 3.35 TB/s, beside the 8.4 ms of a compiled forward and backward); fused, one pass
-    over them, where the default (foreach) makes one pass per elementwise op. CUDA only, as nanoGPT: the CPU
-    keeps the default, whose arithmetic the golden runs record."""
-    return device is not None and torch.device(device).type == "cuda"
+    where = torch.device(device) if device is not None else (trainable[0][1].device if trainable else
+                                                             torch.device("cpu"))
+    dtypes = tuple(sorted({str(p.dtype).removeprefix("torch.") for _, p in trainable})) or ("float32",)
+    try:
+        resolved = resolve_adamw_kernel(kernel, where.type, dtypes)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-8, **adamw_flags(resolved))
 
 
 def to_device(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

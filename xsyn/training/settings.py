@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 
 from xsyn.models.names import DEFAULT_MODEL, DEFAULT_SEED
 from xsyn.training.checkpoint import check_checkpointing_steps, total_steps
-from xsyn.utils.schema import at_least, finite_above_zero, same_rule, setting, strict
+from xsyn.training.device_rules import ADAMW_KERNELS, AUTO
+from xsyn.utils.schema import at_least, finite_above_zero, one_of, same_rule, setting, strict
 
 WARMUP_SHARE = 0.05  # of the steps, where warmup_steps is None
 
@@ -33,6 +34,9 @@ class LoopSettings:
     warmup_steps: int | None = setting(0, check=at_least(0), help="steps over which the learning rate warms up (none: "
                                        "a twentieth of the steps)")
     weight_decay: float = setting(0.0, check=at_least(0), help="AdamW's weight decay (not on biases and LayerNorm)")
+    adamw_kernel: str = setting(AUTO, check=one_of(ADAMW_KERNELS), help="AdamW's kernel: auto (fused wherever "
+                                "torch has it for the device, else foreach, else for-loop; recorded as chosen), "
+                                "fused, foreach or for-loop")
     max_grad_norm: float | None = setting(1.0, check=at_least(0), help="clip the gradient's global norm to this (0 or "
                                           "none: no clipping)")
     max_length: int = count(128, "word pieces per input; longer inputs are cut (and counted)")

@@ -21,8 +21,9 @@ from typing import TextIO
 # The libraries' own switches for their tqdm bars: datasets' (`map`, featurisation) and the hub's, which
 # transformers follows ("Writing model shards", downloads). Read when each library is imported.
 LIBRARY_BAR_SWITCHES = ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
-# A note: what xsyn tells a user by the way (working offline, the table of a run's languages, data and parsers, ...), between a status line (INFO, shown with -v) and a
-# warning; shown by default, hidden by a command's --quiet (warnings still show) and by `xsyn -q` (errors only).
+# A note: what xsyn tells a user by the way (working offline, the table of a run's languages, data and parsers),
+# between a status line (INFO, shown with -v) and a warning; shown by default, hidden by a command's --quiet
+# (warnings still show) and by `xsyn -q` (errors only).
 NOTE = 25
 logging.addLevelName(NOTE, "NOTE")
 
