@@ -113,13 +113,18 @@ def test_a_resume_that_changes_the_batching_is_refused_naming_the_saved_value(tm
     assert trained.returncode == 0, trained.stderr
     saved = (run / "config.json").read_bytes()
     for change, said in ((["--random-batches"], "group_by_length false (saved: true)"),
-                         (["--pad-to-multiple-of", "1"], "pad_to_multiple_of 1 (saved: 8)"),
-                         (["--set", "max_batch_lengths=null"], "max_batch_lengths null (saved: 8)")):
+                         # (on the CPU `auto` resolves to each batch's own longest row and no length budget)
+                         (["--pad-to-multiple-of", "8"], "pad_to_multiple_of 8 (saved: 1)"),
+                         (["--set", "max_batch_lengths=8"], "max_batch_lengths 8 (saved: null)")):
         failed = xsyn_fails("finetune", "--resume", str(run), "--max-steps", "4", *change, cwd=tmp_path)
         assert f"the run was trained with other batches than this command gives ({said}" in failed.stderr, \
             failed.stderr
         assert "a run keeps its batching to the end" in failed.stderr
     assert (run / "config.json").read_bytes() == saved  # nothing rewritten
+    resumed = subprocess.run([str(xsyn_script()), "finetune", "--resume", str(run), "--max-steps", "4", "--quiet"],
+                             cwd=tmp_path, env=console_env(), capture_output=True, text=True,
+                             timeout=CONSOLE_TIMEOUT_S)  # `auto` batching given again: what the start resolved
+    assert resumed.returncode == 0 and "trained: 4 steps" in resumed.stdout, resumed.stderr
 
 
 def test_an_evaluation_replaces_the_earlier_one_whole_and_says_so(tmp_path):

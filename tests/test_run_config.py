@@ -293,7 +293,8 @@ def test_a_setting_given_as_null_is_null_and_one_not_given_keeps_its_default():
     assert (given.max_grad_norm, given.max_batch_lengths, given.warmup_steps) == (None, None, None)
     default, _ = finetune_settings(task="synth", variant="none", model="tiny")
     synth_warmup = load_card("synth").hyperparameters["mbert"]["warmup_steps"]  # the plain model's section
-    assert (default.max_grad_norm, default.max_batch_lengths, default.warmup_steps) == (1.0, 8, synth_warmup)
+    # (the length budget's default is the device's: `auto`, resolved when the run's device is known)
+    assert (default.max_grad_norm, default.max_batch_lengths, default.warmup_steps) == (1.0, "auto", synth_warmup)
     with pytest.raises(ConfigError, match="--set: learning_rate: expected a number, got None"):
         finetune_settings(task="synth", variant="none", model="tiny", sets=["learning_rate=null"])
 
@@ -305,6 +306,7 @@ def test_a_run_saved_before_max_batch_lengths_existed_resumes_with_every_length_
 
     config, _ = finetune_settings(task="synth", variant="none", model="tiny", output_dir=str(tmp_path / "run"))
     saved = {key: value for key, value in config.to_dict().items() if key != "max_batch_lengths"}
+    saved["pad_to_multiple_of"] = 8  # as such a run recorded it (before the device's `auto`)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text(json.dumps(saved), encoding="utf-8")
     resumed, resume = finetune_settings(resume_dir=str(tmp_path / "run"))

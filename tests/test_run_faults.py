@@ -24,6 +24,7 @@ from conftest import stopped_before_results
 
 from xsyn.cli import main
 from xsyn.data.synth import write_vocab
+from xsyn.training.folder import staged
 from xsyn.training.log import untimed
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
@@ -295,7 +296,7 @@ def test_evaluate_killed_at_a_random_moment_then_rerun_gives_the_uninterrupted_r
     out = tmp_path / "eval"
     args = ["evaluate", "--model-dir", str(trained), *EVAL, "--generalized", "--output-dir", str(out)]
     process = xsyn_process(args)  # killed right after its 1st or 2nd saved language
-    while process.poll() is None and len(list((out / "partial").glob("*.json"))) < saved:
+    while process.poll() is None and len(list((staged(out) / "partial").glob("*.json"))) < saved:
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL, process.stderr.read()[-3000:]  # killed mid-run, not finished first
@@ -419,7 +420,7 @@ def test_experiment_killed_at_a_random_moment_then_rerun_gives_the_uninterrupted
     runs = tmp_path / "runs"
     first, second = (runs / "synth" / cell for cell in CELLS)
     moments = {"in the first cell's training": lambda: lines_holding(first / "train_log.jsonl", '"loss"') >= 2,
-               "in the first cell's evaluation": lambda: (first / "eval-test" / "partial").is_dir(),
+               "in the first cell's evaluation": lambda: (staged(first / "eval-test") / "partial").is_dir(),
                "between the cells": lambda: (first / "eval-test" / "results.json").is_file(),
                "in the second cell's training": lambda: lines_holding(second / "train_log.jsonl", '"loss"') >= 1}
     when = random.Random(seed).choice(sorted(moments))
@@ -596,7 +597,7 @@ def test_damaged_partial_results_of_an_interrupted_evaluation_are_evaluated_agai
         CliRunner().invoke(main, ["evaluate", "--model-dir", str(trained), *EVAL, "--cache-dir",
                                   str(trained.parent / "cache"), "--output-dir", str(out)])
     assert not (out / "results.json").exists()
-    saved = sorted((out / "partial").glob("*.json"))
+    saved = sorted((staged(out) / "partial").glob("*.json"))  # (where an evaluation is written until it ends)
     assert saved
     for file in saved:
         DAMAGES[damage](file)

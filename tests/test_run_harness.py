@@ -27,6 +27,7 @@ from xsyn.data.cards import load_card
 from xsyn.data.synth import write_vocab
 from xsyn.models.names import DEFAULT_SEED
 from xsyn.models.variants.gat.layers import save_gat
+from xsyn.training.folder import staged
 from xsyn.training.loop import LENGTH_WINDOW, epoch_batches
 
 QUICK = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", "chain", "--quiet",
@@ -226,9 +227,10 @@ def test_an_interrupted_evaluation_recomputes_only_what_is_missing_and_a_finishe
     with monkeypatch.context() as patched:
         stopped_before_results(patched)
         assert CliRunner().invoke(main, args).exit_code != 0
-    assert sorted(p.name for p in (out / "partial").glob("*.json")) == [f"test-{lang}.json" for lang in
-                                                                        ("ovs", "sov", "svo", "vso")]
-    (out / "partial" / "test-ovs.json").unlink()
+    partial = staged(out) / "partial"  # (where an evaluation is written until it ends)
+    assert sorted(p.name for p in partial.glob("*.json")) == [f"test-{lang}.json" for lang in
+                                                              ("ovs", "sov", "svo", "vso")]
+    (partial / "test-ovs.json").unlink()
     predicted = []
     real = evaluation.model_outputs
     monkeypatch.setattr(evaluation, "model_outputs", lambda *a, **k: predicted.append(1) or real(*a, **k))
@@ -325,8 +327,8 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_results(run, tmp_pat
     res = CliRunner().invoke(main, ["evaluate", "--model-dir", str(run), "--langs", "svo", "--quiet",
                                     "--output-dir", str(out)])
     assert res.exit_code == 1
-    assert f"no space left on the device while writing {out / 'results.json'}" in res.output
-    assert not (out / "results.json").exists() and not list(out.glob(".results.json.*"))
+    assert f"no space left on the device while writing {staged(out) / 'results.json'}" in res.output
+    assert not (out / "results.json").exists() and not list(staged(out).glob(".results.json.*"))
 
 
 def test_a_pretrained_gat_gives_its_shape_and_freezing_keeps_it(vocab, cache, tmp_path):

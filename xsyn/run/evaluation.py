@@ -56,7 +56,7 @@ from xsyn.run.settings import ConfigError, RunConfig, read_config_file
 from xsyn.run.task_data import LabelNames, load_task_data
 from xsyn.syntax.parsing import Parser
 from xsyn.syntax.parsing.languages import LanguageParsers
-from xsyn.training.folder import TASK_FILE, RunFolder, eval_partial, eval_results, staged, task_file
+from xsyn.training.folder import RESULTS_FILE, TASK_FILE, RunFolder, eval_partial, eval_results, staged, task_file
 from xsyn.training.precision import run_precision
 from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, XsynError, first_line
@@ -224,7 +224,7 @@ def evaluate_run(checkpoint: Checkpoint | str | Path, split: str | None = None, 
 
 
 # What an evaluation writes in its folder (`evaluate_run`): a folder that holds anything else is not replaced
-EVALUATION_ENTRIES = ("results.json", "per_language.csv", "pairs.csv", "pairs.png", "per_example", "predictions",
+EVALUATION_ENTRIES = (RESULTS_FILE, "per_language.csv", "pairs.csv", "pairs.png", "per_example", "predictions",
                       "partial")
 
 

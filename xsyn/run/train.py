@@ -163,10 +163,10 @@ def finetune(run: RunConfig | RunResources, resume: bool = False, progress: bool
     finished = finished_summary(folder, config) if resume else None
     if finished is not None:
         return finished
-    if resume:
-        check_same_batching(config, folder)
     resources = run if isinstance(run, RunResources) else finetune_resources(config)
-    with folder.writing():
+    with folder.writing():  # (first: a run another process is writing is named as such, whatever its settings)
+        if resume:
+            check_same_batching(config, folder)
         return _finetune(resources, resume, progress)
 
 
