@@ -50,3 +50,32 @@ def test_sigterm_stops_a_training_that_says_where_it_stands_and_resumes(tmp_path
     assert "Traceback" not in err and "\nterminated (SIGTERM): the state of step " in err, err
     assert f"Continue with:\n  xsyn finetune --resume {run}" in err
     assert not [p.name for p in Path(run).iterdir() if p.name.endswith(".tmp")]  # no staging folder left
+
+
+def test_a_stop_in_the_middle_of_a_save_leaves_no_staging_and_keeps_the_last_whole_state(tmp_path):
+    """The SIGTERM test above can land anywhere; here the stop (Ctrl-C, or SIGTERM raised as one) lands inside the
+    save itself, after part of the new state is written."""
+    import pytest
+
+    from xsyn.training.checkpoint import save_state
+    from xsyn.training.folder import RunFolder, staged
+    from xsyn.utils.signals import Terminated
+
+    class HalfSaving:  # a one-process Accelerator whose save stops after writing one file
+        is_main_process, num_processes = True, 1
+
+        def save_state(self, path, safe_serialization):
+            Path(path).mkdir(parents=True)
+            (Path(path) / "model.safetensors").write_bytes(b"half")
+            raise Terminated()
+
+        def wait_for_everyone(self):
+            pass
+
+    folder = RunFolder(tmp_path / "run")
+    folder.state.mkdir(parents=True)
+    (folder.state / "trainer_state.json").write_text('{"step": 3}', encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        save_state(HalfSaving(), folder, {"step": 4})
+    assert not staged(folder.state).exists()
+    assert (folder.state / "trainer_state.json").read_text(encoding="utf-8") == '{"step": 3}'

@@ -46,6 +46,10 @@ def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], ke
             replace_dir(staging, state_dir, keep_old_as=folder.checkpoint(previous) if previous else None)
             for old in folder.checkpoints()[:-(keep - 1)] if keep and keep > 1 else folder.checkpoints():
                 shutil.rmtree(old, ignore_errors=True)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-save: the half-written staging goes, the last whole state
+        if accelerator.is_main_process:  # stays (state/, or state.old/ mid-swap, which `existing_dir` recovers)
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     except WRITE_ERRORS as err:
         shutil.rmtree(staging, ignore_errors=True)
         kept = f"the last complete state, {state_dir}, is kept" if existing_dir(state_dir) else "no state is saved yet"
