@@ -97,18 +97,28 @@ def test_random_batches_get_a_ladder_fitted_to_the_longest_row_of_each_random_ba
 
 
 def test_a_resumed_run_keeps_what_its_start_resolved_auto_to(tmp_path):
-    from xsyn.run.train import with_device_rules
+    from xsyn.run.train import saved_settings, with_device_rules
 
     folder = RunFolder(tmp_path)
     config = RunConfig(task="synth")
-    fresh = with_device_rules(config, folder, False, "cpu")
+    fresh = with_device_rules(config, {}, "cpu")
     assert (fresh.adamw_kernel, fresh.pad_to_multiple_of, fresh.max_batch_lengths) == ("fused", 1, None)
     (tmp_path / "config.json").write_text(json.dumps({"adamw_kernel": "foreach", "pad_to_multiple_of": 8,
                                                       "max_batch_lengths": 8}))
-    resumed = with_device_rules(config, folder, True, "cpu")  # started on a GPU, continued on the CPU
+    resumed = with_device_rules(config, saved_settings(folder), "cpu")  # started on a GPU, continued on the CPU
     assert (resumed.adamw_kernel, resumed.pad_to_multiple_of, resumed.max_batch_lengths) == ("foreach", 8, 8)
-    given = with_device_rules(RunConfig(task="synth", max_batch_lengths=None), folder, True, "cpu")
+    given = with_device_rules(RunConfig(task="synth", max_batch_lengths=None), saved_settings(folder), "cpu")
     assert given.max_batch_lengths is None  # a value given is the run's, not the saved one
+
+
+def test_a_run_saved_before_the_length_cap_existed_resumes_without_one(tmp_path):
+    from xsyn.run.train import saved_settings, with_device_rules
+
+    # its config.json has pad_to_multiple_of and no max_batch_lengths: it ran with every length its rows had, and
+    # a GPU's `auto` (8 lengths) would switch its batches mid-run
+    (tmp_path / "config.json").write_text(json.dumps({"adamw_kernel": "foreach", "pad_to_multiple_of": 8}))
+    resumed = with_device_rules(RunConfig(task="synth"), saved_settings(RunFolder(tmp_path)), "cuda")
+    assert (resumed.pad_to_multiple_of, resumed.max_batch_lengths) == (8, None)
 
 
 @pytest.mark.slow

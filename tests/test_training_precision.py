@@ -79,19 +79,20 @@ def test_the_plan_prices_auto_cells_at_their_devices_precision():
 
 def test_a_resumed_run_keeps_the_precision_its_start_resolved_auto_to(tmp_path, gpu, monkeypatch):
     from xsyn.run.settings import RunConfig
-    from xsyn.run.train import with_run_precision
+    from xsyn.run.train import saved_settings, with_run_precision
     from xsyn.training.folder import RunFolder
 
     folder = RunFolder(tmp_path)
     config = RunConfig(task="synth")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert with_run_precision(config, folder, resume=False).mixed_precision == "no"
+    assert with_run_precision(config, {}).mixed_precision == "no"
     folder.config.write_text(json.dumps({"mixed_precision": "bf16"}))  # started on a GPU
-    assert with_run_precision(config, folder, resume=True).mixed_precision == "bf16"  # continued on the CPU
-    assert with_run_precision(config, folder, resume=False).mixed_precision == "no"  # a fresh start resolves anew
+    assert with_run_precision(config, saved_settings(folder)).mixed_precision == "bf16"  # continued on the CPU
+    assert with_run_precision(config, {}).mixed_precision == "no"  # a fresh start resolves anew
     gpu(9)
-    assert with_run_precision(config, folder, resume=False).mixed_precision == "bf16"
-    assert with_run_precision(RunConfig(task="synth", mixed_precision="no"), folder, True).mixed_precision == "no"
+    assert with_run_precision(config, {}).mixed_precision == "bf16"
+    assert with_run_precision(RunConfig(task="synth", mixed_precision="no"),
+                              saved_settings(folder)).mixed_precision == "no"
 
 
 def test_an_experiment_cell_set_to_auto_is_the_run_that_recorded_what_auto_became(tmp_path):

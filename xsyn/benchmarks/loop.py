@@ -148,7 +148,7 @@ def bench_task(config, data: dict[str, Any], kind: type[FinetuneTask] = _TimedTa
     set_seed(config.seed)
     model = build_run_model(config, config.card, data["tokenizer"], data["names"])
     accelerator = Accelerator(mixed_precision=run_precision(config.mixed_precision))
-    config = with_device_rules(config, RunFolder(config.output_dir), False, accelerator.device.type)
+    config = with_device_rules(config, {}, accelerator.device.type)
     return kind(config, accelerator, RunFolder(config.output_dir), model, data["tokenizer"], data["names"],
                       data["train"], data["dev"])
 

@@ -165,19 +165,19 @@ def finetune(run: RunConfig | RunResources, resume: bool = False, progress: bool
         return finished
     resources = run if isinstance(run, RunResources) else finetune_resources(config)
     with folder.writing():  # (first: a run another process is writing is named as such, whatever its settings)
-        if resume:
-            check_same_batching(config, folder)
-        return _finetune(resources, resume, progress)
+        saved = saved_settings(folder) if resume else {}  # read once, under the lock, for the three checks below
+        check_same_batching(config, saved, folder)
+        return _finetune(resources, saved, resume, progress)
 
 
-def _finetune(resources: RunResources, resume: bool, progress: bool) -> dict[str, Any]:
+def _finetune(resources: RunResources, saved: dict[str, Any], resume: bool, progress: bool) -> dict[str, Any]:
 
     # -- setup -----------------------------------------------------------------------------------
     folder, tokenizer, parsers = resources.folder, resources.tokenizer, resources.parsers
-    config = with_run_precision(resources.config, folder, resume)
+    config = with_run_precision(resources.config, saved)
     accelerator = Accelerator(mixed_precision=config.mixed_precision, log_with=config.trackers or None,
                               project_dir=str(folder.path))
-    config = with_device_rules(config, folder, resume, accelerator.device.type)
+    config = with_device_rules(config, saved, accelerator.device.type)
     main = accelerator.is_main_process
     warn_fewer_processes(accelerator.num_processes)
     if main:
@@ -239,25 +239,28 @@ def trained_lines(summary: dict[str, Any], folder: str | Path) -> list[str]:
             f"{RunFolder(folder).best.name}/: the best checkpoint)"]
 
 
-def with_run_precision(config: RunConfig, folder: RunFolder, resume: bool) -> RunConfig:
+def saved_settings(folder: RunFolder) -> dict[str, Any]:
+    """The settings a run folder's config.json saved, under today's names; {} where there is none to trust."""
+    return current_names(saved_json_object(folder.config) or {})
+
+
+def with_run_precision(config: RunConfig, saved: dict[str, Any]) -> RunConfig:
     """The run's settings with `mixed_precision` as it computes (`auto` resolved on this device), which
-    config.json records. A resumed run keeps what its start resolved `auto` to, on whatever device it
-    continues: one run, one arithmetic."""
-    saved = (saved_json_object(folder.config) or {}).get("mixed_precision") if resume else None
-    chosen = saved if config.mixed_precision == "auto" and saved in AUTO_RESOLUTIONS else config.mixed_precision
+    config.json records. A resumed run (`saved`: its start's settings, `saved_settings`; {} for a fresh start)
+    keeps what its start resolved `auto` to, on whatever device it continues: one run, one arithmetic."""
+    was = saved.get("mixed_precision")
+    chosen = was if config.mixed_precision == "auto" and was in AUTO_RESOLUTIONS else config.mixed_precision
     resolved = replace(config, mixed_precision=run_precision(chosen))
     resolved.card = config.card  # the card the settings were checked against, not read again
     return resolved
 
 
-def check_same_batching(config: RunConfig, folder: RunFolder) -> None:
-    """A resumed run whose batching (`BATCHING`) differs from what its saved state was trained with would switch
-    batches mid-run, and its config.json would then claim the new batching for the whole run: refused, naming
-    each setting with the saved and the given value (both as resolved and recorded in config.json)."""
-    saved = saved_json_object(folder.config)
-    if saved is None or not folder.has_progress():  # nothing trained yet: the run starts with what it is given
+def check_same_batching(config: RunConfig, saved: dict[str, Any], folder: RunFolder) -> None:
+    """A resumed run whose batching (`BATCHING`) differs from what its saved state was trained with (`saved`, its
+    config.json) would switch batches mid-run, and its config.json would then claim the new batching for the whole
+    run: refused, naming each setting with the saved and the given value (both as resolved and recorded)."""
+    if not saved or not folder.has_progress():  # nothing trained yet: the run starts with what it is given
         return
-    saved = current_names(saved)
     changed = [(name, saved[name], getattr(config, name)) for name in BATCHING  # (`auto` keeps what was saved:
                if name in saved and getattr(config, name) != AUTO and saved[name] != getattr(config, name)]  # below)
     if changed:
@@ -272,11 +275,10 @@ def check_same_batching(config: RunConfig, folder: RunFolder) -> None:
 DEVICE_RULED = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths")  # whose `auto` the device resolves
 
 
-def with_device_rules(config: RunConfig, folder: RunFolder, resume: bool, device_type: str) -> RunConfig:
+def with_device_rules(config: RunConfig, saved: dict[str, Any], device_type: str) -> RunConfig:
     """The run's settings with the `auto` of its AdamW kernel and length budget resolved on `device_type`
-    (`xsyn.training.device_rules`), which config.json records. A resumed run keeps what its start resolved
-    them to: one run, one batching and one arithmetic."""
-    saved = (saved_json_object(folder.config) or {}) if resume else {}
+    (`xsyn.training.device_rules`), which config.json records. A resumed run (`saved`: its start's settings) keeps
+    what its start resolved them to: one run, one batching and one arithmetic."""
     given = {name: saved[name] if getattr(config, name) == AUTO and saved.get(name, AUTO) != AUTO
              else getattr(config, name) for name in DEVICE_RULED}
     multiple, most = resolve_length_budget(given["pad_to_multiple_of"], given["max_batch_lengths"], device_type)
