@@ -78,8 +78,10 @@ def test_the_summary_gives_medians_per_arm_and_the_ratios_of_the_targets():
               "settings": {"train_rows": 1600, "held_out": 400, "batch_size": 32, "max_length": 128, "epochs": 1.0,
                            "threads": 1, "repeats": 3}}
     text = peer_text(result)
-    assert "| xsyn default | 16.7 | 0.0540 | 5.0% | 56.0 +- 1.0 |" in text
-    assert "| Trainer.predict | 11.00 | 2.75 | 38.0% |" in text and "| Trainer script, 1 step | 11.00 |" in text
+    assert xsyn["examples_per_second_range"] == [pytest.approx(12.5), pytest.approx(25.0)]  # 100/8 and 100/4
+    assert "| xsyn default | 16.7 (12.5-25.0) | 0.0540 | 5.0% | 56.0 +- 1.0 |" in text
+    assert "| Trainer.predict | 11.00 | 2.75 | 38.0% |" in text
+    assert "| Trainer script, 1 step | 11.00 (10.00-15.00) |" in text
     assert "xsyn default / Trainer group_by_length, examples/s: 1.125x" in text and "load 1.5 before" in text
 
 

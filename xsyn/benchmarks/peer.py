@@ -205,6 +205,12 @@ def _median(runs: list[dict[str, Any]], figure: Callable[[dict[str, Any]], float
     return statistics.median(figure(run) for run in runs)
 
 
+def _range(runs: list[dict[str, Any]], figure: Callable[[dict[str, Any]], float]) -> list[float]:
+    """The lowest and highest of a figure over the repeats: how far one machine's runs of the same work spread."""
+    values = [figure(run) for run in runs]
+    return [min(values), max(values)]
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
@@ -213,6 +219,7 @@ def summarise(training: dict[str, list[dict[str, Any]]], scoring: dict[str, list
               step: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per arm the medians over its runs, and the ratios the targets are about (ratios of medians)."""
     rows = {arm: {"examples_per_second": _median(runs, lambda r: r["examples"] / r["train_seconds"]),
+                  "examples_per_second_range": _range(runs, lambda r: r["examples"] / r["train_seconds"]),
                   "cpu_seconds_per_example": _median(runs, lambda r: r["train_cpu_seconds"] / r["examples"]),
                   "padded_share": _median(runs, lambda r: r["padded_share"]),
                   "accuracy": _spread([r["accuracy"] for r in runs])} for arm, runs in training.items()}
@@ -220,6 +227,7 @@ def summarise(training: dict[str, list[dict[str, Any]]], scoring: dict[str, list
                    "scoring_seconds": _median(runs, lambda r: r["scoring_seconds"]),
                    "padded_share": _median(runs, lambda r: r["padded_share"])} for arm, runs in scoring.items()}
     steps = {arm: _median(runs, lambda r: r["command_seconds"]) for arm, runs in step.items()}
+    step_ranges = {arm: _range(runs, lambda r: r["command_seconds"]) for arm, runs in step.items()}
     xsyn, xsyn_random, trainer, grouped = (rows[arm] for arm in TRAINING_ARMS)
     ratios = {"xsyn default / Trainer group_by_length, examples/s":
               xsyn["examples_per_second"] / grouped["examples_per_second"],
@@ -232,4 +240,4 @@ def summarise(training: dict[str, list[dict[str, Any]]], scoring: dict[str, list
               "xsyn evaluate / Trainer.predict, scoring seconds":
               score["xsyn evaluate"]["scoring_seconds"] / score["Trainer.predict"]["scoring_seconds"],
               "one-step xsyn finetune / Trainer script, command seconds": steps[STEP_ARMS[0]] / steps[STEP_ARMS[1]]}
-    return {"training": rows, "scoring": score, "one_step": steps, "ratios": ratios}
+    return {"training": rows, "scoring": score, "one_step": steps, "one_step_range": step_ranges, "ratios": ratios}

@@ -196,15 +196,19 @@ def peer_text(result: dict[str, Any]) -> str:
              f"{settings['batch_size']}, max length {settings['max_length']}, {settings['epochs']:g} epoch(s), "
              f"{settings['threads']} thread each, {settings['repeats']} interleaved repeat(s); load "
              f"{result['load_before'][0]:g} before, {result['load_after'][0]:g} after", "",
-             "| training | examples/s | CPU s per example | padded share | accuracy |", "|---|---|---|---|---|"]
+             "| training | examples/s (lowest-highest) | CPU s per example | padded share | accuracy |",
+             "|---|---|---|---|---|"]
     for arm, row in summary["training"].items():
-        lines.append(f"| {arm} | {row['examples_per_second']:.1f} | {row['cpu_seconds_per_example']:.4f} | "
+        low, high = row["examples_per_second_range"]
+        lines.append(f"| {arm} | {row['examples_per_second']:.1f} ({low:.1f}-{high:.1f}) | "
+                     f"{row['cpu_seconds_per_example']:.4f} | "
                      f"{row['padded_share']:.1%} | {row['accuracy']['mean']:.1f} +- {row['accuracy']['sd']:.1f} |")
     lines += ["", "| scoring | command s | scoring s | padded share |", "|---|---|---|---|"]
     for arm, row in summary["scoring"].items():
         lines.append(f"| {arm} | {row['command_seconds']:.2f} | {row['scoring_seconds']:.2f} | "
                      f"{row['padded_share']:.1%} |")
-    lines += ["", "| one step | command s |", "|---|---|"]
-    lines += [f"| {arm} | {seconds:.2f} |" for arm, seconds in summary["one_step"].items()]
+    lines += ["", "| one step | command s (lowest-highest) |", "|---|---|"]
+    lines += [f"| {arm} | {seconds:.2f} ({low:.2f}-{high:.2f}) |" for arm, seconds in summary["one_step"].items()
+              for low, high in [summary["one_step_range"][arm]]]
     lines += ["", *(f"{name}: {ratio:.3f}x" for name, ratio in summary["ratios"].items())]
     return "\n".join(lines)
