@@ -79,3 +79,31 @@ def test_a_stop_in_the_middle_of_a_save_leaves_no_staging_and_keeps_the_last_who
         save_state(HalfSaving(), folder, {"step": 4})
     assert not staged(folder.state).exists()
     assert (folder.state / "trainer_state.json").read_text(encoding="utf-8") == '{"step": 3}'
+
+
+def test_a_stop_in_the_middle_of_saving_the_best_checkpoint_leaves_no_staging_and_keeps_the_last_best(tmp_path):
+    """The same stop inside the save of `best/` (the other folder the loop stages and swaps in)."""
+    from types import SimpleNamespace
+
+    import pytest
+    import torch
+
+    from xsyn.run.train import _save_best
+    from xsyn.training.folder import RunFolder, staged
+    from xsyn.utils.signals import Terminated
+
+    class HalfSavedModel(torch.nn.Linear):  # its save stops after writing one file
+        def save_pretrained(self, path, safe_serialization):
+            Path(path).mkdir(parents=True)
+            (Path(path) / "model.safetensors").write_bytes(b"half")
+            raise Terminated()
+
+    accelerator = SimpleNamespace(is_main_process=True, num_processes=1, wait_for_everyone=lambda: None,
+                                  unwrap_model=lambda model: model)
+    folder = RunFolder(tmp_path / "run")
+    folder.best.mkdir(parents=True)
+    (folder.best / "task.json").write_text('{"step": 3}', encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        _save_best(accelerator, HalfSavedModel(2, 2), None, folder, None, None, SimpleNamespace(step=4), {})
+    assert not staged(folder.best).exists()
+    assert (folder.best / "task.json").read_text(encoding="utf-8") == '{"step": 3}'

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +61,7 @@ from xsyn.utils.io import (
     atomic_write_json,
     atomic_write_text,
     ensure_dir,
+    removed_unless_swapped,
     replace_dir,
     saved_json_object,
 )
@@ -365,16 +365,16 @@ def _save_best(accelerator, model, tokenizer, folder: RunFolder, config: RunConf
     if accelerator.is_main_process:
         staging = staged(folder.best)
         try:
-            accelerator.unwrap_model(model).save_pretrained(staging, safe_serialization=True)
-            tokenizer.save_pretrained(staging)
-            conventions = InputConventions.of(config).changed()  # how its inputs are built, where not xsyn's
-            atomic_write_json(task_file(staging), {"task": config.card.name, "labels": names.labels,
-                                                   "tags": names.tags, "train_lang": config.train_lang,
-                                                   "step": state.step,
-                                                   **({"input_conventions": conventions} if conventions else {})})
-            replace_dir(staging, folder.best)
+            with removed_unless_swapped(staging):
+                accelerator.unwrap_model(model).save_pretrained(staging, safe_serialization=True)
+                tokenizer.save_pretrained(staging)
+                conventions = InputConventions.of(config).changed()  # how its inputs are built, where not xsyn's
+                atomic_write_json(task_file(staging), {"task": config.card.name, "labels": names.labels,
+                                                       "tags": names.tags, "train_lang": config.train_lang,
+                                                       "step": state.step,
+                                                       **({"input_conventions": conventions} if conventions else {})})
+                replace_dir(staging, folder.best)
         except WRITE_ERRORS as err:
-            shutil.rmtree(staging, ignore_errors=True)
             kept = (f"the best checkpoint so far, {folder.best}, is kept" if folder.best.is_dir()
                     else "no checkpoint is saved yet")
             raise OutputError(getattr(err, "errno", None) or 0, f"cannot write the checkpoint {staging} "

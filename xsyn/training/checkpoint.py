@@ -20,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from xsyn.training.folder import TRAINER_STATE, RunFolder, staged
 from xsyn.training.processes import wait_for_everyone
 from xsyn.utils.errors import InputError, XsynError
-from xsyn.utils.io import OutputError, atomic_write_json, existing_dir, replace_dir
+from xsyn.utils.io import OutputError, atomic_write_json, existing_dir, removed_unless_swapped, replace_dir
 
 State = TypeVar("State")
 
@@ -39,19 +39,16 @@ def save_state(accelerator, folder: RunFolder, trainer_state: dict[str, Any], ke
         shutil.rmtree(staging, ignore_errors=True)  # what a kill mid-write left behind
     wait_for_everyone(accelerator)
     try:
-        accelerator.save_state(str(staging), safe_serialization=True)
+        with removed_unless_swapped(staging):
+            accelerator.save_state(str(staging), safe_serialization=True)
+            if accelerator.is_main_process:
+                atomic_write_json(staging / TRAINER_STATE, trainer_state)
+                previous = folder.saved_step() if keep and keep > 1 else None
+                replace_dir(staging, state_dir, keep_old_as=folder.checkpoint(previous) if previous else None)
         if accelerator.is_main_process:
-            atomic_write_json(staging / TRAINER_STATE, trainer_state)
-            previous = folder.saved_step() if keep and keep > 1 else None
-            replace_dir(staging, state_dir, keep_old_as=folder.checkpoint(previous) if previous else None)
             for old in folder.checkpoints()[:-(keep - 1)] if keep and keep > 1 else folder.checkpoints():
                 shutil.rmtree(old, ignore_errors=True)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-save: the half-written staging goes, the last whole state
-        if accelerator.is_main_process:  # stays (state/, or state.old/ mid-swap, which `existing_dir` recovers)
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
     except WRITE_ERRORS as err:
-        shutil.rmtree(staging, ignore_errors=True)
         kept = f"the last complete state, {state_dir}, is kept" if existing_dir(state_dir) else "no state is saved yet"
         raise OutputError(getattr(err, "errno", None) or 0,
                           f"cannot write the training state to {staging} ({first_line(err)}); {kept}. Free some "

@@ -155,6 +155,18 @@ def replace_dir(staged: str | Path, final: str | Path, keep_old_as: str | Path |
     shutil.rmtree(old, ignore_errors=True)
 
 
+@contextmanager
+def removed_unless_swapped(staging: str | Path) -> Iterator[Path]:
+    """The writing of a folder `replace_dir` will swap in: stopped before the swap (an error, Ctrl-C, or SIGTERM
+    raised as one), the half-written `staging` is removed and the stop goes on; the final folder keeps its last
+    whole version (or `final.old` mid-swap, which `existing_dir` recovers)."""
+    try:
+        yield Path(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def existing_dir(final: str | Path) -> Path | None:
     """`final`, or the previous version a crash in `replace_dir` left as `final.old`, or None."""
     final = Path(final)
