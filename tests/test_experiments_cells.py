@@ -58,10 +58,10 @@ def test_a_cell_whose_run_recorded_what_auto_became_on_its_device_is_the_same_ru
     cell = tmp_path / "runs" / "synth" / "none-seed1"
     (cell / "state").mkdir(parents=True)
     saved = {"output_dir": str(cell), "task": "synth", "adamw_kernel": "fused", "pad_to_multiple_of": 1,
-             "max_batch_lengths": None, "mixed_precision": "no"}
+             "max_batch_lengths": None, "micro_batch_split": "by-length", "mixed_precision": "no"}
     (cell / "config.json").write_text(json.dumps(saved))
     auto = {**saved, "adamw_kernel": "auto", "pad_to_multiple_of": "auto", "max_batch_lengths": "auto",
-            "mixed_precision": "auto"}
+            "micro_batch_split": "auto", "mixed_precision": "auto"}
     check_same_run(cell, auto)
     with pytest.raises(ExperimentError, match=r"pad_to_multiple_of: 1 there, 16 now"):
         check_same_run(cell, {**auto, "pad_to_multiple_of": 16})

@@ -64,7 +64,8 @@ RUN = ["--task", "synth", "--model", "tiny", "--train-lang", "svo", "--parser", 
        "--max-steps", "3", "--eval-every", "3", "--set", "log_every=1", "--seed", "7",
        "--learning-rate", "3e-4", "--set", "warmup_steps=0",  # the schedule the fixture was recorded with
        # and the optimiser and padding it was recorded with (the CPU's `auto` since: fused AdamW, no padding)
-       "--set", "adamw_kernel=for-loop", "--pad-to-multiple-of", "8", "--set", "max_batch_lengths=8"]
+       "--set", "adamw_kernel=for-loop", "--pad-to-multiple-of", "8", "--set", "max_batch_lengths=8",
+       "--set", "micro_batch_split=even"]
 
 
 def registered_variants() -> list[str]:

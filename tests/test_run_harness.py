@@ -66,6 +66,7 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     assert [r["step"] for r in log if "dev" in r] == [4, 8]
     # on the CPU `auto` pads each batch to its longest row (no multiple, no cap), and the run records it so
     assert (config["pad_to_multiple_of"], config["max_batch_lengths"], config["adamw_kernel"]) == (1, None, "fused")
+    assert config["micro_batch_split"] == "by-length"  # and cuts each batch where that pads least
     longest = {len(row["input_ids"]) for row in train_rows(run)}
     assert all(r["loss"] > 0 and r["seconds"] > 0 and r["length"] in longest for r in log if "loss" in r)
     summary = json.loads((run / "train_results.json").read_text())
@@ -73,7 +74,8 @@ def test_finetune_writes_config_logs_best_checkpoint_and_summary(run):
     batches = summary["batches"]  # 8 steps of 16 rows: each training row once
     assert batches["real_tokens"] == sum(len(row["input_ids"]) for row in train_rows(run))
     assert 1 <= batches["distinct_shapes"] <= 8
-    assert (summary["adamw_kernel"], summary["pad_to_multiple_of"], summary["max_batch_lengths"]) == ("fused", 1, None)
+    assert (summary["adamw_kernel"], summary["pad_to_multiple_of"], summary["max_batch_lengths"],
+            summary["micro_batch_split"]) == ("fused", 1, None, "by-length")
     assert batches["padded_share"] == round(1 - batches["real_tokens"] / batches["padded_tokens"], 4)
     assert summary["versions"]["torch"] == torch.__version__ and "transformers" in summary["versions"]
     assert summary["platform"] == provenance()["platform"]  # CPU model, kernel libraries, threads beside them

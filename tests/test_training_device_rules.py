@@ -21,6 +21,7 @@ from xsyn.training.device_rules import (
     kernel_of,
     resolve_adamw_kernel,
     resolve_length_budget,
+    resolve_micro_batch_split,
     same_resolution,
 )
 from xsyn.training.folder import RunFolder
@@ -44,6 +45,14 @@ def test_the_length_budget_is_few_lengths_where_shapes_cost_and_the_least_paddin
     assert same_resolution("max_batch_lengths", None, "auto") and same_resolution("pad_to_multiple_of", 8, "auto")
     assert not same_resolution("pad_to_multiple_of", 16, "auto")
     assert not same_resolution("adamw_kernel", "fused", "foreach")
+
+
+def test_batches_are_cut_by_length_where_shapes_cost_nothing_and_evenly_where_they_cost():
+    assert resolve_micro_batch_split("auto", "cpu") == "by-length"
+    assert resolve_micro_batch_split("auto", "cuda") == "even"
+    assert resolve_micro_batch_split("by-length", "cuda") == "by-length" and resolve_micro_batch_split("even", "cpu")
+    assert same_resolution("micro_batch_split", "even", "auto") and not same_resolution("micro_batch_split", "even",
+                                                                                          "by-length")
 
 
 def _model(seed: int) -> torch.nn.Module:
@@ -85,7 +94,8 @@ def test_random_batches_get_a_ladder_fitted_to_the_longest_row_of_each_random_ba
 
     lengths = np.clip(np.random.default_rng(5).lognormal(3.3, 0.5, 400).astype(int), 4, 128).tolist()  # a long tail
     rows = [{"input_ids": np.ones(n)} for n in lengths]
-    settings = {"batch_size": 8, "seed": 3, "grad_accum": 1, "pad_to_multiple_of": 8, "max_batch_lengths": 4}
+    settings = {"batch_size": 8, "seed": 3, "grad_accum": 1, "pad_to_multiple_of": 8, "max_batch_lengths": 4,
+                "micro_batch_split": "even"}
     random = TrainingBatches(SimpleNamespace(group_by_length=False, **settings), rows)
     grouped = TrainingBatches(SimpleNamespace(group_by_length=True, **settings), rows)
     batches = random.of_epoch(0)
@@ -102,11 +112,13 @@ def test_a_resumed_run_keeps_what_its_start_resolved_auto_to(tmp_path):
     folder = RunFolder(tmp_path)
     config = RunConfig(task="synth")
     fresh = with_device_rules(config, {}, "cpu")
-    assert (fresh.adamw_kernel, fresh.pad_to_multiple_of, fresh.max_batch_lengths) == ("fused", 1, None)
+    assert (fresh.adamw_kernel, fresh.pad_to_multiple_of, fresh.max_batch_lengths, fresh.micro_batch_split) == (
+        "fused", 1, None, "by-length")
     (tmp_path / "config.json").write_text(json.dumps({"adamw_kernel": "foreach", "pad_to_multiple_of": 8,
-                                                      "max_batch_lengths": 8}))
+                                                      "max_batch_lengths": 8, "micro_batch_split": "even"}))
     resumed = with_device_rules(config, saved_settings(folder), "cpu")  # started on a GPU, continued on the CPU
-    assert (resumed.adamw_kernel, resumed.pad_to_multiple_of, resumed.max_batch_lengths) == ("foreach", 8, 8)
+    assert (resumed.adamw_kernel, resumed.pad_to_multiple_of, resumed.max_batch_lengths,
+            resumed.micro_batch_split) == ("foreach", 8, 8, "even")
     given = with_device_rules(RunConfig(task="synth", max_batch_lengths=None), saved_settings(folder), "cpu")
     assert given.max_batch_lengths is None  # a value given is the run's, not the saved one
 
@@ -119,6 +131,8 @@ def test_a_run_saved_before_the_length_cap_existed_resumes_without_one(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"adamw_kernel": "foreach", "pad_to_multiple_of": 8}))
     resumed = with_device_rules(RunConfig(task="synth"), saved_settings(RunFolder(tmp_path)), "cuda")
     assert (resumed.pad_to_multiple_of, resumed.max_batch_lengths) == (8, None)
+    on_cpu = with_device_rules(RunConfig(task="synth"), saved_settings(RunFolder(tmp_path)), "cpu")
+    assert on_cpu.micro_batch_split == "even"  # nor did it cut its batches by length, as the CPU's `auto` now does
 
 
 @pytest.mark.slow
@@ -132,16 +146,16 @@ def test_finetune_records_the_kernel_and_length_budget_it_ran_with(tmp_path):
     common = ["finetune", "--task", "synth", "--model", "tiny", "--tokenizer", str(vocab), "--train-lang", "svo",
               "--parser", "chain", "--quiet", "--max-train-examples", "24", "--set", "max_eval_examples=8",
               "--batch-size", "8", "--max-steps", "3", "--set", "log_every=1", "--cache-dir", str(tmp_path / "cache")]
-    for name, extra, expected in [("auto", [], ("fused", 1, None)),
-                                  ("given", ["--set", "adamw_kernel=for-loop", "--pad-to-multiple-of", "8"],
-                                   ("for-loop", 8, None))]:
+    for name, extra, expected in [("auto", [], ("fused", 1, None, "by-length")),
+                                  ("given", ["--set", "adamw_kernel=for-loop", "--pad-to-multiple-of", "8", "--set",
+                                             "micro_batch_split=even"], ("for-loop", 8, None, "even"))]:
         out = tmp_path / name
         proc = subprocess.run([xsyn, *common, *extra, "--output-dir", str(out)], capture_output=True, text=True,
                               env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         config = json.loads((out / "config.json").read_text())
         summary = json.loads((out / "train_results.json").read_text())
-        keys = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths")
+        keys = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths", "micro_batch_split")
         assert tuple(config[k] for k in keys) == tuple(summary[k] for k in keys) == expected
         saved = json.loads((out / "state" / "trainer_state.json").read_text())
         assert saved["adamw_kernel"] == expected[0]  # read back from the optimiser that ran

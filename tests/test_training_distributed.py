@@ -274,7 +274,8 @@ def test_a_last_batch_smaller_than_the_processes_is_the_same_rows_with_a_stand_i
 
     from xsyn.run.train import TrainingBatches
 
-    config = SimpleNamespace(batch_size=4, seed=1, group_by_length=True, pad_to_multiple_of=8, max_batch_lengths=8)
+    config = SimpleNamespace(batch_size=4, seed=1, group_by_length=True, pad_to_multiple_of=8, max_batch_lengths=8,
+                             micro_batch_split="even")
     rows = [{"input_ids": np.ones(n)} for n in (7, 3, 9, 4, 5)]
     batches = TrainingBatches(config, rows).of_epoch(0)  # grouped, as by default
     assert [len(b) for b in batches] == [4, 1] and sorted(sum(batches, [])) == list(range(5))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +64,29 @@ def collator(data: list[dict[str, np.ndarray]]):
     return collate
 
 
-def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Tensor]:
-    """STEPS Adam steps of a tiny model on `rows(task)` on this process's Accelerator; the weights."""
+def varied(data: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The rows cut to 3 to 12 pieces (a per-piece label column with them), so that batches need padding."""
+    cut = []
+    for i, row in enumerate(data):
+        n = 3 + (7 * i) % 10
+        cut.append({key: value[:n] if value.ndim else value for key, value in row.items()})
+    return cut
+
+
+def padding_collator(data: list[dict[str, np.ndarray]]):
+    def collate(indices: list[int]) -> dict[str, torch.Tensor]:
+        longest = max(len(data[i]["input_ids"]) for i in indices)
+        fill = {"input_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX, "slot_labels": IGNORE_INDEX}
+        return {key: torch.as_tensor(np.stack([np.pad(data[i][key], (0, longest - len(data[i][key])),
+                                                      constant_values=fill[key]) if data[i][key].ndim
+                                               else data[i][key] for i in indices])) for key in data[0]}
+    return collate
+
+
+def train(task: str, grad_accum: int, exact: bool = True, data: list[dict[str, np.ndarray]] | None = None,
+          split=None, batch: int = BATCH) -> dict[str, torch.Tensor]:
+    """STEPS Adam steps of a tiny model on `rows(task)` (or `data`, padded) on this process's Accelerator, each
+    step's batch cut by `split` (None: `grad_accum` equal parts); the weights."""
     from accelerate import Accelerator
 
     from xsyn.models.configuration import XsynBertConfig
@@ -77,12 +99,14 @@ def train(task: str, grad_accum: int, exact: bool = True) -> dict[str, torch.Ten
                                               num_slot_labels=3, **SHAPE))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model, optimizer = accelerator.prepare(model, optimizer)
-    data = rows(task)
+    collate = collator(rows(task)) if data is None else padding_collator(data)
+    data = rows(task) if data is None else data
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(1e-3, 0, STEPS), 1.0, seed=1,
-                      grad_accum=grad_accum, count_items=labelled_pieces(data, columns) if exact else None)
+                      grad_accum=grad_accum, count_items=labelled_pieces(data, columns) if exact else None,
+                      split=split)
 
     for step in range(STEPS):
-        stepper.step(step, list(range(step * BATCH, (step + 1) * BATCH)), collator(data),
+        stepper.step(step, list(range(step * batch, (step + 1) * batch)), collate,
                      lambda inputs: {"loss": model(**inputs).loss})
     return {name: p.detach().clone() for name, p in accelerator.unwrap_model(model).state_dict().items()}
 
@@ -119,6 +143,28 @@ def test_one_process_two_processes_and_accumulation_train_the_same_weights(task,
 def test_averaging_a_token_loss_per_share_would_not_be_the_same():
     """What the count guards against: each half of the batch averaged over its own tokens."""
     assert largest_difference(train("token", 1), train("token", 2, exact=False)) > 100 * BOUND
+
+
+@pytest.mark.parametrize("task", list(HEADS))
+def test_a_batch_cut_by_length_takes_the_step_of_the_whole_batch(task):
+    """Micro-batches of unequal sizes, each weighted by its share of the step's rows (and of its labelled tokens)."""
+    from xsyn.training.loop import micro_batches
+
+    data = varied(rows(task))
+    lengths = [len(row["input_ids"]) for row in data]
+    by_length = partial(micro_batches, grad_accum=1, lengths=lengths)
+    cuts = [by_length(list(range(s * BATCH, (s + 1) * BATCH)), processes=1) for s in range(STEPS)]
+    assert all(len(set(map(len, micros))) > 1 for micros in cuts)  # unequal parts: the weights matter
+    assert largest_difference(train(task, 1, data=data), train(task, 1, data=data, split=by_length)) <= BOUND
+
+
+@pytest.mark.parametrize("task", list(HEADS))
+def test_a_short_last_micro_batch_counts_for_its_rows_only(task):
+    """10 rows in 4 parts are 3, 3, 3 and 1: the lone row is a tenth of the step, not a quarter of it (weighted a
+    quarter, a sentence head's weights move by 4e-3). Weights in tenths round where quarters did not: the token
+    head, whose share of labelled tokens was right before, moves by up to 4.1e-6."""
+    data = varied(rows(task))
+    assert largest_difference(train(task, 1, data=data, batch=10), train(task, 4, data=data, batch=10)) <= 4 * BOUND
 
 
 def test_labelled_pieces_counts_the_per_piece_labels_of_the_rows_asked_for():
@@ -231,6 +277,7 @@ def test_a_run_without_clipping_logs_its_losses_and_no_gradient_norm(tmp_path):
     data = torch.randn(8, 3)
     task = SimpleNamespace(model=torch.nn.Linear(3, 1), n_rows=8, description="linear", hint="", count_items=None,
                            batches_of_epoch=lambda epoch: [[0, 1, 2, 3], [4, 5, 6, 7]],
+                           micro_batches=lambda batch, processes: [batch],
                            collate=lambda indices: {"x": data[indices]}, evaluate=lambda: None,
                            on_best=lambda state, result: None)
     task.forward = lambda batch: {"loss": task.model(batch["x"]).pow(2).mean()}

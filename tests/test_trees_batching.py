@@ -72,7 +72,8 @@ def test_the_defaults_group_by_length_with_the_devices_length_budget_while_saved
     config = RunConfig(task="synth")
     assert (config.group_by_length, config.pad_to_multiple_of, config.max_batch_lengths) == (True, "auto", "auto")
     old = current_names({"group_by_length": False, "pad_to_multiple_of": None})  # a config.json of before
-    assert old == {"group_by_length": False, "pad_to_multiple_of": None, "max_batch_lengths": None}
+    assert old == {"group_by_length": False, "pad_to_multiple_of": None, "max_batch_lengths": None,
+                   "micro_batch_split": "even"}
     assert current_names({"pad_to_multiple_of": 8, "max_batch_lengths": 8})["max_batch_lengths"] == 8
 
 
@@ -83,7 +84,8 @@ def test_a_run_records_the_figures_of_the_batches_it_took_cut_into_micro_batches
     lengths = [5, 30, 12, 9, 22, 17, 3]
     rows = [{"input_ids": np.ones(n)} for n in lengths]
     task = TrainingBatches(SimpleNamespace(batch_size=4, seed=2, grad_accum=2, group_by_length=True,
-                                           pad_to_multiple_of=8, max_batch_lengths=None), rows)
+                                           pad_to_multiple_of=8, max_batch_lengths=None, micro_batch_split="even"),
+                           rows)
     assert task.pad_to == PaddedLength(8)
     batches = epoch_batches(7, 4, 2, 0, lengths) + epoch_batches(7, 4, 2, 1, lengths)[:1]  # 3 steps
     micros = [batch[i:i + 2] for batch in batches for i in range(0, len(batch), 2)]
@@ -170,3 +172,58 @@ def test_bench_loop_through_the_console_script_times_both_batchings_on_the_same_
     assert default["batches"]["padded_share"] <= random["batches"]["padded_share"]
     assert result["default_over_random"]["examples_per_second"] == pytest.approx(
         default["loop"]["examples_per_second"] / random["loop"]["examples_per_second"])
+
+
+def test_least_padded_cuts_weigh_the_padding_saved_against_what_a_micro_batch_costs():
+    from xsyn.trees.padding import least_padded_cuts
+
+    lengths = [100, 30, 29, 28]  # longest first; worked out by hand below
+    # one group: 4 x 100 + 20 = 420; [100] [30 29 28]: 100 + 90 + 2 x 20 = 230; [100] [30] [29 28]: 248
+    assert least_padded_cuts(lengths, PaddedLength(), (1, 4), 20) == [1, 3]
+    assert least_padded_cuts(lengths, PaddedLength(), (1, 4), 0) == [1, 1, 1, 1]  # no cost: every row alone
+    assert least_padded_cuts(lengths, PaddedLength(), (2, 4), 20) == [2, 2]  # 2 x 100 + 2 x 29 + 40 = 298 < 420
+    assert least_padded_cuts(lengths, PaddedLength(), (1, 2), 1000) == [2, 2]  # at most 2 a group
+    # padded to multiples of 8: [104] [32 32 32] 104 + 96 + 40 = 240 against 4 x 104 + 20 = 436 for one group
+    assert least_padded_cuts([100, 30, 29, 28], PaddedLength(8), (1, 4), 20) == [1, 3]
+    assert least_padded_cuts([9, 8, 7, 6, 5], PaddedLength(), (2, 2), 0) is None  # 5 rows into groups of 2
+
+
+def test_least_padded_cuts_are_the_cheapest_of_every_cut_into_allowed_sizes():
+    from xsyn.trees.padding import least_padded_cuts
+
+    def cost(lengths, groups, padded, per_group):
+        total, start = 0, 0
+        for size in groups:
+            total += size * padded(lengths[start]) + per_group
+            start += size
+        return total
+
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        lengths = sorted(rng.integers(3, 129, int(rng.integers(1, 10))).tolist(), reverse=True)
+        fewest, most = int(rng.integers(1, 3)), int(rng.integers(2, 6))
+        padded, per_group = PaddedLength(int(rng.choice([1, 8]))), float(rng.choice([0, 20, 200]))
+        sizes = range(fewest, most + 1)
+        every = [list(g) for k in range(1, len(lengths) + 1) for g in itertools.product(sizes, repeat=k)
+                 if sum(g) == len(lengths)]
+        got = least_padded_cuts(lengths, padded, (fewest, most), per_group)
+        if not every:
+            assert got is None
+            continue
+        assert sum(got) == len(lengths) and all(fewest <= g <= most for g in got)
+        assert cost(lengths, got, padded, per_group) == min(cost(lengths, g, padded, per_group) for g in every)
+
+
+def test_a_batch_cut_by_length_keeps_every_row_once_and_each_micro_batch_within_its_sizes():
+    from xsyn.training.loop import MICRO_BATCH_TOKENS, micro_batches
+
+    lengths = [12, 90, 15, 14, 88, 13, 40, 11]
+    batch = [6, 0, 1, 2, 3, 4, 5, 7]
+    micros = micro_batches(batch, 1, 1, lengths)
+    assert sorted(i for m in micros for i in m) == sorted(batch)
+    assert [[lengths[i] for i in m] for m in micros] == [[90, 88], [40], [15, 14, 13, 12, 11]]
+    tokens = sum(len(m) * max(lengths[i] for i in m) + MICRO_BATCH_TOKENS for m in micros)
+    assert tokens < 8 * 90 + MICRO_BATCH_TOKENS  # 180 + 40 + 75 + 60 = 355 against 740
+    assert all(len(m) <= 4 for m in micro_batches(batch, 2, 1, lengths))  # grad_accum 2: at most 4 rows
+    assert all(len(m) >= 2 for m in micro_batches(batch, 1, 2, lengths))  # a row for each of 2 processes
+    assert micro_batches(batch, 2, 1) == [batch[:4], batch[4:]]  # without lengths: equal parts, in order

@@ -32,7 +32,6 @@ from xsyn.models.variants import DEFAULT_VARIANT
 from xsyn.run.evaluation import evaluate_run
 from xsyn.run.settings import resolve
 from xsyn.run.train import FinetuneTask, finetune
-from xsyn.training.loop import micro_batches
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder
 from xsyn.utils.schema import did_you_mean
@@ -93,8 +92,7 @@ def _data_wait_at(config, summary: dict[str, Any], step_seconds: float | None,
     variant's tree fields only)."""
     # features and parses come from the run's caches
     task = bench_task(config, load_bench_data(config), FinetuneTask)
-    plan = [micro for batch in task.batches_of_epoch(0)
-            for micro in micro_batches(batch, config.grad_accum, 1)][:simulated_batches]
+    plan = [micro for batch in task.batches_of_epoch(0) for micro in task.micro_batches(batch, 1)][:simulated_batches]
     collate_seconds = []
     for indices in plan:
         started = time.perf_counter()

@@ -42,7 +42,7 @@ from xsyn.run.workflow import finetune_settings
 from xsyn.training.driver import train
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import read_step_log
-from xsyn.training.loop import make_optimizer, micro_batches, planned_batches, to_device
+from xsyn.training.loop import make_optimizer, planned_batches, to_device
 from xsyn.training.precision import run_precision
 from xsyn.utils.errors import OptionError
 from xsyn.utils.io import work_folder
@@ -62,7 +62,7 @@ class _TimedTask(FinetuneTask):
 
     def start(self, plan: Sequence[list[int]]) -> None:
         self.calls, self.stamps = 0, []
-        sizes = [len(micro_batches(batch, self.config.grad_accum, 1)) for batch in plan]
+        sizes = [len(self.micro_batches(batch, 1)) for batch in plan]
         self.step_calls = set(accumulate(sizes[:-1], initial=0))
 
     def collate(self, indices: list[int]):
@@ -170,14 +170,15 @@ def _bare(config, task: _TimedTask, plan: list[list[int]]) -> dict[str, Any]:
                                                                            config.weight_decay, config.adamw_kernel,
                                                                            accelerator.device))
     task.model.train()
-    steps = [[to_device(FinetuneTask.collate(task, micro), accelerator.device)
-              for micro in micro_batches(batch, config.grad_accum, 1)] for batch in plan]
+    # the run's own cut of each batch, each micro-batch weighted by its share of the batch's rows, as the loop does
+    steps = [[(to_device(FinetuneTask.collate(task, micro), accelerator.device), len(micro) / len(batch))
+              for micro in task.micro_batches(batch, 1)] for batch in plan]
     cuda = accelerator.device.type == "cuda"
     wall, cpu = [], []
     for micros in steps:
         started, cpu_started = time.perf_counter(), time.process_time()
-        for inputs in micros:
-            (task.forward(inputs)["loss"] / len(micros)).backward()
+        for inputs, share in micros:
+            (task.forward(inputs)["loss"] * share).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if cuda:

@@ -126,7 +126,8 @@ class PeerBench:
                     "train_cpu_seconds": summary["train_cpu_seconds"],
                     "padded_share": summary["batches"]["padded_share"], "accuracy": summary["best_dev_score"],
                     "command_seconds": seconds, "settings": {k: summary.get(k) for k in (
-                        "adamw_kernel", "pad_to_multiple_of", "max_batch_lengths", "mixed_precision")}}
+                        "adamw_kernel", "pad_to_multiple_of", "max_batch_lengths", "micro_batch_split",
+                        "mixed_precision")}}
         out = self.work / "runs" / f"trainer{'_grouped' if 'group' in arm else ''}-{seed}"
         seconds, result = self.trainer_script(out.name, self.trainer_spec(
             "train", out, seed, group_by_length="group" in arm, save=arm not in self.first))

@@ -46,7 +46,7 @@ from xsyn.syntax.treebanks import languages, locate
 from xsyn.training.driver import check_micro_batches, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder
 from xsyn.training.log import read_step_log, untimed
-from xsyn.training.loop import epoch_batches
+from xsyn.training.loop import epoch_batches, micro_batches
 from xsyn.training.processes import wait_for_everyone
 from xsyn.training.settings import LoopSettings, loop_default, with_warmup
 from xsyn.trees.batch import collate_trees, tree_features
@@ -251,6 +251,9 @@ class PretrainTask:
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(self.n_rows, self.settings.batch_size, self.settings.seed, epoch,
                              self.lengths)
+
+    def micro_batches(self, batch: list[int], processes: int) -> list[list[int]]:
+        return micro_batches(batch, self.settings.grad_accum, processes)  # length-grouped already: cut equally
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         return collate_trees([self.features[i] for i in indices], self.pad, self.tree_fields)

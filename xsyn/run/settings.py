@@ -41,7 +41,7 @@ from xsyn.syntax.parsing.registry import (
     ParserChoiceError,
     resolve_parser_choice,
 )
-from xsyn.training.device_rules import AUTO, check_length_setting
+from xsyn.training.device_rules import AUTO, MICRO_BATCH_SPLITS, check_length_setting
 from xsyn.training.folder import RunFolder
 from xsyn.training.precision import DEFAULT_PRECISION, PRECISIONS
 from xsyn.training.settings import LoopSettings, count
@@ -104,6 +104,10 @@ class RunConfig(LoopSettings):
     max_batch_lengths: int | str | None = setting(AUTO, check=check_length_setting, help="at most this many batch "
                                                   "lengths per run and language, those that pad least (none: any); "
                                                   "auto: 8 on a GPU, none on the CPU; recorded as chosen")
+    micro_batch_split: str = setting(AUTO, check=one_of(MICRO_BATCH_SPLITS), help="how a step's batch is cut into "
+                                     "micro-batches: even (grad_accum equal parts) or by-length (sorted by length, "
+                                     "cut where that pads least, each part at most an even part's size; the same "
+                                     "step); auto: even on a GPU, by-length on the CPU; recorded as chosen")
     # data
     doc_stride: int | None = count(None, "QA: overlap of a long context's windows, in pieces")
     max_query_length: int | None = count(None, "QA: question pieces kept (cards: 64); none: all")
@@ -255,11 +259,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def current_names(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved config's keys as RunConfig names them now (`RENAMED`: files written before); the current name wins.
-    A config saved before `max_batch_lengths` existed ran with none."""
+    A config saved before `max_batch_lengths` existed ran with none; one saved before `micro_batch_split` existed
+    cut its batches evenly."""
     saved = {**{RENAMED[k]: v for k, v in saved.items() if k in RENAMED}, **{k: v for k, v in saved.items()
                                                                             if k not in RENAMED}}
     if "pad_to_multiple_of" in saved and "max_batch_lengths" not in saved:  # (a run folder's config.json)
         saved = {**saved, "max_batch_lengths": None}
+    if "pad_to_multiple_of" in saved and "micro_batch_split" not in saved:
+        saved = {**saved, "micro_batch_split": "even"}
     return saved
 
 

@@ -40,7 +40,7 @@ from xsyn.run.resources import RunResources, finetune_resources
 from xsyn.run.settings import ConfigError, RunConfig, current_names
 from xsyn.run.task_data import LabelNames, TaskData, dev_holdout, load_task_data
 from xsyn.training.checkpoint import WRITE_ERRORS, first_line, total_steps
-from xsyn.training.device_rules import AUTO, resolve_adamw_kernel, resolve_length_budget
+from xsyn.training.device_rules import AUTO, resolve_adamw_kernel, resolve_length_budget, resolve_micro_batch_split
 from xsyn.training.driver import TrainState, train, warn_fewer_processes
 from xsyn.training.folder import RunFolder, staged, task_file
 from xsyn.training.log import flat
@@ -69,16 +69,21 @@ from xsyn.utils.progress import duration
 
 logger = logging.getLogger(__name__)
 # The settings that make a step's batch (which rows, padded to which length): a resumed run keeps them
-BATCHING = ("batch_size", "group_by_length", "pad_to_multiple_of", "max_batch_lengths")
+BATCHING = ("batch_size", "group_by_length", "pad_to_multiple_of", "max_batch_lengths", "micro_batch_split")
 
 
 class TrainingBatches:
     """A run's training batches: each epoch a fixed function of (seed, epoch), length-grouped with
-    `group_by_length`, each padded to `pad_to` (at most `max_batch_lengths` lengths, fitted to the rows)."""
+    `group_by_length`, each padded to `pad_to` (at most `max_batch_lengths` lengths, fitted to the rows), and cut
+    into micro-batches as `micro_batch_split` says."""
 
     def __init__(self, config: RunConfig, rows: Sequence[dict[str, Any]]):
         self.config, self.rows = config, rows
         self.lengths = [max(sequence_lengths(row)) for row in rows]
+        self.by_length = config.micro_batch_split == "by-length"
+        # the ladder is fitted to lengths that random batches' micro-batches take (`padded_from`), which a cut by
+        # length makes under the multiple alone
+        self.pad_to = PaddedLength(config.pad_to_multiple_of or 1)
         self.pad_to = PaddedLength.fit(self.padded_from(), config.pad_to_multiple_of, config.max_batch_lengths)
 
     def padded_from(self) -> list[int]:
@@ -87,17 +92,23 @@ class TrainingBatches:
         longest row of each micro-batch of the first epoch (its batches: a function of the seed, as on resume)."""
         if self.config.group_by_length:
             return self.lengths
-        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0)
-                for micro in micro_batches(batch, self.config.grad_accum, 1)]
+        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0) for micro in self.micros(batch, 1)]
 
     def of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
                              self.lengths if self.config.group_by_length else None)
 
+    def micros(self, batch: list[int], processes: int) -> list[list[int]]:
+        """`batch` cut into the micro-batches a step computes (`micro_batches`; `by-length`: sorted and cut where
+        the padded tokens are least)."""
+        if not self.by_length:
+            return micro_batches(batch, self.config.grad_accum, processes)
+        return micro_batches(batch, self.config.grad_accum, processes, self.lengths, self.pad_to)
+
     def figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
         """The real and padded tokens and the distinct shapes of these global batches, each cut into its
         micro-batches as one process computes them (a function of the plan: the same on N processes)."""
-        micros = (micro for batch in batches for micro in micro_batches(batch, self.config.grad_accum, 1))
+        micros = (micro for batch in batches for micro in self.micros(batch, 1))
         return batch_figures(([n for i in micro for n in sequence_lengths(self.rows[i])] for micro in micros),
                              self.pad_to)
 
@@ -124,6 +135,9 @@ class FinetuneTask:
 
     def batch_figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
         return self.batching.figures(batches)
+
+    def micro_batches(self, batch: list[int], processes: int) -> list[list[int]]:
+        return self.batching.micros(batch, processes)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """The model's inputs of the rows, and nothing else: all of it is copied to the device."""
@@ -218,6 +232,7 @@ def _finetune(resources: RunResources, saved: dict[str, Any], resume: bool, prog
                "parsers": parsers.choices([config.train_lang]),
                "mixed_precision": config.mixed_precision, "adamw_kernel": state.adamw_kernel,
                "pad_to_multiple_of": config.pad_to_multiple_of, "max_batch_lengths": config.max_batch_lengths,
+               "micro_batch_split": config.micro_batch_split,
                "batch_lengths": list(task.batching.pad_to.ladder) or None, **_compile_summary(config),
                "processes": accelerator.num_processes, **provenance()}
     if main:
@@ -272,7 +287,8 @@ def check_same_batching(config: RunConfig, saved: dict[str, Any], folder: RunFol
                           "--output-dir")
 
 
-DEVICE_RULED = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths")  # whose `auto` the device resolves
+# whose `auto` the device resolves
+DEVICE_RULED = ("adamw_kernel", "pad_to_multiple_of", "max_batch_lengths", "micro_batch_split")
 
 
 def with_device_rules(config: RunConfig, saved: dict[str, Any], device_type: str) -> RunConfig:
@@ -286,7 +302,8 @@ def with_device_rules(config: RunConfig, saved: dict[str, Any], device_type: str
         kernel = resolve_adamw_kernel(given["adamw_kernel"], device_type)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    resolved = replace(config, adamw_kernel=kernel, pad_to_multiple_of=multiple, max_batch_lengths=most)
+    resolved = replace(config, adamw_kernel=kernel, pad_to_multiple_of=multiple, max_batch_lengths=most,
+                       micro_batch_split=resolve_micro_batch_split(given["micro_batch_split"], device_type))
     resolved.card = config.card
     return resolved
 

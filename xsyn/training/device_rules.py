@@ -13,6 +13,12 @@ The length budget (`pad_to_multiple_of`, `max_batch_lengths`): where a new batch
 kernel plan, an autotuned GEMM, a recompile) `auto` is few lengths, multiples of 8 and at most 8 a run and language
 (the ladder that pads least, `xsyn.trees.padding`); where it costs nothing measurable (the CPU) every batch is
 padded to its own longest row (multiple 1, no cap): the least padding. An integer (or null: no cap) overrides it.
+
+The micro-batch split (`micro_batch_split`): where shapes cost nothing, `auto` is `by-length`: each step's batch
+sorted by length and cut into micro-batches where that pads least (`xsyn.training.loop.micro_batches`): a
+random batch of 32 PAWS-X pairs then computes 26% fewer tokens (15,072 against 20,448 over 8 batches) for 31%
+less time on one CPU thread, the same step within float rounding. Where shapes cost, `even`: `grad_accum` equal
+parts, as they always were (every micro-batch of its own length would multiply a GPU's shapes).
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")  # what torch's fus
 # the length budget where shapes cost (`pad_to_multiple_of`, `max_batch_lengths`), and where they do not
 FEW_SHAPES = (8, 8)
 LEAST_PADDING = (1, None)
+MICRO_BATCH_SPLITS = (AUTO, "even", "by-length")  # the `micro_batch_split` setting
 
 
 # what each setting's `auto` may become, on some device (a run records one of them)
 AUTO_RESOLUTIONS = {"adamw_kernel": ADAMW_KERNELS[1:], "pad_to_multiple_of": (FEW_SHAPES[0], LEAST_PADDING[0]),
-                    "max_batch_lengths": (FEW_SHAPES[1], LEAST_PADDING[1])}
+                    "max_batch_lengths": (FEW_SHAPES[1], LEAST_PADDING[1]),
+                    "micro_batch_split": MICRO_BATCH_SPLITS[1:]}
 
 
 def same_resolution(name: str, saved: Any, setting: Any) -> bool:
@@ -50,6 +58,14 @@ def resolve_length_budget(pad_to_multiple_of: int | str | None, max_batch_length
     budget = FEW_SHAPES if shapes_cost(device_type) else LEAST_PADDING
     return (budget[0] if pad_to_multiple_of == AUTO else pad_to_multiple_of,
             budget[1] if max_batch_lengths == AUTO else max_batch_lengths)
+
+
+def resolve_micro_batch_split(setting: str, device_type: str) -> str:
+    """`micro_batch_split` as a run on `device_type` cuts its batches: `auto` as `by-length` where shapes cost
+    nothing (`shapes_cost`), as `even` where they cost; a value given stays."""
+    if setting != AUTO:
+        return setting
+    return "even" if shapes_cost(device_type) else "by-length"
 
 
 def check_length_setting(value: Any) -> None:

@@ -57,6 +57,10 @@ class TrainingTask(Protocol):
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         """The global batches (row indices) of one epoch, a fixed function of (seed, epoch)."""
 
+    def micro_batches(self, batch: list[int], processes: int) -> list[list[int]]:
+        """A global batch cut into the micro-batches a step computes one after another (`loop.micro_batches`),
+        each with a row for every one of the `processes`."""
+
     def collate(self, indices: list[int]) -> Batch:
         """One share of a batch as tensors (on the host)."""
 
@@ -156,7 +160,7 @@ def train(settings: LoopSettings, task: TrainingTask, accelerator, folder: RunFo
     stepper = Stepper(accelerator, model, optimizer, LinearSchedule(settings.learning_rate, settings.warmup_steps,
                                                                     steps),
                       settings.max_grad_norm, settings.seed, settings.grad_accum, hint=task.hint,
-                      count_items=task.count_items)
+                      count_items=task.count_items, split=task.micro_batches)
     eval_every = settings.eval_every or steps_per_epoch
     save_every = checkpoint_interval(settings.checkpointing_steps, steps_per_epoch, eval_every)
     state = load_state(accelerator, folder.state, TrainState) if resume else None

@@ -14,7 +14,8 @@ The ladder is a function of the rows alone, so it is the same on every process, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,3 +89,25 @@ def batch_figures(batches: Iterable[Sequence[int]], padded: PaddedLength) -> dic
         computed += shape[0] * shape[1]
     return {"real_tokens": real, "padded_tokens": computed,
             "padded_share": round(1 - real / computed, 4) if computed else 0.0, "distinct_shapes": len(shapes)}
+
+
+def least_padded_cuts(lengths: Sequence[int], padded: Callable[[int], int], sizes: tuple[int, int],
+                      cost_per_group: float) -> list[int] | None:
+    """Where to cut `lengths` (sorted longest first) into consecutive groups of `sizes` (fewest, most) items each
+    so that the padded tokens (each group padded to `padded` of its first, longest, item) plus `cost_per_group`
+    tokens for every group are least: the groups' sizes in order; None where no cut into such groups exists.
+    An exact dynamic programme over the cut points (O(n * most): 32 rows take microseconds)."""
+    n, (fewest, most) = len(lengths), sizes
+    best, size = [0.0] + [math.inf] * n, [0] * (n + 1)  # best[j]: the least cost of the first j items
+    for j in range(1, n + 1):
+        for i in range(max(0, j - most), j - fewest + 1):
+            cost = best[i] + (j - i) * padded(lengths[i]) + cost_per_group
+            if cost < best[j]:
+                best[j], size[j] = cost, j - i
+    if math.isinf(best[n]):
+        return None
+    groups, j = [], n
+    while j:
+        groups.append(size[j])
+        j -= size[j]
+    return groups[::-1]
