@@ -2,14 +2,16 @@
 as training data (no training file is available), mBERT's vocabulary, batch 32, max length 128.
 
     HF_HUB_OFFLINE=1 python scripts/batch_shapes.py [--shared ../shared/data] [--epochs 3]
-        [--langs en,zh] [--work DIR] [--json OUT]
+        [--langs en,zh] [--tasks pawsx,xnli] [--device cuda|cpu] [--work DIR] [--json OUT]
 
 Per task and batching (`default`: xsyn's settings; `random`: random batches padded to their longest row, as
 before issue 44) and per epoch: the padded share of the tokens computed and the distinct (B, T) of the training
 batches (`TrainingBatches.figures`, what `train_results.json` records); and per language of the task's dev
 files, the evaluation's (batch 64; `prediction_figures`, what `results.json` records). Targets: training padded
 share <= 12% and <= 10 distinct shapes an epoch on both tasks, evaluation <= 12 distinct shapes per language.
-No model runs: the rows are featurised (the `chain` parser) and batched as a run would batch them.
+No model runs: the rows are featurised (the `chain` parser) and batched as a run on `--device` would batch them
+(its `auto` settings resolved there, as `xsyn finetune` resolves them: `xsyn.training.device_rules`; the targets
+are a GPU's, where shapes cost).
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"padded_share": 0.12, "training_shapes": 10, "evaluation_shapes": 12}
 
 
-def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[str] | None) -> dict:
+def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[str] | None,
+                 device: str = "cuda") -> dict:
     from dataclasses import replace
 
     from xsyn.benchmarks.loop import BATCHINGS  # the same two schemes `xsyn bench loop` times
     from xsyn.data.cards import load_card
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.run.settings import resolve
-    from xsyn.run.task_data import load_task_data, make_parser
-    from xsyn.run.train import TrainingBatches, resolve_tokenizer
+    from xsyn.run.task_data import load_task_data, make_parsers
+    from xsyn.run.checks import check_model
+    from xsyn.run.train import TrainingBatches, with_device_rules
 
     data = work / task
     data.mkdir(parents=True, exist_ok=True)
@@ -46,19 +50,20 @@ def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[s
     config = resolve(task, "none", card, {}, {"model": "tiny", "tokenizer": vocab, "data_dir": str(data),
                                               "parser": "chain", "cache_dir": str(work / "cache"),
                                               "batch_size": 32, "max_length": 128, "eval_batch_size": 64})
-    tokenizer, parser = resolve_tokenizer(config), make_parser(config)
-    train, names = load_task_data(card, config, tokenizer, "train", {s: "en" for s in card.segments}, parser=parser)
-    out: dict = {"rows": len(train.rows()), "languages": langs, "batchings": {}}
+    tokenizer, parser = check_model(config.model, config.tokenizer, config.tiny_family)[0], make_parsers(config)
+    train, names = load_task_data(card, config, tokenizer, "train", {s: "en" for s in card.segments}, parsers=parser)
+    out: dict = {"rows": len(train.rows()), "languages": langs, "device": device, "batchings": {}}
     for name, settings in BATCHINGS.items():
-        run = replace(config, **settings)
+        run = with_device_rules(replace(config, **settings), {}, device)
         batcher = TrainingBatches(run, train.rows())
         evaluation = {}
         for lang in langs:
             dev, _ = load_task_data(card, run, tokenizer, "validation", {s: lang for s in card.segments}, names=names,
-                                    parser=parser)
-            evaluation[lang] = prediction_figures(dev.rows(), run.eval_batch_size, 1, **padding(run))
+                                    parsers=parser)
+            evaluation[lang] = prediction_figures(dev.rows(), run.eval_batch_size, 1, **padding(run, device))
         out["batchings"][name] = {
             "ladder": list(batcher.pad_to.ladder), "multiple": batcher.pad_to.multiple,
+            "micro_batch_split": run.micro_batch_split,
             "epochs": [batcher.figures(batcher.of_epoch(epoch)) for epoch in range(epochs)],
             "evaluation": evaluation}
     return out
@@ -96,13 +101,17 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--langs", default=None, help="Comma-separated dev languages evaluated [default: all].")
+    parser.add_argument("--tasks", default="pawsx,xnli", help="Comma-separated tasks [default: pawsx,xnli].")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="Whose `auto` settings batch "
+                        "the rows [default: cuda, where shapes cost].")
     parser.add_argument("--work", type=Path, default=None, help="Keep the data and feature caches here.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures to this file.")
     args = parser.parse_args()
     langs = args.langs.split(",") if args.langs else None
     with tempfile.TemporaryDirectory(prefix="xsyn-batch-shapes-") as scratch:
         work = args.work or Path(scratch)
-        results = {task: task_figures(task, args.shared, work, args.epochs, langs) for task in ("pawsx", "xnli")}
+        results = {task: task_figures(task, args.shared, work, args.epochs, langs, args.device)
+                   for task in args.tasks.split(",")}
     print(text(results))
     missed = misses(results)
     print("targets met" if not missed else "targets missed: " + "; ".join(missed))
