@@ -32,10 +32,10 @@ def task_figures(task: str, shared: Path, work: Path, epochs: int, langs: list[s
 
     from xsyn.benchmarks.loop import BATCHINGS  # the same two schemes `xsyn bench loop` times
     from xsyn.data.cards import load_card
+    from xsyn.run.checks import check_model
     from xsyn.run.inference import padding, prediction_figures
     from xsyn.run.settings import resolve
     from xsyn.run.task_data import load_task_data, make_parsers
-    from xsyn.run.checks import check_model
     from xsyn.run.train import TrainingBatches, with_device_rules
 
     data = work / task

@@ -81,9 +81,6 @@ class TrainingBatches:
         self.config, self.rows = config, rows
         self.lengths = [max(sequence_lengths(row)) for row in rows]
         self.by_length = config.micro_batch_split == "by-length"
-        # the ladder is fitted to lengths that random batches' micro-batches take (`padded_from`), which a cut by
-        # length makes under the multiple alone
-        self.pad_to = PaddedLength(config.pad_to_multiple_of or 1)
         self.pad_to = PaddedLength.fit(self.padded_from(), config.pad_to_multiple_of, config.max_batch_lengths)
 
     def padded_from(self) -> list[int]:
@@ -92,18 +89,21 @@ class TrainingBatches:
         longest row of each micro-batch of the first epoch (its batches: a function of the seed, as on resume)."""
         if self.config.group_by_length:
             return self.lengths
-        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0) for micro in self.micros(batch, 1)]
+        # (a cut by length is made under the multiple alone here: the ladder is what is being fitted)
+        multiple = PaddedLength(self.config.pad_to_multiple_of or 1)
+        return [max(self.lengths[i] for i in micro) for batch in self.of_epoch(0)
+                for micro in self.micros(batch, 1, multiple)]
 
     def of_epoch(self, epoch: int) -> list[list[int]]:
         return epoch_batches(len(self.rows), self.config.batch_size, self.config.seed, epoch,
                              self.lengths if self.config.group_by_length else None)
 
-    def micros(self, batch: list[int], processes: int) -> list[list[int]]:
+    def micros(self, batch: list[int], processes: int, padded: PaddedLength | None = None) -> list[list[int]]:
         """`batch` cut into the micro-batches a step computes (`micro_batches`; `by-length`: sorted and cut where
-        the padded tokens are least)."""
+        the tokens padded to `padded`, by default `pad_to`, are least)."""
         if not self.by_length:
             return micro_batches(batch, self.config.grad_accum, processes)
-        return micro_batches(batch, self.config.grad_accum, processes, self.lengths, self.pad_to)
+        return micro_batches(batch, self.config.grad_accum, processes, self.lengths, padded or self.pad_to)
 
     def figures(self, batches: Iterable[list[int]]) -> dict[str, Any]:
         """The real and padded tokens and the distinct shapes of these global batches, each cut into its

@@ -17,8 +17,9 @@ padded to its own longest row (multiple 1, no cap): the least padding. An intege
 The micro-batch split (`micro_batch_split`): where shapes cost nothing, `auto` is `by-length`: each step's batch
 sorted by length and cut into micro-batches where that pads least (`xsyn.training.loop.micro_batches`), the
 same step within float rounding: an epoch of random batches of 32 PAWS-X pairs (MiniLM, one CPU thread) then
-computes 4.6% padding instead of 36%, and trains 1.29x the examples a second (docs/performance.md). Where shapes cost, `even`: `grad_accum` equal
-parts, as they always were (every micro-batch of its own length would multiply a GPU's shapes).
+computes 4.6% padding instead of 36%, and trains 1.29x the examples a second (docs/performance.md). Where shapes
+cost, `even`: `grad_accum` equal parts, as they always were (every micro-batch of its own length would multiply a
+GPU's shapes).
 """
 
 from __future__ import annotations
